@@ -1,0 +1,1 @@
+"""Figures and tables of each experiment, drawn only from its summary tables."""

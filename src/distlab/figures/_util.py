@@ -1,0 +1,36 @@
+"""Small helpers the figure modules share."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..stats import bootstrap_ci
+from ..tables import fmt_ci
+
+
+def ci_cell(values, seed: int = 0) -> tuple[str, float, float, float]:
+    """Mean [95 % BCa CI] of per-seed values, formatted, plus the numbers."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) == 0:
+        return "n/a", np.nan, np.nan, np.nan
+    ci = bootstrap_ci(v, seed=seed)
+    return fmt_ci(ci.estimate, ci.low, ci.high), ci.estimate, ci.low, ci.high
+
+
+def on_grid(df: pd.DataFrame, x: str, y: str, keys: list[str], points: int = 100) -> pd.DataFrame:
+    """Each run's ``y`` interpolated onto a common ``x`` grid per group of ``keys``
+    (minus ``seed``), up to the shortest run of the group, so curves over a
+    continuous x (time) can be averaged across seeds."""
+    out = []
+    group_keys = [k for k in keys if k != "seed"]
+    for gkey, g in df.groupby(group_keys, dropna=False):
+        xmax = g.groupby("seed")[x].max().min()
+        grid = np.linspace(0, xmax, points)
+        for seed, r in g.groupby("seed"):
+            r = r.sort_values(x)
+            vals = np.interp(grid, r[x].to_numpy(), r[y].to_numpy())
+            row = dict(zip(group_keys, gkey if isinstance(gkey, tuple) else (gkey,)))
+            out.append(pd.DataFrame({**row, "seed": seed, x: grid, y: vals}))
+    return pd.concat(out, ignore_index=True)

@@ -1,0 +1,56 @@
+"""The shared baseline: data-parallel SGD against single-process SGD."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .. import plots  # noqa: E402
+from ..tables import write_table  # noqa: E402
+from ._util import ci_cell  # noqa: E402
+
+
+def _run_label(df: pd.DataFrame) -> pd.Series:
+    return [f"{'single process' if m == 'single' else f'DGD, {int(n)} workers'} [{b}]"
+            for m, n, b in zip(df["method"], df["n_workers"], df["backend"])]
+
+
+def make(inputs: dict, out_dir: Path, opts: dict) -> None:
+    plots.set_style()
+    steps = pd.read_csv(inputs["steps"])
+    summary = pd.read_csv(inputs["summary"])
+    steps["run"] = _run_label(steps)
+    summary["run"] = _run_label(summary)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    plots.line_with_ci(steps, x="step", y="loss", hue="run", ax=axes[0])
+    for line in axes[0].lines:
+        line.set_marker("")
+    axes[0].set_ylabel("training loss (global mini-batch)")
+    ev = steps[steps["val_acc"].notna()]
+    plots.line_with_ci(ev, x="step", y="val_acc", hue="run", ax=axes[1])
+    axes[1].set_ylabel("validation accuracy")
+    clocks = "; ".join(f"[{b}] {plots.provenance_text(b)}" for b in sorted(set(summary["backend"])))
+    fig.text(0.01, 0.01, f"{clocks}; no times plotted; {summary['seed'].nunique()} seeds",
+             fontsize=7, color="0.3")
+    fig.suptitle("Synchronous data-parallel SGD vs single-process SGD, same global batch")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+    plots.save(fig, out_dir / "figures/baseline_loss.png")
+    rows = []
+    for run, g in summary.groupby("run"):
+        rows.append({
+            "run": run, "clock": g["clock"].iloc[0], "seeds": len(g),
+            "final_train_loss": ci_cell(g["final_train_loss_full"])[0],
+            "final_val_acc": ci_cell(g["final_val_acc"])[0],
+            "time_per_step_s": ci_cell(g["time_per_step"])[0],
+            "bytes_per_step_per_worker": float(g["bytes_per_step"].mean()),
+            "max_param_diff_across_ranks": (float(g["params_max_abs_diff_across_ranks"].max())
+                                            if "params_max_abs_diff_across_ranks" in g
+                                            and g["params_max_abs_diff_across_ranks"].notna().any()
+                                            else None),
+        })
+    write_table(pd.DataFrame(rows), out_dir / "tables/baseline.csv", out_dir / "tables/baseline.md")

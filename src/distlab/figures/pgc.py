@@ -1,0 +1,218 @@
+"""Pipelined Gradient Coding: the paper's Figs. 3, 7-10, the time-to-target
+table, and the real backend against the simulator's prediction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .. import plots  # noqa: E402
+from ..tables import write_table  # noqa: E402
+from ._util import ci_cell, on_grid  # noqa: E402
+
+ORDER = ["dgd", "gc-fr", "gc-cr", "pgc-fr", "pgc-cr", "is-sgd", "is-gc-fr", "is-gc-cr"]
+
+
+def _label(s: str) -> str:
+    return s.upper()
+
+
+def _order(df: pd.DataFrame) -> list[str]:
+    present = set(df["scheme"])
+    return [_label(s) for s in ORDER if s in present]
+
+
+def _regime(opts: dict, mu: float | None = None) -> str:
+    if opts.get("compute_mode") == "calibrated":
+        c = float(opts["unit_seconds"])
+        text = f"c = {c:g} s per partition"
+        return text + (f", c/mu = {c / mu:.2g}" if mu else "")
+    return "compute measured on this CPU"
+
+
+def _with_label(df: pd.DataFrame) -> pd.DataFrame:
+    return df.assign(Scheme=df["scheme"].map(_label))
+
+
+def fig3(summary: pd.DataFrame, out: Path, opts: dict) -> None:
+    d = _with_label(summary)
+    d["config"] = [("DGD (c=1)" if sc == "dgd" else f"{sc.upper()} c={int(s) + 1}")
+                   for sc, s in zip(d["scheme"], d["s"])]
+    order = ["DGD (c=1)"] + [f"{sc} c={c}" for sc in ("GC-FR", "GC-CR")
+                            for c in sorted({int(s) + 1 for s in d["s"] if s > 0})]
+    order = [o for o in order if o in set(d["config"])]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, col, title in [(axes[0], "total_time", "training time, 1 epoch (s)"),
+                           (axes[1], "final_train_loss_full", "training loss after 1 epoch")]:
+        plots.bar_with_ci(d, x="config", y=col, hue=None, ax=ax)
+        ax.set_xticks(range(len(order)))
+        ax.set_xticklabels(order, rotation=30, ha="right")
+        ax.set_xlabel("")
+        ax.set_ylabel(title)
+    mu = float(d["delay_mean"].iloc[0])
+    plots.label_provenance(fig, "simulated", f"{d['seed'].nunique()} seeds; exp. delays mean "
+                           f"{mu:g} s; {_regime(opts, mu)}")
+    fig.suptitle("Fig. 3 counterpart: DGD vs GC with c partitions per worker")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+    plots.save(fig, out)
+
+
+def _expand_dgd(summary: pd.DataFrame, s_values) -> pd.DataFrame:
+    """DGD waits for every worker and holds one partition, so it does not depend
+    on s: its runs (stored once, at s = 0) stand as the baseline of every s."""
+    dgd = summary[summary["scheme"] == "dgd"]
+    rest = summary[summary["scheme"] != "dgd"]
+    return pd.concat([rest] + [dgd.assign(s=s) for s in s_values], ignore_index=True)
+
+
+def fig7(summary: pd.DataFrame, out: Path, opts: dict) -> None:
+    s_values = sorted(int(s) for s in summary["s"].unique() if s > 0)
+    d = _with_label(_expand_dgd(summary, s_values))
+    means = sorted(d["delay_mean"].unique())
+    fig, axes = plt.subplots(1, len(means), figsize=(6 * len(means), 4.2), squeeze=False)
+    for ax, mu in zip(axes[0], means):
+        sub = d[d["delay_mean"] == mu]
+        plots.bar_with_ci(sub, x="s", y="time_per_step", hue="Scheme", ax=ax)
+        ax.set_title(f"exp. delays, mean {mu:g} s ({_regime(opts, mu)})")
+        ax.set_ylabel("time per step (simulated s)")
+        ax.legend(fontsize=7, ncol=2)
+    plots.label_provenance(fig, "simulated", f"n = {opts.get('n')}, {d['seed'].nunique()} seeds")
+    fig.suptitle("Fig. 7 counterpart: time per step")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+    plots.save(fig, out)
+
+
+def fig8(steps: pd.DataFrame, out: Path, opts: dict) -> None:
+    s_values = sorted(int(s) for s in steps["s"].unique() if s > 0)
+    ev = steps[steps["train_loss_full"].notna()]
+    d = _with_label(_expand_dgd(ev, s_values))
+    means = sorted(d["delay_mean"].unique())
+    fig, axes = plt.subplots(len(s_values), len(means), figsize=(6 * len(means), 3.2 * len(s_values)),
+                             squeeze=False, sharex=True)
+    for i, s in enumerate(s_values):
+        for j, mu in enumerate(means):
+            ax = axes[i][j]
+            sub = d[(d["s"] == s) & (d["delay_mean"] == mu)]
+            plots.line_with_ci(sub, x="step", y="train_loss_full", hue="Scheme", ax=ax)
+            ax.set_yscale("log")
+            ax.set_title(f"s = {s}, delay mean {mu:g} s", fontsize=9)
+            ax.set_ylabel("training loss (full train set)")
+            if (i, j) != (0, 0):
+                ax.get_legend().remove()
+            else:
+                ax.legend(fontsize=7, ncol=2)
+    plots.label_provenance(fig, "simulated", f"{d['seed'].nunique()} seeds; loss vs steps")
+    fig.suptitle("Fig. 8 counterpart: training loss against steps")
+    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    plots.save(fig, out)
+
+
+def fig9(summary: pd.DataFrame, out: Path, opts: dict) -> None:
+    d = _with_label(summary)
+    order = _order(d)
+    thr = opts.get("threshold", {})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    plots.bar_with_ci(d, x="Scheme", y="time_per_step", hue=None, ax=axes[0])
+    axes[0].set_ylabel("time per step (simulated s)")
+    plots.bar_with_ci(d, x="Scheme", y="steps_to_threshold", hue=None, ax=axes[1])
+    axes[1].set_ylabel(f"steps to loss <= {thr.get('loss')} ({thr.get('repeat', 3)} in a row)")
+    for ax in axes:
+        ax.set_xticks(range(len(order)))
+        ax.set_xticklabels(order, rotation=30, ha="right")
+        ax.set_xlabel("")
+    mu = float(d["delay_mean"].iloc[0])
+    plots.label_provenance(fig, "simulated", f"s = {opts.get('cloud_s')}, exp. delays mean {mu:g} s, "
+                           f"{_regime(opts, mu)}; {d['seed'].nunique()} seeds")
+    fig.suptitle("Fig. 9 counterpart: time per step and steps to the loss threshold")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+    plots.save(fig, out)
+
+
+def fig10(steps: pd.DataFrame, out: Path, opts: dict) -> None:
+    d = steps.sort_values("step").copy()
+    # the per-step loss of the messages used, smoothed over 10 steps
+    d["loss_smooth"] = d.groupby(["scheme", "seed"])["loss"].transform(
+        lambda v: v.rolling(10, min_periods=1).mean())
+    g = _with_label(on_grid(d, "time", "loss_smooth", ["scheme", "seed"]))
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    plots.line_with_ci(g, x="time", y="loss_smooth", hue="Scheme", ax=ax)
+    for line in ax.lines:
+        line.set_marker("")
+    thr = opts.get("threshold", {}).get("loss")
+    if thr is not None:
+        ax.axhline(thr, color="grey", ls="--", lw=1)
+    ax.set_yscale("log")
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("training loss (10-step mean)")
+    plots.label_provenance(fig, "simulated", f"{d['seed'].nunique()} seeds")
+    ax.set_title("Fig. 10 counterpart: training loss against time")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    plots.save(fig, out)
+
+
+def time_to_target(summary: pd.DataFrame, out_csv: Path, out_md: Path) -> pd.DataFrame:
+    """Time and steps to the loss threshold per scheme, with paired speed-ups."""
+    rows = []
+    by = {s: g.set_index("seed") for s, g in summary.groupby("scheme")}
+    for scheme in [s for s in ORDER if s in by]:
+        g = by[scheme]
+        row = {"scheme": _label(scheme), "seeds": len(g), "reached": int(g["reached"].sum()),
+               "time_to_target_s": ci_cell(g["time_to_threshold"])[0],
+               "steps_to_target": ci_cell(g["steps_to_threshold"])[0],
+               "time_per_step_s": ci_cell(g["time_per_step"])[0]}
+        for ref in ("dgd", "gc-fr", "gc-cr"):
+            if ref in by:
+                r = by[ref]["time_to_threshold"] / g["time_to_threshold"]
+                row[f"speedup_vs_{ref}"] = ci_cell(r.dropna())[0]
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    write_table(table, out_csv, out_md)
+    return table
+
+
+def real_vs_sim(summary: pd.DataFrame, out_png: Path, out_md: Path, opts: dict) -> None:
+    d = _with_label(summary)
+    d["clock"] = d["backend"].map(lambda b: "simulated prediction" if b == "simulated"
+                                  else f"measured ({b})")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    plots.bar_with_ci(d, x="Scheme", y="time_per_step", hue="clock", ax=ax)
+    ax.set_ylabel("time per step (s)")
+    n = int(d["n"].iloc[0])
+    mu = float(d["delay_mean"].iloc[0])
+    plots.label_provenance(fig, "gloo", f"beside the simulator's prediction; n = {n}, exp. delays "
+                           f"mean {mu:g} s, {d['seed'].nunique()} seeds")
+    ax.set_title("Real processes (torchrun, gloo) vs the simulated cluster")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    plots.save(fig, out_png)
+    rows = []
+    for scheme, g in d.groupby("scheme"):
+        real = g[g["backend"] != "simulated"].set_index("seed")["time_per_step"]
+        sim = g[g["backend"] == "simulated"].set_index("seed")["time_per_step"]
+        ratio = (real / sim).dropna()
+        rows.append({"scheme": _label(scheme), "measured_s": ci_cell(real)[0],
+                     "simulated_s": ci_cell(sim)[0], "ratio_measured_to_simulated": ci_cell(ratio)[0],
+                     "seeds": len(ratio)})
+    order = {s: i for i, s in enumerate(_label(s) for s in ORDER)}
+    write_table(pd.DataFrame(rows).sort_values("scheme", key=lambda c: c.map(order)),
+                out_md.with_suffix(".csv"), out_md)
+
+
+def make(inputs: dict, out_dir: Path, opts: dict) -> None:
+    plots.set_style()
+    read = {k: pd.read_csv(v) for k, v in inputs.items()}
+    fig3(read["motivating_summary"], out_dir / "figures/pgc_fig3.png", opts)
+    fig7(read["simulation_summary"], out_dir / "figures/pgc_fig7.png", opts)
+    fig8(read["simulation_steps"], out_dir / "figures/pgc_fig8.png", opts)
+    fig9(read["cloud_summary"], out_dir / "figures/pgc_fig9.png", opts)
+    fig10(read["cloud_steps"], out_dir / "figures/pgc_fig10.png", opts)
+    time_to_target(read["cloud_summary"], out_dir / "tables/pgc_time_to_target.csv",
+                   out_dir / "tables/pgc_time_to_target.md")
+    if "real_summary" in read:
+        real_vs_sim(read["real_summary"], out_dir / "figures/pgc_real_vs_sim.png",
+                    out_dir / "tables/pgc_real_vs_sim.md", opts)

@@ -1,0 +1,208 @@
+"""Model registry: ``build_model(name, **kwargs)`` plus what each model's task is.
+
+========  ==============  ===================================================
+name      task            keyword arguments (defaults)
+========  ==============  ===================================================
+cnn       classification  in_channels=1, num_classes=10, image_size=8
+resnet18  classification  num_classes=10, in_channels=3, small_input=False
+gpt       lm              vocab_size=256, block_size=128, n_layer=4, n_head=4,
+                          d_model=128, dropout=0.0
+logreg    classification  in_features=64, num_classes=10
+========  ==============  ===================================================
+
+Classification models map ``(B, ...)`` inputs to ``(B, num_classes)`` logits;
+the language model maps token ids ``(B, T)`` to ``(B, T, vocab_size)`` logits.
+:func:`loss_for` gives the matching cross-entropy.  No weights are ever
+downloaded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+# --------------------------------------------------------------------------- vision
+
+
+def cnn(in_channels: int = 1, num_classes: int = 10, image_size: int = 8) -> nn.Module:
+    """Two 3x3 conv layers (16, 32 channels) with ReLU and pooling, then an MLP head.
+
+    Pooling brings any ``image_size >= 2`` down to at most 4x4, so the head and
+    the parameter count (~38k) do not depend on the image size.
+    """
+    pooled = min(4, image_size // 2)
+    if pooled < 1:
+        raise ValueError(f"image_size must be >= 2, got {image_size}")
+    return nn.Sequential(
+        nn.Conv2d(in_channels, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(pooled),
+        nn.Flatten(),
+        nn.Linear(32 * pooled * pooled, 64),
+        nn.ReLU(),
+        nn.Linear(64, num_classes),
+    )
+
+
+def resnet18(num_classes: int = 10, in_channels: int = 3, small_input: bool = False) -> nn.Module:
+    """torchvision's ResNet-18, randomly initialised (``weights=None``).
+
+    ``small_input`` (for 32x32 images) makes the stem a 3x3 stride-1 conv and
+    drops the max-pool, as is usual for CIFAR.
+    """
+    from torchvision.models import resnet18 as tv_resnet18
+
+    model = tv_resnet18(weights=None, num_classes=num_classes)
+    if small_input or in_channels != 3:
+        kernel, stride, padding = (3, 1, 1) if small_input else (7, 2, 3)
+        model.conv1 = nn.Conv2d(in_channels, 64, kernel, stride, padding, bias=False)
+        nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+    if small_input:
+        model.maxpool = nn.Identity()
+    return model
+
+
+def logreg(in_features: int = 64, num_classes: int = 10) -> nn.Module:
+    """Multinomial logistic regression: flatten, then one linear layer."""
+    return nn.Sequential(nn.Flatten(), nn.Linear(in_features, num_classes))
+
+
+# --------------------------------------------------------------------------- GPT
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention through ``F.scaled_dot_product_attention``."""
+
+    def __init__(self, d_model: int, n_head: int, dropout: float) -> None:
+        super().__init__()
+        if d_model % n_head:
+            raise ValueError(f"d_model={d_model} is not divisible by n_head={n_head}")
+        self.n_head = n_head
+        self.dropout = dropout
+        self.c_attn = nn.Linear(d_model, 3 * d_model)
+        self.c_proj = nn.Linear(d_model, d_model)
+        self.resid_dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = (
+            t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+            for t in self.c_attn(x).split(C, dim=2)
+        )
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, T, C)))
+
+
+class Block(nn.Module):
+    """Pre-LN transformer block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
+
+    def __init__(self, d_model: int, n_head: int, dropout: float) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_head, dropout)
+        self.ln_2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model), nn.Dropout(dropout)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """GPT-style decoder with learned positions and an lm head tied to the token embedding.
+
+    Weights are N(0, 0.02) (biases zero); the projections that write into the
+    residual stream are scaled by ``1 / sqrt(2 * n_layer)`` as in GPT-2.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int = 256,
+        block_size: int = 128,
+        n_layer: int = 4,
+        n_head: int = 4,
+        d_model: int = 128,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.block_size = block_size
+        self.wte = nn.Embedding(vocab_size, d_model)
+        self.wpe = nn.Embedding(block_size, d_model)
+        self.drop = nn.Dropout(dropout)
+        self.blocks = nn.ModuleList(Block(d_model, n_head, dropout) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=0.02)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+        for block in self.blocks:
+            for proj in (block.attn.c_proj, block.mlp[2]):
+                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * n_layer))
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        """Token ids ``(B, T)`` with ``T <= block_size`` -> logits ``(B, T, vocab_size)``."""
+        T = idx.shape[1]
+        if T > self.block_size:
+            raise ValueError(f"sequence length {T} exceeds block_size {self.block_size}")
+        x = self.drop(self.wte(idx) + self.wpe(torch.arange(T, device=idx.device)))
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+# --------------------------------------------------------------------------- registry
+
+MODELS: dict[str, Callable[..., nn.Module]] = {"cnn": cnn, "resnet18": resnet18, "gpt": GPT, "logreg": logreg}
+TASKS: dict[str, str] = {
+    "cnn": "classification",
+    "resnet18": "classification",
+    "gpt": "lm",
+    "logreg": "classification",
+}
+
+
+def build_model(name: str, **kwargs: object) -> nn.Module:
+    """Build model ``name`` from the registry with ``kwargs``; ``model.task`` names its task."""
+    if name not in MODELS:
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")
+    model = MODELS[name](**kwargs)
+    model.task = TASKS[name]
+    return model
+
+
+def classification_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of ``(B, K)`` logits against ``(B,)`` class ids."""
+    return F.cross_entropy(logits, target)
+
+
+def lm_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy of ``(B, T, V)`` logits against ``(B, T)`` ids, over B*T."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))
+
+
+def loss_for(name: str) -> Loss:
+    """The training loss of model ``name`` (by its task)."""
+    if name not in TASKS:
+        raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")
+    return classification_loss if TASKS[name] == "classification" else lm_loss
+
+
+def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
+    """Number of distinct parameters (tied weights counted once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

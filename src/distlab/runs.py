@@ -1,0 +1,207 @@
+"""What every training run writes, and how it survives being killed.
+
+A run directory holds:
+
+* ``metrics.csv`` — tidy, one row per step (or per evaluation), with a
+  ``time`` column whose meaning is given by ``clock`` (``simulated`` or
+  ``measured``) and a ``backend`` column;
+* ``manifest.json`` — the resolved run spec, seed, git revision, library
+  versions, CPU/GPU, backend, wall time and peak RSS; written last, so a
+  directory without it is not a finished run;
+* ``checkpoint.pt`` while the run is in progress (removed at the end).
+
+Outputs are written to a temporary file and renamed into place, so a run that
+dies never leaves a file that looks complete.  A rerun of a killed run
+resumes from its checkpoint; with the simulated backend and calibrated
+compute its final metrics are identical to an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pandas as pd
+import psutil
+import torch
+
+LIBRARIES = ("torch", "torchvision", "numpy", "pandas", "scipy", "datasets", "snakemake",
+             "distlab")
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary sibling of ``path``; rename it onto ``path`` on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_json(obj: Any, path: str | Path) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_csv(df: pd.DataFrame, path: str | Path) -> None:
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
+
+
+def git_revision(cwd: str | Path | None = None) -> dict:
+    """The source tree's commit and whether it has uncommitted changes."""
+    cwd = cwd or Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
+                             text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=cwd, capture_output=True, text=True, timeout=10)
+        if rev.returncode == 0:
+            return {"commit": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return {"commit": None, "dirty": None}
+
+
+def library_versions() -> dict:
+    out = {"python": platform.python_version()}
+    for lib in LIBRARIES:
+        try:
+            out[lib] = metadata.version(lib)
+        except metadata.PackageNotFoundError:
+            out[lib] = None
+    return out
+
+
+def hardware() -> dict:
+    info = {"machine": platform.machine(), "processor": platform.processor() or None,
+            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+            "cuda": torch.cuda.is_available()}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    if torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return info
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process (and waited-for children), in MiB."""
+    import resource
+
+    self_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    child_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(self_kb, child_kb) / 1024.0
+
+
+class Checkpointer:
+    """Saves the run state every ``every_s`` wall seconds or ``every_steps`` steps.
+
+    ``state_fn`` returns everything needed to continue: model and optimizer
+    state, the clock, per-worker memories and the metrics rows so far.  The
+    file is replaced atomically, so a kill at any instant leaves either the
+    previous checkpoint or the new one.
+    """
+
+    def __init__(self, path: str | Path, every_s: float = 60.0, every_steps: int = 0) -> None:
+        self.path = Path(path)
+        self.every_s = every_s
+        self.every_steps = every_steps
+        self._last = time.monotonic()
+
+    def load(self) -> dict | None:
+        if not self.path.exists():
+            return None
+        return torch.load(self.path, map_location="cpu", weights_only=False)
+
+    def maybe_save(self, step: int, state_fn: Callable[[], dict]) -> bool:
+        due_steps = self.every_steps > 0 and step % self.every_steps == 0
+        due_time = self.every_s > 0 and time.monotonic() - self._last >= self.every_s
+        if not (due_steps or due_time):
+            return False
+        with atomic_path(self.path) as tmp:
+            torch.save(state_fn(), tmp)
+        self._last = time.monotonic()
+        return True
+
+    def clear(self) -> None:
+        if self.path.exists():
+            self.path.unlink()
+
+
+class RunRecorder:
+    """Collects metric rows and writes the run's outputs at the end."""
+
+    def __init__(self, out_dir: str | Path, spec: dict, backend: str, clock: str) -> None:
+        if clock not in ("simulated", "measured"):
+            raise ValueError(f"clock must be 'simulated' or 'measured', got {clock!r}")
+        self.out_dir = Path(out_dir)
+        self.spec = spec
+        self.backend = backend
+        self.clock = clock
+        self.rows: list[dict] = []
+        self._t0 = time.perf_counter()
+        self.wall_before_resume = 0.0
+        self.extra: dict = {}
+
+    def log(self, **row: Any) -> None:
+        self.rows.append(row)
+
+    def state_dict(self) -> dict:
+        return {"rows": list(self.rows), "wall_s": self.wall_s(), "extra": dict(self.extra)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rows = list(state["rows"])
+        self.wall_before_resume = float(state["wall_s"])
+        self.extra = dict(state.get("extra", {}))
+        self._t0 = time.perf_counter()
+        self.extra["resumed"] = self.extra.get("resumed", 0) + 1
+
+    def wall_s(self) -> float:
+        return self.wall_before_resume + time.perf_counter() - self._t0
+
+    def frame(self) -> pd.DataFrame:
+        df = pd.DataFrame(self.rows)
+        df.insert(0, "backend", self.backend)
+        df.insert(1, "clock", self.clock)
+        return df
+
+    def finish(self, metrics_name: str = "metrics.csv", **extra: Any) -> Path:
+        """Write metrics, then the manifest (last: its presence marks completion)."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        write_csv(self.frame(), self.out_dir / metrics_name)
+        manifest = {
+            "spec": self.spec,
+            "seed": self.spec.get("seed"),
+            "backend": self.backend,
+            "clock": self.clock,
+            "git": git_revision(),
+            "libraries": library_versions(),
+            "hardware": hardware(),
+            "argv": sys.argv,
+            "wall_s": round(self.wall_s(), 3),
+            "peak_rss_mb": round(peak_rss_mb(), 1),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            **self.extra,
+            **extra,
+        }
+        write_json(manifest, self.out_dir / "manifest.json")
+        return self.out_dir / "manifest.json"

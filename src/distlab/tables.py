@@ -1,0 +1,102 @@
+"""Result tables: CSV for machines, GitHub-flavoured Markdown for people.
+
+All writers are atomic (write a temporary file in the target directory, then
+``os.replace``) so an interrupted Snakemake job never leaves a half-written
+output that looks complete.  Markdown is rendered here rather than with
+``DataFrame.to_markdown`` so the optional ``tabulate`` package is not needed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to ``path``; move it into place on success.
+
+    Parent directories are created.  On error the temporary file is removed and
+    ``path`` is left untouched.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    with atomic_output(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def _cell(value: Any, floatfmt: str) -> str:
+    if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)):
+        return ""
+    if isinstance(value, (float, np.floating)):
+        text = format(float(value), floatfmt)
+    else:
+        text = str(value)
+    return text.replace("|", r"\|").replace("\r\n", " ").replace("\n", " ")
+
+
+def markdown_table(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
+    """Render ``df`` (without its index) as a GitHub-flavoured Markdown table.
+
+    Numeric columns are right-aligned, floats use ``floatfmt``, missing values
+    are empty cells and ``|`` is escaped.
+    """
+    header = [_cell(c, floatfmt) for c in df.columns]
+    align = [
+        "---:" if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+        else ":---"
+        for c in df.columns
+    ]
+    rows = [[_cell(v, floatfmt) for v in row] for row in df.itertuples(index=False, name=None)]
+    lines = ["| " + " | ".join(cells) + " |" for cells in (header, align, *rows)]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(
+    df: pd.DataFrame,
+    csv_path: str | os.PathLike[str],
+    md_path: str | os.PathLike[str] | None = None,
+    floatfmt: str = ".4g",
+) -> None:
+    """Write ``df`` as CSV (full precision, no index) and optionally as Markdown."""
+    with atomic_output(csv_path) as tmp:
+        df.to_csv(tmp, index=False)
+    if md_path is not None:
+        atomic_write_text(md_path, markdown_table(df, floatfmt))
+
+
+def fmt_ci(est: float, lo: float, hi: float, digits: int = 3) -> str:
+    """Format an estimate with its interval, e.g. ``"0.123 [0.100, 0.150]"``.
+
+    All three numbers share one number of decimals, chosen so the largest
+    magnitude shows ``digits`` significant digits.
+    """
+    values = [float(v) for v in (est, lo, hi)]
+    finite = [abs(v) for v in values if math.isfinite(v) and v != 0]
+    if finite:
+        decimals = min(12, max(0, digits - 1 - math.floor(math.log10(max(finite)))))
+    else:
+        decimals = digits
+    e_txt, lo_txt, hi_txt = (f"{v:.{decimals}f}" for v in values)
+    return f"{e_txt} [{lo_txt}, {hi_txt}]"

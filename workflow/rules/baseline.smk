@@ -1,0 +1,102 @@
+rule baseline_train_sim:
+    """Data-parallel SGD (or its single-process reference) on the simulated cluster."""
+    input:
+        data=data_manifest(config["baseline"]["dataset"]),
+    output:
+        manifest=f"{RESULTS}/baseline/simulated/{{method}}/seed{{seed}}/manifest.json",
+        metrics=f"{RESULTS}/baseline/simulated/{{method}}/seed{{seed}}/metrics.csv",
+    params:
+        spec=lambda w: baseline_spec("simulated", w.method, w.seed),
+        out=subpath(output.manifest, parent=True),
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        "logs/baseline/simulated/{method}/seed{seed}.log",
+    benchmark:
+        "benchmarks/baseline/simulated/{method}/seed{seed}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+    shell:
+        "OMP_NUM_THREADS={threads} python -m distlab train --experiment baseline --spec {params.spec:q} "
+        "--data {params.data} --out {params.out} > {log} 2>&1"
+
+
+rule baseline_train_dist:
+    """Data-parallel SGD, one torchrun process per worker (gloo on CPU, NCCL on GPU)."""
+    input:
+        data=data_manifest(config["baseline"]["dataset"]),
+    output:
+        manifest=f"{RESULTS}/baseline/{{backend}}/dgd/seed{{seed}}/manifest.json",
+        metrics=f"{RESULTS}/baseline/{{backend}}/dgd/seed{{seed}}/metrics.csv",
+    wildcard_constraints:
+        backend="gloo|nccl",
+    params:
+        spec=lambda w: baseline_spec(w.backend, "dgd", w.seed),
+        out=subpath(output.manifest, parent=True),
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        "logs/baseline/{backend}/dgd/seed{seed}.log",
+    benchmark:
+        "benchmarks/baseline/{backend}/dgd/seed{seed}.tsv"
+    threads: config["runtime"]["threads"]
+    resources:
+        mem_mb=2000 * config["baseline"]["n_workers"],
+        gpu=lambda w: config["baseline"]["n_workers"] if w.backend == "nccl" else 0,
+    shell:
+        "python -m distlab train --experiment baseline --spec {params.spec:q} --threads {threads} "
+        "--data {params.data} --out {params.out} > {log} 2>&1"
+
+
+rule baseline_summarize:
+    input:
+        baseline_runs(),
+    output:
+        steps=f"{RESULTS}/baseline/steps.csv",
+        summary=f"{RESULTS}/baseline/summary.csv",
+    conda:
+        ENV
+    log:
+        "logs/baseline/summarize.log",
+    benchmark:
+        "benchmarks/baseline/summarize.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab summarize --runs {input} --steps-out {output.steps} "
+        "--summary-out {output.summary} > {log} 2>&1"
+
+
+rule baseline_figures:
+    input:
+        steps=rules.baseline_summarize.output.steps,
+        summary=rules.baseline_summarize.output.summary,
+    output:
+        fig=report(f"{PAPER}/figures/baseline_loss.png", category="Baseline",
+                   caption="../report/baseline.rst", labels={"figure": "DGD vs single-process SGD"}),
+        csv=f"{PAPER}/tables/baseline.csv",
+        md=f"{PAPER}/tables/baseline.md",
+    params:
+        inputs=lambda w, input: as_json({"steps": input.steps, "summary": input.summary}),
+        out=PAPER,
+    conda:
+        ENV
+    log:
+        "logs/baseline/figures.log",
+    benchmark:
+        "benchmarks/baseline/figures.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+    shell:
+        "python -m distlab figures --experiment baseline --inputs {params.inputs:q} --out-dir {params.out} > {log} 2>&1"
+
+
+rule baseline:
+    """The shared baseline experiment, through to its figure and table."""
+    input:
+        rules.baseline_figures.output,

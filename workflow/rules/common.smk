@@ -1,0 +1,170 @@
+# Helpers only: paths, parameter grids, run specs.  No rules here.
+import json
+import os
+
+# The rules call the library as `python -m distlab`; with the Makefile's
+# virtualenv it is installed, and in a conda env (envs/distlab.yaml) it is
+# found through PYTHONPATH.
+SRC = os.path.abspath(os.path.join(workflow.basedir, "src"))
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)
+ENV = "../../envs/distlab.yaml"
+
+RESULTS = "results"
+PAPER = "paper"
+SIM = "simulated"
+
+wildcard_constraints:
+    seed=r"\d+",
+    s=r"\d+",
+    delay=r"[0-9.]+",
+    scheme=r"[a-z-]+",
+    method=r"dgd|single",
+    backend=r"simulated|gloo|nccl",
+    group=r"motivating|simulation|cloud|real",
+    dataset=r"[A-Za-z0-9_]+",
+
+
+def data_manifest(name):
+    return f"{RESULTS}/data/{name}/manifest.json"
+
+
+def cluster_spec(straggler, compute=None):
+    return {
+        "compute": compute or config["cluster"]["compute"],
+        "network": config["cluster"]["network"],
+        "straggler": straggler,
+    }
+
+
+def runtime_spec():
+    rt = config["runtime"]
+    return {"timeout_s": rt["timeout_s"], "job_timeout_s": rt["job_timeout_s"],
+            "checkpoint": rt["checkpoint"]}
+
+
+def as_json(spec):
+    return json.dumps(spec, sort_keys=True)
+
+
+# ---------------------------------------------------------------- baseline
+def baseline_runs():
+    b = config["baseline"]
+    runs = []
+    for seed in config["seeds"]:
+        for backend in b["backends"]:
+            runs.append(f"{RESULTS}/baseline/{backend}/dgd/seed{seed}/manifest.json")
+        runs.append(f"{RESULTS}/baseline/{SIM}/single/seed{seed}/manifest.json")
+    return runs
+
+
+def baseline_spec(backend, method, seed):
+    b = config["baseline"]
+    spec = {
+        "experiment": "baseline", "method": method, "backend": backend,
+        "seed": int(seed), "model": b["model"], "n_workers": b["n_workers"],
+        "batch_size": b["batch_size"], "lr": b["lr"], "steps": b["steps"],
+        "eval_every": b["eval_every"], "dtype": b["dtype"],
+        "cluster": cluster_spec(b.get("straggler", {"model": "none"})),
+        **runtime_spec(),
+    }
+    return as_json(spec)
+
+
+# ---------------------------------------------------------------------- pgc
+def _fmt(x):
+    return f"{float(x):g}"
+
+
+def pgc_runs(group):
+    """Run manifests of one PGC experiment group, as
+    results/pgc/{group}/s{s}/d{delay}/{backend}/{scheme}/seed{seed}/manifest.json"""
+    p = config["pgc"]
+    out = []
+
+    def add(s, delay, backend, scheme, seeds):
+        for seed in seeds:
+            out.append(f"{RESULTS}/pgc/{group}/s{s}/d{_fmt(delay)}/{backend}/{scheme}/seed{seed}/manifest.json")
+
+    if group == "motivating":
+        g = p["motivating"]
+        for scheme in g["schemes"]:
+            for s in ([0] if scheme == "dgd" else [c - 1 for c in g["c"]]):
+                add(s, g["straggler"].get("mean", 0.0), SIM, scheme, config["seeds"])
+    elif group == "simulation":
+        g = p["simulation"]
+        for d in g["delay_means"]:
+            for scheme in g["schemes"]:
+                # dgd waits for every worker and holds one partition: it does not depend on s
+                for s in ([0] if scheme == "dgd" else g["s"]):
+                    add(s, d, SIM, scheme, config["seeds"])
+    elif group == "cloud":
+        g = p["cloud"]
+        for scheme in g["schemes"]:
+            add(0 if scheme == "dgd" else g["s"], g["straggler"].get("mean", 0.0), SIM, scheme,
+                config["seeds"])
+    elif group == "real":
+        g = p["real"]
+        if g.get("enabled", True):
+            for scheme in g["schemes"]:
+                s = 0 if scheme == "dgd" else g["s"]
+                for backend in ("gloo", SIM):
+                    add(s, g["straggler"].get("mean", 0.0), backend, scheme, g["seeds"])
+    return out
+
+
+def pgc_spec(w, backend):
+    p = config["pgc"]
+    g = p[w.group]
+    straggler = dict(g.get("straggler") or {"model": "exponential", "mean": float(w.delay)})
+    compute = None
+    n = p["n"]
+    if w.group == "real":
+        n = g["n"]
+        # the simulated prediction of a real run: this CPU's measured compute, unscaled
+        compute = {"mode": "measured", "unit_seconds": 0.0, "scale": 1.0}
+    spec = {
+        "experiment": "pgc", "group": w.group, "scheme": w.scheme, "backend": backend,
+        "n": n, "s": int(w.s), "seed": int(w.seed), "model": p["model"], "lr": p["lr"],
+        "dtype": p["dtype"], "code_seed": p["code_seed"], "eval_every": p["eval_every"],
+        "batch_size": g["batch_size"],
+        "cluster": cluster_spec(straggler, compute),
+        **runtime_spec(),
+    }
+    if "epochs" in g:
+        spec["epochs"] = g["epochs"]
+    else:
+        spec["steps"] = g["steps"]
+    if "threshold" in g:
+        spec["threshold"] = g["threshold"]
+    return as_json(spec)
+
+
+def pgc_summaries():
+    groups = ["motivating", "simulation", "cloud"]
+    if config["pgc"]["real"].get("enabled", True):
+        groups.append("real")
+    return {g: f"{RESULTS}/pgc/{g}/summary.csv" for g in groups}
+
+
+PGC_FIGURES = [f"{PAPER}/figures/pgc_fig{k}.png" for k in ("3", "7", "8", "9", "10")]
+PGC_TABLES = [f"{PAPER}/tables/pgc_time_to_target.{ext}" for ext in ("csv", "md")]
+PGC_REAL = [f"{PAPER}/figures/pgc_real_vs_sim.png", f"{PAPER}/tables/pgc_real_vs_sim.md"]
+BASELINE_OUT = [f"{PAPER}/figures/baseline_loss.png", f"{PAPER}/tables/baseline.md"]
+
+
+def pgc_outputs():
+    out = PGC_FIGURES + PGC_TABLES
+    if config["pgc"]["real"].get("enabled", True):
+        out += PGC_REAL
+    return out
+
+
+def summary_tables():
+    """name -> summary table, the scorecard's inputs"""
+    t = {"baseline": f"{RESULTS}/baseline/summary.csv"}
+    t.update({f"pgc_{g}": path for g, path in pgc_summaries().items()})
+    return t
+
+
+def stats_json():
+    return as_json(config["stats"])
