@@ -82,7 +82,7 @@ rule baseline_figures:
         md=f"{PAPER}/tables/baseline.md",
     params:
         inputs=lambda w, input: as_json({"steps": input.steps, "summary": input.summary}),
-        out=PAPER,
+        out=lambda w, output: os.path.dirname(os.path.dirname(output.fig)),
     conda:
         ENV
     log:

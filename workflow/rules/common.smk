@@ -6,7 +6,7 @@ import os
 # virtualenv it is installed, and in a conda env (envs/distlab.yaml) it is
 # found through PYTHONPATH.
 SRC = os.path.abspath(os.path.join(workflow.basedir, "src"))
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH")) if p)
+shell.prefix(f'export PYTHONPATH="{SRC}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; ')
 ENV = "../../envs/distlab.yaml"
 
 RESULTS = "results"
@@ -137,6 +137,10 @@ def pgc_spec(w, backend):
     if "threshold" in g:
         spec["threshold"] = g["threshold"]
     return as_json(spec)
+
+
+def pgc_dataset(group):
+    return config["pgc"][group].get("dataset", config["pgc"]["dataset"])
 
 
 def pgc_summaries():

@@ -7,7 +7,7 @@ PGC_RUN = f"{RESULTS}/pgc/{{group}}/s{{s}}/d{{delay}}/{{backend}}/{{scheme}}/see
 rule pgc_train_sim:
     """One scheme, one setting, one seed on the simulated cluster (virtual clock)."""
     input:
-        data=data_manifest(config["pgc"]["dataset"]),
+        data=lambda w: data_manifest(pgc_dataset(w.group)),
     output:
         manifest=f"{PGC_RUN}/manifest.json".replace("{backend}", "simulated"),
         metrics=f"{PGC_RUN}/metrics.csv".replace("{backend}", "simulated"),
@@ -32,7 +32,7 @@ rule pgc_train_sim:
 rule pgc_train_real:
     """A master and n workers under torchrun on gloo, injected delays as real sleeps."""
     input:
-        data=data_manifest(config["pgc"]["dataset"]),
+        data=lambda w: data_manifest(pgc_dataset(w.group)),
     output:
         manifest=f"{PGC_RUN}/manifest.json".replace("{backend}", "gloo"),
         metrics=f"{PGC_RUN}/metrics.csv".replace("{backend}", "gloo"),
@@ -101,7 +101,7 @@ rule pgc_figures:
                          "threshold": config["pgc"]["cloud"]["threshold"],
                          "unit_seconds": config["cluster"]["compute"]["unit_seconds"],
                          "compute_mode": config["cluster"]["compute"]["mode"]}),
-        out=PAPER,
+        out=lambda w, output: os.path.dirname(os.path.dirname(output.fig3)),
     conda:
         ENV
     log:
