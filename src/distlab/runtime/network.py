@@ -50,7 +50,8 @@ class NetworkModel:
         if self.bandwidth_Bps <= 0:
             raise ValueError(f"network bandwidth_Bps must be > 0, got {self.bandwidth_Bps}")
 
-    def p2p(self, nbytes: float) -> float:
+    def p2p(self, nbytes):
+        """One message (or an array of message sizes, element-wise)."""
         return self.latency_s + nbytes / self.bandwidth_Bps
 
     def all_reduce(self, nbytes: float, n: int) -> float:

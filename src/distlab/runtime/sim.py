@@ -112,7 +112,7 @@ class SimulatedCluster:
         start = np.maximum(model_at, self.free_at)
         finish = start + compute + delays
         msg = np.broadcast_to(np.asarray(msg_bytes, dtype=float), (n,))
-        arrival = finish + np.array([self.network.p2p(b) for b in msg])
+        arrival = finish + self.network.p2p(msg)
         order = np.argsort(arrival, kind="stable")
         received: list[int] = []
         for w in order:

@@ -94,7 +94,7 @@ def loss_and_grad(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[f
     loss = F.cross_entropy(model(x), y)
     grads = torch.autograd.grad(loss, params)
     flat = torch.cat([g.reshape(-1) for g in grads])
-    return float(loss), flat, time.perf_counter() - t0
+    return float(loss.detach()), flat, time.perf_counter() - t0
 
 
 def batched_loss_and_grads(model: nn.Module, xs: torch.Tensor, ys: torch.Tensor
