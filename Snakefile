@@ -16,6 +16,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/baseline.smk"
 include: "workflow/rules/pgc.smk"
 include: "workflow/rules/paper.smk"
+include: "workflow/rules/bench.smk"
 
 
 rule all:

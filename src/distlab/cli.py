@@ -73,10 +73,18 @@ def cmd_train(a: argparse.Namespace) -> int:
     from .runtime.launch import run_torchrun
 
     nprocs = _nprocs(a.experiment, spec)
-    run_torchrun(["train", "--experiment", a.experiment, "--spec", json.dumps(spec),
-                  "--data", str(a.data), "--out", str(a.out)],
-                 nprocs=nprocs, threads=a.threads,
-                 timeout_s=float(spec.get("job_timeout_s", 3600)))
+    try:
+        run_torchrun(["train", "--experiment", a.experiment, "--spec", json.dumps(spec),
+                      "--data", str(a.data), "--out", str(a.out)],
+                     nprocs=nprocs, threads=a.threads,
+                     timeout_s=float(spec.get("job_timeout_s", 3600)))
+    except RuntimeError as e:
+        # surface the cause (e.g. a worker that never answered) as the first line
+        causes = [ln.split("]:", 1)[-1].strip() for ln in str(e).splitlines()
+                  if "StragglerTimeout:" in ln or "DataError:" in ln]
+        if causes:
+            print(f"distlab: {causes[-1]}", file=sys.stderr)
+        raise
     if not (Path(a.out) / "manifest.json").exists():
         raise RuntimeError(f"torchrun finished but {a.out}/manifest.json was not written")
     return 0

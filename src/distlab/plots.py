@@ -80,6 +80,7 @@ def line_with_ci(
     units: str | None = "seed",
     ci: float | None = 95,
     style: str | None = None,
+    hue_order: list | None = None,
 ) -> Axes:
     """Line of the mean of ``y`` over ``units`` (seeds) with a bootstrap CI band.
 
@@ -94,6 +95,7 @@ def line_with_ci(
         x=x,
         y=y,
         hue=hue,
+        hue_order=hue_order,
         style=style,
         errorbar=("ci", ci) if ci else None,
         n_boot=N_BOOT,
@@ -113,8 +115,11 @@ def bar_with_ci(
     ax: Axes | None = None,
     units: str | None = "seed",
     ci: float | None = 95,
+    order: list | None = None,
+    hue_order: list | None = None,
 ) -> Axes:
-    """Bars of the mean of ``y`` over seeds with bootstrap CI error bars."""
+    """Bars of the mean of ``y`` over seeds with bootstrap CI error bars
+    (``order``/``hue_order`` fix the categories' order, as in seaborn)."""
     ax = _axes(ax)
     data = _per_seed(df, y, [x, hue, units]) if units else df
     sns.barplot(
@@ -122,6 +127,8 @@ def bar_with_ci(
         x=x,
         y=y,
         hue=hue,
+        order=order,
+        hue_order=hue_order,
         errorbar=("ci", ci) if ci else None,
         n_boot=N_BOOT,
         seed=BOOT_SEED,

@@ -62,9 +62,12 @@ def summarize_run(metrics: pd.DataFrame, manifest: dict) -> dict:
         wall_s=float(manifest.get("wall_s", np.nan)),
         peak_rss_mb=float(manifest.get("peak_rss_mb", np.nan)),
     )
+    if "compute_max" in m:  # compute of the slowest worker the master used (s; simulated or measured)
+        row["compute_per_step"] = float(m["compute_max"].mean())
     for k, v in manifest.get("final", {}).items():
         row[f"final_{k}"] = float(v)
-    for k in ("simulator_overhead_s", "compute_measured_s", "units_per_worker_step",
+    for k in ("simulator_overhead_s", "gradient_compute_s", "compute_measured_s",
+              "units_per_worker_step",
               "params_max_abs_diff_across_ranks", "late_messages"):
         if k in manifest:
             row[k] = float(manifest[k])

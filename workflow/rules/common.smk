@@ -151,7 +151,8 @@ def pgc_summaries():
 
 
 PGC_FIGURES = [f"{PAPER}/figures/pgc_fig{k}.png" for k in ("3", "7", "8", "9", "10")]
-PGC_TABLES = [f"{PAPER}/tables/pgc_time_to_target.{ext}" for ext in ("csv", "md")]
+PGC_TABLES = [f"{PAPER}/tables/pgc_{name}.{ext}" for name in ("time_to_target", "compute")
+              for ext in ("csv", "md")]
 PGC_REAL = [f"{PAPER}/figures/pgc_real_vs_sim.png", f"{PAPER}/tables/pgc_real_vs_sim.md"]
 BASELINE_OUT = [f"{PAPER}/figures/baseline_loss.png", f"{PAPER}/tables/baseline.md"]
 

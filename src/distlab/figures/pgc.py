@@ -48,11 +48,10 @@ def fig3(summary: pd.DataFrame, out: Path, opts: dict) -> None:
                             for c in sorted({int(s) + 1 for s in d["s"] if s > 0})]
     order = [o for o in order if o in set(d["config"])]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, col, title in [(axes[0], "total_time", "training time, 1 epoch (s)"),
+    for ax, col, title in [(axes[0], "total_time", "training time, 1 epoch (simulated s)"),
                            (axes[1], "final_train_loss_full", "training loss after 1 epoch")]:
-        plots.bar_with_ci(d, x="config", y=col, hue=None, ax=ax)
-        ax.set_xticks(range(len(order)))
-        ax.set_xticklabels(order, rotation=30, ha="right")
+        plots.bar_with_ci(d, x="config", y=col, hue=None, ax=ax, order=order)
+        ax.tick_params(axis="x", labelrotation=30)
         ax.set_xlabel("")
         ax.set_ylabel(title)
     mu = float(d["delay_mean"].iloc[0])
@@ -78,7 +77,8 @@ def fig7(summary: pd.DataFrame, out: Path, opts: dict) -> None:
     fig, axes = plt.subplots(1, len(means), figsize=(6 * len(means), 4.2), squeeze=False)
     for ax, mu in zip(axes[0], means):
         sub = d[d["delay_mean"] == mu]
-        plots.bar_with_ci(sub, x="s", y="time_per_step", hue="Scheme", ax=ax)
+        plots.bar_with_ci(sub, x="s", y="time_per_step", hue="Scheme", ax=ax,
+                          hue_order=_order(sub))
         ax.set_title(f"exp. delays, mean {mu:g} s ({_regime(opts, mu)})")
         ax.set_ylabel("time per step (simulated s)")
         ax.legend(fontsize=7, ncol=2)
@@ -99,7 +99,8 @@ def fig8(steps: pd.DataFrame, out: Path, opts: dict) -> None:
         for j, mu in enumerate(means):
             ax = axes[i][j]
             sub = d[(d["s"] == s) & (d["delay_mean"] == mu)]
-            plots.line_with_ci(sub, x="step", y="train_loss_full", hue="Scheme", ax=ax)
+            plots.line_with_ci(sub, x="step", y="train_loss_full", hue="Scheme", ax=ax,
+                               hue_order=_order(sub))
             ax.set_yscale("log")
             ax.set_title(f"s = {s}, delay mean {mu:g} s", fontsize=9)
             ax.set_ylabel("training loss (full train set)")
@@ -118,13 +119,12 @@ def fig9(summary: pd.DataFrame, out: Path, opts: dict) -> None:
     order = _order(d)
     thr = opts.get("threshold", {})
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    plots.bar_with_ci(d, x="Scheme", y="time_per_step", hue=None, ax=axes[0])
+    plots.bar_with_ci(d, x="Scheme", y="time_per_step", hue=None, ax=axes[0], order=order)
     axes[0].set_ylabel("time per step (simulated s)")
-    plots.bar_with_ci(d, x="Scheme", y="steps_to_threshold", hue=None, ax=axes[1])
+    plots.bar_with_ci(d, x="Scheme", y="steps_to_threshold", hue=None, ax=axes[1], order=order)
     axes[1].set_ylabel(f"steps to loss <= {thr.get('loss')} ({thr.get('repeat', 3)} in a row)")
     for ax in axes:
-        ax.set_xticks(range(len(order)))
-        ax.set_xticklabels(order, rotation=30, ha="right")
+        ax.tick_params(axis="x", labelrotation=30)
         ax.set_xlabel("")
     mu = float(d["delay_mean"].iloc[0])
     plots.label_provenance(fig, "simulated", f"s = {opts.get('cloud_s')}, exp. delays mean {mu:g} s, "
@@ -141,7 +141,7 @@ def fig10(steps: pd.DataFrame, out: Path, opts: dict) -> None:
         lambda v: v.rolling(10, min_periods=1).mean())
     g = _with_label(on_grid(d, "time", "loss_smooth", ["scheme", "seed"]))
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    plots.line_with_ci(g, x="time", y="loss_smooth", hue="Scheme", ax=ax)
+    plots.line_with_ci(g, x="time", y="loss_smooth", hue="Scheme", ax=ax, hue_order=_order(g))
     for line in ax.lines:
         line.set_marker("")
     thr = opts.get("threshold", {}).get("loss")
@@ -176,12 +176,29 @@ def time_to_target(summary: pd.DataFrame, out_csv: Path, out_md: Path) -> pd.Dat
     return table
 
 
+def compute_table(summary: pd.DataFrame, out_csv: Path, out_md: Path) -> None:
+    """Work per worker-step of each scheme against DGD's, and the simulator's own
+    overhead as a share of the gradient compute it drives."""
+    d = summary
+    dgd_units = float(d.loc[d["scheme"] == "dgd", "units_per_worker_step"].mean())
+    rows = []
+    for (scheme, s), g in d.groupby(["scheme", "s"]):
+        share = g["simulator_overhead_s"] / g["gradient_compute_s"]
+        rows.append({"scheme": _label(scheme), "s": int(s),
+                     "partitions_per_worker_step": float(g["units_per_worker_step"].mean()),
+                     "relative_to_dgd": float(g["units_per_worker_step"].mean()) / dgd_units,
+                     "simulator_overhead_share": ci_cell(share)[0], "runs": len(g)})
+    order = {v: i for i, v in enumerate(_label(x) for x in ORDER)}
+    t = pd.DataFrame(rows).sort_values(["s", "scheme"], key=lambda c: c.map(order) if c.name == "scheme" else c)
+    write_table(t, out_csv, out_md)
+
+
 def real_vs_sim(summary: pd.DataFrame, out_png: Path, out_md: Path, opts: dict) -> None:
     d = _with_label(summary)
     d["clock"] = d["backend"].map(lambda b: "simulated prediction" if b == "simulated"
                                   else f"measured ({b})")
     fig, ax = plt.subplots(figsize=(7, 4))
-    plots.bar_with_ci(d, x="Scheme", y="time_per_step", hue="clock", ax=ax)
+    plots.bar_with_ci(d, x="Scheme", y="time_per_step", hue="clock", ax=ax, order=_order(d))
     ax.set_ylabel("time per step (s)")
     n = int(d["n"].iloc[0])
     mu = float(d["delay_mean"].iloc[0])
@@ -197,6 +214,8 @@ def real_vs_sim(summary: pd.DataFrame, out_png: Path, out_md: Path, opts: dict) 
         ratio = (real / sim).dropna()
         rows.append({"scheme": _label(scheme), "measured_s": ci_cell(real)[0],
                      "simulated_s": ci_cell(sim)[0], "ratio_measured_to_simulated": ci_cell(ratio)[0],
+                     "measured_compute_per_step_s": ci_cell(
+                         g.loc[g["backend"] != "simulated", "compute_per_step"])[0],
                      "seeds": len(ratio)})
     order = {s: i for i, s in enumerate(_label(s) for s in ORDER)}
     write_table(pd.DataFrame(rows).sort_values("scheme", key=lambda c: c.map(order)),
@@ -213,6 +232,8 @@ def make(inputs: dict, out_dir: Path, opts: dict) -> None:
     fig10(read["cloud_steps"], out_dir / "figures/pgc_fig10.png", opts)
     time_to_target(read["cloud_summary"], out_dir / "tables/pgc_time_to_target.csv",
                    out_dir / "tables/pgc_time_to_target.md")
+    compute_table(read["simulation_summary"], out_dir / "tables/pgc_compute.csv",
+                  out_dir / "tables/pgc_compute.md")
     if "real_summary" in read:
         real_vs_sim(read["real_summary"], out_dir / "figures/pgc_real_vs_sim.png",
                     out_dir / "tables/pgc_real_vs_sim.md", opts)

@@ -1,0 +1,43 @@
+# Benchmarks: measured, never asserted; `snakemake bench`.
+
+
+rule bench_calibrate:
+    """What one unit of gradient-coding work costs here (ResNet-18 as in the paper, and the default CNN)."""
+    output:
+        f"{RESULTS}/bench/calibration.csv",
+    conda:
+        ENV
+    log:
+        "logs/bench/calibrate.log",
+    benchmark:
+        "benchmarks/bench/calibrate.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+    shell:
+        "OMP_NUM_THREADS=1 python -m distlab.bench.calibrate --out {output} > {log} 2>&1"
+
+
+rule bench_allreduce:
+    """One all-reduce on gloo, 4 processes, 1-64 MB, against memcpy bandwidth here."""
+    output:
+        f"{RESULTS}/bench/allreduce.csv",
+    conda:
+        ENV
+    log:
+        "logs/bench/allreduce.log",
+    benchmark:
+        "benchmarks/bench/allreduce.tsv"
+    threads: config["runtime"]["threads"]
+    resources:
+        mem_mb=8000,
+    shell:
+        "OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc_per_node=4 "
+        "-m distlab.bench.allreduce --sizes-mb 1 4 16 64 --repeats 5 --out {output} > {log} 2>&1"
+
+
+rule bench:
+    """Every benchmark."""
+    input:
+        rules.bench_calibrate.output,
+        rules.bench_allreduce.output,
