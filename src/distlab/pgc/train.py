@@ -201,7 +201,10 @@ def _master(ctx, S: Setup, out_dir: Path, timeout: float) -> Path:
             ev = S.eval_cols(step)  # outside the timed region
             t0 = time.perf_counter()
             tr.broadcast_params(step, flat_params(S.model))
-            arrivals = tr.gather(step, S.scheme.ready, timeout)
+            arrivals = tr.gather(step, S.scheme.ready, timeout,
+                                 hint=f"scheme {S.scheme.name} waits for {S.scheme.wait_for} of "
+                                      f"{S.n} workers; use a straggler-tolerant scheme or raise "
+                                      "runtime.timeout_s")
             msgs = {a.worker: a.payload for a in arrivals}
             S.decode_and_step([a.worker for a in arrivals], msgs)
             step_time = time.perf_counter() - t0

@@ -1,0 +1,114 @@
+"""The real backend under torchrun: gloo jobs of 2-5 processes on this machine.
+
+Each job runs a script of tests/dist_scripts that writes its findings to a
+JSON file; the tests assert on it, on the job's exit and duration, and that
+no process of the job is left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+import pytest
+
+from distlab.runtime.launch import run_torchrun, torchrun_command
+
+SCRIPTS = Path(__file__).parent / "dist_scripts"
+GATHER_TIMEOUT_S = 3.0
+
+
+def _launch(tmp_path: Path, script: str, nprocs: int, *args: str, timeout_s: float = 60) -> tuple[float, Path]:
+    """Run the script under torchrun; return (wall seconds, its JSON path)."""
+    out = tmp_path / "out.json"
+    t0 = time.perf_counter()
+    run_torchrun([str(out), *args], nprocs, threads=2, timeout_s=timeout_s,
+                 log_path=tmp_path / "job.log", script=SCRIPTS / script)
+    return time.perf_counter() - t0, out
+
+
+def _leftovers(marker: Path, pids: Sequence[int] = ()) -> list[psutil.Process]:
+    """Live processes whose command line mentions ``marker`` or whose pid is listed."""
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline", "status"]):
+        if p.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        if p.info["pid"] in pids or any(str(marker) in a for a in p.info["cmdline"] or ()):
+            found.append(p)
+    return found
+
+
+def test_torchrun_command_shape():
+    assert torchrun_command(["train", "--x"], 3, threads=4) == [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
+        "--nproc_per_node=3", "-m", "distlab", "train", "--x"]
+    cmd = torchrun_command(["a"], 2, None, script="s.py")
+    assert cmd[-2:] == ["s.py", "a"] and "-m" not in cmd[3:]
+
+
+@pytest.mark.slow
+def test_spmd_collectives(tmp_path):
+    _, out = _launch(tmp_path, "spmd_check.py", 4)
+    report = json.loads(out.read_text())
+    n = report["world_size"]
+    assert n == 4
+    for r in report["ranks"]:
+        assert r["mean_exact"], r
+        assert r["all_reduce_bytes"] == 2 * (n - 1) / n * r["buffer_bytes"]
+        assert r["gathered"] == [0, 10, 20, 30]
+        assert r["diff_before"] > 0 and r["diff_after"] == 0.0
+    assert not _leftovers(tmp_path, [r["pid"] for r in report["ranks"]])
+
+
+@pytest.mark.slow
+def test_master_worker_quorum_survives_dead_and_late_workers(tmp_path):
+    # 4 workers, worker 3 dead, worker 2 slow at step 1; each step waits for 2.
+    wall, out = _launch(tmp_path, "master_worker_check.py", 5, "2", str(GATHER_TIMEOUT_S))
+    report = json.loads(out.read_text())
+    assert report["error"] is None
+    assert len(report["steps"]) == 5
+    for step, arrivals in enumerate(report["steps"], start=1):
+        assert len(arrivals) == 2
+        assert all(a["step"] == step and a["payload_ok"] for a in arrivals), arrivals
+        assert all(a["meta"] == [step, 100 + a["worker"], 0, 0] for a in arrivals)
+        assert 3 not in {a["worker"] for a in arrivals}
+    assert report["late_messages"] >= 1  # worker 2's step-1 message, discarded
+    assert report["unacknowledged"] == []  # every worker, the dead one too, got the stop
+    assert report["elapsed_s"] < 5 * GATHER_TIMEOUT_S
+    assert wall < 45  # the dead worker was stopped: the job ended
+    assert not _leftovers(tmp_path, report["pids"])
+
+
+@pytest.mark.slow
+def test_master_worker_waiting_for_all_names_the_dead_worker(tmp_path):
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match="exit code"):
+        _launch(tmp_path, "master_worker_check.py", 5, "4", str(GATHER_TIMEOUT_S))
+    wall = time.perf_counter() - t0
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert report["error"].startswith("step 1: waited 3.0 s, got 3 of 4 workers; worker 3 never answered")
+    assert GATHER_TIMEOUT_S <= report["elapsed_s"] < GATHER_TIMEOUT_S + 2
+    assert "StragglerTimeout" in (tmp_path / "job.log").read_text()
+    assert wall < 45
+    assert not _leftovers(tmp_path, report["pids"])
+
+
+@pytest.mark.slow
+def test_run_torchrun_kills_a_job_past_its_timeout(tmp_path):
+    # Waits for all 4 workers with a 60 s gather timeout: only the wall-clock limit ends it.
+    with pytest.raises(RuntimeError, match="ran past 8 s and was killed"):
+        _launch(tmp_path, "master_worker_check.py", 5, "4", "60", timeout_s=8)
+    assert not _leftovers(tmp_path)
+
+
+@pytest.mark.slow
+def test_shutdown_with_a_worker_busy_past_the_grace_still_ends_cleanly(tmp_path):
+    _, out = _launch(tmp_path, "busy_worker_stop.py", 2)  # raises unless every rank exits 0
+    report = json.loads(out.read_text())
+    assert report["steps"] == [0]
+    assert report["unacknowledged"] == [0]
+    assert 1.0 <= report["shutdown_s"] < 2.0
