@@ -33,7 +33,7 @@ def test_dgd_equals_single_process(tmp_path, digits_dir):
     assert ma["backend"] == "simulated" and ma["clock"] == "simulated"
     assert ma["spec"]["seed"] == 0 and "git" in ma and "libraries" in ma and ma["peak_rss_mb"] > 0
     # clock: compute 0.2 s + ring all-reduce of the gradient over 4 workers
-    numel = ma["bytes_total"] / len(a) / (2 * 3 / 4) / 8
+    numel = ma["bytes_total"] / len(a) / (2 * 3 / 4) / 8   # gradient + the loss scalar
     expected = 0.2 + 6 * 0.001 + 2 * 3 / 4 * numel * 8 / 1e9
     np.testing.assert_allclose(a["step_time"], expected, rtol=1e-9)
     assert (b["bytes"] == 0).all()      # one process sends nothing

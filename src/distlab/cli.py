@@ -80,10 +80,7 @@ def cmd_train(a: argparse.Namespace) -> int:
                      timeout_s=float(spec.get("job_timeout_s", 3600)))
     except RuntimeError as e:
         # surface the cause (e.g. a worker that never answered) as the first line
-        causes = [ln.split("]:", 1)[-1].strip() for ln in str(e).splitlines()
-                  if "StragglerTimeout:" in ln or "DataError:" in ln]
-        if causes:
-            print(f"distlab: {causes[-1]}", file=sys.stderr)
+        print(f"distlab: {str(e).splitlines()[0]}", file=sys.stderr)
         raise
     if not (Path(a.out) / "manifest.json").exists():
         raise RuntimeError(f"torchrun finished but {a.out}/manifest.json was not written")

@@ -12,6 +12,7 @@ the whole process tree it finds under torchrun.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -67,6 +68,23 @@ def _tail(path: Path, n: int = 40) -> str:
     return "\n".join(lines[-n:])
 
 
+_CAUSE = re.compile(r"^\[rank(\d+)\]: ([\w.]*(?:Error|Timeout|Exception)): (.*)$")
+
+
+def root_causes(path: Path) -> list[str]:
+    """The exception lines the ranks printed (``[rankK]: SomeError: message``),
+    first occurrence of each, so a failed job can say why before torchrun's summary."""
+    seen: dict[str, None] = {}
+    try:
+        for line in path.read_text(errors="replace").splitlines():
+            m = _CAUSE.match(line.strip())
+            if m:
+                seen.setdefault(f"rank {m.group(1)}: {m.group(2).rsplit('.', 1)[-1]}: {m.group(3)}")
+    except OSError:
+        pass
+    return list(seen)
+
+
 def run_torchrun(module_args: Sequence[str], nprocs: int, threads: int | None, timeout_s: float,
                  log_path: str | os.PathLike | None = None,
                  script: str | os.PathLike | None = None) -> Path:
@@ -100,8 +118,9 @@ def run_torchrun(module_args: Sequence[str], nprocs: int, threads: int | None, t
                 f"--- last lines of {log} ---\n{_tail(log)}"
             ) from None
     if rc != 0:
+        causes = "".join(f"{c}\n" for c in root_causes(log))
         raise RuntimeError(
-            f"torchrun job failed with exit code {rc}: {' '.join(cmd)}\n"
+            f"{causes}torchrun job failed with exit code {rc}: {' '.join(cmd)}\n"
             f"--- last lines of {log} ---\n{_tail(log)}"
         )
     return log

@@ -76,7 +76,8 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Path
     rec = RunRecorder(out_dir, spec, backend=cluster.backend, clock=cluster.clock)
     ckpt = Checkpointer(out_dir / "checkpoint.pt", **spec.get("checkpoint", {}))
     lr, steps = float(spec["lr"]), int(spec["steps"])
-    grad_bytes = nbytes_of(flat_params(model).numel(), dtype)
+    # the gradient and the step's loss travel in one all-reduce, as on the real backend
+    grad_bytes = nbytes_of(flat_params(model).numel() + 1, dtype)
     start = 0
     state = ckpt.load()
     if state is not None:

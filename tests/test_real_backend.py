@@ -1,0 +1,71 @@
+"""The training drivers on real gloo processes under torchrun."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from conftest import bin_path, pgc_spec
+
+ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
+
+
+def _train(experiment, spec, data, out, timeout=300):
+    cmd = [sys.executable, "-m", "distlab", "train", "--experiment", experiment, "--threads", "2",
+           "--spec", json.dumps(spec), "--data", str(data), "--out", str(out)]
+    return subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_dgd_on_four_gloo_processes_keeps_parameters_identical(tmp_path, digits_dir):
+    from distlab.train.dataparallel import run_simulated
+
+    spec = {"experiment": "baseline", "method": "dgd", "backend": "gloo", "seed": 0,
+            "model": {"name": "cnn"}, "n_workers": 4, "batch_size": 32, "lr": 0.1, "steps": 8,
+            "eval_every": 4, "dtype": "float32", "timeout_s": 30, "job_timeout_s": 240,
+            "cluster": {"compute": {"mode": "calibrated", "unit_seconds": 0.1},
+                        "network": {"latency_s": 0.001, "bandwidth_Bps": 1e9},
+                        "straggler": {"model": "none"}}}
+    r = _train("baseline", spec, digits_dir, tmp_path / "gloo")
+    assert r.returncode == 0, r.stderr[-3000:]
+    man = json.loads((tmp_path / "gloo/manifest.json").read_text())
+    assert man["backend"] == "gloo" and man["clock"] == "measured"
+    assert man["params_max_abs_diff_across_ranks"] == 0.0
+    # the same arithmetic as the simulated backend, up to the all-reduce's float rounding
+    run_simulated({**spec, "backend": "simulated"}, digits_dir, tmp_path / "sim")
+    real = pd.read_csv(tmp_path / "gloo/metrics.csv")
+    sim = pd.read_csv(tmp_path / "sim/metrics.csv")
+    assert (real["loss"] - sim["loss"]).abs().max() < 1e-4
+    # one accounting rule: both backends count the same bytes
+    assert real["bytes"].iloc[1] == pytest.approx(sim["bytes"].iloc[1])
+
+
+def _real_pgc(scheme, s, **over):
+    return pgc_spec(scheme, s, backend="gloo", dtype="float32", steps=6, timeout_s=5,
+                    job_timeout_s=240, model={"name": "cnn"},
+                    cluster={"compute": {"mode": "measured", "unit_seconds": 0.0, "scale": 1.0},
+                             "network": {"latency_s": 0.001, "bandwidth_Bps": 1e9},
+                             "straggler": {"model": "dead", "slow_workers": [2]}}, **over)
+
+
+@pytest.mark.slow
+def test_a_worker_that_never_answers_does_not_stop_pgc(tmp_path, digits_dir):
+    r = _train("pgc", _real_pgc("pgc-cr", 1), digits_dir, tmp_path / "pgc")
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = pd.read_csv(tmp_path / "pgc/metrics.csv")
+    assert len(m) == 6 and (m["n_received"] == 3).all()
+    assert set(m["clock"]) == {"measured"}
+
+
+@pytest.mark.slow
+def test_a_worker_that_never_answers_fails_dgd_with_a_clear_timeout(tmp_path, digits_dir):
+    r = _train("pgc", _real_pgc("dgd", 0), digits_dir, tmp_path / "dgd")
+    assert r.returncode != 0
+    assert "worker 2 never answered" in r.stderr
+    assert "scheme dgd waits for 4 of 4 workers" in r.stderr
+    assert not (tmp_path / "dgd/manifest.json").exists()
