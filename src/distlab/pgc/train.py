@@ -195,9 +195,18 @@ def _master(ctx, S: Setup, out_dir: Path, timeout: float) -> Path:
 
     tr = MasterTransport(ctx, S.n, S.numel, S.numel, meta_len=META, dtype=S.dtype)
     rec = RunRecorder(out_dir, S.spec, backend=ctx.backend, clock="measured")
-    elapsed = 0.0
+    # Only the master holds state worth saving: a restarted worker has no gradient
+    # memory and evaluates all its partitions at its first step (CodedWorker).
+    ckpt = Checkpointer(out_dir / "checkpoint.pt", **S.spec.get("checkpoint", {}))
+    start, elapsed = 0, 0.0
+    state = ckpt.load()
+    if state is not None:
+        set_flat_params(S.model, state["params"])
+        rec.load_state_dict(state["recorder"])
+        start, elapsed = state["step"] + 1, state["elapsed"]
     try:
-        for step in tqdm(range(S.steps), desc=f"{S.scheme.name} master", mininterval=5):
+        for step in tqdm(range(start, S.steps), desc=f"{S.scheme.name} master", mininterval=5,
+                         initial=start, total=S.steps):
             ev = S.eval_cols(step)  # outside the timed region
             t0 = time.perf_counter()
             tr.broadcast_params(step, flat_params(S.model))
@@ -214,10 +223,14 @@ def _master(ctx, S: Setup, out_dir: Path, timeout: float) -> Path:
                     bytes=ctx.ledger.pop_step(), n_received=len(arrivals),
                     compute_max=float(meta[:, 1].max()), staleness=int(meta[:, 2].max()),
                     late_messages=tr.late_messages, **ev)
+            ckpt.maybe_save(step, lambda: {"step": step, "params": flat_params(S.model),
+                                           "recorder": rec.state_dict(), "elapsed": elapsed})
     finally:
         tr.shutdown()
-    return rec.finish(final=S.final(), bytes_total=ctx.ledger.total_bytes,
-                      late_messages=tr.late_messages, n_workers=S.n)
+    out = rec.finish(final=S.final(), bytes_total=ctx.ledger.total_bytes,
+                     late_messages=tr.late_messages, n_workers=S.n)
+    ckpt.clear()
+    return out
 
 
 def _worker(ctx, S: Setup, wid: int, timeout: float) -> None:

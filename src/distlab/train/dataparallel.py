@@ -127,13 +127,20 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Pa
         model.to(ctx.device)
         train = ImageData(train.x.to(ctx.device), train.y.to(ctx.device))
         val = ImageData(val.x.to(ctx.device), val.y.to(ctx.device))
-        params = [p for p in model.parameters()]
-        dist.broadcast_(ctx, [p.data for p in params], src=0)
         lr, steps = float(spec["lr"]), int(spec["steps"])
         rec = RunRecorder(out_dir, spec, backend=ctx.backend, clock="measured")
-        elapsed = 0.0
-        for step in tqdm(range(steps), desc=f"dgd rank {ctx.rank}", mininterval=5,
-                         disable=not ctx.is_master):
+        # every rank resumes from the file rank 0 writes (one node, or a shared file system)
+        ckpt = Checkpointer(Path(out_dir) / "checkpoint.pt", **spec.get("checkpoint", {}))
+        start, elapsed = 0, 0.0
+        state = ckpt.load()
+        if state is not None:
+            set_flat_params(model, state["params"].to(ctx.device))
+            rec.load_state_dict(state["recorder"])
+            start, elapsed = state["step"] + 1, state["elapsed"]
+        params = [p for p in model.parameters()]
+        dist.broadcast_(ctx, [p.data for p in params], src=0)
+        for step in tqdm(range(start, steps), desc=f"dgd rank {ctx.rank}", mininterval=5,
+                         initial=start, total=steps, disable=not ctx.is_master):
             # evaluation happens outside the timed region, at the model the step starts from
             ev = _eval_row(step, spec, model, train, val) if ctx.is_master else {}
             t0 = time.perf_counter()
@@ -147,13 +154,18 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Pa
             elapsed += step_time
             rec.log(step=step, time=elapsed, step_time=step_time, loss=float(lt),
                     bytes=ctx.ledger.pop_step(), **ev)
+            if ctx.is_master:
+                ckpt.maybe_save(step, lambda: {"step": step, "params": flat_params(model).cpu(),
+                                               "recorder": rec.state_dict(), "elapsed": elapsed})
         diff = dist.params_max_abs_diff(ctx, [p.data for p in params])
         if ctx.is_master:
             tl, _ = evaluate(model, train)
             vl, va = evaluate(model, val)
-            return rec.finish(final={"train_loss_full": tl, "val_loss": vl, "val_acc": va},
-                              n_workers=n, params_max_abs_diff_across_ranks=diff,
-                              bytes_total=ctx.ledger.total_bytes)
+            out = rec.finish(final={"train_loss_full": tl, "val_loss": vl, "val_acc": va},
+                             n_workers=n, params_max_abs_diff_across_ranks=diff,
+                             bytes_total=ctx.ledger.total_bytes)
+            ckpt.clear()
+            return out
         return None
     finally:
         ctx.close()
