@@ -52,17 +52,24 @@ def test_tiny_end_to_end_run(tmp_path):
     for f in ["README.md", "scorecard.md", "scorecard.csv", "figures/baseline_loss.png",
               "figures/pgc_fig3.png", "figures/pgc_fig7.png", "figures/pgc_fig8.png",
               "figures/pgc_fig9.png", "figures/pgc_fig10.png", "tables/pgc_time_to_target.md",
+              "tables/pgc_compute.md", "figures/pgc_real_vs_sim.png", "tables/pgc_real_vs_sim.md",
               "tables/baseline.md"]:
         p = paper / f
         assert p.exists() and p.stat().st_size > 0, f
     assert (paper / "figures/pgc_fig7.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     card = pd.read_csv(paper / "scorecard.csv").set_index("id")
     assert card.loc["baseline.dgd_equals_single", "verdict"] == "reproduced"
+    assert card.loc["baseline.gloo_equals_single", "verdict"] == "reproduced"
     assert card.loc["pgc.fig9.gc_steps_equal_dgd", "verdict"] == "reproduced"
     assert set(card["verdict"]) <= {"reproduced", "not reproduced", "inconclusive", "not run"}
     summary = pd.read_csv(work / "results/pgc/simulation/summary.csv")
     assert set(summary["clock"]) == {"simulated"}
     assert set(summary["scheme"]) == {"dgd", "gc-cr", "pgc-cr", "is-sgd", "is-gc-cr"}
+    real = pd.read_csv(work / "results/pgc/real/summary.csv")
+    assert set(zip(real["backend"], real["clock"])) == {("gloo", "measured"),
+                                                        ("simulated", "simulated")}
+    base = pd.read_csv(work / "results/baseline/summary.csv")
+    assert (base.loc[base["backend"] == "gloo", "params_max_abs_diff_across_ranks"] == 0).all()
     # every rule left a log and a benchmark
     assert any((work / "benchmarks/pgc").rglob("*.tsv"))
     assert any((work / "logs/pgc").rglob("*.log"))
