@@ -24,40 +24,26 @@ import platform
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pandas as pd
 import psutil
 import torch
 
+from .tables import atomic_output, atomic_write_text
+
 LIBRARIES = ("torch", "torchvision", "numpy", "pandas", "scipy", "datasets", "snakemake",
              "distlab")
 
 
-@contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary sibling of ``path``; rename it onto ``path`` on success."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def write_json(obj: Any, path: str | Path) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def write_csv(df: pd.DataFrame, path: str | Path) -> None:
-    with atomic_path(path) as tmp:
+    with atomic_output(path) as tmp:
         df.to_csv(tmp, index=False)
 
 
@@ -137,7 +123,7 @@ class Checkpointer:
         due_time = self.every_s > 0 and time.monotonic() - self._last >= self.every_s
         if not (due_steps or due_time):
             return False
-        with atomic_path(self.path) as tmp:
+        with atomic_output(self.path) as tmp:
             torch.save(state_fn(), tmp)
         self._last = time.monotonic()
         return True
