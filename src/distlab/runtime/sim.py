@@ -77,8 +77,10 @@ class SimulatedCluster:
     # -- compute -------------------------------------------------------------
     def charge(self, worker: int, units: float, measured_s: float) -> None:
         """Worker ``worker`` did ``units`` of work that really took ``measured_s``."""
+        t0 = time.perf_counter()
         self._charged[worker] += self.compute_model.cost(units, measured_s) * self._factor[worker]
         self.measured_compute_s += measured_s
+        self.overhead_s += time.perf_counter() - t0
 
     def _take_charged(self) -> np.ndarray:
         c, self._charged = self._charged, np.zeros(self.n)
@@ -111,7 +113,7 @@ class SimulatedCluster:
         model_at = self.now + self.network.broadcast(bcast_bytes, n)
         start = np.maximum(model_at, self.free_at)
         finish = start + compute + delays
-        msg = np.broadcast_to(np.asarray(msg_bytes, dtype=float), (n,))
+        msg = np.asarray(msg_bytes, dtype=float)
         arrival = finish + self.network.p2p(msg)
         order = np.argsort(arrival, kind="stable")
         received: list[int] = []
@@ -128,7 +130,8 @@ class SimulatedCluster:
                 f"workers {dead} never answer")
         end = float(arrival[received[-1]])
         self.ledger.send(bcast_bytes, count=n)
-        self.ledger.send(float(msg[np.isfinite(arrival)].sum()))
+        sent = np.isfinite(arrival)  # every worker that answers sends, late or not
+        self.ledger.send(float((msg * sent).sum()) if msg.ndim else float(msg) * int(sent.sum()))
         result = MasterStep(received=received, step_time=end - self.now, end_time=end,
                             compute=compute, delays=delays, started_late=self.free_at > model_at)
         self.free_at, self.now = finish, end

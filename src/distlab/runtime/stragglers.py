@@ -1,8 +1,9 @@
 """Straggler models: the extra delay each worker suffers at each step.
 
-Every draw is a pure function of ``(seed, step)``: the delays of step ``t``
-come from their own ``numpy`` generator seeded with ``SeedSequence([seed,
-STREAM, t])``.  So the simulation is deterministic given the seed, a resumed
+Every draw is a pure function of ``(seed, step)``: the delays of a block of
+``BLOCK`` consecutive steps come from their own ``numpy`` generator seeded
+with ``SeedSequence([seed, STREAM, block, n])`` (drawing a block at a time keeps
+the simulator's own cost small).  So the simulation is deterministic given the seed, a resumed
 run sees exactly the delays an uninterrupted one would, and every scheme run
 with the same seed faces the same stragglers (paired comparisons).
 
@@ -22,12 +23,14 @@ Models (``straggler.model`` in config):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 STREAM = 0x5749  # namespaces straggler draws away from other seeded streams
+BLOCK = 256      # steps drawn at once
 
 MODELS = ("none", "exponential", "pareto", "persistent", "dead")
 
@@ -63,21 +66,24 @@ class StragglerModel:
         )
 
     def delays(self, step: int, n: int) -> np.ndarray:
-        """Extra delay (s) of each of ``n`` workers at ``step``."""
-        rng = np.random.default_rng(np.random.SeedSequence([self.seed, STREAM, int(step)]))
+        """Extra delay (s) of each of ``n`` workers at ``step`` (a fresh array)."""
+        block, row = divmod(int(step), BLOCK)
+        return self._block(block, n)[row].copy()
+
+    @functools.lru_cache(maxsize=2)
+    def _block(self, block: int, n: int) -> np.ndarray:
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, STREAM, block, n]))
+        shape = (BLOCK, n)
         if self.model == "none":
-            return np.zeros(n)
-        if self.model == "exponential":
-            return rng.exponential(self.mean, size=n) if self.mean > 0 else np.zeros(n)
+            return np.zeros(shape)
+        if self.model in ("exponential", "persistent"):
+            return rng.exponential(self.mean, size=shape) if self.mean > 0 else np.zeros(shape)
         if self.model == "pareto":
-            scale = self.mean * (self.shape - 1)
-            return scale * rng.pareto(self.shape, size=n)
-        if self.model == "persistent":
-            return rng.exponential(self.mean, size=n) if self.mean > 0 else np.zeros(n)
-        d = np.zeros(n)  # dead
+            return self.mean * (self.shape - 1) * rng.pareto(self.shape, size=shape)
+        d = np.zeros(shape)  # dead
         for w in self.slow_workers:
             if w < n:
-                d[w] = math.inf
+                d[:, w] = math.inf
         return d
 
     def compute_factor(self, n: int) -> np.ndarray:
