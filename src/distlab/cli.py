@@ -37,8 +37,8 @@ def cmd_prepare_data(a: argparse.Namespace) -> int:
     from .data import prepare_dataset
 
     manifest = prepare_dataset(a.spec, a.out, seed=a.seed)
-    log.info("data set %s ready in %s: %s", manifest.get("name"), a.out,
-             {k: v for k, v in manifest.get("sizes", {}).items()})
+    log.info("data set %s ready in %s: %s", manifest["name"], a.out,
+             {k: v["size"] for k, v in manifest["splits"].items()})
     return 0
 
 

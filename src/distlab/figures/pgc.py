@@ -48,8 +48,8 @@ def fig3(summary: pd.DataFrame, out: Path, opts: dict) -> None:
                             for c in sorted({int(s) + 1 for s in d["s"] if s > 0})]
     order = [o for o in order if o in set(d["config"])]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, col, title in [(axes[0], "total_time", "training time, 1 epoch (simulated s)"),
-                           (axes[1], "final_train_loss_full", "training loss after 1 epoch")]:
+    for ax, col, title in [(axes[0], "total_time", "training time (simulated s)"),
+                           (axes[1], "final_train_loss_full", "final training loss")]:
         plots.bar_with_ci(d, x="config", y=col, hue=None, ax=ax, order=order)
         ax.tick_params(axis="x", labelrotation=30)
         ax.set_xlabel("")
