@@ -28,7 +28,7 @@ def test_lint_is_clean():
 
 @pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
 def test_dry_run_resolves(configfile):
-    r = smk("-n", "--quiet", "rules", "--configfile", configfile)
+    r = smk("-n", "--forceall", "--quiet", "rules", "--configfile", configfile)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     for rule in ("prepare_data", "pgc_train_sim", "pgc_train_real", "baseline_train_sim",
