@@ -117,7 +117,7 @@ def cmd_scorecard(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from .report import write_report
 
-    write_report(a.out, scorecard_csv=a.scorecard, sections=a.section, meta=a.meta)
+    write_report(a.out, scorecard_csv=a.scorecard, meta=a.meta)
     return 0
 
 
@@ -166,7 +166,6 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("report", help="the reproduction write-up")
     q.add_argument("--out", type=Path, required=True)
     q.add_argument("--scorecard", type=Path, required=True)
-    q.add_argument("--section", action="append", default=[], help="title=markdown file")
     q.add_argument("--meta", type=_json_arg, default={})
     q.set_defaults(func=cmd_report)
     return p

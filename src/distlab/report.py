@@ -16,7 +16,7 @@ SECTIONS = [
 ]
 
 
-def write_report(out: str | Path, scorecard_csv: str | Path, sections=(), meta: dict | None = None) -> None:
+def write_report(out: str | Path, scorecard_csv: str | Path, meta: dict | None = None) -> None:
     out = Path(out)
     root = out.parent
     card = pd.read_csv(scorecard_csv)

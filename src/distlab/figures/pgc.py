@@ -9,7 +9,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from .. import plots  # noqa: E402
@@ -189,7 +188,8 @@ def compute_table(summary: pd.DataFrame, out_csv: Path, out_md: Path) -> None:
                      "relative_to_dgd": float(g["units_per_worker_step"].mean()) / dgd_units,
                      "simulator_overhead_share": ci_cell(share)[0], "runs": len(g)})
     order = {v: i for i, v in enumerate(_label(x) for x in ORDER)}
-    t = pd.DataFrame(rows).sort_values(["s", "scheme"], key=lambda c: c.map(order) if c.name == "scheme" else c)
+    t = pd.DataFrame(rows).sort_values(
+        ["s", "scheme"], key=lambda c: c.map(order) if c.name == "scheme" else c)
     write_table(t, out_csv, out_md)
 
 

@@ -37,9 +37,9 @@ from ..runtime.compute import ComputeModel
 from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster
 from ..runtime.stragglers import StragglerModel
-from ..train.common import (DTYPES, batched_loss_and_grads, evaluate, flat_params, load_image_data,
-                            loss_and_grad, make_classifier, nbytes_of, seed_everything,
-                            set_flat_params, sgd_apply)
+from ..train.common import (DTYPES, batched_loss_and_grads, eval_columns, final_metrics,
+                            flat_params, load_image_data, loss_and_grad, make_classifier,
+                            nbytes_of, seed_everything, set_flat_params, sgd_apply)
 from .coding import Scheme, make_scheme
 from .worker import CodedWorker
 
@@ -92,17 +92,11 @@ class Setup:
         return {j: (float(losses[i]), grads[i], secs / len(parts)) for i, j in enumerate(parts)}
 
     def eval_cols(self, step: int) -> dict:
-        every = int(self.spec.get("eval_every", 10))
-        if step % every and step != self.steps - 1:
-            return {"train_loss_full": np.nan, "val_loss": np.nan, "val_acc": np.nan}
-        tl, _ = evaluate(self.model, self.train)
-        vl, va = evaluate(self.model, self.val)
-        return {"train_loss_full": tl, "val_loss": vl, "val_acc": va}
+        return eval_columns(self.model, self.train, self.val, step, self.steps,
+                            int(self.spec.get("eval_every", 10)))
 
     def final(self) -> dict:
-        tl, _ = evaluate(self.model, self.train)
-        vl, va = evaluate(self.model, self.val)
-        return {"train_loss_full": tl, "val_loss": vl, "val_acc": va}
+        return final_metrics(self.model, self.train, self.val)
 
     def decode_and_step(self, received: list[int], msgs: dict[int, torch.Tensor]) -> None:
         weights = self.scheme.decode_weights(received)

@@ -8,7 +8,6 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import torch
@@ -142,11 +141,20 @@ def evaluate(model: nn.Module, data: ImageData, batch: int = 4096) -> tuple[floa
     return total / n, correct / n
 
 
+def eval_columns(model: nn.Module, train: ImageData, val: ImageData, step: int, steps: int,
+                 every: int) -> dict:
+    """Whole-split losses (and validation accuracy) every ``every`` steps and at the
+    last step; NaN otherwise, so the per-step table stays tidy."""
+    if step % every and step != steps - 1:
+        return {"train_loss_full": np.nan, "val_loss": np.nan, "val_acc": np.nan}
+    return final_metrics(model, train, val)
+
+
+def final_metrics(model: nn.Module, train: ImageData, val: ImageData) -> dict:
+    tl, _ = evaluate(model, train)
+    vl, va = evaluate(model, val)
+    return {"train_loss_full": tl, "val_loss": vl, "val_acc": va}
+
+
 def nbytes_of(numel: int, dtype: torch.dtype) -> int:
     return numel * torch.tensor([], dtype=dtype).element_size()
-
-
-def chunks(seq: list, n: int) -> Iterable[list]:
-    k = len(seq) // n
-    for i in range(n):
-        yield seq[i * k:(i + 1) * k]

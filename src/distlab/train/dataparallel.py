@@ -29,8 +29,9 @@ from ..runtime.compute import ComputeModel
 from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster
 from ..runtime.stragglers import StragglerModel
-from .common import (DTYPES, ImageData, evaluate, flat_params, load_image_data, loss_and_grad,
-                     make_classifier, nbytes_of, seed_everything, set_flat_params, sgd_apply)
+from .common import (DTYPES, ImageData, eval_columns, final_metrics, flat_params, load_image_data,
+                     loss_and_grad, make_classifier, nbytes_of, seed_everything, set_flat_params,
+                     sgd_apply)
 
 METHODS = ("dgd", "single")
 
@@ -50,15 +51,6 @@ def _shards(idx: np.ndarray, n: int) -> list[np.ndarray]:
     if len(idx) % n:
         raise ValueError(f"batch_size {len(idx)} is not divisible by n_workers {n}")
     return np.split(idx, n)
-
-
-def _eval_row(step: int, spec: dict, model, train, val) -> dict:
-    every = int(spec.get("eval_every", 10))
-    if step % every and step != int(spec["steps"]) - 1:
-        return {"train_loss_full": np.nan, "val_loss": np.nan, "val_acc": np.nan}
-    tl, _ = evaluate(model, train)
-    vl, va = evaluate(model, val)
-    return {"train_loss_full": tl, "val_loss": vl, "val_acc": va}
 
 
 def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Path:
@@ -97,17 +89,15 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Path
         g = torch.stack(grads).mean(0)  # the all-reduce (mean) the ledger charges below
         cluster.ledger.all_reduce(grad_bytes, n)
         step_time = cluster.sync_step(step, cluster.network.all_reduce(grad_bytes, n))
-        ev = _eval_row(step, spec, model, train, val)  # the model the step's loss was taken at
+        ev = eval_columns(model, train, val, step, steps, int(spec.get("eval_every", 10)))
         sgd_apply(model, g, lr)
         rec.log(step=step, time=cluster.now, step_time=step_time, loss=float(np.mean(losses)),
                 bytes=cluster.ledger.pop_step(), **ev)
         ckpt.maybe_save(step, lambda: {"step": step, "params": flat_params(model),
                                        "cluster": cluster.state_dict(),
                                        "recorder": rec.state_dict()})
-    tl, _ = evaluate(model, train)
-    vl, va = evaluate(model, val)
-    out = rec.finish(final={"train_loss_full": tl, "val_loss": vl, "val_acc": va},
-                     n_workers=n, simulator_overhead_s=cluster.overhead_s,
+    out = rec.finish(final=final_metrics(model, train, val), n_workers=n,
+                     simulator_overhead_s=cluster.overhead_s,
                      compute_measured_s=cluster.measured_compute_s,
                      cluster=cluster.describe(), bytes_total=cluster.ledger.total_bytes)
     ckpt.clear()
@@ -142,7 +132,8 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Pa
         for step in tqdm(range(start, steps), desc=f"dgd rank {ctx.rank}", mininterval=5,
                          initial=start, total=steps, disable=not ctx.is_master):
             # evaluation happens outside the timed region, at the model the step starts from
-            ev = _eval_row(step, spec, model, train, val) if ctx.is_master else {}
+            ev = (eval_columns(model, train, val, step, steps, int(spec.get("eval_every", 10)))
+                  if ctx.is_master else {})
             t0 = time.perf_counter()
             shard = _shards(batcher.batch(step), n)[ctx.rank]
             x, y = train.take(shard)
@@ -159,10 +150,8 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Pa
                                                "recorder": rec.state_dict(), "elapsed": elapsed})
         diff = dist.params_max_abs_diff(ctx, [p.data for p in params])
         if ctx.is_master:
-            tl, _ = evaluate(model, train)
-            vl, va = evaluate(model, val)
-            out = rec.finish(final={"train_loss_full": tl, "val_loss": vl, "val_acc": va},
-                             n_workers=n, params_max_abs_diff_across_ranks=diff,
+            out = rec.finish(final=final_metrics(model, train, val), n_workers=n,
+                             params_max_abs_diff_across_ranks=diff,
                              bytes_total=ctx.ledger.total_bytes)
             ckpt.clear()
             return out
