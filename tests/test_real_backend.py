@@ -46,11 +46,12 @@ def test_dgd_on_four_gloo_processes_keeps_parameters_identical(tmp_path, digits_
 
 
 def _real_pgc(scheme, s, **over):
-    return pgc_spec(scheme, s, backend="gloo", dtype="float32", steps=6, timeout_s=5,
+    spec = pgc_spec(scheme, s, backend="gloo", dtype="float32", steps=6, timeout_s=5,
                     job_timeout_s=240, model={"name": "cnn"},
                     cluster={"compute": {"mode": "measured", "unit_seconds": 0.0, "scale": 1.0},
                              "network": {"latency_s": 0.001, "bandwidth_Bps": 1e9},
-                             "straggler": {"model": "dead", "slow_workers": [2]}}, **over)
+                             "straggler": {"model": "dead", "slow_workers": [2]}})
+    return {**spec, **over}
 
 
 @pytest.mark.slow
@@ -69,3 +70,39 @@ def test_a_worker_that_never_answers_fails_dgd_with_a_clear_timeout(tmp_path, di
     assert "worker 2 never answered" in r.stderr
     assert "scheme dgd waits for 4 of 4 workers" in r.stderr
     assert not (tmp_path / "dgd/manifest.json").exists()
+
+
+@pytest.mark.slow
+def test_a_killed_real_run_resumes_from_the_masters_checkpoint(tmp_path, digits_dir):
+    import signal
+    import time
+
+    import psutil
+
+    spec = _real_pgc("pgc-cr", 1, steps=150, timeout_s=20,
+                     checkpoint={"every_s": 0, "every_steps": 10},
+                     cluster={**_real_pgc("pgc-cr", 1)["cluster"],
+                              "straggler": {"model": "exponential", "mean": 0.01}})
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "distlab", "train", "--experiment", "pgc", "--threads", "2",
+           "--spec", json.dumps(spec), "--data", str(digits_dir), "--out", str(out)]
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 180
+    while not (out / "checkpoint.pt").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    tree = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+    for pid in tree:   # the whole job: launcher, torchrun, master and workers
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+    assert not (out / "manifest.json").exists()
+    r = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["resumed"] == 1
+    m = pd.read_csv(out / "metrics.csv")
+    assert m["step"].tolist() == list(range(150))   # every step once, none lost or repeated
+    assert not (out / "checkpoint.pt").exists()
