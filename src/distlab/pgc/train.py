@@ -240,15 +240,13 @@ def _worker(ctx, S: Setup, wid: int, timeout: float) -> None:
         step, flat = got
         set_flat_params(S.model, flat)
         t0 = time.perf_counter()
-        losses = []
         for j in w.to_compute(step):
             loss, g, _ = S.partition_grad(j, step)
             w.update(j, g, loss, step)
-            losses.append(loss)
         msg = w.message()
         compute_s = time.perf_counter() - t0
+        fresh_loss = w.pop_fresh_loss()
         delay = float(S.stragglers.delays(step, S.n)[wid]) + (factor - 1.0) * compute_s
         if delay > 0 and not tr.sleep(delay):
             return
-        w.fresh_loss.clear()
-        tr.send(step, msg, [float(np.mean(losses)), compute_s, w.staleness(step), step])
+        tr.send(step, msg, [fresh_loss, compute_s, w.staleness(step), step])
