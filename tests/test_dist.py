@@ -26,8 +26,9 @@ def _launch(tmp_path: Path, script: str, nprocs: int, *args: str, timeout_s: flo
     """Run the script under torchrun; return (wall seconds, its JSON path)."""
     out = tmp_path / "out.json"
     t0 = time.perf_counter()
-    run_torchrun([str(out), *args], nprocs, threads=2, timeout_s=timeout_s,
-                 log_path=tmp_path / "job.log", script=SCRIPTS / script)
+    with (tmp_path / "job.log").open("w") as log:
+        run_torchrun([str(out), *args], nprocs, threads=2, timeout_s=timeout_s,
+                     script=SCRIPTS / script, stream=log)
     return time.perf_counter() - t0, out
 
 

@@ -6,8 +6,8 @@ that changing one experiment's setting reruns exactly that experiment.
 
 Commands:
   prepare-data   build one data set into a directory (train/val/test + manifest)
-  train          one training run (experiment baseline or pgc), either backend;
-                 for gloo/nccl it launches itself under torchrun
+  train          one training run of an experiment, either backend; for gloo/nccl
+                 it launches itself under torchrun (--print-torchrun shows how)
   summarize      run directories -> a per-step table and a run-level table
   figures        an experiment's figures and tables from its summary tables
   scorecard      evaluate config/claims.yaml against the summary tables
@@ -20,8 +20,11 @@ import argparse
 import json
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
+
+from .specs import SpecError
 
 log = logging.getLogger("distlab")
 
@@ -42,46 +45,77 @@ def cmd_prepare_data(a: argparse.Namespace) -> int:
     return 0
 
 
+# experiment -> trainer module.  A trainer exposes SPEC_SCHEMA, run_simulated(spec,
+# data_dir, out_dir, runtime) and, for real backends, run_distributed(...) and nprocs(spec).
 TRAINERS = {
     "baseline": "distlab.train.dataparallel",
     "pgc": "distlab.pgc.train",
+    "demo": "distlab.demo.train",
+    "local": "distlab.local.train",
 }
+
+# packages that add subcommands of their own through register(subparsers)
+PLUGINS = ("distlab.demo.cli", "distlab.local.cli", "distlab.placement.cli")
 
 
 def _under_torchrun() -> bool:
     return "TORCHELASTIC_RUN_ID" in os.environ or ("RANK" in os.environ and "WORLD_SIZE" in os.environ)
 
 
-def _nprocs(experiment: str, spec: dict) -> int:
-    if experiment == "pgc":
-        return int(spec["n"]) + 1  # a master and n workers
+def _trainer(experiment: str):
+    import importlib
+
+    try:
+        return importlib.import_module(TRAINERS[experiment])
+    except ModuleNotFoundError as e:
+        raise SpecError(f"experiment {experiment!r}: its trainer {TRAINERS[experiment]} is not "
+                        f"installed ({e})") from e
+
+
+def _nprocs(module, spec: dict) -> int:
+    """Processes of a real job: the trainer's nprocs(spec), else one per worker."""
+    if hasattr(module, "nprocs"):
+        return int(module.nprocs(spec))
     return int(spec["n_workers"])
 
 
+def _torchrun_args(a: argparse.Namespace, spec: dict, runtime: dict) -> list[str]:
+    return ["train", "--experiment", a.experiment, "--spec", json.dumps(spec, sort_keys=True),
+            "--runtime", json.dumps(runtime, sort_keys=True), "--data", str(a.data),
+            "--out", str(a.out)]
+
+
 def cmd_train(a: argparse.Namespace) -> int:
-    import importlib
+    from .runtime.launch import run_torchrun, torchrun_command
+    from .specs import runtime_defaults, validate_spec
 
-    spec = a.spec
-    module = importlib.import_module(TRAINERS[a.experiment])
+    module = _trainer(a.experiment)
+    spec = validate_spec(a.spec, module.SPEC_SCHEMA, a.experiment)
+    runtime = runtime_defaults(a.runtime)
     backend = spec.get("backend", "simulated")
+    if a.print_torchrun:
+        if backend == "simulated":
+            raise SpecError("--print-torchrun: this spec runs on the simulated backend, in one process; "
+                            "run the same command without --print-torchrun")
+        cmd = torchrun_command(_torchrun_args(a, spec, runtime), _nprocs(module, spec))
+        print(" ".join(shlex.quote(c) for c in cmd))
+        return 0
     if backend == "simulated":
-        module.run_simulated(spec, a.data, a.out)
+        module.run_simulated(spec, a.data, a.out, runtime)
         return 0
+    if not hasattr(module, "run_distributed"):
+        raise SpecError(f"{a.experiment} spec: key 'backend': {backend!r} is not supported by this "
+                        f"experiment (only 'simulated')")
     if _under_torchrun():
-        module.run_distributed(spec, a.data, a.out)
+        module.run_distributed(spec, a.data, a.out, runtime)
         return 0
-    from .runtime.launch import run_torchrun
-
-    nprocs = _nprocs(a.experiment, spec)
     try:
-        run_torchrun(["train", "--experiment", a.experiment, "--spec", json.dumps(spec),
-                      "--data", str(a.data), "--out", str(a.out)],
-                     nprocs=nprocs, threads=a.threads,
-                     timeout_s=float(spec.get("job_timeout_s", 3600)))
+        run_torchrun(_torchrun_args(a, spec, runtime), nprocs=_nprocs(module, spec),
+                     threads=a.threads, timeout_s=float(runtime["job_timeout_s"]))
     except RuntimeError as e:
-        # surface the cause (e.g. a worker that never answered) as the first line
-        print(f"distlab: {str(e).splitlines()[0]}", file=sys.stderr)
-        raise
+        # the cause (the rank that died first and why) as the first line of the rule's log
+        print(f"distlab: {e}", file=sys.stderr)
+        return 1
     if not (Path(a.out) / "manifest.json").exists():
         raise RuntimeError(f"torchrun finished but {a.out}/manifest.json was not written")
     return 0
@@ -107,10 +141,15 @@ def cmd_figures(a: argparse.Namespace) -> int:
 
 
 def cmd_scorecard(a: argparse.Namespace) -> int:
-    from .scorecard import main_scorecard
+    from .scorecard import main_scorecard, merge_scorecards
 
+    if a.merge:
+        merge_scorecards(a.merge, a.md, a.csv)
+        return 0
+    if a.claims is None or a.stats is None:
+        raise SpecError("scorecard: --claims and --stats are required unless --merge is given")
     tables = dict(t.split("=", 1) for t in a.table)
-    main_scorecard(a.claims, tables, a.stats, a.md, a.csv)
+    main_scorecard(a.claims, tables, a.stats, a.md, a.csv, paper=a.paper)
     return 0
 
 
@@ -135,7 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("train", help="one training run")
     q.add_argument("--experiment", choices=sorted(TRAINERS), required=True)
-    q.add_argument("--spec", type=_json_arg, required=True)
+    q.add_argument("--spec", type=_json_arg, required=True,
+                   help="the run spec (JSON): every setting that changes the results")
+    q.add_argument("--runtime", type=_json_arg, default={},
+                   help='run-time settings (JSON): {"timeout_s", "job_timeout_s", "checkpoint": '
+                        '{"every_s", "every_steps"}}; they change no result')
+    q.add_argument("--print-torchrun", action="store_true",
+                   help="print the torchrun command of this job (one node) and exit; for several "
+                        "nodes see the README")
     q.add_argument("--data", type=Path, required=True)
     q.add_argument("--out", type=Path, required=True)
     q.add_argument("--threads", type=int, default=None,
@@ -156,9 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_figures)
 
     q = sub.add_parser("scorecard", help="evaluate the claims")
-    q.add_argument("--claims", type=Path, required=True)
+    q.add_argument("--claims", type=Path)
     q.add_argument("--table", action="append", default=[], help="name=path of a summary table")
-    q.add_argument("--stats", type=_json_arg, required=True)
+    q.add_argument("--stats", type=_json_arg)
+    q.add_argument("--paper", default=None, help="evaluate only this paper's claims (P1..P4, foundation)")
+    q.add_argument("--merge", nargs="+", default=None,
+                   help="per-paper scorecard CSVs to merge into one (no evaluation)")
     q.add_argument("--md", type=Path, required=True)
     q.add_argument("--csv", type=Path, required=True)
     q.set_defaults(func=cmd_scorecard)
@@ -168,6 +217,17 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--scorecard", type=Path, required=True)
     q.add_argument("--meta", type=_json_arg, default={})
     q.set_defaults(func=cmd_report)
+
+    import importlib
+
+    for plugin in PLUGINS:
+        try:
+            mod = importlib.import_module(plugin)
+        except ModuleNotFoundError as e:
+            if e.name and plugin.startswith(e.name):
+                continue  # that paper's package is not part of this tree
+            raise
+        mod.register(sub)
     return p
 
 
@@ -179,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return args.func(args)
-    except DataError as e:  # one clear line, no traceback
+    except (DataError, SpecError) as e:  # one clear line, no traceback
         print(f"distlab: {e}", file=sys.stderr)
         return 2
 

@@ -1,8 +1,8 @@
 """One seaborn style for every figure of the project.
 
-Figures show the mean over seeds with a bootstrap 95 % confidence band
-(seaborn's ``errorbar=("ci", 95)`` with a fixed ``n_boot`` and ``seed``, so a
-figure is reproducible byte for byte), and every figure states whether its
+Figures show the mean over seeds with a 95 % Student-t confidence band over
+seeds (:func:`distlab.stats.t_interval`, the same interval as the tables and
+the scorecard; deterministic, no resampling), and every figure states whether its
 times are simulated (virtual clock) or measured (wall clock) via
 :func:`label_provenance`.  Rendering uses the non-interactive Agg backend.
 """
@@ -25,11 +25,10 @@ from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
+from distlab.stats import t_errorbar  # noqa: E402
 from distlab.tables import atomic_output  # noqa: E402
 
 DPI = 150
-N_BOOT = 2000
-BOOT_SEED = 0
 SUFFIXES = {".png": "png", ".pdf": "pdf", ".svg": "svg"}
 MEASURED_BACKENDS = {"gloo", "nccl", "measured"}
 
@@ -82,7 +81,7 @@ def line_with_ci(
     style: str | None = None,
     hue_order: list | None = None,
 ) -> Axes:
-    """Line of the mean of ``y`` over ``units`` (seeds) with a bootstrap CI band.
+    """Line of the mean of ``y`` over ``units`` (seeds) with a t-interval band.
 
     Rows are first averaged within each (x, hue, style, unit) cell, so the band
     is a CI over seeds, not over repeated rows of one seed.  ``ci=None`` draws
@@ -97,9 +96,7 @@ def line_with_ci(
         hue=hue,
         hue_order=hue_order,
         style=style,
-        errorbar=("ci", ci) if ci else None,
-        n_boot=N_BOOT,
-        seed=BOOT_SEED,
+        errorbar=t_errorbar(ci / 100) if ci else None,
         marker="o",
         markersize=4,
         ax=ax,
@@ -118,7 +115,7 @@ def bar_with_ci(
     order: list | None = None,
     hue_order: list | None = None,
 ) -> Axes:
-    """Bars of the mean of ``y`` over seeds with bootstrap CI error bars
+    """Bars of the mean of ``y`` over seeds with t-interval error bars
     (``order``/``hue_order`` fix the categories' order, as in seaborn)."""
     ax = _axes(ax)
     data = _per_seed(df, y, [x, hue, units]) if units else df
@@ -129,9 +126,7 @@ def bar_with_ci(
         hue=hue,
         order=order,
         hue_order=hue_order,
-        errorbar=("ci", ci) if ci else None,
-        n_boot=N_BOOT,
-        seed=BOOT_SEED,
+        errorbar=t_errorbar(ci / 100) if ci else None,
         capsize=0.1,
         err_kws={"linewidth": 1.0},
         ax=ax,

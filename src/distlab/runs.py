@@ -19,6 +19,7 @@ compute its final metrics are identical to an uninterrupted run's.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import subprocess
@@ -33,6 +34,8 @@ import psutil
 import torch
 
 from .tables import atomic_output, atomic_write_text
+
+log = logging.getLogger(__name__)
 
 LIBRARIES = ("torch", "torchvision", "numpy", "pandas", "scipy", "datasets", "snakemake",
              "distlab")
@@ -102,30 +105,49 @@ class Checkpointer:
     """Saves the run state every ``every_s`` wall seconds or ``every_steps`` steps.
 
     ``state_fn`` returns everything needed to continue: model and optimizer
-    state, the clock, per-worker memories and the metrics rows so far.  The
-    file is replaced atomically, so a kill at any instant leaves either the
-    previous checkpoint or the new one.
+    state, the clock, per-worker memories, counters and the metrics rows so
+    far.  The file is replaced atomically, so a kill at any instant leaves
+    either the previous checkpoint or the new one.
+
+    A checkpoint carries the hash of the run spec that wrote it: ``load()``
+    refuses one written under another spec (it is deleted and the run starts
+    from scratch, with a log line), so a run killed and rerun after a config
+    change never continues the old run.
     """
 
-    def __init__(self, path: str | Path, every_s: float = 60.0, every_steps: int = 0) -> None:
+    def __init__(self, path: str | Path, spec: dict | None = None, every_s: float = 60.0,
+                 every_steps: int = 0) -> None:
+        from .specs import spec_hash
+
         self.path = Path(path)
         self.every_s = every_s
         self.every_steps = every_steps
+        self.spec_hash = spec_hash(spec) if spec is not None else None
         self._last = time.monotonic()
 
     def load(self) -> dict | None:
         if not self.path.exists():
             return None
-        return torch.load(self.path, map_location="cpu", weights_only=False)
+        state = torch.load(self.path, map_location="cpu", weights_only=False)
+        written = state.get("_spec_hash") if isinstance(state, dict) else None
+        if self.spec_hash is not None and written != self.spec_hash:
+            log.warning("checkpoint %s was written under another run spec (%s, now %s): "
+                        "discarded, starting from scratch", self.path, written, self.spec_hash)
+            self.path.unlink()
+            return None
+        return state
+
+    def save(self, state: dict) -> None:
+        with atomic_output(self.path) as tmp:
+            torch.save({**state, "_spec_hash": self.spec_hash}, tmp)
+        self._last = time.monotonic()
 
     def maybe_save(self, step: int, state_fn: Callable[[], dict]) -> bool:
         due_steps = self.every_steps > 0 and step % self.every_steps == 0
         due_time = self.every_s > 0 and time.monotonic() - self._last >= self.every_s
         if not (due_steps or due_time):
             return False
-        with atomic_output(self.path) as tmp:
-            torch.save(state_fn(), tmp)
-        self._last = time.monotonic()
+        self.save(state_fn())
         return True
 
     def clear(self) -> None:

@@ -38,18 +38,22 @@ import yaml
 from distlab import stats
 from distlab.tables import atomic_write_text, fmt_ci, markdown_table, write_table
 
-VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not run")
+VERDICTS = ("reproduced", "not reproduced", "inconclusive", "by construction", "not run")
 TESTS = ("less", "greater", "noninferior", "equivalent")
 PAPERS = ("P1", "P2", "P3", "P4", "foundation")
 TRANSFORMS = ("diff", "ratio")
 REQUIRED_KEYS = ("id", "paper", "source", "statement", "table", "metric", "test")
 OPTIONAL_KEYS = (
-    "paper_value", "a", "b", "chain", "margin", "margin_relative", "higher_is_better", "transform",
+    "paper_value", "a", "b", "value", "chain", "margin", "margin_relative", "higher_is_better",
+    "transform", "by_construction", "tested_at",
 )
 COLUMNS = (
     "id", "paper", "statement", "source", "metric", "test", "paper_value", "ours", "estimate",
-    "ci_low", "ci_high", "n_seeds", "p_value", "p_wilcoxon", "margin", "verdict", "reason",
+    "ci_low", "ci_high", "n_seeds", "p_value", "p_holm", "p_wilcoxon", "margin", "tested_at",
+    "verdict", "reason",
 )
+# a/b selections name table columns; `value` compares a with a constant instead of b
+VALUE = "__value__"
 
 
 class ClaimError(ValueError):
@@ -89,10 +93,19 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
     if pv is not None and (isinstance(pv, bool) or not isinstance(pv, (int, float, str))):
         raise bad("paper_value", "must be a number, a string or null")
 
-    has_pair, has_chain = "a" in claim or "b" in claim, "chain" in claim
+    has_pair, has_chain = "a" in claim or "b" in claim or "value" in claim, "chain" in claim
     if has_pair == has_chain:
-        raise bad("chain" if has_chain else "a", "give exactly one of a/b or chain")
-    if has_pair:
+        raise bad("chain" if has_chain else "a", "give exactly one of a/b, a/value or chain")
+    if has_pair and "value" in claim:
+        v = claim["value"]
+        if "b" in claim:
+            raise bad("value", "give b or value, not both")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise bad("value", "must be a finite number")
+        if not isinstance(claim.get("a"), Mapping) or not claim["a"]:
+            raise bad("a", "must be a non-empty mapping of column: value")
+        links = [(dict(claim["a"]), {VALUE: float(v)})]
+    elif has_pair:
         for key in ("a", "b"):
             if not isinstance(claim.get(key), Mapping) or not claim[key]:
                 raise bad(key, "must be a non-empty mapping of column: value")
@@ -125,6 +138,12 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
     transform = claim.get("transform", "diff")
     if transform not in TRANSFORMS:
         raise bad("transform", f"{transform!r} is not one of {TRANSFORMS}")
+    construction = claim.get("by_construction", False)
+    if not isinstance(construction, bool):
+        raise bad("by_construction", "must be true or false")
+    tested_at = claim.get("tested_at", "")
+    if not isinstance(tested_at, str):
+        raise bad("tested_at", "must be a string (the setting the claim is tested at, e.g. c/mu = 0.5)")
 
     return {
         **{k: claim[k] for k in REQUIRED_KEYS},
@@ -135,6 +154,8 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
         "margin_relative": relative,
         "higher_is_better": hib,
         "transform": transform,
+        "by_construction": construction,
+        "tested_at": tested_at,
     }
 
 
@@ -221,6 +242,8 @@ def _num(x: float) -> str:
 
 
 def _link_label(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    if VALUE in b:
+        return f"{','.join(f'{k}={v}' for k, v in a.items())} vs {_num(b[VALUE])}"
     keys = [k for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)] or list(a)
     side = lambda s: ",".join(f"{k}={s.get(k)}" for k in keys)  # noqa: E731
     return f"{side(a)} vs {side(b)}"
@@ -274,16 +297,17 @@ def _with_margin(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, dci: stats
 
 def _evaluate_link(claim: dict[str, Any], paired: pd.DataFrame, label: str,
                    cfg: StatsSettings) -> _Link:
-    """Test one a-vs-b pair; the verdict's CI is the BCa CI of the mean of a - b."""
+    """Test one a-vs-b pair; the verdict's CI is the t interval of the mean of a - b."""
     a, b = paired["a"].to_numpy(float), paired["b"].to_numpy(float)
     if len(a) < 2:
         return _Link(label, len(a), "", None, math.nan, math.nan, "inconclusive", "n < 2")
-    boot = {"confidence": cfg.confidence, "n_resamples": cfg.n_resamples, "seed": cfg.seed}
-    dci = stats.bootstrap_ci(a - b, **boot)
+    dci = stats.t_interval(a - b, cfg.confidence)
     if claim["transform"] == "ratio":
         if np.any(b == 0):
             raise ClaimError(f"claim {claim['id']!r}: transform ratio with b = 0 ({label})")
-        shown = stats.bootstrap_ci(a / b, **boot)
+        shown = stats.t_interval(a / b, cfg.confidence)
+    elif VALUE in paired.attrs:
+        shown = stats.t_interval(a, cfg.confidence)  # a itself, beside the constant
     else:
         shown = dci
     judge = _directional if claim["test"] in ("less", "greater") else _with_margin
@@ -295,9 +319,10 @@ def _evaluate_link(claim: dict[str, Any], paired: pd.DataFrame, label: str,
 
 def _row(claim: dict[str, Any], **values: Any) -> dict[str, Any]:
     """A scorecard row; unset results are empty/NaN (for claims that were not run)."""
-    base = {k: claim[k] for k in ("id", "paper", "statement", "source", "metric", "test", "paper_value")}
+    base = {k: claim[k] for k in ("id", "paper", "statement", "source", "metric", "test",
+                                  "paper_value", "tested_at")}
     empty = {"ours": "", "estimate": math.nan, "ci_low": math.nan, "ci_high": math.nan,
-             "n_seeds": 0, "p_value": math.nan, "p_wilcoxon": math.nan}
+             "n_seeds": 0, "p_value": math.nan, "p_holm": math.nan, "p_wilcoxon": math.nan}
     margin = math.nan if claim["margin"] is None else claim["margin"]
     return {**base, **empty, "margin": margin, **values}
 
@@ -307,13 +332,23 @@ def _largest(values: Sequence[float]) -> float:
     return math.nan if any(math.isnan(v) for v in values) else max(values)
 
 
+def _pair(table: pd.DataFrame, metric: str, a: Mapping[str, Any], b: Mapping[str, Any]) -> pd.DataFrame:
+    """Seeds with a's metric and b's (or the constant ``value``)."""
+    if VALUE not in b:
+        return stats.pair_by_seed(table, metric, a, b)
+    paired = stats.pair_by_seed(table, metric, a, a)
+    paired["b"] = b[VALUE]
+    paired.attrs[VALUE] = b[VALUE]
+    return paired
+
+
 def _evaluate_claim(claim: dict[str, Any], tables: Mapping[str, pd.DataFrame],
                     cfg: StatsSettings) -> dict[str, Any]:
     table = tables.get(claim["table"])
     if table is None:
         return _row(claim, verdict="not run", reason=f"table {claim['table']!r} not available")
     try:
-        pairs = [stats.pair_by_seed(table, claim["metric"], a, b) for a, b in claim["links"]]
+        pairs = [_pair(table, claim["metric"], a, b) for a, b in claim["links"]]
     except stats.EmptySelectionError as err:
         return _row(claim, verdict="not run", reason=str(err))
     except ValueError as err:
@@ -367,9 +402,37 @@ def evaluate_claims(
     ``n_seeds`` is the smallest link n and the p-values are the largest.
     """
     cfg = StatsSettings.from_config(stats_cfg)
-    rows = [_evaluate_claim(c, tables, cfg) for c in _normalize(list(claims))]
+    checked = _normalize(list(claims))
+    rows = [_evaluate_claim(c, tables, cfg) for c in checked]
     df = pd.DataFrame(rows, columns=list(COLUMNS))
+    df = _holm_within_papers(df, checked, cfg.alpha)
     return df.astype({"n_seeds": int})
+
+
+def _holm_within_papers(df: pd.DataFrame, claims: Sequence[dict[str, Any]], alpha: float) -> pd.DataFrame:
+    """Holm-adjust the p-values of each paper's tested claims; judge by the adjusted value.
+
+    The family is a paper's claims that were tested (a p-value) and do not
+    hold by construction.  A claim reproduced at its raw p-value but not at
+    its adjusted one becomes inconclusive; "not reproduced" verdicts rest on
+    the opposite test or the CI and are left as they are.  Claims that hold
+    by the construction of the simulator are labelled so and kept out of the
+    reproduced count.
+    """
+    df = df.copy()
+    construction = {c["id"] for c in claims if c["by_construction"]}
+    in_family = df["p_value"].notna() & ~df["id"].isin(construction)
+    for _, idx in df[in_family].groupby("paper").groups.items():
+        df.loc[idx, "p_holm"] = stats.holm(df.loc[idx, "p_value"].to_numpy(float))
+    for i in df.index[in_family]:
+        if df.at[i, "verdict"] == "reproduced" and not df.at[i, "p_holm"] < alpha:
+            df.at[i, "verdict"] = "inconclusive"
+            df.at[i, "reason"] = (f"{df.at[i, 'reason']}; Holm-adjusted within {df.at[i, 'paper']}: "
+                                  f"p = {df.at[i, 'p_holm']:.2g} ≥ {alpha:g}")
+    for i in df.index[df["id"].isin(construction) & (df["verdict"] != "not run")]:
+        df.at[i, "reason"] = f"holds by construction of the simulated clock (was: {df.at[i, 'verdict']}); {df.at[i, 'reason']}"
+        df.at[i, "verdict"] = "by construction"
+    return df
 
 
 # ----------------------------------------------------------------------------
@@ -382,8 +445,13 @@ def write_scorecard(
     md_path: str | os.PathLike[str],
     csv_path: str | os.PathLike[str],
     title: str = "Reproduction scorecard",
+    stale: pd.DataFrame | None = None,
 ) -> None:
-    """Write the scorecard as Markdown (verdict counts + summary table) and CSV (all columns)."""
+    """Write the scorecard as Markdown (verdict counts + summary table) and CSV (all columns).
+
+    ``stale`` lists runs made by other code than the current revision (or a
+    dirty tree); they are named under the table so that stale results show.
+    """
     counts = df["verdict"].value_counts()
     tally = " · ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS)
 
@@ -392,15 +460,35 @@ def write_scorecard(
         missing = pv is None or (isinstance(pv, float) and math.isnan(pv))
         return f"{r['paper']}: {r['source']}" + ("" if missing else f"; paper: {pv}")
 
+    def pvals(r: pd.Series) -> str:
+        if pd.isna(r["p_value"]):
+            return ""
+        adj = "" if pd.isna(r["p_holm"]) else f" / {r['p_holm']:.2g}"
+        return f"{r['p_value']:.2g}{adj}"
+
+    def statement(r: pd.Series) -> str:
+        at = r.get("tested_at")
+        where = f" (tested at {at})" if isinstance(at, str) and at else ""
+        return f"`{r['id']}`: {r['statement']}{where}"
+
     view = pd.DataFrame({
-        "claim": [f"`{r['id']}`: {r['statement']}" for _, r in df.iterrows()],
+        "claim": [statement(r) for _, r in df.iterrows()],
         "paper's figure": [figure(r) for _, r in df.iterrows()],
-        "ours (CI)": df["ours"].fillna(""),
+        "ours (95 % t CI)": df["ours"].fillna(""),
         "seeds": df["n_seeds"].astype(int),
+        "p raw / Holm": [pvals(r) for _, r in df.iterrows()],
         "verdict": df["verdict"],
         "reason": df["reason"],
     })
-    text = f"# {title}\n\n**{len(df)} claims:** {tally}\n\n{markdown_table(view)}"
+    notes = ("p-values: one-sided paired t (or non-inferiority / TOST) on per-seed differences; "
+             "Holm-adjusted within each paper, and the verdict uses the adjusted value. "
+             "Intervals: Student-t over seeds.")
+    text = f"# {title}\n\n**{len(df)} claims:** {tally}\n\n{notes}\n\n{markdown_table(view)}"
+    if stale is not None and len(stale):
+        text += ("\n\n## Results made by other code\n\nThese runs were recorded at another revision "
+                 "than the current one, or from a tree with uncommitted changes; rerun them "
+                 "(`snakemake --forcerun <rule>`) before trusting the rows that use them.\n\n"
+                 + markdown_table(stale))
     atomic_write_text(md_path, text)
     write_table(df, csv_path)
 
@@ -414,15 +502,64 @@ def _read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
     raise ValueError(f"cannot read {path}: expected .csv or .parquet")
 
 
+def stale_runs(tables: Mapping[str, pd.DataFrame], current: str | None) -> pd.DataFrame:
+    """Runs of the summary tables whose recorded code differs from ``current``.
+
+    Reads the ``git_commit`` and ``git_dirty`` columns a summary table carries
+    (one row per run); tables without them are skipped.
+    """
+    rows = []
+    for name, t in tables.items():
+        if "git_commit" not in t.columns:
+            continue
+        dirty = t["git_dirty"].fillna(False).astype(bool) if "git_dirty" in t.columns else False
+        other = t["git_commit"].astype(str) != str(current)
+        bad = t[other | dirty]
+        for _, r in bad.iterrows():
+            rows.append({"table": name, "run": r.get("run", ""), "seed": r.get("seed", ""),
+                         "commit": str(r["git_commit"])[:10],
+                         "dirty": bool(r.get("git_dirty", False))})
+    return pd.DataFrame(rows, columns=["table", "run", "seed", "commit", "dirty"])
+
+
 def main_scorecard(
     claims_path: str | os.PathLike[str],
     summaries: Mapping[str, str | os.PathLike[str]],
     stats_cfg: Mapping[str, Any],
     md_out: str | os.PathLike[str],
     csv_out: str | os.PathLike[str],
+    paper: str | None = None,
 ) -> pd.DataFrame:
-    """Load claims and summary tables (CSV or parquet by suffix), evaluate, write, return."""
+    """Load claims and summary tables (CSV or parquet by suffix), evaluate, write, return.
+
+    With ``paper``, only that paper's claims are evaluated (its own tables
+    suffice): the scorecard section a paper's target needs.
+    """
+    from .runs import git_revision
+
     tables = {name: _read_table(p) for name, p in summaries.items()}
-    df = evaluate_claims(load_claims(claims_path), tables, stats_cfg)
-    write_scorecard(df, md_out, csv_out)
+    claims = load_claims(claims_path)
+    if paper is not None:
+        claims = [c for c in claims if c["paper"] == paper]
+    df = evaluate_claims(claims, tables, stats_cfg)
+    title = "Reproduction scorecard" + (f": {paper}" if paper else "")
+    write_scorecard(df, md_out, csv_out, title=title,
+                    stale=stale_runs(tables, git_revision()["commit"]))
+    return df
+
+
+def merge_scorecards(parts: Sequence[str | os.PathLike[str]], md_out: str | os.PathLike[str],
+                     csv_out: str | os.PathLike[str]) -> pd.DataFrame:
+    """One scorecard from the per-paper sections (each already Holm-adjusted within its paper)."""
+    frames = [pd.read_csv(p) for p in parts]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
+    df = df.astype({"n_seeds": int})
+    stale_parts = []
+    for p in parts:
+        md = Path(p).with_suffix(".md")
+        if md.exists() and "## Results made by other code" in md.read_text(encoding="utf-8"):
+            stale_parts.append(Path(p).stem)
+    stale = pd.DataFrame({"table": [f"see paper/scorecard/{s}.md" for s in stale_parts],
+                          "run": "", "seed": "", "commit": "", "dirty": ""}) if stale_parts else None
+    write_scorecard(df, md_out, csv_out, stale=stale)
     return df

@@ -1,3 +1,9 @@
+# The shared baseline: synchronous data-parallel SGD against single-process SGD.
+
+register_tables("foundation", {"baseline": f"{RESULTS}/baseline/summary.csv"})
+register_outputs("foundation", BASELINE_OUT)
+
+
 rule baseline_train_sim:
     """Data-parallel SGD (or its single-process reference) on the simulated cluster."""
     input:
@@ -17,10 +23,11 @@ rule baseline_train_sim:
         "benchmarks/baseline/simulated/{method}/seed{seed}.tsv"
     threads: 1
     resources:
-        mem_mb=2000,
+        mem_mb=lambda w, input: mem_for(input.data),
+        distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment baseline --spec {params.spec:q} "
-        "--data {params.data} --out {params.out} > {log} 2>&1"
+        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule baseline_train_dist:
@@ -44,11 +51,12 @@ rule baseline_train_dist:
         "benchmarks/baseline/{backend}/dgd/seed{seed}.tsv"
     threads: config["runtime"]["threads"]
     resources:
-        mem_mb=2000 * config["baseline"]["n_workers"],
-        gpu=lambda w: config["baseline"]["n_workers"] if w.backend == "nccl" else 0,
+        mem_mb=lambda w, input: mem_for(input.data, config["baseline"]["n_workers"]),
+        gpu=lambda w: gpus_for(w.backend, config["baseline"]["n_workers"]),
+        distlab_runtime=runtime_json(),
     shell:
         "python -m distlab train --experiment baseline --spec {params.spec:q} --threads {threads} "
-        "--data {params.data} --out {params.out} > {log} 2>&1"
+        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule baseline_summarize:
@@ -67,8 +75,8 @@ rule baseline_summarize:
     resources:
         mem_mb=1000,
     shell:
-        "python -m distlab summarize --runs {input} --steps-out {output.steps} "
-        "--summary-out {output.summary} > {log} 2>&1"
+        "python -m distlab summarize --runs {input:q} --steps-out {output.steps:q} "
+        "--summary-out {output.summary:q} > {log:q} 2>&1"
 
 
 rule baseline_figures:
@@ -93,10 +101,12 @@ rule baseline_figures:
     resources:
         mem_mb=2000,
     shell:
-        "python -m distlab figures --experiment baseline --inputs {params.inputs:q} --out-dir {params.out} > {log} 2>&1"
+        "python -m distlab figures --experiment baseline --inputs {params.inputs:q} --out-dir {params.out:q} "
+        "> {log:q} 2>&1"
 
 
 rule baseline:
-    """The shared baseline experiment, through to its figure and table."""
+    """The shared baseline experiment, through to its figure, table and scorecard rows."""
     input:
         rules.baseline_figures.output,
+        f"{PAPER}/scorecard/foundation.md",

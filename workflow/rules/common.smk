@@ -36,14 +36,80 @@ def cluster_spec(straggler, compute=None):
     }
 
 
-def runtime_spec():
-    rt = config["runtime"]
-    return {"timeout_s": rt["timeout_s"], "job_timeout_s": rt["job_timeout_s"],
-            "checkpoint": rt["checkpoint"]}
-
-
 def as_json(spec):
     return json.dumps(spec, sort_keys=True)
+
+
+def runtime_json():
+    """Run-time settings (timeouts, checkpoint cadence) for `--runtime`.
+
+    They change no result, so rules pass them as a resource
+    (`resources: distlab_runtime=runtime_json()`), which is not a rerun
+    trigger: editing them reruns nothing.  The run spec (`params.spec`) holds
+    everything that does change results."""
+    rt = config["runtime"]
+    return as_json({"timeout_s": rt["timeout_s"], "job_timeout_s": rt["job_timeout_s"],
+                    "checkpoint": rt["checkpoint"]})
+
+
+def gpus_for(backend, processes):
+    """GPUs a job claims: one per process under NCCL, none otherwise."""
+    return int(processes) if backend == "nccl" else 0
+
+
+def data_mb(manifest):
+    """Bytes of a prepared data set on disk (its split files), in MiB; 0 before it exists."""
+    folder = os.path.dirname(manifest)
+    total = 0
+    for split in ("train", "val", "test"):
+        path = os.path.join(folder, f"{split}.pt")
+        if os.path.exists(path):
+            total += os.path.getsize(path)
+    return total / 2**20
+
+
+def mem_for(manifest, processes=1, base_mb=600, per_data=2.0):
+    """A job's memory: each process holds the data set (plus working copies) and a model."""
+    return int(processes * (base_mb + per_data * data_mb(manifest)))
+
+
+# Summary tables the scorecard reads, by paper: each paper's rule file calls
+# register_tables(paper, {name: path}) for its own; scorecard_inputs(paper)
+# gives one paper's, so a paper's target needs only its own runs.
+SUMMARY_TABLES = {}
+PAPER_IDS = {"foundation": "foundation", "pgc": "P1", "placement": "P2",
+             "local_learning": "P3", "demo": "P4"}
+
+
+def register_tables(paper, tables):
+    if paper not in PAPER_IDS.values():
+        raise ValueError(f"register_tables: unknown paper {paper!r}")
+    SUMMARY_TABLES.setdefault(paper, {}).update(tables)
+
+
+def scorecard_inputs(paper):
+    return dict(SUMMARY_TABLES.get(paper, {}))
+
+
+# Figures and tables, by paper: each paper's rule file calls
+# register_outputs(paper, [paths]); `rule figures`, `rule tables` and the
+# write-up gather them.
+PAPER_OUTPUTS = {}
+
+
+def register_outputs(paper, paths):
+    if paper not in PAPER_IDS.values():
+        raise ValueError(f"register_outputs: unknown paper {paper!r}")
+    PAPER_OUTPUTS.setdefault(paper, []).extend(paths)
+
+
+def all_outputs():
+    return [f for paper in ("foundation", "P1", "P2", "P3", "P4") for f in PAPER_OUTPUTS.get(paper, [])]
+
+
+def scorecard_papers():
+    """Papers with at least one registered table, in a fixed order."""
+    return [p for p in ("foundation", "P1", "P2", "P3", "P4") if p in SUMMARY_TABLES]
 
 
 # ---------------------------------------------------------------- baseline
@@ -65,7 +131,6 @@ def baseline_spec(backend, method, seed):
         "batch_size": b["batch_size"], "lr": b["lr"], "steps": b["steps"],
         "eval_every": b["eval_every"], "dtype": b["dtype"],
         "cluster": cluster_spec(b.get("straggler", {"model": "none"})),
-        **runtime_spec(),
     }
     return as_json(spec)
 
@@ -128,7 +193,6 @@ def pgc_spec(w, backend):
         "dtype": p["dtype"], "code_seed": p["code_seed"], "eval_every": p["eval_every"],
         "batch_size": g["batch_size"],
         "cluster": cluster_spec(straggler, compute),
-        **runtime_spec(),
     }
     if "epochs" in g:
         spec["epochs"] = g["epochs"]
@@ -165,9 +229,10 @@ def pgc_outputs():
 
 
 def summary_tables():
-    """name -> summary table, the scorecard's inputs"""
-    t = {"baseline": f"{RESULTS}/baseline/summary.csv"}
-    t.update({f"pgc_{g}": path for g, path in pgc_summaries().items()})
+    """name -> summary table, every paper's scorecard inputs"""
+    t = {}
+    for paper in scorecard_papers():
+        t.update(scorecard_inputs(paper))
     return t
 
 

@@ -2,17 +2,41 @@
 # Everything here reads only the summary tables under results/.
 
 
-rule scorecard:
-    """Every claim of config/claims.yaml evaluated from the results tables."""
+rule scorecard_paper:
+    """One paper's claims of config/claims.yaml, evaluated from that paper's tables only
+    (Holm within the paper)."""
     input:
         claims="config/claims.yaml",
-        tables=list(summary_tables().values()),
+        tables=lambda w: list(scorecard_inputs(w.paper).values()),
+    output:
+        md=f"{PAPER}/scorecard/{{paper}}.md",
+        csv=f"{PAPER}/scorecard/{{paper}}.csv",
+    wildcard_constraints:
+        paper="foundation|P1|P2|P3|P4",
+    params:
+        tables=lambda w: [f"--table={k}={v}" for k, v in scorecard_inputs(w.paper).items()],
+        stats=stats_json(),
+    conda:
+        ENV
+    log:
+        "logs/paper/scorecard_{paper}.log",
+    benchmark:
+        "benchmarks/paper/scorecard_{paper}.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab scorecard --paper {wildcards.paper:q} --claims {input.claims:q} {params.tables:q} "
+        "--stats {params.stats:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
+
+
+rule scorecard:
+    """Every paper's scorecard section in one table."""
+    input:
+        [f"{PAPER}/scorecard/{p}.csv" for p in scorecard_papers()],
     output:
         md=report(f"{PAPER}/scorecard.md", category="Scorecard", caption="../report/scorecard.rst"),
         csv=f"{PAPER}/scorecard.csv",
-    params:
-        tables=" ".join(f"--table {k}={v}" for k, v in summary_tables().items()),
-        stats=stats_json(),
     conda:
         ENV
     log:
@@ -23,27 +47,26 @@ rule scorecard:
     resources:
         mem_mb=1000,
     shell:
-        "python -m distlab scorecard --claims {input.claims} {params.tables} --stats {params.stats:q} "
-        "--md {output.md} --csv {output.csv} > {log} 2>&1"
+        "python -m distlab scorecard --merge {input:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
 
 
 rule figures:
     """Every figure of every paper."""
     input:
-        [f for f in pgc_outputs() + BASELINE_OUT if f.endswith(".png")],
+        [f for f in all_outputs() if f.endswith(".png")],
 
 
 rule tables:
     """Every table of every paper."""
     input:
-        [f for f in pgc_outputs() + BASELINE_OUT if not f.endswith(".png")],
+        [f for f in all_outputs() if not f.endswith(".png")],
 
 
 rule paper:
     """Regenerates paper/ (figures, tables, scorecard, write-up) from the results files alone."""
     input:
         scorecard=rules.scorecard.output.csv,
-        outputs=pgc_outputs() + BASELINE_OUT,
+        outputs=all_outputs(),
     output:
         "paper/README.md",
     params:
@@ -58,4 +81,5 @@ rule paper:
     resources:
         mem_mb=1000,
     shell:
-        "python -m distlab report --out {output} --scorecard {input.scorecard} --meta {params.meta:q} > {log} 2>&1"
+        "python -m distlab report --out {output:q} --scorecard {input.scorecard:q} --meta {params.meta:q} "
+        "> {log:q} 2>&1"

@@ -5,17 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..stats import bootstrap_ci
+from ..stats import t_interval
 from ..tables import fmt_ci
 
 
 def ci_cell(values, seed: int = 0) -> tuple[str, float, float, float]:
-    """Mean [95 % BCa CI] of per-seed values, formatted, plus the numbers."""
+    """Mean [95 % t interval over seeds] of per-seed values, formatted, plus the
+    numbers (``seed`` is kept for callers; the interval needs no resampling)."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
     if len(v) == 0:
         return "n/a", np.nan, np.nan, np.nan
-    ci = bootstrap_ci(v, seed=seed)
+    ci = t_interval(v)
     return fmt_ci(ci.estimate, ci.low, ci.high), ci.estimate, ci.low, ci.high
 
 

@@ -16,9 +16,10 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
+import threading
+from collections import deque
 from collections.abc import Sequence
-from pathlib import Path
+from typing import TextIO
 
 import psutil
 
@@ -63,64 +64,92 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(alive, timeout=_KILL_GRACE_S)
 
 
-def _tail(path: Path, n: int = 40) -> str:
-    lines = path.read_text(errors="replace").splitlines()
-    return "\n".join(lines[-n:])
-
-
 _CAUSE = re.compile(r"^\[rank(\d+)\]: ([\w.]*(?:Error|Timeout|Exception)): (.*)$")
+_FIRST = re.compile(r"Root Cause \(first observed failure\)")
+_FIELD = re.compile(r"^\s*(rank|exitcode|traceback)\s*:\s*(.*)$")
 
 
-def root_causes(path: Path) -> list[str]:
-    """The exception lines the ranks printed (``[rankK]: SomeError: message``),
-    first occurrence of each, so a failed job can say why before torchrun's summary."""
-    seen: dict[str, None] = {}
-    try:
-        for line in path.read_text(errors="replace").splitlines():
-            m = _CAUSE.match(line.strip())
+def root_causes(lines: Sequence[str]) -> list[str]:
+    """Why a torchrun job failed, most telling first.
+
+    First the rank torchrun saw fail first, with its exit code or signal
+    (from torchrun's "Root Cause" summary), so that a worker killed from
+    outside is named rather than a surviving peer that then lost its
+    connection; then the exception lines the ranks printed
+    (``[rankK]: SomeError: message``), the first-failing rank's first,
+    one of each.
+    """
+    first: dict[str, str] = {}
+    in_root = False
+    for line in lines:
+        if _FIRST.search(line):
+            in_root = True
+            continue
+        if in_root:
+            m = _FIELD.match(line)
             if m:
-                seen.setdefault(f"rank {m.group(1)}: {m.group(2).rsplit('.', 1)[-1]}: {m.group(3)}")
-    except OSError:
-        pass
-    return list(seen)
+                first.setdefault(m.group(1), m.group(2).strip())
+            elif line.startswith("===") and first:
+                break
+    seen: dict[str, None] = {}
+    for line in lines:
+        m = _CAUSE.match(line.strip())
+        if m:
+            seen.setdefault(f"rank {m.group(1)}: {m.group(2).rsplit('.', 1)[-1]}: {m.group(3)}")
+    causes = list(seen)
+    if first.get("rank"):
+        rank = first["rank"].split()[0]
+        how = first.get("traceback") or ""
+        if not how or how.startswith("To enable traceback"):
+            how = f"exit code {first.get('exitcode', '?')}"
+        own = [c for c in causes if c.startswith(f"rank {rank}:")]
+        rest = [c for c in causes if not c.startswith(f"rank {rank}:")]
+        causes = [f"rank {rank} failed first ({how})", *own, *rest]
+    return causes
 
 
 def run_torchrun(module_args: Sequence[str], nprocs: int, threads: int | None, timeout_s: float,
-                 log_path: str | os.PathLike | None = None,
-                 script: str | os.PathLike | None = None) -> Path:
-    """Run :func:`torchrun_command` to completion; return the log path.
+                 script: str | os.PathLike | None = None, stream: TextIO | None = None) -> None:
+    """Run :func:`torchrun_command` to completion.
 
     Each rank gets ``max(1, threads // nprocs)`` OpenMP threads (``threads``
-    defaults to all cores) and DISTLAB_THREADS = ``threads``.  stdout and
-    stderr of every rank go to ``log_path`` (a temporary file if None).
-    Raises RuntimeError with the log's tail if the job fails or runs past
-    ``timeout_s`` (then its whole process tree is killed).
+    defaults to all cores) and DISTLAB_THREADS = ``threads``.  What the
+    ranks print goes, line by line, to ``stream`` (this process's stderr by
+    default: under Snakemake, the rule's ``log:``), and nowhere else.
+    Raises RuntimeError whose first line names the rank that failed first
+    and its cause if the job fails, or runs past ``timeout_s`` (then its
+    whole process tree is killed).
     """
     cmd = torchrun_command(module_args, nprocs, threads, script)
     threads = threads or os.cpu_count() or 1
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, threads // nprocs)),
            "DISTLAB_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
-    if log_path is None:
-        fd, name = tempfile.mkstemp(prefix="distlab-torchrun-", suffix=".log")
-        os.close(fd)
-        log_path = name
-    log = Path(log_path)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            rc = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_tree(proc.pid)
-            proc.wait()
-            raise RuntimeError(
-                f"torchrun job ran past {timeout_s:.0f} s and was killed: {' '.join(cmd)}\n"
-                f"--- last lines of {log} ---\n{_tail(log)}"
-            ) from None
-    if rc != 0:
-        causes = "".join(f"{c}\n" for c in root_causes(log))
+    out = stream or sys.stderr
+    kept: deque[str] = deque(maxlen=4000)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True, text=True, errors="replace", bufsize=1)
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.write(line)
+            out.flush()
+            kept.append(line.rstrip("\n"))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        rc = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_tree(proc.pid)
+        proc.wait()
+        reader.join(5)
         raise RuntimeError(
-            f"{causes}torchrun job failed with exit code {rc}: {' '.join(cmd)}\n"
-            f"--- last lines of {log} ---\n{_tail(log)}"
-        )
-    return log
+            f"torchrun job ran past {timeout_s:.0f} s and was killed (runtime.job_timeout_s): "
+            f"{' '.join(cmd)}"
+        ) from None
+    reader.join(10)
+    if rc != 0:
+        causes = root_causes(list(kept)) or [f"exit code {rc}"]
+        raise RuntimeError("\n".join(causes) + f"\ntorchrun job failed with exit code {rc}: "
+                           f"{' '.join(cmd)}")

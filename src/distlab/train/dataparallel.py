@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from .. import specs
 from ..data import EpochBatcher
 from ..runs import Checkpointer, RunRecorder
 from ..runtime.compute import ComputeModel
@@ -34,6 +35,27 @@ from .common import (DTYPES, ImageData, eval_columns, final_metrics, flat_params
                      sgd_apply)
 
 METHODS = ("dgd", "single")
+
+SPEC_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["experiment", "method", "backend", "seed", "model", "n_workers", "batch_size",
+                 "lr", "steps", "cluster"],
+    "properties": {
+        "experiment": {"const": "baseline"},
+        "method": {"enum": list(METHODS)},
+        "backend": specs.BACKEND,
+        "seed": specs.NONNEG_INT,
+        "model": {"type": "object", "required": ["name"]},
+        "n_workers": specs.POS_INT,
+        "batch_size": specs.POS_INT,
+        "lr": specs.POS_NUM,
+        "steps": specs.POS_INT,
+        "eval_every": specs.POS_INT,
+        "dtype": specs.DTYPE,
+        "cluster": specs.CLUSTER,
+    },
+}
 
 
 def _setup(spec: dict, data_dir: Path):
@@ -53,7 +75,8 @@ def _shards(idx: np.ndarray, n: int) -> list[np.ndarray]:
     return np.split(idx, n)
 
 
-def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Path:
+def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
+                  runtime: dict | None = None) -> Path:
     """DGD on the simulated cluster (or the single-process reference)."""
     method = spec["method"]
     if method not in METHODS:
@@ -66,7 +89,8 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Path
                                NetworkModel(**cl["network"]),
                                StragglerModel.from_config(cl["straggler"], seed))
     rec = RunRecorder(out_dir, spec, backend=cluster.backend, clock=cluster.clock)
-    ckpt = Checkpointer(out_dir / "checkpoint.pt", **spec.get("checkpoint", {}))
+    runtime = specs.runtime_defaults(runtime)
+    ckpt = Checkpointer(out_dir / "checkpoint.pt", spec=spec, **runtime["checkpoint"])
     lr, steps = float(spec["lr"]), int(spec["steps"])
     # the gradient and the step's loss travel in one all-reduce, as on the real backend
     grad_bytes = nbytes_of(flat_params(model).numel() + 1, dtype)
@@ -104,11 +128,13 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Path
     return out
 
 
-def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Path | None:
+def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path,
+                    runtime: dict | None = None) -> Path | None:
     """DGD with one worker per torchrun process (gloo or NCCL); rank 0 writes outputs."""
     from ..runtime import dist
 
-    ctx = dist.init_from_env(spec.get("backend", "auto"), float(spec.get("timeout_s", 60)))
+    runtime = specs.runtime_defaults(runtime)
+    ctx = dist.init_from_env(spec.get("backend", "auto"), float(runtime["timeout_s"]))
     try:
         seed, dtype, train, val, model, batcher = _setup(spec, Path(data_dir))
         n = ctx.world_size
@@ -120,7 +146,7 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Pa
         lr, steps = float(spec["lr"]), int(spec["steps"])
         rec = RunRecorder(out_dir, spec, backend=ctx.backend, clock="measured")
         # every rank resumes from the file rank 0 writes (one node, or a shared file system)
-        ckpt = Checkpointer(Path(out_dir) / "checkpoint.pt", **spec.get("checkpoint", {}))
+        ckpt = Checkpointer(Path(out_dir) / "checkpoint.pt", spec=spec, **runtime["checkpoint"])
         start, elapsed = 0, 0.0
         state = ckpt.load()
         if state is not None:
