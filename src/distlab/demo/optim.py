@@ -1,0 +1,326 @@
+"""DeMo, decoupled momentum optimization (Peng, Quesnelle, Kingma, arXiv 2411.19870).
+
+Per parameter ``p`` with gradient ``g``, on every worker, each step:
+
+    p     <- p * (1 - lr * wd)                  (decoupled weight decay)
+    delta <- decay * delta + lr * g             (local momentum)
+    C     <- DCT of delta over tiles            (see transforms)
+    keep the top-k coefficients of |C| in each tile
+    delta <- delta - IDCT(kept)                 (what is sent leaves the momentum)
+    all-gather the kept (index, value) pairs of every worker
+    u     <- IDCT(at each index, the mean over the workers that sent it)
+    p     <- p - lr * sign(u)
+
+The step is split in two phases that both backends share:
+
+* :meth:`DeMo.encode` does the local part and returns this worker's payload
+  (one byte buffer for all parameters, see :mod:`distlab.demo.payload`);
+* :meth:`DeMo.apply` takes every worker's payload, stacked ``(N, nbytes)``,
+  and updates the parameters.
+
+:meth:`DeMo.step` runs ``encode``, one all-gather over torch.distributed
+(or none at world size 1), then ``apply``.  The simulated cluster calls the
+two phases itself and gathers in memory.
+
+Beyond the reference: ``state_dict()`` holds ``delta`` (a checkpoint resumes
+bit for bit); a parameter whose ``grad`` is None is skipped on that worker
+(the others' contributions still update it, so ranks stay identical); the
+caller's ``.grad`` is left untouched; 0-D and >= 3-D parameters work (see
+:mod:`distlab.demo.transforms`); all tiles of a shape are transformed in one
+batched matmul and all parameters travel in one all-gather; a compact
+encoding (12-bit indices, bf16/fp16 values).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+from torch.optim import Optimizer
+
+from . import payload as pl
+from .transforms import clamp_topk, dct2, dct_matrix, idct2, tile_shape, to_tiles
+
+
+@dataclass
+class _Member:
+    index: int            # position in the layout's parameter list
+    param: torch.Tensor
+    group: dict           # its param group (lr, weight_decay)
+    tiles: int            # number of tiles
+    start: int            # first tile in the group buffer
+
+
+@dataclass
+class _TileGroup:
+    n1: int
+    n2: int
+    dtype: torch.dtype
+    device: torch.device
+    k: int
+    members: list[_Member] = field(default_factory=list)
+    tiles: int = 0
+    idx_off: int = 0      # byte offsets in the payload
+    idx_len: int = 0
+    val_off: int = 0
+    val_len: int = 0
+
+    @property
+    def numel(self) -> int:
+        return self.n1 * self.n2
+
+
+class DeMo(Optimizer):
+    """DeMo as a ``torch.optim.Optimizer``: ``loss.backward(); opt.step()`` on every rank.
+
+    Arguments named as in the reference: ``lr``, ``compression_decay`` (the
+    momentum decay), ``compression_topk`` (coefficients kept per tile),
+    ``compression_chunk`` (target tile side), ``weight_decay`` (decoupled, per
+    param group), ``process_group`` (None: the default group; world size 1
+    when torch.distributed is not initialized).  Ours:
+
+    * ``encoding``: ``"reference"`` (int64 indices, values in the parameter's
+      dtype) or ``"compact"`` (12-bit indices, ``value_dtype`` values);
+    * ``value_dtype``: ``"bfloat16"`` or ``"float16"`` for the compact encoding;
+    * ``bucket_cap_bytes``: split the payload into all-gathers of at most this
+      many bytes (None: one all-gather a step);
+    * ``ledger``: a :class:`distlab.runtime.ledger.ByteLedger` charged with
+      every all-gather of :meth:`step`.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, compression_decay: float = 0.999,
+                 compression_topk: int = 32, compression_chunk: int = 64, weight_decay: float = 0.0,
+                 process_group: dist.ProcessGroup | None = None, *, encoding: str = "reference",
+                 value_dtype: str = "bfloat16", bucket_cap_bytes: int | None = None,
+                 ledger=None) -> None:
+        if not lr > 0:
+            raise ValueError(f"DeMo: lr must be > 0, got {lr}")
+        if compression_topk <= 0:
+            raise ValueError(f"DeMo: compression_topk must be positive, got {compression_topk}")
+        if compression_chunk <= 0:
+            raise ValueError(f"DeMo: compression_chunk must be positive, got {compression_chunk}")
+        if not 0 <= compression_decay < 1:
+            raise ValueError(f"DeMo: compression_decay must be in [0, 1), got {compression_decay}")
+        if weight_decay < 0:
+            raise ValueError(f"DeMo: weight_decay must be >= 0, got {weight_decay}")
+        if encoding not in pl.ENCODINGS:
+            raise ValueError(f"DeMo: encoding must be one of {pl.ENCODINGS}, got {encoding!r}")
+        if value_dtype not in pl.VALUE_DTYPES:
+            raise ValueError(f"DeMo: value_dtype must be one of {sorted(pl.VALUE_DTYPES)}, got {value_dtype!r}")
+        if bucket_cap_bytes is not None and bucket_cap_bytes < 1:
+            raise ValueError(f"DeMo: bucket_cap_bytes must be >= 1 or None, got {bucket_cap_bytes}")
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
+        self.compression_decay = float(compression_decay)
+        self.compression_topk = int(compression_topk)
+        self.compression_chunk = int(compression_chunk)
+        self.process_group = process_group
+        self.encoding = encoding
+        self.value_dtype = pl.VALUE_DTYPES[value_dtype]
+        self.bucket_cap_bytes = bucket_cap_bytes
+        self.ledger = ledger
+        self._layout: list[_TileGroup] | None = None
+        self._members: list[_Member] = []
+        self.last_payload_nbytes = 0
+
+    # ------------------------------------------------------------------ layout
+    def add_param_group(self, param_group: dict) -> None:
+        super().add_param_group(param_group)
+        self._layout = None  # rebuilt at the next step
+
+    def _build_layout(self) -> list[_TileGroup]:
+        groups: dict[tuple, _TileGroup] = {}
+        members: list[_Member] = []
+        for g in self.param_groups:
+            for p in g["params"]:
+                if not p.requires_grad:
+                    continue
+                n1, n2 = tile_shape(p.shape, self.compression_chunk)
+                key = (n1, n2, p.dtype, p.device)
+                if key not in groups:
+                    groups[key] = _TileGroup(n1, n2, p.dtype, p.device,
+                                             clamp_topk(self.compression_topk, n1 * n2))
+                tg = groups[key]
+                m = _Member(len(members), p, g, max(1, p.numel()) // (n1 * n2), tg.tiles)
+                tg.members.append(m)
+                tg.tiles += m.tiles
+                members.append(m)
+        off = pl.mask_nbytes(len(members))
+        for tg in groups.values():
+            count = tg.tiles * tg.k
+            tg.idx_off, tg.idx_len = off, pl.index_nbytes(count, self.encoding, tg.numel)
+            off += tg.idx_len
+            tg.val_off = off
+            tg.val_len = pl.value_nbytes(count, self.encoding, tg.dtype, self.value_dtype)
+            off += tg.val_len
+        self._members = members
+        self._nbytes = off
+        self._layout = list(groups.values())
+        return self._layout
+
+    @property
+    def layout(self) -> list[_TileGroup]:
+        return self._layout if self._layout is not None else self._build_layout()
+
+    def payload_nbytes(self) -> int:
+        """Bytes of one worker's payload (the all-gather's per-worker buffer)."""
+        self.layout
+        return self._nbytes
+
+    def coefficients_per_step(self) -> int:
+        """Kept coefficients a worker sends per step (all parameters)."""
+        return sum(tg.tiles * tg.k for tg in self.layout)
+
+    def reference_payload_nbytes(self) -> int:
+        """What the reference implementation sends per worker per step for these
+        parameters: int64 indices and values in the parameter's dtype, no mask."""
+        return sum(tg.tiles * tg.k * (8 + torch.empty((), dtype=tg.dtype).element_size())
+                   for tg in self.layout)
+
+    def world_size(self) -> int:
+        if not dist.is_available() or not dist.is_initialized():
+            return 1
+        return dist.get_world_size(self.process_group)
+
+    # ------------------------------------------------------------------ phases
+    @torch.no_grad()
+    def encode(self) -> torch.Tensor:
+        """Local phase: decay and accumulate the momentum, transform, keep the
+        top-k per tile, remove what is sent from the momentum; return the payload."""
+        layout = self.layout
+        present = [m.param.grad is not None for m in self._members]
+        decay = self.compression_decay
+        deltas, grads, lrs = [], [], []
+        for m in self._members:
+            st = self.state[m.param]
+            if "delta" not in st:
+                st["delta"] = torch.zeros_like(m.param, memory_format=torch.contiguous_format)
+                st["step"] = 0
+            if m.param.grad is None:
+                continue
+            if m.param.grad.is_sparse:
+                raise RuntimeError("DeMo does not support sparse gradients")
+            st["step"] += 1
+            deltas.append(st["delta"])
+            grads.append(m.param.grad)
+            lrs.append(m.group["lr"])
+        if deltas:
+            if decay != 1.0:
+                torch._foreach_mul_(deltas, decay)
+            if len(set(lrs)) == 1:
+                torch._foreach_add_(deltas, grads, alpha=lrs[0])
+            else:
+                for d, g, lr in zip(deltas, grads, lrs):
+                    d.add_(g, alpha=lr)
+        parts = [pl.pack_mask(present).to(layout[0].device if layout else "cpu")]
+        for tg in layout:
+            idx, val = self._encode_group(tg, present)
+            parts.append(pl.pack_indices(idx, self.encoding, tg.numel))
+            parts.append(pl.pack_values(val, self.encoding, self.value_dtype))
+        out = torch.cat([p.to(parts[-1].device) for p in parts]) if len(parts) > 1 else parts[0]
+        if out.numel() != self._nbytes:  # the layout's arithmetic is the ledger's: keep them equal
+            raise AssertionError(f"DeMo payload has {out.numel()} bytes, layout says {self._nbytes}")
+        self.last_payload_nbytes = out.numel()
+        return out
+
+    def _encode_group(self, tg: _TileGroup, present: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
+        n1, n2 = tg.n1, tg.n2
+        d1 = None if n1 == 1 else dct_matrix(n1, tg.dtype, tg.device)
+        d2 = dct_matrix(n2, tg.dtype, tg.device)
+        buf = torch.empty((tg.tiles, n1, n2), dtype=tg.dtype, device=tg.device)
+        for m in tg.members:
+            view = buf[m.start:m.start + m.tiles].view(-1, to_tiles(m.param, n1, n2).shape[1], n1, n2)
+            if present[m.index]:
+                view.copy_(to_tiles(self.state[m.param]["delta"], n1, n2))
+            else:
+                view.zero_()
+        coeff = dct2(buf, d1, d2).reshape(tg.tiles, n1 * n2)
+        idx = coeff.abs().topk(tg.k, dim=-1, sorted=False).indices
+        val = pl.quantize(coeff.gather(-1, idx), self.encoding, self.value_dtype)
+        sent = torch.zeros_like(coeff).scatter_(-1, idx, val)
+        dec = idct2(sent.view(tg.tiles, n1, n2), d1, d2)
+        for m in tg.members:
+            if present[m.index]:
+                delta = self.state[m.param]["delta"]
+                to_tiles(delta, n1, n2).sub_(
+                    dec[m.start:m.start + m.tiles].view(-1, to_tiles(delta, n1, n2).shape[1], n1, n2))
+        return idx, val
+
+    @torch.no_grad()
+    def apply(self, gathered: torch.Tensor) -> None:
+        """Global phase: ``gathered`` is every worker's payload, ``(N, nbytes)`` uint8.
+
+        At each index, the mean over the workers that sent it; inverse DCT;
+        decoupled weight decay and the sign step on every parameter that at
+        least one worker sent."""
+        layout = self.layout
+        if gathered.dim() != 2 or gathered.shape[1] != self._nbytes or gathered.dtype != torch.uint8:
+            raise ValueError(f"DeMo.apply expects (N, {self._nbytes}) uint8 payloads, "
+                             f"got {tuple(gathered.shape)} {gathered.dtype}")
+        n = gathered.shape[0]
+        present = pl.unpack_mask(gathered[:, :pl.mask_nbytes(len(self._members))], len(self._members))
+        any_present = present.any(0).tolist()
+        for tg in layout:
+            count = tg.tiles * tg.k
+            idx = pl.unpack_indices(gathered[:, tg.idx_off:tg.idx_off + tg.idx_len], count,
+                                    self.encoding, tg.numel).to(tg.device).view(n, tg.tiles, tg.k)
+            val = pl.unpack_values(gathered[:, tg.val_off:tg.val_off + tg.val_len], count,
+                                   self.encoding, tg.dtype, self.value_dtype).to(tg.device).view(n, tg.tiles, tg.k)
+            # per tile, each worker's entries, worker after worker (the reference's concatenation)
+            idx = idx.permute(1, 0, 2).reshape(tg.tiles, n * tg.k)
+            val = val.permute(1, 0, 2).reshape(tg.tiles, n * tg.k)
+            total = torch.zeros((tg.tiles, tg.numel), dtype=tg.dtype, device=tg.device)
+            hits = torch.zeros_like(total)
+            mine = torch.tensor([m.index for m in tg.members for _ in range(m.tiles)], device=present.device) \
+                if not bool(present.all()) else None
+            if mine is None:
+                total.scatter_add_(-1, idx, val)
+                hits.scatter_add_(-1, idx, torch.ones_like(val))
+            else:
+                w = present[:, mine].T.to(tg.dtype).to(tg.device)          # (tiles, N)
+                w = w.repeat_interleave(tg.k, dim=1)                       # (tiles, N*k)
+                total.scatter_add_(-1, idx, val * w)
+                hits.scatter_add_(-1, idx, w)
+            mean = total / hits.clamp_min(1)
+            d1 = None if tg.n1 == 1 else dct_matrix(tg.n1, tg.dtype, tg.device)
+            d2 = dct_matrix(tg.n2, tg.dtype, tg.device)
+            sgn = idct2(mean.view(tg.tiles, tg.n1, tg.n2), d1, d2).sign_()
+            for m in tg.members:
+                if not any_present[m.index]:
+                    continue
+                lr, wd = m.group["lr"], m.group["weight_decay"]
+                p = m.param
+                if wd != 0:
+                    p.mul_(1.0 - lr * wd)
+                t = to_tiles(p, tg.n1, tg.n2)
+                t.add_(sgn[m.start:m.start + m.tiles].view(-1, t.shape[1], tg.n1, tg.n2), alpha=-lr)
+
+    # -------------------------------------------------------------- collective
+    def all_gather(self, payload: torch.Tensor) -> torch.Tensor:
+        """Every rank's payload, ``(world, nbytes)``, through torch.distributed
+        (one all-gather, or one per ``bucket_cap_bytes`` slice)."""
+        world = self.world_size()
+        if world == 1:
+            return payload.unsqueeze(0)
+        cap = self.bucket_cap_bytes or payload.numel()
+        pieces = []
+        for lo in range(0, payload.numel(), cap):
+            part = payload[lo:lo + cap].contiguous()
+            out = [torch.empty_like(part) for _ in range(world)]
+            dist.all_gather(out, part, group=self.process_group)
+            if self.ledger is not None:
+                self.ledger.all_gather(part.numel(), world)
+            pieces.append(torch.stack(out))
+        return torch.cat(pieces, dim=1)
+
+    def step(self, closure: Callable[[], float] | None = None):
+        """``encode``, all-gather, ``apply``.  As in the reference, a closure
+        runs after the communication (with grad enabled); its value is returned."""
+        gathered = self.all_gather(self.encode())
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self.apply(gathered)
+        return loss

@@ -1,0 +1,402 @@
+"""DeMo optimizer: the reference's trajectory, its phases, and what it adds.
+
+The reference semantics are restated here as a plain loop over parameters,
+tiles and workers (``loop_reference``), with scipy's DCT, so the batched,
+bucketed implementation is checked against an independent statement of the
+equations rather than against itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+
+import numpy as np
+import pytest
+import scipy.fft
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from distlab.demo import DeMo
+from distlab.demo import payload as pl
+from distlab.demo.transforms import chunk_for, dct2, dct_matrix, idct2, matrix_shape
+
+STEPS = 25
+LR, DECAY, TOPK, CHUNK = 1e-3, 0.999, 32, 64
+
+
+# --------------------------------------------------------------- the equations
+
+def _chunk(n: int, target: int) -> int:
+    return max(d for d in range(1, min(n, target) + 1) if n % d == 0)
+
+
+def _as_matrix(a: np.ndarray) -> np.ndarray:
+    if a.ndim == 0:
+        return a.reshape(1, 1)
+    if a.ndim == 1:
+        return a.reshape(1, -1)
+    return a.reshape(a.shape[0], -1)
+
+
+def loop_reference(params0: dict, grads_of, world: int, steps: int, lr=LR, decay=DECAY, topk=TOPK,
+                   chunk=CHUNK, wd=0.0) -> dict:
+    """The DeMo equations, one parameter, one tile, one worker at a time.
+
+    ``grads_of(params, rank, step)`` returns {name: gradient array}.
+    """
+    params = {k: v.copy() for k, v in params0.items()}
+    delta = [{k: np.zeros_like(v) for k, v in params.items()} for _ in range(world)]
+    for step in range(steps):
+        grads = [grads_of(params, r, step) for r in range(world)]
+        for name, p in params.items():
+            P = _as_matrix(p)                       # a view: updates write into params[name]
+            n1, n2 = _chunk(P.shape[0], chunk), _chunk(P.shape[1], chunk)
+            k = max(1, min(topk, n1 * n2))
+            sent = []                               # per worker: {(i, j): (idx, val)}
+            for r in range(world):
+                D = _as_matrix(delta[r][name])
+                D *= decay
+                D += lr * _as_matrix(grads[r][name])
+                mine = {}
+                for i in range(P.shape[0] // n1):
+                    for j in range(P.shape[1] // n2):
+                        tile = D[i * n1:(i + 1) * n1, j * n2:(j + 1) * n2]
+                        c = scipy.fft.dctn(tile, type=2, norm="ortho").ravel()
+                        idx = np.argsort(-np.abs(c), kind="stable")[:k]
+                        kept = np.zeros_like(c)
+                        kept[idx] = c[idx]
+                        tile -= scipy.fft.idctn(kept.reshape(n1, n2), type=2, norm="ortho")
+                        mine[(i, j)] = (idx, c[idx])
+                sent.append(mine)
+            P *= 1.0 - lr * wd
+            for i in range(P.shape[0] // n1):
+                for j in range(P.shape[1] // n2):
+                    total = np.zeros(n1 * n2)
+                    hits = np.zeros(n1 * n2)
+                    for r in range(world):
+                        idx, val = sent[r][(i, j)]
+                        for a, v in zip(idx, val):
+                            total[a] += v
+                            hits[a] += 1
+                    mean = np.where(hits > 0, total / np.maximum(hits, 1), 0.0)
+                    u = scipy.fft.idctn(mean.reshape(n1, n2), type=2, norm="ortho")
+                    P[i * n1:(i + 1) * n1, j * n2:(j + 1) * n2] -= lr * np.sign(u)
+    return params
+
+
+# ------------------------------------------------------------------ the models
+
+class Net(nn.Module):
+    """2-D weights (one with a prime dimension, 67: chunk 1), biases, a LayerNorm."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(128, 67)
+        self.ln = nn.LayerNorm(67)
+        self.fc2 = nn.Linear(67, 96)
+        self.fc3 = nn.Linear(96, 64)
+
+    def forward(self, x):
+        return self.fc3(torch.tanh(self.fc2(self.ln(torch.tanh(self.fc1(x))))))
+
+
+class ConvNet(nn.Module):
+    """A conv kernel (4-D), a 0-D scale and a 1-D bias: the documented reshape."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.scale = nn.Parameter(torch.tensor(0.7))
+        self.head = nn.Linear(8 * 4 * 4, 5)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.conv(x)).flatten(1)) * self.scale
+
+
+def _batch(make, rank: int, step: int):
+    g = torch.Generator().manual_seed(1000 * rank + step)
+    if make is ConvNet:
+        return torch.randn(4, 3, 6, 6, generator=g, dtype=torch.float64), torch.randn(4, 5, generator=g, dtype=torch.float64)
+    return torch.randn(8, 128, generator=g, dtype=torch.float64), torch.randn(8, 64, generator=g, dtype=torch.float64)
+
+
+def _loss(model, x, y):
+    return (model(x) - y).pow(2).mean()
+
+
+def _model(make=Net, seed=0) -> nn.Module:
+    torch.manual_seed(seed)
+    return make().double()
+
+
+def _grads_fn(make):
+    def grads_of(params: dict, rank: int, step: int) -> dict:
+        m = _model(make)
+        with torch.no_grad():
+            for n, p in m.named_parameters():
+                p.copy_(torch.from_numpy(params[n]))
+        _loss(m, *_batch(make, rank, step)).backward()
+        return {n: p.grad.numpy().copy() for n, p in m.named_parameters()}
+    return grads_of
+
+
+def _np_params(model) -> dict:
+    return {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
+
+
+def run_replicas(make, world: int, steps: int, **opt_kw) -> tuple[list[nn.Module], list[DeMo]]:
+    """``world`` workers in this process: encode on each, stack, apply on each."""
+    models = [_model(make) for _ in range(world)]
+    opts = [DeMo(m.parameters(), lr=LR, compression_decay=DECAY, compression_topk=TOPK,
+                 compression_chunk=CHUNK, **opt_kw) for m in models]
+    for step in range(steps):
+        for r, (m, o) in enumerate(zip(models, opts)):
+            o.zero_grad()
+            _loss(m, *_batch(make, r, step)).backward()
+        gathered = torch.stack([o.encode() for o in opts])
+        for o in opts:
+            o.apply(gathered)
+    return models, opts
+
+
+def _max_diff(model, ref: dict) -> float:
+    return max(float(np.abs(p.detach().numpy() - ref[n]).max()) for n, p in model.named_parameters())
+
+
+# ----------------------------------------------------------------- trajectory
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_follows_the_reference_trajectory_in_process(world):
+    ref = loop_reference(_np_params(_model()), _grads_fn(Net), world, STEPS)
+    models, _ = run_replicas(Net, world, STEPS)
+    start = _np_params(_model())
+    moved = max(float(np.abs(ref[n] - start[n]).max()) for n in ref)
+    assert moved > 10 * LR  # the parameters did move, by many sign steps
+    for m in models:
+        assert _max_diff(m, ref) < 1e-9
+
+
+def test_world_size_one_step_needs_no_process_group():
+    m = _model()
+    ref = loop_reference(_np_params(m), _grads_fn(Net), 1, STEPS)
+    opt = DeMo(m.parameters(), lr=LR, compression_decay=DECAY, compression_topk=TOPK, compression_chunk=CHUNK)
+    for step in range(STEPS):
+        opt.zero_grad()
+        _loss(m, *_batch(Net, 0, step)).backward()
+        opt.step()
+    assert _max_diff(m, ref) < 1e-9
+
+
+def test_conv_kernels_and_scalars_use_the_documented_reshape():
+    ref = loop_reference(_np_params(_model(ConvNet)), _grads_fn(ConvNet), 2, 10)
+    models, _ = run_replicas(ConvNet, 2, 10)
+    assert matrix_shape((8, 3, 3, 3)) == (8, 27) and matrix_shape(()) == (1, 1)
+    for m in models:
+        assert _max_diff(m, ref) < 1e-9
+
+
+def test_weight_decay_is_decoupled_and_applied_before_the_sign_step():
+    ref = loop_reference(_np_params(_model()), _grads_fn(Net), 2, 5, wd=0.1)
+    models, _ = run_replicas(Net, 2, 5, weight_decay=0.1)
+    assert _max_diff(models[0], ref) < 1e-9
+
+
+def _gloo_worker(rank: int, world: int, init: str, out: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    try:
+        calls = {"n": 0}
+        real = dist.all_gather
+
+        def counting(*a, **k):
+            calls["n"] += 1
+            return real(*a, **k)
+
+        dist.all_gather = counting
+        m = _model()
+        opt = DeMo(m.parameters(), lr=LR, compression_decay=DECAY, compression_topk=TOPK, compression_chunk=CHUNK)
+        for step in range(STEPS):
+            opt.zero_grad()
+            _loss(m, *_batch(Net, rank, step)).backward()
+            opt.step()
+        torch.save({"params": _np_params(m), "calls": calls["n"]}, f"{out}.{rank}")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_follows_the_reference_trajectory_on_two_gloo_processes(tmp_path):
+    init = f"file://{tmp_path}/store"
+    mp.spawn(_gloo_worker, args=(2, init, str(tmp_path / "out")), nprocs=2, join=True)
+    ref = loop_reference(_np_params(_model()), _grads_fn(Net), 2, STEPS)
+    finals = [torch.load(tmp_path / f"out.{r}", weights_only=False) for r in range(2)]
+    for f in finals:
+        assert f["calls"] == STEPS  # one all-gather a step carries every parameter
+        assert max(float(np.abs(f["params"][n] - ref[n]).max()) for n in ref) < 1e-9
+    a, b = (f["params"] for f in finals)
+    assert all(np.array_equal(a[n], b[n]) for n in a)
+
+
+# ------------------------------------------------------------- beyond the reference
+
+def test_state_dict_holds_delta_and_resumes_bit_for_bit(tmp_path):
+    full, _ = run_replicas(Net, 1, 12)
+    m = _model()
+    opt = DeMo(m.parameters(), lr=LR)
+    for step in range(6):
+        opt.zero_grad()
+        _loss(m, *_batch(Net, 0, step)).backward()
+        opt.step()
+    sd = opt.state_dict()
+    deltas = [s["delta"] for s in sd["state"].values()]
+    assert len(deltas) == len(list(m.parameters()))
+    # tiles with fewer positions than top-k send everything (delta 0); the others keep a residual
+    assert opt.state_dict()["state"][6]["delta"].abs().sum() > 0  # fc3.weight: 64 x 48 tiles
+    torch.save({"model": m.state_dict(), "opt": sd}, tmp_path / "ckpt.pt")
+    ck = torch.load(tmp_path / "ckpt.pt", weights_only=False)
+    m2 = _model(seed=123)
+    m2.load_state_dict(ck["model"])
+    opt2 = DeMo(m2.parameters(), lr=LR)
+    opt2.load_state_dict(ck["opt"])
+    for step in range(6, 12):
+        opt2.zero_grad()
+        _loss(m2, *_batch(Net, 0, step)).backward()
+        opt2.step()
+    for a, b in zip(full[0].parameters(), m2.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_grad_none_is_skipped_and_ranks_stay_identical():
+    models = [_model() for _ in range(2)]
+    opts = [DeMo(m.parameters(), lr=LR) for m in models]
+    before = copy.deepcopy(models[0])
+    for r, (m, o) in enumerate(zip(models, opts)):
+        o.zero_grad(set_to_none=True)
+        _loss(m, *_batch(Net, r, 0)).backward()
+    models[0].fc3.bias.grad = None           # rank 0 has no gradient for it
+    for m in models:
+        m.ln.weight.grad = None              # nobody has one for this one
+    gathered = torch.stack([o.encode() for o in opts])
+    mask = pl.unpack_mask(gathered[:, :pl.mask_nbytes(8)], 8)
+    assert mask.sum().item() == 2 * 8 - 3
+    for o in opts:
+        o.apply(gathered)
+    assert torch.equal(models[0].ln.weight, before.ln.weight)       # skipped everywhere
+    assert not torch.equal(models[0].fc3.bias, before.fc3.bias)     # moved by rank 1's part
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(a, b)
+    assert opts[0].state[models[0].fc3.bias]["delta"].abs().sum() == 0  # rank 0 accumulated nothing
+
+
+def test_grad_is_left_as_the_callers_gradient():
+    m = _model()
+    opt = DeMo(m.parameters(), lr=LR)
+    _loss(m, *_batch(Net, 0, 0)).backward()
+    before = [p.grad.clone() for p in m.parameters()]
+    opt.step()
+    assert all(torch.equal(a, p.grad) for a, p in zip(before, m.parameters()))
+
+
+def test_closure_runs_after_the_communication_and_its_value_is_returned():
+    m = _model()
+    opt = DeMo(m.parameters(), lr=LR)
+    _loss(m, *_batch(Net, 0, 0)).backward()
+    seen = []
+    out = opt.step(lambda: seen.append(opt.last_payload_nbytes) or 1.5)
+    assert out == 1.5 and seen == [opt.payload_nbytes()]
+
+
+# ------------------------------------------------------------------- payloads
+
+def test_twelve_bit_indices_round_trip_every_position():
+    idx = torch.arange(4096).flip(0)
+    for n in (4096, 4095):
+        packed = pl.pack_indices(idx[:n], "compact", 4096)
+        assert packed.numel() == 3 * ((n + 1) // 2)
+        assert torch.equal(pl.unpack_indices(packed, n, "compact", 4096), idx[:n])
+    wide = torch.tensor([0, 5000, 65535])
+    assert torch.equal(pl.unpack_indices(pl.pack_indices(wide, "compact", 65536), 3, "compact", 65536), wide)
+    assert torch.equal(pl.unpack_indices(pl.pack_indices(wide, "reference", 65536), 3, "reference", 65536), wide)
+
+
+def test_mask_round_trip():
+    present = [True, False, True, True, False, False, False, True, True]
+    buf = pl.pack_mask(present)
+    assert buf.numel() == 2
+    assert pl.unpack_mask(buf[None], 9)[0].tolist() == present
+
+
+def test_compact_payload_is_at_most_half_the_reference_bytes():
+    from distlab.models import build_model
+
+    for dtype in (torch.float32, torch.float64):
+        torch.manual_seed(0)
+        gpt = build_model("gpt", n_layer=2, d_model=128, n_head=4, block_size=64).to(dtype)
+        ref = DeMo(gpt.parameters(), lr=LR)
+        compact = DeMo(gpt.parameters(), lr=LR, encoding="compact")
+        assert ref.payload_nbytes() - ref.reference_payload_nbytes() == pl.mask_nbytes(len(list(gpt.parameters())))
+        assert compact.payload_nbytes() <= 0.5 * ref.reference_payload_nbytes()
+        # and the buffer encode() returns is exactly that long
+        x = torch.randint(0, 256, (2, 64))
+        gpt(x).sum().backward()
+        assert compact.encode().numel() == compact.payload_nbytes()
+
+
+@pytest.mark.parametrize("value_dtype", ["bfloat16", "float16"])
+def test_compact_encoding_keeps_rounding_error_in_the_momentum(value_dtype):
+    """What leaves the momentum is exactly what the receivers decode."""
+    m = _model()
+    opt = DeMo(m.parameters(), lr=LR, encoding="compact", value_dtype=value_dtype)
+    _loss(m, *_batch(Net, 0, 0)).backward()
+    grads = {p: p.grad.clone() for p in m.parameters()}
+    buf = opt.encode()
+    for tg in opt.layout:
+        count = tg.tiles * tg.k
+        idx = pl.unpack_indices(buf[None, tg.idx_off:tg.idx_off + tg.idx_len], count, "compact", tg.numel)[0]
+        val = pl.unpack_values(buf[None, tg.val_off:tg.val_off + tg.val_len], count, "compact", tg.dtype,
+                               opt.value_dtype)[0]
+        sent = torch.zeros(tg.tiles, tg.numel, dtype=tg.dtype).scatter_(-1, idx.view(tg.tiles, -1),
+                                                                       val.view(tg.tiles, -1))
+        d1 = None if tg.n1 == 1 else dct_matrix(tg.n1, tg.dtype)
+        dec = idct2(sent.view(-1, tg.n1, tg.n2), d1, dct_matrix(tg.n2, tg.dtype))
+        for mb in tg.members:
+            from distlab.demo.transforms import to_tiles
+            d = opt.state[mb.param]["delta"]
+            rebuilt = to_tiles(d, tg.n1, tg.n2) + dec[mb.start:mb.start + mb.tiles].view(
+                -1, to_tiles(d, tg.n1, tg.n2).shape[1], tg.n1, tg.n2)
+            assert torch.allclose(rebuilt, to_tiles(LR * grads[mb.param], tg.n1, tg.n2), atol=1e-15)
+
+
+# ------------------------------------------------------------------ transforms
+
+def test_chunk_is_the_largest_divisor_not_above_the_target():
+    assert [chunk_for(n, 64) for n in (64, 128, 96, 67, 1, 50, 200, 1024)] == [64, 64, 48, 1, 1, 50, 50, 64]
+    assert all(chunk_for(n, 64) == _chunk(n, 64) for n in range(1, 400))
+
+
+def test_batched_dct_matches_scipy_and_inverts():
+    x = torch.randn(5, 8, 6, dtype=torch.float64)
+    d1, d2 = dct_matrix(8, torch.float64), dct_matrix(6, torch.float64)
+    c = dct2(x, d1, d2)
+    want = scipy.fft.dctn(x.numpy(), type=2, norm="ortho", axes=(1, 2))
+    assert np.abs(c.numpy() - want).max() < 1e-12
+    assert torch.allclose(idct2(c, d1, d2), x, atol=1e-12)
+
+
+@pytest.mark.parametrize("kw, key", [({"lr": 0.0}, "lr"), ({"compression_topk": 0}, "compression_topk"),
+                                      ({"compression_decay": 1.0}, "compression_decay"),
+                                      ({"encoding": "zip"}, "encoding"), ({"value_dtype": "int8"}, "value_dtype"),
+                                      ({"compression_chunk": -1}, "compression_chunk")])
+def test_bad_arguments_are_refused_by_name(kw, key):
+    with pytest.raises(ValueError, match=key):
+        DeMo(_model().parameters(), **{"lr": LR, **kw})
+
+
+def test_apply_refuses_a_payload_of_another_layout():
+    opt = DeMo(_model().parameters(), lr=LR)
+    with pytest.raises(ValueError, match="payloads"):
+        opt.apply(torch.zeros(2, opt.payload_nbytes() + 1, dtype=torch.uint8))
