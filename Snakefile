@@ -1,6 +1,11 @@
 # distlab: four papers on distributed training, reproduced side by side.
 # Thin on purpose: configuration, validation, the rule files, the targets.
+import sys
+
 from snakemake.utils import min_version, validate
+
+sys.path.insert(0, f"{workflow.basedir}/src")
+from distlab.checks import check_config
 
 min_version("9.0")
 
@@ -9,6 +14,9 @@ configfile: "config/config.yaml"
 
 
 validate(config, "workflow/schemas/config.schema.yaml")
+# strict types, cross-field rules, each paper's own rules and config/claims.yaml:
+# a bad configuration stops here, naming its keys, before any job
+check_config(config, f"{workflow.basedir}/workflow/schemas", f"{workflow.basedir}/config/claims.yaml")
 
 
 include: "workflow/rules/common.smk"

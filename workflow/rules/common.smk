@@ -16,7 +16,7 @@ SIM = "simulated"
 wildcard_constraints:
     seed=r"\d+",
     s=r"\d+",
-    delay=r"[0-9.]+",
+    delay=r"[0-9.]+(e[-+]?[0-9]+)?",
     scheme=r"[a-z-]+",
     method=r"dgd|single",
     backend=r"simulated|gloo|nccl",
