@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import platform
 import shutil
@@ -30,10 +31,12 @@ import torch
 from distlab.data.errors import DataError, one_line
 from distlab.data.sources import build, validate_spec
 
+log = logging.getLogger(__name__)
+
 FORMAT_VERSION = 1
 SPLITS = ("train", "val", "test")
 MANIFEST = "manifest.json"
-RERUN = "rerun `snakemake prepare_data`"
+RERUN = "rebuild it with `snakemake --cores 1 data` (every configured data set)"
 
 
 def prepare_dataset(spec: dict[str, Any], out_dir: str | Path, seed: int) -> dict[str, Any]:
@@ -60,6 +63,7 @@ def prepare_dataset(spec: dict[str, Any], out_dir: str | Path, seed: int) -> dic
         return existing
     built = build(spec, seed)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _remove_leftovers(out_dir)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=out_dir.parent))
     try:
         tmp.chmod(0o755)  # mkdtemp makes it private; the result is a normal directory
@@ -108,12 +112,15 @@ def load_manifest(data_dir: str | Path) -> dict[str, Any]:
     return manifest
 
 
-def load_split(data_dir: str | Path, split: str, verify: bool = True) -> dict[str, torch.Tensor]:
+def load_split(data_dir: str | Path, split: str, verify: bool = True,
+               normalize: bool = True) -> dict[str, Any]:
     """Load one split of a prepared data set, checking its sha256 against the manifest.
 
     Returns ``{"x": float32 (N, C, H, W) in [0, 1], "y": int64 (N,)}`` for
-    images and ``{"tokens": int64 (N,)}`` for text.  Missing, corrupt or
-    unreadable files raise DataError.
+    images and ``{"tokens": int64 (N,)}`` for text.  With ``normalize=False``
+    image pixels stay as stored, ``uint8`` (a quarter of the memory), and the
+    result also holds ``"pixel_max"`` to normalise each batch with (text is
+    unaffected).  Missing, corrupt or unreadable files raise DataError.
     """
     data_dir = Path(data_dir)
     manifest = load_manifest(data_dir)
@@ -133,6 +140,8 @@ def load_split(data_dir: str | Path, split: str, verify: bool = True) -> dict[st
     if not isinstance(raw, dict) or set(raw) != set(info["tensors"]):
         raise DataError(f"{path} is corrupt (tensors differ from {MANIFEST}); {fix}")
     if manifest["kind"] == "image":
+        if not normalize:
+            return {"x": raw["x"], "y": raw["y"].long(), "pixel_max": float(manifest["pixel_max"])}
         return {"x": raw["x"].float().div_(manifest["pixel_max"]), "y": raw["y"].long()}
     return {"tokens": raw["tokens"].long()}
 
@@ -174,6 +183,14 @@ def _reusable(out_dir: Path, spec: dict[str, Any], seed: int) -> dict[str, Any] 
         if info is None or not path.is_file() or file_sha256(path) != info["sha256"]:
             return None
     return manifest
+
+
+def _remove_leftovers(out_dir: Path) -> None:
+    """Delete the hidden work folders of an earlier build of ``out_dir`` that was
+    killed mid-way (``.NAME.tmp-*``); one data set is built by one job at a time."""
+    for old in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
+        log.info("removing %s, left by a build that did not finish", old)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _move_into_place(tmp: Path, out_dir: Path) -> None:
