@@ -27,6 +27,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from .specs import strict_validator_class
+
 # package of a paper -> its config section
 PAPER_CHECKS = {
     "distlab.placement.checks": "placement",
@@ -57,15 +59,7 @@ def _strict_validator(schema_dir: Path) -> jsonschema.protocols.Validator:
     main = yaml.safe_load((schema_dir / "config.schema.yaml").read_text(encoding="utf-8"))
     main.pop("$schema", None)
     main["$id"] = (schema_dir / "config.schema.yaml").resolve().as_uri()
-    base = jsonschema.Draft202012Validator
-    checker = base.TYPE_CHECKER.redefine(
-        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
-    ).redefine(
-        "number", lambda _, x: isinstance(x, (int, float)) and not isinstance(x, bool)
-        and math.isfinite(x)
-    )
-    strict = jsonschema.validators.extend(base, type_checker=checker)
-    return strict(main, registry=registry)
+    return strict_validator_class()(main, registry=registry)
 
 
 def _key(path) -> str:

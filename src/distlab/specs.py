@@ -82,12 +82,25 @@ def _non_finite(obj: Any, prefix: str = "") -> list[str]:
     return bad
 
 
+def strict_validator_class():
+    """Draft 2020-12 with strict types: ``4.0`` is not an integer and NaN or an
+    infinity is not a number (the stock validator accepts all three)."""
+    base = jsonschema.Draft202012Validator
+    checker = base.TYPE_CHECKER.redefine(
+        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
+    ).redefine(
+        "number", lambda _, x: isinstance(x, (int, float)) and not isinstance(x, bool)
+        and math.isfinite(x)
+    )
+    return jsonschema.validators.extend(base, type_checker=checker)
+
+
 def check(instance: Any, schema: Mapping[str, Any], what: str) -> None:
     """Validate ``instance`` against ``schema``; raise :class:`SpecError` naming the key."""
     bad = _non_finite(instance)
     if bad:
         raise SpecError(f"{what}: key {bad[0]!r} is not a finite number")
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = strict_validator_class()(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: (len(e.path), e.message))
     if errors:
         e = errors[0]

@@ -1,0 +1,243 @@
+"""The shared conventions every paper follows (docs/conventions.md): specs
+validated with the key named, run-time settings apart from the spec,
+checkpoints keyed by their spec, per-paper Holm, by-construction and
+constant-value claims, one t interval, and the first-failing rank named."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy import stats as sps
+
+from conftest import ROOT, bin_path
+from distlab import scorecard, stats
+from distlab.runs import Checkpointer
+from distlab.runtime.launch import root_causes
+from distlab.specs import SpecError, runtime_defaults, spec_hash, validate_spec
+from distlab.train import dataparallel
+
+ENV = {**os.environ, "PATH": bin_path()}
+STATS = {"alpha": 0.05, "bootstrap": {"n_resamples": 500, "seed": 0, "confidence": 0.95}}
+
+
+def baseline_spec(**over):
+    spec = {"experiment": "baseline", "method": "dgd", "backend": "simulated", "seed": 0,
+            "model": {"name": "logreg"}, "n_workers": 2, "batch_size": 16, "lr": 0.1, "steps": 6,
+            "eval_every": 3, "dtype": "float32",
+            "cluster": {"compute": {"mode": "calibrated", "unit_seconds": 0.5},
+                        "network": {"latency_s": 0.001, "bandwidth_Bps": 1e9},
+                        "straggler": {"model": "none"}}}
+    spec.update(over)
+    return spec
+
+
+def train_cli(spec, tmp_path, *extra, data="nowhere"):
+    return subprocess.run([sys.executable, "-m", "distlab", "train", "--experiment", "baseline",
+                           "--spec", json.dumps(spec), "--data", str(data), "--out",
+                           str(tmp_path / "run"), *extra], cwd=ROOT, env=ENV, capture_output=True,
+                          text=True, timeout=120)
+
+
+# ------------------------------------------------------------------ specs
+@pytest.mark.parametrize("mutate,key", [
+    (lambda s: s.pop("lr"), "missing key 'lr'"),
+    (lambda s: s["cluster"].pop("network"), "missing key 'cluster.network'"),
+    (lambda s: s.__setitem__("backend", "mpi"), "'backend'"),
+    (lambda s: s.__setitem__("lr", math.nan), "'lr' is not a finite number"),
+    (lambda s: s.__setitem__("steps", 4.0), "'steps'"),
+    (lambda s: s.__setitem__("stepz", 4), "stepz"),
+    (lambda s: s.__setitem__("method", "ddp"), "'method'"),
+])
+def test_a_bad_spec_is_refused_naming_the_key(mutate, key):
+    spec = baseline_spec()
+    mutate(spec)
+    with pytest.raises(SpecError, match=key.replace("(", r"\(")):
+        validate_spec(spec, dataparallel.SPEC_SCHEMA, "baseline")
+
+
+def test_the_train_cli_refuses_in_one_line_before_any_work(tmp_path):
+    spec = baseline_spec(backend="mpi")
+    r = train_cli(spec, tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()]  # one line, no traceback
+    assert "backend" in r.stderr and "mpi" in r.stderr
+    r = train_cli({k: v for k, v in baseline_spec().items() if k != "n_workers"}, tmp_path)
+    assert r.returncode == 2 and "missing key 'n_workers'" in r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_runtime_settings_are_checked_and_defaulted():
+    rt = runtime_defaults({"checkpoint": {"every_steps": 3}})
+    assert rt["checkpoint"] == {"every_s": 60.0, "every_steps": 3} and rt["timeout_s"] == 60.0
+    with pytest.raises(SpecError, match="timeout_s"):
+        runtime_defaults({"timeout_s": -1})
+    with pytest.raises(SpecError, match="checkpoin"):
+        runtime_defaults({"checkpoin": {}})
+
+
+def test_print_torchrun_gives_a_command_that_names_the_job(tmp_path):
+    spec = baseline_spec(backend="gloo", n_workers=3)
+    r = train_cli(spec, tmp_path, "--print-torchrun", "--runtime", '{"timeout_s": 5}')
+    assert r.returncode == 0, r.stderr
+    cmd = r.stdout.strip()
+    assert "torch.distributed.run" in cmd and "--nproc_per_node=3" in cmd and "--standalone" in cmd
+    import shlex
+
+    argv = shlex.split(cmd)
+    assert json.loads(argv[argv.index("--spec") + 1]) == spec
+    assert json.loads(argv[argv.index("--runtime") + 1])["timeout_s"] == 5
+    r = train_cli(baseline_spec(), tmp_path, "--print-torchrun")
+    assert r.returncode == 2 and "simulated" in r.stderr
+
+
+# ------------------------------------------------------------ checkpoints
+def test_a_checkpoint_of_another_spec_is_refused(tmp_path, caplog):
+    path = tmp_path / "checkpoint.pt"
+    a, b = baseline_spec(lr=0.1), baseline_spec(lr=0.05)
+    Checkpointer(path, spec=a).save({"step": 3})
+    assert Checkpointer(path, spec=a).load()["step"] == 3
+    assert spec_hash(a) != spec_hash(b)
+    with caplog.at_level("WARNING"):
+        assert Checkpointer(path, spec=b).load() is None
+    assert "another run spec" in caplog.text
+    assert not path.exists()
+
+
+def test_a_killed_run_rerun_after_a_config_change_starts_from_scratch(tmp_path, digits_dir):
+    old, new = baseline_spec(lr=0.5, steps=8), baseline_spec(lr=0.05, steps=8)
+    out = tmp_path / "run"
+    # the state a run of the old spec left when it was killed at step 3
+    Checkpointer(out / "checkpoint.pt", spec=old).save(
+        {"step": 3, "params": torch.zeros(650), "cluster": {}, "recorder": {"rows": [], "wall_s": 1.0}})
+    dataparallel.run_simulated(new, digits_dir, out, {"checkpoint": {"every_s": 0, "every_steps": 0}})
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["spec"]["lr"] == 0.05 and "resumed" not in manifest
+    fresh = tmp_path / "fresh"
+    dataparallel.run_simulated(new, digits_dir, fresh, {"checkpoint": {"every_s": 0, "every_steps": 0}})
+    pd.testing.assert_frame_equal(pd.read_csv(out / "metrics.csv"), pd.read_csv(fresh / "metrics.csv"))
+
+
+# ------------------------------------------------------------ statistics
+def test_t_interval_is_the_student_t_interval():
+    x = np.array([1.0, 2.5, 0.7, 3.1, 2.2])
+    ci = stats.t_interval(x, 0.95)
+    lo, hi = sps.t.interval(0.95, len(x) - 1, loc=x.mean(), scale=sps.sem(x))
+    assert ci.low == pytest.approx(lo) and ci.high == pytest.approx(hi) and ci.method == "t"
+    assert stats.t_interval([2.0, 2.0]).low == 2.0
+
+
+def _claims(n, **kw):
+    return [{"id": f"c{i}", "paper": "P4", "source": "s", "statement": "a < b", "table": "t",
+             "metric": "m", "test": "less", "a": {"k": "a"}, "b": {"k": f"b{i}"}, **kw}
+            for i in range(n)]
+
+
+def _table(gaps, seeds=6):
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in range(seeds):
+        base = rng.normal(10, 1)
+        rows.append({"k": "a", "seed": seed, "m": base})
+        for i, gap in enumerate(gaps):
+            rows.append({"k": f"b{i}", "seed": seed, "m": base + gap + rng.normal(0, 0.5)})
+    return pd.DataFrame(rows)
+
+
+def test_holm_within_a_paper_turns_a_marginal_claim_inconclusive():
+    # one clear effect and three marginal ones: each marginal raw p < 0.05
+    table = _table([3.0, 0.55, 0.6, 0.5], seeds=6)
+    df = scorecard.evaluate_claims(_claims(4), {"t": table}, STATS).set_index("id")
+    raw_ok = df.index[df["p_value"] < 0.05]
+    assert len(raw_ok) >= 2
+    assert (df["p_holm"] >= df["p_value"]).all()
+    np.testing.assert_allclose(df["p_holm"], stats.holm(df["p_value"].to_numpy()))
+    for cid in raw_ok:
+        assert (df.loc[cid, "verdict"] == "reproduced") == (df.loc[cid, "p_holm"] < 0.05)
+    assert any("Holm" in r for r in df["reason"])
+
+
+def test_papers_are_separate_families():
+    claims = _claims(2)
+    claims[1]["paper"] = "P1"
+    df = scorecard.evaluate_claims(claims, {"t": _table([3.0, 3.0])}, STATS)
+    assert (df["p_holm"] == df["p_value"]).all()  # a family of one: no adjustment
+
+
+def test_by_construction_claims_are_labelled_and_not_counted():
+    claims = _claims(2)
+    claims[0]["by_construction"] = True
+    df = scorecard.evaluate_claims(claims, {"t": _table([3.0, 3.0])}, STATS).set_index("id")
+    assert df.loc["c0", "verdict"] == "by construction"
+    assert math.isnan(df.loc["c0", "p_holm"])
+    assert df.loc["c1", "verdict"] == "reproduced"
+
+
+def test_a_claim_against_a_constant():
+    table = pd.DataFrame({"k": "ratio", "seed": range(5), "m": [35.0, 36.5, 34.2, 35.9, 36.1]})
+    base = {"id": "r", "paper": "P4", "source": "s", "statement": "≥ 30× fewer bytes",
+            "table": "t", "metric": "m", "a": {"k": "ratio"}, "value": 30}
+    df = scorecard.evaluate_claims([{**base, "test": "greater"}], {"t": table}, STATS)
+    assert df.iloc[0]["verdict"] == "reproduced"
+    assert "35" in df.iloc[0]["ours"]
+    df = scorecard.evaluate_claims([{**base, "test": "greater", "value": 40}], {"t": table}, STATS)
+    assert df.iloc[0]["verdict"] == "not reproduced"
+    with pytest.raises(scorecard.ClaimError, match="value"):
+        scorecard.validate_claims([{**base, "test": "greater", "value": math.nan}])
+
+
+def test_stale_runs_are_listed():
+    t = pd.DataFrame({"seed": [0, 1, 2], "git_commit": ["abc", "def", "abc"],
+                      "git_dirty": [False, False, True]})
+    stale = scorecard.stale_runs({"t": t}, "abc")
+    assert sorted(stale["seed"].tolist()) == [1, 2]
+
+
+# ---------------------------------------------------------- failed jobs
+TORCHRUN_TAIL = """\
+[rank0]: Traceback (most recent call last):
+[rank0]: ConnectionResetError: Connection reset by peer
+E1130 torch/distributed/elastic/multiprocessing/api.py] failed (exitcode: -9)
+Traceback (most recent call last):
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-30_10:00:01
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 101)
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-30_10:00:00
+  host      : vm
+  rank      : 2 (local_rank: 2)
+  exitcode  : -9 (pid: 103)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 103
+============================================================
+"""
+
+
+def test_a_failed_job_names_the_rank_that_died_first():
+    causes = root_causes(TORCHRUN_TAIL.splitlines())
+    assert causes[0] == "rank 2 failed first (Signal 9 (SIGKILL) received by PID 103)"
+    assert "rank 0: ConnectionResetError: Connection reset by peer" in causes[1:]
+
+
+def test_a_rank_error_comes_first_when_it_is_the_root_cause():
+    tail = ("[rank0]: RuntimeError: Found no NVIDIA driver on your system.\n"
+            "Root Cause (first observed failure):\n[0]:\n  rank      : 0 (local_rank: 0)\n"
+            "  exitcode  : 1 (pid: 7)\n  traceback : To enable traceback see: https://x\n=====\n")
+    causes = root_causes(tail.splitlines())
+    assert causes[0] == "rank 0 failed first (exit code 1 (pid: 7))"
+    assert causes[1] == "rank 0: RuntimeError: Found no NVIDIA driver on your system."
