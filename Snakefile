@@ -23,6 +23,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/baseline.smk"
 include: "workflow/rules/pgc.smk"
+include: "workflow/rules/demo.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/bench.smk"
 

@@ -1,0 +1,291 @@
+"""DeMo results: run-level tables, the paper's comparisons as figures, the bytes table.
+
+Everything here reads run directories or the tables made from them; nothing
+trains.  Simulated times under another network are recomputed from what
+each step recorded (``compute_s``, ``rounds``, ``bytes``):
+``compute + rounds * latency + bytes / bandwidth`` (the alpha-beta model of
+:mod:`distlab.runtime.network`, ring collectives).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from ..runs import write_csv
+from ..stats import t_interval
+from ..summarize import collect
+from ..tables import atomic_write_text, markdown_table
+
+METHOD_ORDER = ["adamw", "demo", "demo-compact", "diloco", "powersgd"]
+LABELS = {"adamw": "AdamW-DDP", "demo": "DeMo", "demo-compact": "DeMo (compact)",
+          "diloco": "DiLoCo", "powersgd": "PowerSGD"}
+RUN_KEYS = ["method", "n_workers", "backend", "seed", "lr"]
+
+
+# ------------------------------------------------------------------ tables
+
+def summarize(run_dirs: list[str | Path], networks: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-step and run-level tables of DeMo runs, with bytes and re-timed columns."""
+    steps, runs = collect(run_dirs)
+    steps = steps.sort_values(RUN_KEYS + ["step"]).reset_index(drop=True)
+    keys = [steps[k] for k in RUN_KEYS]
+    # a row's validation loss is measured at the model the step starts from, so its
+    # cumulative bytes and times are those before the step
+    steps["cum_bytes"] = steps["bytes"].groupby(keys, sort=False).cumsum() - steps["bytes"]
+    steps["cum_payload_bytes"] = steps["payload_bytes"].groupby(keys, sort=False).cumsum() - steps["payload_bytes"]
+    for name, net in networks.items():
+        t = steps["compute_s"] + steps["rounds"] * float(net["latency_s"]) + steps["bytes"] / float(net["bandwidth_Bps"])
+        steps[f"step_time_{name}"] = t
+        steps[f"time_{name}"] = t.groupby(keys, sort=False).cumsum() - t
+    agg = steps.groupby(RUN_KEYS, sort=False).agg(
+        payload_bytes_per_step=("payload_bytes", "mean"),
+        compute_per_step=("compute_s", "mean"),
+        **{f"time_{n}": (f"step_time_{n}", "sum") for n in networks},
+        step_time_median=("step_time", lambda s: float(np.median(s.iloc[1:] if len(s) > 1 else s))),
+    ).reset_index()
+    runs = runs.merge(agg, on=RUN_KEYS, how="left")
+    base = runs[runs["method"] == "adamw"][["n_workers", "backend", "seed", "bytes_per_step",
+                                             "payload_bytes_per_step", "step_time_median"]]
+    base = base.rename(columns={"bytes_per_step": "_ab", "payload_bytes_per_step": "_ap",
+                                "step_time_median": "_at"})
+    runs = runs.merge(base, on=["n_workers", "backend", "seed"], how="left")
+    runs["bytes_reduction"] = runs["_ab"] / runs["bytes_per_step"]
+    runs["payload_reduction"] = runs["_ap"] / runs["payload_bytes_per_step"]
+    runs["step_time_vs_adamw"] = runs["step_time_median"] / runs["_at"]
+    runs = runs.drop(columns=["_ab", "_ap", "_at"])
+    # the evaluation after the last step closes each curve
+    last = steps.groupby(RUN_KEYS, sort=False).tail(1).copy()
+    last = last.merge(runs[RUN_KEYS + ["final_val_loss"]], on=RUN_KEYS, how="left")
+    last["step"] += 1
+    last["val_loss"] = last.pop("final_val_loss")
+    last["cum_bytes"] += last["bytes"]
+    last["cum_payload_bytes"] += last["payload_bytes"]
+    for name in networks:
+        last[f"time_{name}"] += last[f"step_time_{name}"]
+    for col in ("loss", "bytes", "payload_bytes", "step_time", "compute_s", "rounds", *[f"step_time_{n}" for n in networks]):
+        if col in last:
+            last[col] = np.nan
+    steps = pd.concat([steps, last], ignore_index=True).sort_values(RUN_KEYS + ["step"]).reset_index(drop=True)
+    return steps, runs
+
+
+def main_summarize(run_dirs, networks: dict, steps_out, summary_out) -> None:
+    steps, runs = summarize(run_dirs, networks)
+    write_csv(steps, steps_out)
+    write_csv(runs, summary_out)
+
+
+def _ci(values) -> str:
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if not len(v):
+        return "n/a"
+    ci = t_interval(v)
+    return f"{ci.estimate:.4g} [{ci.low:.4g}, {ci.high:.4g}]" if ci.low != ci.high else f"{ci.estimate:.4g}"
+
+
+def results_table(summary: str | Path, out_csv, out_md, networks: dict) -> pd.DataFrame:
+    """One row per (method, N): final validation loss, bytes, times (mean [95 % t CI] over seeds)."""
+    s = pd.read_csv(summary)
+    rows = []
+    for (n, method), g in s.groupby(["n_workers", "method"], sort=True):
+        row = {"N": int(n), "method": LABELS.get(method, method), "seeds": len(g),
+               "lr": float(g["lr"].iloc[0]),
+               "final val loss": _ci(g["final_val_loss"]),
+               "wire bytes/step": f"{g['bytes_per_step'].mean():.4g}",
+               "payload bytes/step": f"{g['payload_bytes_per_step'].mean():.4g}",
+               "fewer bytes than AdamW": f"{g['bytes_reduction'].mean():.3g}x"}
+        for name, net in networks.items():
+            row[f"time, {net['label']} (s)"] = _ci(g[f"time_{name}"])
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    df["_o"] = df["method"].map({LABELS[m]: i for i, m in enumerate(METHOD_ORDER)})
+    df = df.sort_values(["N", "_o"]).drop(columns="_o")
+    write_csv(df, out_csv)
+    atomic_write_text(out_md, "# DeMo and baselines (simulated cluster; times simulated)\n\n"
+                      "Mean [95 % t interval over seeds].  Bytes per worker per step (wire: the ring "
+                      "collective's; payload: what the worker contributes).\n\n" + markdown_table(df))
+    return df
+
+
+def real_table(real_summary, sim_summary, out_md) -> pd.DataFrame:
+    """Measured step time on real processes beside the simulated prediction of the same setting."""
+    r = pd.read_csv(real_summary)
+    s = pd.read_csv(sim_summary)
+    rows = []
+    for (n, method), g in r.groupby(["n_workers", "method"], sort=True):
+        sim = s[(s["n_workers"] == n) & (s["method"] == method) & s["seed"].isin(g["seed"])]
+        rows.append({"N": int(n), "method": LABELS.get(method, method), "seeds": len(g),
+                     "measured step (s, median)": _ci(g["step_time_median"]),
+                     "vs AdamW-DDP (measured)": _ci(g["step_time_vs_adamw"]),
+                     "simulated step (s)": _ci(sim["time_per_step"]) if len(sim) else "n/a",
+                     "params identical across ranks": bool((g["params_max_abs_diff_across_ranks"] == 0).all()),
+                     "wire bytes/step": f"{g['bytes_per_step'].mean():.4g}"})
+    df = pd.DataFrame(rows)
+    atomic_write_text(out_md, "# DeMo on real processes (measured) beside the simulated prediction\n\n"
+                      + markdown_table(df))
+    return df
+
+
+def sweep_table(summary, out_md) -> pd.DataFrame:
+    """Final validation loss per method and learning rate (mean [95 % t CI] over the sweep's seeds)."""
+    s = pd.read_csv(summary)
+    rows = []
+    for (method, lr), g in s.groupby(["method", "lr"], sort=True):
+        rows.append({"method": LABELS.get(method, method), "lr": lr, "seeds": len(g),
+                     "final val loss": _ci(g["final_val_loss"]), "_mean": g["final_val_loss"].mean()})
+    df = pd.DataFrame(rows)
+    best = df.loc[df.groupby("method")["_mean"].idxmin()]
+    df["best"] = df.index.isin(best.index)
+    df = df.drop(columns="_mean")
+    atomic_write_text(out_md, "# Learning-rate sweep (simulated cluster)\n\nThe lowest mean final "
+                      "validation loss per method is marked; config/config.yaml demo.lr holds the chosen "
+                      "values (docs/demo.md).\n\n" + markdown_table(df))
+    return df
+
+
+# ------------------------------------------------------------------ figures
+
+def _plt():
+    from .. import plots
+
+    plots.set_style()
+    import matplotlib.pyplot as plt
+
+    return plots, plt
+
+
+def _band(ax, df: pd.DataFrame, x: str, y: str, label: str) -> None:
+    """Mean over seeds at each eval step, with a 95 % t band (x averaged too)."""
+    pts = []
+    for step, g in df.groupby("step"):
+        vals = g[y].to_numpy(float)
+        if len(vals) == 0 or np.isnan(vals).any():
+            continue
+        ci = t_interval(vals)
+        pts.append((g[x].mean(), ci.estimate, ci.low, ci.high))
+    if not pts:
+        return
+    a = np.array(pts)
+    (line,) = ax.plot(a[:, 0], a[:, 1], marker="o", markersize=3, label=label)
+    ax.fill_between(a[:, 0], a[:, 2], a[:, 3], color=line.get_color(), alpha=0.2, linewidth=0)
+
+
+def _eval_rows(steps: pd.DataFrame) -> pd.DataFrame:
+    return steps[steps["val_loss"].notna()]
+
+
+def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
+    """``loss_steps``, ``loss_bytes`` or ``loss_time`` (validation loss against steps,
+    cumulative wire bytes per worker, or simulated time under each network)."""
+    plots, plt = _plt()
+    steps = _eval_rows(pd.read_csv(steps_csv))
+    ns = sorted(steps["n_workers"].unique())
+    methods = [m for m in METHOD_ORDER if m in set(steps["method"])]
+    rows = list(networks) if kind == "loss_time" else [None]
+    fig, axes = plt.subplots(len(rows), len(ns), figsize=(4.2 * len(ns), 3.2 * len(rows)), squeeze=False,
+                             sharey=True)
+    for i, net in enumerate(rows):
+        for j, n in enumerate(ns):
+            ax = axes[i][j]
+            for m in methods:
+                d = steps[(steps["n_workers"] == n) & (steps["method"] == m)]
+                x = {"loss_steps": "step", "loss_bytes": "cum_bytes"}.get(kind, f"time_{net}")
+                _band(ax, d, x, "val_loss", LABELS[m])
+            if kind == "loss_bytes":
+                ax.set_xscale("log")
+                ax.set_xlabel("cumulative bytes sent per worker (ring collectives)")
+            elif kind == "loss_time":
+                ax.set_xscale("log")
+                ax.set_xlabel("simulated time (s)")
+            else:
+                ax.set_xlabel("step")
+            ax.set_ylabel("validation loss (nats/byte)")
+            ax.set_title(f"N = {n} workers" + (f", {networks[net]['label']}" if net else ""))
+            plots.label_provenance(ax, "simulated", note)
+    axes[0][0].legend(fontsize=7)
+    plots.save(fig, out)
+
+
+def real_figure(real_summary, sim_summary, out) -> None:
+    """Measured step time of each method on real processes, with the simulated prediction."""
+    plots, plt = _plt()
+    r = pd.read_csv(real_summary).assign(source="measured (wall clock)", t=lambda d: d["step_time_median"])
+    s = pd.read_csv(sim_summary)
+    s = s[s["method"].isin(r["method"]) & s["n_workers"].isin(r["n_workers"]) & s["seed"].isin(r["seed"])]
+    s = s.assign(source="simulated prediction", t=s["time_per_step"])
+    d = pd.concat([r, s], ignore_index=True)
+    d["setting"] = d["method"].map(LABELS) + ", N=" + d["n_workers"].astype(str)
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    plots.bar_with_ci(d, "setting", "t", "source", ax=ax)
+    ax.set_ylabel("time per step (s)")
+    ax.set_xlabel("")
+    ax.tick_params(axis="x", rotation=20)
+    plots.label_provenance(ax, str(r["backend"].iloc[0]), "bars: measured and simulated")
+    plots.save(fig, out)
+
+
+# ------------------------------------------------------------------ bytes table
+
+def bytes_rows(model, topks=(32, 1), chunk: int = 64) -> list[dict]:
+    """DeMo payload per worker per step for ``model``'s real shapes (meta device is fine)."""
+    from . import payload as pl
+    from .transforms import clamp_topk, tile_shape
+
+    groups: dict[tuple[int, int], int] = {}
+    n_params = 0
+    for p in model.parameters():
+        n1, n2 = tile_shape(p.shape, chunk)
+        groups[(n1, n2)] = groups.get((n1, n2), 0) + max(1, p.numel()) // (n1 * n2)
+        n_params += p.numel()
+    rows = [{"method": "AdamW-DDP", "k": None, "encoding": "fp32 gradients", "bytes": 4 * n_params},
+            {"method": "AdamW-DDP", "k": None, "encoding": "bf16 gradients", "bytes": 2 * n_params}]
+    for k in topks:
+        for enc in ("reference", "compact"):
+            total = 0
+            for (n1, n2), tiles in groups.items():
+                kk = clamp_topk(k, n1 * n2)
+                cnt = tiles * kk
+                total += pl.index_nbytes(cnt, enc, n1 * n2) + (4 * cnt if enc == "reference" else 2 * cnt)
+            rows.append({"method": "DeMo", "k": k,
+                         "encoding": "int64 index + fp32 value" if enc == "reference"
+                         else "12-bit index + bf16 value", "bytes": total})
+    return [{**r, "params": n_params} for r in rows]
+
+
+def bytes_table(out_csv, out_md, claims_path, claim_id: str, topks=(32, 1), chunk: int = 64) -> pd.DataFrame:
+    """DeMo and AdamW-DDP bytes per worker per step for OLMo-300M and OLMo-1B shapes."""
+    from .olmo import olmo_on_meta
+
+    rows = []
+    for size in ("olmo-300m", "olmo-1b"):
+        for r in bytes_rows(olmo_on_meta(size), topks, chunk):
+            rows.append({"model": size, **r, "MB": r["bytes"] / 1e6})
+    df = pd.DataFrame(rows)
+    for size in ("olmo-300m", "olmo-1b"):
+        sel = df["model"] == size
+        ref = float(df[sel & (df["encoding"] == "fp32 gradients")]["bytes"].iloc[0])
+        df.loc[sel, "fewer than fp32 AdamW-DDP"] = ref / df.loc[sel, "bytes"]
+    write_csv(df, out_csv)
+    claims = yaml.safe_load(Path(claims_path).read_text()) or []
+    paper = next((c.get("paper_value") for c in claims if c.get("id") == claim_id), None)
+    view = df.assign(k=df["k"].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)),
+                     MB=df["MB"].map(lambda v: f"{v:.4g}"),
+                     **{"fewer than fp32 AdamW-DDP": df["fewer than fp32 AdamW-DDP"].map(lambda v: f"{v:.1f}x")})
+    text = ("# Bytes per worker per step: DeMo and AdamW-DDP at OLMo scale (arithmetic, not a run)\n\n"
+            "Shapes from the models built on the `meta` device (OLMo-1B: 1,176,764,416 parameters).  "
+            "Accounting rule: the payload one worker contributes per step (for a ring all-gather each "
+            "worker forwards (N-1) such payloads; a ring all-reduce sends 2(N-1)/N times the gradient). "
+            f"DeMo tiles are {chunk}x{chunk} (chunk = largest divisor of each dimension <= {chunk}); "
+            "the reference encoding is int64 index + fp32 value (12 bytes a coefficient), ours packs "
+            "12-bit indices with bf16 values (3.5 bytes); 1 MB = 10^6 bytes.\n\n"
+            + markdown_table(view[["model", "params", "method", "k", "encoding", "MB",
+                                   "fewer than fp32 AdamW-DDP"]])
+            + (f"\n\nThe paper (`{claim_id}` in config/claims.yaml): {paper}\n" if paper else "\n"))
+    atomic_write_text(out_md, text)
+    return df

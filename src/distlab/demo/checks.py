@@ -1,0 +1,56 @@
+"""Cross-field checks of the ``demo:`` config section (torch-free).
+
+``check(config)`` returns one ``"key: why"`` string per problem; the
+Snakefile's ``distlab.checks.check_config`` runs it before any job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _divides(n: int, h: int) -> bool:
+    return h > 0 and n % h == 0
+
+
+def check(config: dict[str, Any]) -> list[str]:
+    d = config.get("demo")
+    if not isinstance(d, dict):
+        return []
+    out: list[str] = []
+    datasets = config.get("datasets", {}) or {}
+    name = d.get("dataset")
+    if name not in datasets:
+        out.append(f"demo.dataset: {name!r} is not configured under datasets")
+    elif datasets[name].get("kind") != "text":
+        out.append(f"demo.dataset: {name!r} is a {datasets[name].get('kind')} data set; DeMo trains a language model on text")
+    lr = d.get("lr", {}) or {}
+    sweep = d.get("sweep", {}) or {}
+    real = d.get("real", {}) or {}
+    needed = set(d.get("methods", []))
+    if real.get("enabled"):
+        needed |= set(real.get("methods", []))
+    for m in sorted(needed):
+        if m not in lr:
+            out.append(f"demo.lr.{m}: method {m!r} is configured but has no learning rate")
+    model = d.get("model", {}) or {}
+    if model.get("d_model", 128) % model.get("n_head", 4):
+        out.append("demo.model.n_head: must divide demo.model.d_model")
+    H = (d.get("diloco") or {}).get("H", 1)
+    for key, steps, methods in (("demo.steps", d.get("steps", 0), d.get("methods", [])),
+                                ("demo.sweep.steps", sweep.get("steps", 0), sweep.get("methods", []))):
+        if "diloco" in methods and not _divides(int(steps), int(H)):
+            out.append(f"{key}: DiLoCo synchronises every demo.diloco.H = {H} steps; the run must end on "
+                       f"a synchronisation (steps a multiple of H)")
+    if real.get("enabled"):
+        if "diloco" in real.get("methods", []):
+            out.append("demo.real.methods: diloco runs on the simulated backend only")
+    every = d.get("eval_every", 1)
+    if d.get("steps", 0) and every > d.get("steps", 0):
+        out.append("demo.eval_every: larger than demo.steps (the run would evaluate only at the start and end)")
+    for name, net in (d.get("networks") or {}).items():
+        if not isinstance(net, dict):
+            out.append(f"demo.networks.{name}: must be a mapping")
+    if len(d.get("networks") or {}) < 2:
+        out.append("demo.networks: give two networks (the loss-vs-time figure compares them)")
+    return out

@@ -1,0 +1,354 @@
+# DeMo (P4): DeMo against AdamW-DDP, DiLoCo and PowerSGD on the simulated
+# cluster and on real torchrun processes; loss against steps, bytes and
+# simulated time; the OLMo-scale bytes table; the learning-rate sweep
+# (`demo_sweep`) and the benchmarks (`demo_bench`).
+
+DEMO = config["demo"]
+DEMO_RUN = f"{RESULTS}/demo/{{dbackend}}/n{{nw}}/{{dmethod}}/seed{{seed}}"
+DEMO_SWEEP_RUN = f"{RESULTS}/demo/sweep/lr{{lr}}/{{dmethod}}/seed{{seed}}"
+DEMO_NETWORKS = as_json(DEMO["networks"])
+DEMO_REAL = DEMO["real"]["enabled"]
+DEMO_REAL_BACKEND = DEMO["real"]["backend"]
+
+
+wildcard_constraints:
+    dmethod=r"adamw|demo|demo-compact|diloco|powersgd",
+    dbackend=r"simulated|gloo|nccl",
+    nw=r"\d+",
+    lr=r"[0-9.e-]+",
+
+
+def demo_spec(method, n, seed, backend, lr=None, steps=None):
+    d = DEMO
+    spec = {
+        "experiment": "demo", "method": method, "backend": backend, "seed": int(seed),
+        "model": d["model"], "n_workers": int(n), "batch_size": d["batch_size"],
+        "lr": float(lr) if lr is not None else float(d["lr"][method]),
+        "steps": int(steps or d["steps"]), "eval_every": d["eval_every"],
+        "eval_batches": d["eval_batches"], "dtype": d.get("dtype", "float32"),
+        "demo": d["demo"], "adamw": d["adamw"], "diloco": d["diloco"], "powersgd": d["powersgd"],
+        "cluster": {"compute": d["compute"], "network": config["cluster"]["network"],
+                    "straggler": {"model": "none"}},
+    }
+    return as_json(spec)
+
+
+def demo_runs(group):
+    d = DEMO
+    if group == SIM:
+        return [f"{RESULTS}/demo/{SIM}/n{n}/{m}/seed{s}/manifest.json"
+                for n in d["n_workers"] for m in d["methods"] for s in config["seeds"]]
+    if group == "sweep":
+        sw = d["sweep"]
+        return [f"{RESULTS}/demo/sweep/lr{lr:g}/{m}/seed{s}/manifest.json"
+                for lr in sw["lrs"] for m in sw["methods"] for s in sw["seeds"]]
+    r = d["real"]
+    return [f"{RESULTS}/demo/{group}/n{n}/{m}/seed{s}/manifest.json"
+            for n in r["n_workers"] for m in r["methods"] for s in r["seeds"]]
+
+
+DEMO_FIGURES = [f"{PAPER}/figures/demo_{k}.png" for k in ("loss_steps", "loss_bytes", "loss_time")]
+DEMO_TABLES = [f"{PAPER}/tables/demo_results.csv", f"{PAPER}/tables/demo_results.md",
+               f"{PAPER}/tables/demo_bytes.csv", f"{PAPER}/tables/demo_bytes.md"]
+DEMO_REAL_OUT = ([f"{PAPER}/figures/demo_real.png", f"{PAPER}/tables/demo_real.md"] if DEMO_REAL else [])
+
+register_tables("P4", {"demo_sim": f"{RESULTS}/demo/{SIM}/summary.csv",
+                       **({"demo_real": f"{RESULTS}/demo/{DEMO_REAL_BACKEND}/summary.csv"} if DEMO_REAL else {})})
+register_outputs("P4", DEMO_FIGURES + DEMO_TABLES + DEMO_REAL_OUT)
+
+
+rule demo_train_sim:
+    """One method, N workers, one seed on the simulated cluster (measured compute, modelled network)."""
+    input:
+        data=data_manifest(DEMO["dataset"]),
+    output:
+        manifest=f"{DEMO_RUN}/manifest.json".replace("{dbackend}", SIM),
+        metrics=f"{DEMO_RUN}/metrics.csv".replace("{dbackend}", SIM),
+    params:
+        spec=lambda w: demo_spec(w.dmethod, w.nw, w.seed, SIM),
+        out=subpath(output.manifest, parent=True),
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        f"logs/demo/{SIM}/n{{nw}}/{{dmethod}}/seed{{seed}}.log",
+    benchmark:
+        f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}/seed{{seed}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=1200),
+        distlab_runtime=runtime_json(),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
+        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+rule demo_train_real:
+    """One method on N torchrun processes (gloo on CPU, NCCL on GPUs); wall-clock time."""
+    input:
+        data=data_manifest(DEMO["dataset"]),
+    output:
+        manifest=f"{DEMO_RUN}/manifest.json".replace("{dbackend}", DEMO_REAL_BACKEND),
+        metrics=f"{DEMO_RUN}/metrics.csv".replace("{dbackend}", DEMO_REAL_BACKEND),
+    params:
+        spec=lambda w: demo_spec(w.dmethod, w.nw, w.seed, DEMO_REAL_BACKEND, steps=DEMO["real"]["steps"]),
+        out=subpath(output.manifest, parent=True),
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        f"logs/demo/{DEMO_REAL_BACKEND}/n{{nw}}/{{dmethod}}/seed{{seed}}.log",
+    benchmark:
+        f"benchmarks/demo/{DEMO_REAL_BACKEND}/n{{nw}}/{{dmethod}}/seed{{seed}}.tsv"
+    threads: config["runtime"]["threads"]
+    resources:
+        mem_mb=lambda w, input: mem_for(input.data, int(w.nw), base_mb=1200),
+        gpu=lambda w: gpus_for(DEMO_REAL_BACKEND, w.nw),
+        distlab_runtime=runtime_json(),
+    shell:
+        "python -m distlab train --experiment demo --spec {params.spec:q} --runtime {resources.distlab_runtime:q} "
+        "--threads {threads} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+rule demo_train_sweep:
+    """One point of the learning-rate sweep (simulated cluster)."""
+    input:
+        data=data_manifest(DEMO["dataset"]),
+    output:
+        manifest=f"{DEMO_SWEEP_RUN}/manifest.json",
+        metrics=f"{DEMO_SWEEP_RUN}/metrics.csv",
+    params:
+        spec=lambda w: demo_spec(w.dmethod, DEMO["sweep"]["n_workers"], w.seed, SIM, lr=w.lr,
+                                 steps=DEMO["sweep"]["steps"]),
+        out=subpath(output.manifest, parent=True),
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        "logs/demo/sweep/lr{lr}/{dmethod}/seed{seed}.log",
+    benchmark:
+        "benchmarks/demo/sweep/lr{lr}/{dmethod}/seed{seed}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=1200),
+        distlab_runtime=runtime_json(),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
+        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+rule demo_summarize:
+    """Per-step and run-level tables of one group of DeMo runs (bytes, re-timed columns)."""
+    input:
+        lambda w: demo_runs(w.dgroup),
+    output:
+        steps=f"{RESULTS}/demo/{{dgroup}}/steps.csv",
+        summary=f"{RESULTS}/demo/{{dgroup}}/summary.csv",
+    wildcard_constraints:
+        dgroup=r"simulated|gloo|nccl|sweep",
+    params:
+        runs=lambda w, input: [os.path.dirname(f) for f in input],
+        networks=DEMO_NETWORKS,
+    conda:
+        ENV
+    log:
+        "logs/demo/{dgroup}/summarize.log",
+    benchmark:
+        "benchmarks/demo/{dgroup}/summarize.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+    shell:
+        "python -m distlab demo-summarize --runs {params.runs:q} --networks {params.networks:q} "
+        "--steps-out {output.steps:q} --summary-out {output.summary:q} > {log:q} 2>&1"
+
+
+rule demo_fig_loss_steps:
+    """Validation loss against steps, every method, N = each worker count."""
+    input:
+        f"{RESULTS}/demo/{SIM}/steps.csv",
+    output:
+        report(f"{PAPER}/figures/demo_loss_steps.png", category="DeMo", caption="../report/demo_loss_steps.rst",
+               labels={"figure": "loss vs steps"}),
+    params:
+        note=f"{len(config['seeds'])} seeds, 95% t band",
+    conda:
+        ENV
+    log:
+        "logs/demo/fig_loss_steps.log",
+    benchmark:
+        "benchmarks/demo/fig_loss_steps.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+    shell:
+        "python -m distlab demo-figure --kind loss_steps --steps {input:q} --note {params.note:q} "
+        "--out {output:q} > {log:q} 2>&1"
+
+
+rule demo_fig_loss_bytes:
+    """Validation loss against cumulative bytes sent per worker."""
+    input:
+        f"{RESULTS}/demo/{SIM}/steps.csv",
+    output:
+        report(f"{PAPER}/figures/demo_loss_bytes.png", category="DeMo", caption="../report/demo_loss_bytes.rst",
+               labels={"figure": "loss vs bytes"}),
+    params:
+        note=f"{len(config['seeds'])} seeds, 95% t band",
+    conda:
+        ENV
+    log:
+        "logs/demo/fig_loss_bytes.log",
+    benchmark:
+        "benchmarks/demo/fig_loss_bytes.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+    shell:
+        "python -m distlab demo-figure --kind loss_bytes --steps {input:q} --note {params.note:q} "
+        "--out {output:q} > {log:q} 2>&1"
+
+
+rule demo_fig_loss_time:
+    """Validation loss against simulated time under each configured network."""
+    input:
+        f"{RESULTS}/demo/{SIM}/steps.csv",
+    output:
+        report(f"{PAPER}/figures/demo_loss_time.png", category="DeMo", caption="../report/demo_loss_time.rst",
+               labels={"figure": "loss vs simulated time"}),
+    params:
+        networks=DEMO_NETWORKS,
+        note=f"{len(config['seeds'])} seeds; compute measured",
+    conda:
+        ENV
+    log:
+        "logs/demo/fig_loss_time.log",
+    benchmark:
+        "benchmarks/demo/fig_loss_time.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+    shell:
+        "python -m distlab demo-figure --kind loss_time --steps {input:q} --networks {params.networks:q} "
+        "--note {params.note:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule demo_fig_real:
+    """Measured step time on real processes beside the simulated prediction."""
+    input:
+        real=f"{RESULTS}/demo/{DEMO_REAL_BACKEND}/summary.csv",
+        sim=f"{RESULTS}/demo/{SIM}/summary.csv",
+    output:
+        report(f"{PAPER}/figures/demo_real.png", category="DeMo", caption="../report/demo_real.rst",
+               labels={"figure": "real vs simulated step time"}),
+    conda:
+        ENV
+    log:
+        "logs/demo/fig_real.log",
+    benchmark:
+        "benchmarks/demo/fig_real.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+    shell:
+        "python -m distlab demo-figure --kind real --summary {input.real:q} --sim-summary {input.sim:q} "
+        "--out {output:q} > {log:q} 2>&1"
+
+
+rule demo_table_results:
+    """Final validation loss, bytes and times per method and N (mean [95% t CI] over seeds)."""
+    input:
+        f"{RESULTS}/demo/{SIM}/summary.csv",
+    output:
+        csv=f"{PAPER}/tables/demo_results.csv",
+        md=f"{PAPER}/tables/demo_results.md",
+    params:
+        networks=DEMO_NETWORKS,
+    conda:
+        ENV
+    log:
+        "logs/demo/table_results.log",
+    benchmark:
+        "benchmarks/demo/table_results.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab demo-table --kind results --summary {input:q} --networks {params.networks:q} "
+        "--csv {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
+
+
+rule demo_table_real:
+    """Real processes: measured step time, ranks identical, bytes; simulated prediction beside."""
+    input:
+        real=f"{RESULTS}/demo/{DEMO_REAL_BACKEND}/summary.csv",
+        sim=f"{RESULTS}/demo/{SIM}/summary.csv",
+    output:
+        f"{PAPER}/tables/demo_real.md",
+    conda:
+        ENV
+    log:
+        "logs/demo/table_real.log",
+    benchmark:
+        "benchmarks/demo/table_real.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab demo-table --kind real --summary {input.real:q} --sim-summary {input.sim:q} "
+        "--md {output:q} > {log:q} 2>&1"
+
+
+rule demo_bytes_table:
+    """DeMo and AdamW-DDP bytes per step at OLMo-300M/1B shapes (meta device), k = 32 and 1."""
+    input:
+        claims="config/claims.yaml",
+    output:
+        csv=f"{PAPER}/tables/demo_bytes.csv",
+        md=f"{PAPER}/tables/demo_bytes.md",
+    params:
+        chunk=DEMO["demo"]["chunk"],
+    conda:
+        ENV
+    log:
+        "logs/demo/bytes_table.log",
+    benchmark:
+        "benchmarks/demo/bytes_table.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab demo-bytes --claims {input.claims:q} --claim-id demo.bytes.reduction_30x "
+        "--chunk {params.chunk} --topk 32 1 --csv {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
+
+
+rule demo_table_sweep:
+    """The learning-rate sweep: final validation loss per method and lr."""
+    input:
+        f"{RESULTS}/demo/sweep/summary.csv",
+    output:
+        f"{PAPER}/tables/demo_sweep.md",
+    conda:
+        ENV
+    log:
+        "logs/demo/table_sweep.log",
+    benchmark:
+        "benchmarks/demo/table_sweep.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab demo-table --kind sweep --summary {input:q} --md {output:q} > {log:q} 2>&1"
+
+
+rule demo_sweep:
+    """The learning-rate sweep (its chosen values are in config/config.yaml demo.lr)."""
+    input:
+        f"{PAPER}/tables/demo_sweep.md",
+
+
+rule demo:
+    """Every DeMo run, figure and table, and the scorecard's P4 rows."""
+    input:
+        DEMO_FIGURES + DEMO_TABLES + DEMO_REAL_OUT,
+        f"{PAPER}/scorecard/P4.md",
