@@ -110,3 +110,34 @@ def test_a_killed_data_build_leaves_no_hidden_folder_after_the_next(tmp_path):
                      "val_fraction": 0.1, "test_fraction": 0.2}, out, seed=0)
     assert not left.exists()
     assert (out / "manifest.json").exists()
+
+
+@pytest.mark.slow
+def test_a_killed_snakemake_is_recovered_with_unlock_then_the_same_command(tmp_path):
+    import signal
+    import time
+
+    from conftest import tracked_copy
+
+    work = tracked_copy(tmp_path / "repo")
+    targets = [f"results/baseline/simulated/dgd/seed{s}/manifest.json" for s in (0, 1)]
+    cmd = ["snakemake", *targets, "--cores", "1", "--configfile", "tests/configs/tiny.yaml"]
+    proc = subprocess.Popen(cmd, cwd=work, env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 120
+    logs = work / "logs/baseline/simulated"
+    while time.time() < deadline and not (logs.exists() and any(logs.rglob("*.log"))):
+        assert proc.poll() is None, "snakemake ended before it could be killed"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the whole tree, as a closed terminal would
+    proc.wait()
+    r = subprocess.run(cmd, cwd=work, env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "lock" in (r.stdout + r.stderr).lower()
+    r = subprocess.run(["snakemake", "--unlock", "--configfile", "tests/configs/tiny.yaml"],
+                       cwd=work, env=ENV, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    r = subprocess.run(cmd, cwd=work, env=ENV, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for t in targets:
+        assert (work / t).exists()
+    assert not list(work.glob("results/baseline/simulated/*/*/checkpoint.pt"))
