@@ -13,7 +13,11 @@ from .tables import atomic_write_text, markdown_table
 SECTIONS = [
     ("baseline", "Shared baseline: synchronous data-parallel SGD"),
     ("pgc", "P1 — Pipelined Gradient Coding"),
+    ("placement", "P2 — Learning device placement (HSDAG)"),
+    ("local", "P3 — Local credit assignment for CPU transformers"),
+    ("demo", "P4 — DeMo: decoupled momentum optimization"),
 ]
+STALE = "## Results made by other code"
 
 
 def write_report(out: str | Path, scorecard_csv: str | Path, meta: dict | None = None) -> None:
@@ -21,6 +25,11 @@ def write_report(out: str | Path, scorecard_csv: str | Path, meta: dict | None =
     root = out.parent
     card = pd.read_csv(scorecard_csv)
     counts = card["verdict"].value_counts().to_dict()
+    stale = []
+    for part in sorted((Path(scorecard_csv).parent / "scorecard").glob("*.md")):
+        text = part.read_text(encoding="utf-8")
+        if STALE in text:
+            stale += [f"### {part.stem}", "", text.split(STALE, 1)[1].strip(), ""]
     lines = [
         "# distlab: reproduction report",
         "",
@@ -35,10 +44,16 @@ def write_report(out: str | Path, scorecard_csv: str | Path, meta: dict | None =
         "",
         "Verdicts: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + ".",
         "",
-        markdown_table(card[["id", "statement", "paper_value", "ours", "n_seeds", "verdict",
-                             "reason"]].fillna("—")),
+        markdown_table(card[["id", "statement", "paper_value", "ours", "n_seeds", "p_value", "p_holm",
+                             "verdict", "reason"]].fillna("—")),
+        "",
+        "p-values are raw and Holm-adjusted within each paper (the verdict uses the adjusted "
+        "one); intervals are Student-t over seeds.",
         "",
     ]
+    if stale:
+        lines += [STALE, "", "Runs recorded at another revision than the current one, or from "
+                  "a dirty tree:", "", *stale]
     for prefix, title in SECTIONS:
         figs = sorted((root / "figures").glob(f"{prefix}_*.png"))
         tabs = sorted((root / "tables").glob(f"{prefix}_*.md")) + sorted(
