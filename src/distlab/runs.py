@@ -92,6 +92,14 @@ def hardware() -> dict:
     return info
 
 
+def provenance(manifest: dict) -> dict:
+    """The code a run was made by, as summary-table columns (``git_commit``,
+    ``git_dirty``): the scorecard lists runs whose code differs from the
+    current revision, so stale results show."""
+    git = manifest.get("git") or {}
+    return {"git_commit": git.get("commit"), "git_dirty": bool(git.get("dirty"))}
+
+
 def peak_rss_mb() -> float:
     """Peak resident set size of this process (and waited-for children), in MiB."""
     import resource

@@ -21,6 +21,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from .runs import provenance
+
 SETTING_KEYS = ("experiment", "group", "scheme", "method", "backend", "n", "n_workers", "s",
                 "c", "seed", "batch_size", "lr")
 
@@ -61,6 +63,7 @@ def summarize_run(metrics: pd.DataFrame, manifest: dict) -> dict:
         bytes_per_step=float(m["bytes"].mean()),
         wall_s=float(manifest.get("wall_s", np.nan)),
         peak_rss_mb=float(manifest.get("peak_rss_mb", np.nan)),
+        **provenance(manifest),
     )
     if "compute_max" in m:  # compute of the slowest worker the master used (s; simulated or measured)
         row["compute_per_step"] = float(m["compute_max"].mean())
