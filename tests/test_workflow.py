@@ -77,6 +77,13 @@ def test_tiny_end_to_end_run(tmp_path):
     # nothing left to do; changing one experiment's setting reruns exactly that experiment
     r = smk("-n", *cfg, cwd=work)
     assert "Nothing to be done" in r.stdout + r.stderr
+    # run-time settings (timeouts, checkpoint cadence) change no result: nothing reruns
+    tiny = yaml.safe_load((work / "tests/configs/tiny.yaml").read_text())
+    tiny["runtime"]["checkpoint"] = {"every_s": 7, "every_steps": 2}
+    tiny["runtime"]["timeout_s"] = 25
+    (work / "tests/configs/tiny.yaml").write_text(yaml.safe_dump(tiny))
+    r = smk("-n", *cfg, cwd=work)
+    assert "Nothing to be done" in r.stdout + r.stderr, r.stdout[-3000:]
     tiny = yaml.safe_load((work / "tests/configs/tiny.yaml").read_text())
     tiny["pgc"]["cloud"]["steps"] = 9
     (work / "tests/configs/tiny.yaml").write_text(yaml.safe_dump(tiny))
