@@ -1,0 +1,66 @@
+"""Cross-field checks of the ``placement:`` config section (torch-free).
+
+``check(config) -> list of "key: why"``; called by ``distlab.checks``
+before any job runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+
+def check(config: Mapping[str, Any]) -> list[str]:
+    p = config.get("placement")
+    if not isinstance(p, Mapping):
+        return []
+    errs: list[str] = []
+    pairs = p.get("pairs") or {}
+    models = p.get("models") or {}
+    if p.get("default_pair") not in pairs:
+        errs.append(f"placement.default_pair: {p.get('default_pair')!r} is not one of the pairs {sorted(pairs)}")
+    for name, pair in pairs.items():
+        devs = pair.get("devices") or []
+        if devs and devs[0].get("kind") != "profiled":
+            errs.append(f"placement.pairs.{name}.devices[0]: the host (device 0) must be kind profiled "
+                        "(this machine's measured CPU times)")
+        names = [d.get("name") for d in devs]
+        if len(set(names)) != len(names):
+            errs.append(f"placement.pairs.{name}.devices: duplicate device names {names}")
+        for i, d in enumerate(devs):
+            where = f"placement.pairs.{name}.devices[{i}]"
+            if d.get("kind") == "roofline":
+                for key in ("peak_gflops", "mem_gbps"):
+                    if key not in d:
+                        errs.append(f"{where}.{key}: a roofline device needs it")
+            elif d.get("kind") == "profiled":
+                for key in ("peak_gflops", "mem_gbps", "launch_us", "efficiency", "default_efficiency"):
+                    if key in d:
+                        errs.append(f"{where}.{key}: only applies to kind roofline")
+            for key in ("peak_gflops", "mem_gbps", "launch_us", "scale"):
+                v = d.get(key)
+                if isinstance(v, float) and not math.isfinite(v):
+                    errs.append(f"{where}.{key}: must be finite, got {v}")
+    methods = p.get("methods") or []
+    if "cpu_only" not in methods:
+        errs.append("placement.methods: cpu_only is needed (speedups are against it)")
+    if p.get("ablations") and "hsdag" not in methods:
+        errs.append("placement.ablations: need hsdag in placement.methods to compare against")
+    if "gpu_only" in methods and any(len(pr.get("devices") or []) < 2 for pr in pairs.values()):
+        errs.append("placement.methods: gpu_only needs a second device in every pair")
+    real = p.get("real") or {}
+    for m in real.get("models") or []:
+        if m not in models:
+            errs.append(f"placement.real.models: {m!r} is not one of placement.models {sorted(models)}")
+    learned = {"rnn", "placeto", "hsdag"} & set(methods)
+    if learned and len(p.get("seeds") or []) < 2:
+        errs.append("placement.seeds: learned methods need at least 2 seeds for an interval")
+    for name, m in models.items():
+        if m.get("name") == "bert":
+            h, heads = m.get("hidden", 768), m.get("heads", 12)
+            if isinstance(h, int) and isinstance(heads, int) and heads > 0 and h % heads:
+                errs.append(f"placement.models.{name}.hidden: {h} is not a multiple of heads {heads}")
+        if m.get("name") == "inception_v3" and m.get("image_size", 299) < 75:
+            errs.append(f"placement.models.{name}.image_size: inception_v3 needs at least 75")
+    return errs

@@ -1,0 +1,172 @@
+"""``distlab placement-*`` subcommands (registered by ``distlab.cli``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _json(text: str) -> dict:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
+
+
+def _guard(fn):
+    def wrapped(a: argparse.Namespace) -> int:
+        from .costs import CostError
+        from .graphs import GraphError
+        from .sim import PlacementError
+
+        try:
+            return fn(a) or 0
+        except (GraphError, CostError, PlacementError) as e:
+            print(f"distlab: {e}", file=sys.stderr)
+            return 2
+    return wrapped
+
+
+@_guard
+def cmd_graph(a):
+    from .graphs import extract, save_graph
+
+    g = extract(a.spec)
+    save_graph(g, a.out)
+    print(f"{a.spec['name']}: {g['n_nodes']} nodes, {g['n_edges']} edges (weights not nodes)")
+
+
+@_guard
+def cmd_profile(a):
+    from distlab.tables import atomic_write_text
+
+    from .costs import profile
+
+    p = profile(a.spec["model"], repeats=int(a.spec["repeats"]), warmup=int(a.spec["warmup"]),
+                device=a.spec.get("device", "cpu"))
+    atomic_write_text(a.out, json.dumps(p))
+    print(f"{a.spec['model']['name']}: {p['total_seconds'] * 1e3:.1f} ms summed over {len(p['names'])} nodes")
+
+
+@_guard
+def cmd_run(a):
+    import logging
+
+    from .run import run
+
+    logging.getLogger("distlab.placement").setLevel(logging.INFO)
+    run(a.spec, a.graph, a.profile, a.out, a.runtime)
+
+
+@_guard
+def cmd_summarize(a):
+    from distlab.tables import write_table
+
+    from .report import summarize
+
+    df, curves = summarize(a.runs)
+    write_table(df, a.summary_out)
+    write_table(curves, a.curves_out)
+
+
+@_guard
+def cmd_tables(a):
+    from .report import write_ablation, write_tables
+
+    (write_ablation if a.kind == "ablation" else write_tables)(a.summary, a.out_dir, a.options)
+
+
+@_guard
+def cmd_figure(a):
+    from .report import fig_curves, fig_placement
+
+    if a.kind == "curves":
+        fig_curves(a.inputs["curves"], a.out, a.options)
+    else:
+        fig_placement(a.inputs["run"], a.inputs["graph"], a.out, a.options)
+
+
+@_guard
+def cmd_real(a):
+    from distlab.tables import atomic_write_text
+
+    from .realexec import compare
+
+    res = compare(a.spec, a.graph, a.profile)
+    atomic_write_text(a.out, json.dumps(res, indent=1))
+
+
+@_guard
+def cmd_real_table(a):
+    from .realexec import error_table
+
+    error_table(a.inputs, a.out_csv, a.out_md)
+
+
+@_guard
+def cmd_bench(a):
+    from .realexec import sim_speed
+
+    sim_speed(a.graph, a.profile, a.spec, a.out)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    q = sub.add_parser("placement-graph", help="trace a model's operator graph")
+    q.add_argument("--spec", type=_json, required=True)
+    q.add_argument("--out", type=Path, required=True)
+    q.set_defaults(func=cmd_graph)
+
+    q = sub.add_parser("placement-profile", help="per-operator CPU times of a model")
+    q.add_argument("--spec", type=_json, required=True, help='{"model": {...}, "repeats", "warmup"}')
+    q.add_argument("--out", type=Path, required=True)
+    q.set_defaults(func=cmd_profile)
+
+    q = sub.add_parser("placement-run", help="one method on one model and device pair, all seeds")
+    q.add_argument("--spec", type=_json, required=True)
+    q.add_argument("--graph", type=Path, required=True)
+    q.add_argument("--profile", type=Path, required=True)
+    q.add_argument("--out", type=Path, required=True)
+    q.add_argument("--runtime", type=_json, default={})
+    q.set_defaults(func=cmd_run)
+
+    q = sub.add_parser("placement-summarize", help="run files -> summary and curves tables")
+    q.add_argument("--runs", nargs="+", required=True)
+    q.add_argument("--summary-out", type=Path, required=True)
+    q.add_argument("--curves-out", type=Path, required=True)
+    q.set_defaults(func=cmd_summarize)
+
+    q = sub.add_parser("placement-tables", help="main / ablation tables")
+    q.add_argument("--kind", choices=["main", "ablation"], required=True)
+    q.add_argument("--summary", type=Path, required=True)
+    q.add_argument("--out-dir", type=Path, required=True)
+    q.add_argument("--options", type=_json, required=True)
+    q.set_defaults(func=cmd_tables)
+
+    q = sub.add_parser("placement-figure", help="one placement figure")
+    q.add_argument("--kind", choices=["curves", "placement"], required=True)
+    q.add_argument("--inputs", type=_json, required=True)
+    q.add_argument("--out", type=Path, required=True)
+    q.add_argument("--options", type=_json, required=True)
+    q.set_defaults(func=cmd_figure)
+
+    q = sub.add_parser("placement-real", help="two CPU devices: measured vs simulated latency")
+    q.add_argument("--spec", type=_json, required=True)
+    q.add_argument("--graph", type=Path, required=True)
+    q.add_argument("--profile", type=Path, required=True)
+    q.add_argument("--out", type=Path, required=True)
+    q.set_defaults(func=cmd_real)
+
+    q = sub.add_parser("placement-real-table", help="simulator error per model")
+    q.add_argument("--inputs", nargs="+", required=True)
+    q.add_argument("--out-csv", type=Path, required=True)
+    q.add_argument("--out-md", type=Path, required=True)
+    q.set_defaults(func=cmd_real_table)
+
+    q = sub.add_parser("placement-bench", help="simulator evaluations per second")
+    q.add_argument("--spec", type=_json, required=True)
+    q.add_argument("--graph", type=Path, required=True)
+    q.add_argument("--profile", type=Path, required=True)
+    q.add_argument("--out", type=Path, required=True)
+    q.set_defaults(func=cmd_bench)

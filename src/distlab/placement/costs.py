@@ -1,0 +1,165 @@
+"""Per-operator cost model: profiled CPU times and roofline devices.
+
+* ``profile``: every compute node of a traced model is executed on its real
+  inputs ``warmup + repeats`` times on one thread; its cost is the median of
+  the ``repeats`` timed calls.  The result is a data artifact of its own
+  workflow rule (``placement_profile``), cached like a data set.
+* ``roofline``: a device described by a spec, an operator costs
+  ``flops / (peak × efficiency(op)) + bytes / bandwidth + launch overhead``,
+  where bytes = input + output + parameter bytes; operators that only
+  re-label a tensor (views, transposes, flatten, dropout in eval mode, inputs)
+  cost nothing.
+* A link moves ``b`` bytes in ``latency + b / bandwidth``.
+
+Units: seconds, bytes, FLOP/s and bytes/s inside the library; the config
+speaks GFLOP/s, GB/s (10^9 bytes) and microseconds, converted here.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+FREE_OPS = frozenset({"input", "view", "transpose", "flatten", "getitem", "dropout", "size"})
+
+
+class CostError(ValueError):
+    """A device or link spec that cannot be costed, naming the key."""
+
+
+def profile(spec: dict[str, Any], repeats: int, warmup: int, device: str = "cpu",
+            threads: int = 1) -> dict[str, Any]:
+    """Median seconds of every node of ``spec``'s graph on ``device``.
+
+    Nodes appear in the order of ``graphs.extract`` (inputs included, cost 0).
+    """
+    import torch
+
+    from . import graphs
+
+    if repeats < 1 or warmup < 0:
+        raise CostError(f"profile: repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
+    torch.set_num_threads(threads)
+    model, inputs = graphs.build_model(spec)
+    gm = graphs.trace(model).to(device)
+    inputs = tuple(x.to(device) for x in inputs)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    names, seconds, spreads = [], [], []
+    for node, fn, args, kwargs, _ in graphs.walk(gm, inputs):
+        if node.op == "get_attr":
+            continue
+        names.append(node.name)
+        if fn is None:
+            seconds.append(0.0)
+            spreads.append(0.0)
+            continue
+        with torch.no_grad():
+            for _ in range(warmup):
+                fn(*args, **kwargs)
+            sync()
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                fn(*args, **kwargs)
+                sync()
+                times.append(time.perf_counter() - t0)
+        seconds.append(statistics.median(times))
+        q = np.quantile(times, [0.25, 0.75]) if len(times) > 1 else [times[0], times[0]]
+        spreads.append(float(q[1] - q[0]))
+    return {
+        "model": spec, "device": device, "threads": threads, "repeats": repeats, "warmup": warmup,
+        "host": platform.node(), "processor": platform.processor() or platform.machine(),
+        "torch": torch.__version__, "names": names, "seconds": seconds, "iqr_seconds": spreads,
+        "total_seconds": float(sum(seconds)),
+    }
+
+
+def load_profile(path: str | Path, graph: dict[str, Any]) -> np.ndarray:
+    """Per-node seconds of a profile, checked against the graph's node names."""
+    prof = json.loads(Path(path).read_text())
+    names = [n["name"] for n in graph["nodes"]]
+    if prof["names"] != names:
+        raise CostError(f"profile {path} does not match the graph ({len(prof['names'])} vs {len(names)} "
+                        "nodes or different names): rerun the profile rule")
+    sec = np.asarray(prof["seconds"], dtype=float)
+    if not np.all(np.isfinite(sec)) or np.any(sec < 0):
+        raise CostError(f"profile {path}: non-finite or negative seconds")
+    return sec
+
+
+def _positive(spec: dict[str, Any], key: str, where: str) -> float:
+    v = spec.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
+        raise CostError(f"{where}.{key}: must be a positive finite number, got {v!r}")
+    return float(v)
+
+
+def roofline(graph: dict[str, Any], dev: dict[str, Any], where: str = "device") -> np.ndarray:
+    """Per-node seconds on a roofline device.
+
+    ``dev``: ``{"peak_gflops": float, "mem_gbps": float, "launch_us": float,
+    "efficiency": {op: fraction}, "default_efficiency": fraction}``.
+    """
+    peak = _positive(dev, "peak_gflops", where) * 1e9
+    bw = _positive(dev, "mem_gbps", where) * 1e9
+    launch = float(dev.get("launch_us", 0.0)) * 1e-6
+    if not np.isfinite(launch) or launch < 0:
+        raise CostError(f"{where}.launch_us: must be >= 0, got {dev.get('launch_us')!r}")
+    eff_default = float(dev.get("default_efficiency", 1.0))
+    eff = dict(dev.get("efficiency", {}))
+    for k, e in list(eff.items()) + [("default_efficiency", eff_default)]:
+        if not (0 < float(e) <= 1):
+            raise CostError(f"{where}.efficiency.{k}: must be in (0, 1], got {e!r}")
+    out = np.zeros(len(graph["nodes"]))
+    for i, n in enumerate(graph["nodes"]):
+        if n["op"] in FREE_OPS:
+            continue
+        e = float(eff.get(n["op"], eff_default))
+        # a lookup reads only the rows it gathers, not its whole table
+        params = 0 if n["op"] == "embedding" else n["param_bytes"]
+        moved = n["in_bytes"] + n["out_bytes"] + params
+        out[i] = n["flops"] / (peak * e) + moved / bw + launch
+    return out
+
+
+def device_costs(graph: dict[str, Any], dev: dict[str, Any], profiled: np.ndarray | None,
+                 where: str = "device") -> np.ndarray:
+    """Per-node seconds of one device of a pair: ``kind: profiled`` (this
+    machine's measured times, times ``scale``) or ``kind: roofline``."""
+    kind = dev.get("kind")
+    if kind == "profiled":
+        if profiled is None:
+            raise CostError(f"{where}: kind profiled needs a profile")
+        scale = float(dev.get("scale", 1.0))
+        if not (np.isfinite(scale) and scale > 0):
+            raise CostError(f"{where}.scale: must be positive, got {dev.get('scale')!r}")
+        return profiled * scale
+    if kind == "roofline":
+        return roofline(graph, dev, where)
+    raise CostError(f"{where}.kind: {kind!r} is not 'profiled' or 'roofline'")
+
+
+def link_seconds(nbytes: np.ndarray | float, link: dict[str, Any], where: str = "link") -> np.ndarray:
+    """Seconds to move ``nbytes`` over a link ``{"gbps": GB/s, "latency_us": µs}``."""
+    bw = _positive(link, "gbps", where) * 1e9
+    lat = float(link.get("latency_us", 0.0)) * 1e-6
+    if not np.isfinite(lat) or lat < 0:
+        raise CostError(f"{where}.latency_us: must be >= 0, got {link.get('latency_us')!r}")
+    return lat + np.asarray(nbytes, dtype=float) / bw
+
+
+def pair_costs(graph: dict[str, Any], pair: dict[str, Any], profiled: np.ndarray | None,
+               where: str = "pair") -> tuple[np.ndarray, np.ndarray]:
+    """``(compute [n_nodes, n_devices], transfer [n_nodes])`` seconds of a device pair."""
+    devs = pair["devices"]
+    compute = np.stack([device_costs(graph, d, profiled, f"{where}.devices[{i}]")
+                        for i, d in enumerate(devs)], axis=1)
+    out_bytes = np.array([n["out_bytes"] for n in graph["nodes"]], dtype=float)
+    transfer = link_seconds(out_bytes, pair["link"], f"{where}.link")
+    return compute, transfer

@@ -1,0 +1,200 @@
+"""HSDAG (Duan et al., NeurIPS 2024), reimplemented from the paper and the
+released code's structure (``Esthesia/HSDAG``: main.py, model.py, layer.py).
+
+Pipeline on the coarse graph (``coarsen.py``, ``features.py``):
+
+1. ``input_trans``: 2-layer MLP (hidden 128, LayerNorm inside);
+2. GCN encoder: ``gcn_layers`` layers of ``Â h W`` on the symmetrised graph with
+   self-loops (Â = D^-1/2 (A + I) D^-1/2), residual + LayerNorm;
+3. graph-parsing pooling (Graph Parsing Network, Song et al. 2024): every edge,
+   self-loops included, gets a score ``sigmoid(MLP(h_u ⊙ h_v))``; every node
+   keeps its highest-scoring edge (its dominant edge); the connected
+   components of the dominant edges are the clusters.  A node whose dominant
+   edge is its self-loop stays alone, so the number of clusters is learned.
+   The clusters become the nodes of the next level (sum pooling through
+   DeepSets MLPs, scaled by the mean score of the cluster's dominant edges so
+   that the edge scorer receives gradients); repeated until a level merges
+   nothing (or ``max_levels``);
+4. policy per cluster: Linear(·, 128) → ReLU → Linear(128, #devices) →
+   softmax; one device sampled per cluster and copied to its operators;
+5. REINFORCE, reward 1 / latency: per episode ``samples`` placements; the
+   released code's loss is ``-(Σ_t log π_t) · Σ_i γ^i r_(T-1-i)`` (no
+   baseline); ``baseline: moving_average`` uses ``-(Σ_t log π_t (r_t - b))``
+   with ``b`` an exponential moving average of the rewards.  Between samples
+   of an episode the node features move by the (detached) cluster embedding
+   of their cluster, as in the released code (``state_update``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .features import coarse_features
+from .problem import BudgetExhausted, Problem
+
+
+def _dense_adj(n: int, edges) -> torch.Tensor:
+    a = torch.zeros(n, n)
+    for u, v in edges:
+        if u != v:
+            a[u, v] = a[v, u] = 1.0
+    return a
+
+
+def _norm_adj(a: torch.Tensor) -> torch.Tensor:
+    a = a + torch.eye(a.shape[0])
+    d = a.sum(1).rsqrt()
+    return d[:, None] * a * d[None, :]
+
+
+def _components(n: int, pairs: np.ndarray) -> np.ndarray:
+    """Connected-component label (0..C-1, in order of first node) of each node."""
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for u, v in pairs:
+        ru, rv = find(int(u)), find(int(v))
+        if ru != rv:
+            parent[max(ru, rv)] = min(ru, rv)
+    roots = [find(i) for i in range(n)]
+    label: dict[int, int] = {}
+    return np.array([label.setdefault(r, len(label)) for r in roots], dtype=np.int64)
+
+
+class MLP(nn.Module):
+    def __init__(self, i: int, h: int, o: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(i, h), nn.LayerNorm(h), nn.ReLU(), nn.Linear(h, o))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+class GCN(nn.Module):
+    def __init__(self, h: int, layers: int):
+        super().__init__()
+        self.lins = nn.ModuleList(nn.Linear(h, h) for _ in range(layers))
+        self.norm = nn.LayerNorm(h)
+
+    def forward(self, x, ahat):
+        h = x
+        for i, lin in enumerate(self.lins):
+            h = ahat @ lin(h)
+            if i < len(self.lins) - 1:
+                h = torch.relu(h)
+        return self.norm(x + h)
+
+
+class HSDAGNet(nn.Module):
+    def __init__(self, in_dim: int, n_devices: int, hidden: int = 128, gcn_layers: int = 2,
+                 max_levels: int = 8, pooling: bool = True):
+        super().__init__()
+        self.input_trans = MLP(in_dim, hidden, hidden)
+        self.gnn = GCN(hidden, gcn_layers)
+        self.edge_net = MLP(hidden, hidden, 1)
+        self.pre = nn.Linear(hidden, hidden)
+        self.post = nn.Linear(hidden, hidden)
+        self.post_norm = nn.LayerNorm(hidden)
+        self.out_trans = nn.Linear(hidden, in_dim)
+        self.policy = nn.Sequential(nn.Linear(hidden, 128), nn.ReLU(), nn.Linear(128, n_devices))
+        self.max_levels, self.pooling = max_levels, pooling
+
+    def forward(self, x: torch.Tensor, adj: torch.Tensor):
+        """Returns (logits [C, D], cluster of each input node [N], cluster embeddings [C, in_dim])."""
+        h = self.input_trans(x)
+        assign = np.arange(x.shape[0])
+        for _ in range(self.max_levels if self.pooling else 0):
+            n = h.shape[0]
+            hg = self.gnn(h, _norm_adj(adj))
+            iu, iv = torch.nonzero(torch.triu(adj, 1), as_tuple=True)
+            loops = torch.arange(n)
+            su = torch.cat([iu, loops])
+            sv = torch.cat([iv, loops])
+            score = torch.sigmoid(self.edge_net(hg[su] * hg[sv])).squeeze(-1)
+            # dominant edge of every node: its best incident edge (self-loop included)
+            ends = torch.cat([su, sv[: iu.numel()]])
+            other = torch.cat([sv, su[: iu.numel()]])
+            sc = torch.cat([score, score[: iu.numel()]])
+            best = torch.full((n,), -1.0).scatter_reduce(0, ends, sc.detach(), "amax")
+            is_best = sc.detach() == best[ends]
+            # ties: keep the first dominant edge per node
+            first = {}
+            for e in torch.nonzero(is_best).squeeze(-1).tolist():
+                first.setdefault(int(ends[e]), e)
+            dom = np.array([(int(ends[e]), int(other[e])) for e in first.values()])
+            label = _components(n, dom)
+            c = int(label.max()) + 1
+            if c == n:
+                h = hg
+                break
+            lab = torch.from_numpy(label)
+            s = torch.zeros(n, c).index_put_((torch.arange(n), lab), torch.tensor(1.0))
+            dom_score = sc[list(first.values())]
+            node_score = torch.zeros(c).index_add(0, lab, dom_score) / s.sum(0)
+            pooled = s.t() @ self.pre(hg)
+            h = self.post_norm(pooled + self.post(torch.relu(pooled))) * node_score[:, None]
+            adj = ((s.t() @ adj @ s) > 0).float()
+            adj.fill_diagonal_(0.0)
+            assign = label[assign]
+        else:
+            h = self.gnn(h, _norm_adj(adj)) if not self.pooling else h
+        return self.policy(h), assign, self.out_trans(h)
+
+
+def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[str, Any]:
+    """Run HSDAG until the evaluation budget is spent; returns the run record."""
+    torch.manual_seed(seed)
+    drop = tuple(opts.get("drop_features", ()))
+    x0 = torch.from_numpy(coarse_features(problem.graph, problem.group, problem.cedges, drop))
+    adj = _dense_adj(problem.n_groups, problem.cedges)
+    net = HSDAGNet(x0.shape[1], problem.n_devices, hidden=int(opts.get("hidden", 128)),
+                   gcn_layers=int(opts.get("gcn_layers", 2)), max_levels=int(opts.get("max_levels", 8)),
+                   pooling=bool(opts.get("pooling", True)))
+    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
+    samples, gamma = int(opts.get("samples", 20)), float(opts.get("discount", 0.95))
+    use_baseline = opts.get("baseline", "none") == "moving_average"
+    decay = float(opts.get("baseline_decay", 0.9))
+    state_update = bool(opts.get("state_update", True))
+    baseline = None
+    clusters_seen = []
+    episode = 0
+    while problem.left > 0:
+        x = x0.clone()
+        logps, rewards = [], []
+        for _ in range(min(samples, problem.left)):
+            logits, assign, emb = net(x, adj)
+            dist = torch.distributions.Categorical(logits=logits)
+            act = dist.sample()
+            logps.append(dist.log_prob(act).sum())
+            lat = float(problem.evaluate_groups(act.numpy()[assign])[0])
+            rewards.append(1.0 / lat)
+            clusters_seen.append(int(logits.shape[0]))
+            if state_update:
+                x = x + emb.detach()[torch.from_numpy(assign)]
+        r = torch.tensor(rewards)
+        lp = torch.stack(logps)
+        if use_baseline:
+            if baseline is None:
+                baseline = float(r.mean())
+            loss = -(lp * (r - baseline)).sum()
+            baseline = decay * baseline + (1 - decay) * float(r.mean())
+        else:
+            ret = sum(float(v) * gamma**i for i, v in enumerate(reversed(rewards)))
+            loss = -lp.sum() * ret
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        episode += 1
+        if log:
+            log(f"episode {episode}: best {problem.best * 1e3:.3f} ms, clusters {clusters_seen[-1]}")
+    return {"episodes": episode, "clusters_mean": float(np.mean(clusters_seen)),
+            "clusters_last": clusters_seen[-1]}
