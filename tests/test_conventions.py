@@ -241,3 +241,19 @@ def test_a_rank_error_comes_first_when_it_is_the_root_cause():
     causes = root_causes(tail.splitlines())
     assert causes[0] == "rank 0 failed first (exit code 1 (pid: 7))"
     assert causes[1] == "rank 0: RuntimeError: Found no NVIDIA driver on your system."
+
+
+@pytest.mark.slow
+def test_an_nccl_job_names_its_cause_first(tmp_path, digits_dir):
+    spec = baseline_spec(backend="nccl", steps=2)
+    r = train_cli(spec, tmp_path, data=digits_dir)
+    if torch.cuda.device_count() >= spec["n_workers"]:  # a GPU machine: the job runs
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert (tmp_path / "run/manifest.json").exists()
+        return
+    assert r.returncode != 0
+    first = next(line for line in r.stderr.splitlines() if line.startswith("distlab:"))
+    after = r.stderr.split(first, 1)[1].splitlines()[:3]
+    assert "failed first" in first
+    assert any("NVIDIA driver" in line or "CUDA" in line for line in after), after
+    assert not (tmp_path / "run/manifest.json").exists()

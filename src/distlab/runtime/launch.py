@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections import deque
 from collections.abc import Sequence
@@ -121,6 +123,19 @@ def run_torchrun(module_args: Sequence[str], nprocs: int, threads: int | None, t
     whole process tree is killed).
     """
     cmd = torchrun_command(module_args, nprocs, threads, script)
+    # every rank's lines prefixed "[rankK]: ", so a cause can be attributed; torchrun's
+    # own copies of the tee'd streams go to a folder removed at the end
+    logdir = tempfile.mkdtemp(prefix="distlab-torchrun-")
+    cmd = [*cmd[:3], "--tee", "3", "--log-dir", logdir,
+           "--log-line-prefix-template", "[rank${rank}]: ", *cmd[3:]]
+    try:
+        _run(cmd, nprocs, threads, timeout_s, stream)
+    finally:
+        shutil.rmtree(logdir, ignore_errors=True)
+
+
+def _run(cmd: list[str], nprocs: int, threads: int | None, timeout_s: float,
+         stream: TextIO | None) -> None:
     threads = threads or os.cpu_count() or 1
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, threads // nprocs)),
            "DISTLAB_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
