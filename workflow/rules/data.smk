@@ -17,9 +17,11 @@ rule prepare_data:
         "benchmarks/data/{dataset}.tsv"
     threads: 1
     resources:
-        mem_mb=4000,
+        # the embedded sets are small; a hub image set is decoded in full once (uint8)
+        mem_mb=lambda w: 16000 if config["datasets"][w.dataset]["source"] == "hf" else 2000,
     shell:
-        "python -m distlab prepare-data --spec {params.spec:q} --out {params.out} --seed {params.seed} > {log} 2>&1"
+        "python -m distlab prepare-data --spec {params.spec:q} --out {params.out:q} --seed {params.seed:q} "
+        "> {log:q} 2>&1"
 
 
 rule data:
