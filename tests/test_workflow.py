@@ -42,6 +42,25 @@ def test_named_targets_resolve(target):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def _jobs(*args):
+    r = smk(*args, "-n", "--forceall", "--quiet", "rules")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return {line.split()[0] for line in r.stdout.splitlines()
+            if len(line.split()) == 2 and line.split()[1].isdigit()}
+
+
+# a paper's target needs only its own rules (plus data and its scorecard section)
+OWN = {"baseline": "baseline_", "pgc": "pgc_", "placement": "placement_",
+       "local_learning": "local_", "demo": "demo_"}
+
+
+@pytest.mark.parametrize("target", sorted(OWN))
+def test_a_paper_target_runs_only_its_own_jobs(target):
+    jobs = _jobs(target) - {target, "prepare_data", "scorecard_paper", "total"}
+    foreign = {j for j in jobs if not j.startswith(OWN[target])}
+    assert not foreign, f"{target} pulls in {foreign}"
+
+
 @pytest.mark.slow
 def test_tiny_end_to_end_run(tmp_path):
     work = tracked_copy(tmp_path / "repo")
