@@ -44,10 +44,11 @@ def _params(model: nn.Module) -> list[nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
 
 
-def _flat_grad(params, extra: torch.Tensor | None = None) -> torch.Tensor:
+def _flat_grad(params, extra: torch.Tensor | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Gradients (zeros where None) and ``extra`` in one flat buffer of ``dtype`` (default: the params')."""
     parts = [p.grad.reshape(-1) if p.grad is not None else torch.zeros_like(p).reshape(-1) for p in params]
     if extra is not None:
-        parts.append(extra.reshape(-1).to(parts[0].dtype))
+        parts.append(extra.reshape(-1).to(dtype or parts[0].dtype))
     return torch.cat(parts)
 
 
@@ -172,7 +173,7 @@ class PowerSGD(Method):
 
     def after_backward(self, w, loss):
         self.M[w] = [p.grad.reshape(e.shape) + e for p, e in zip(self.mat, self.err[w])]
-        self.vgrads[w] = _flat_grad(self.vec, loss.detach())
+        self.vgrads[w] = _flat_grad(self.vec, loss.detach(), self.params[0].dtype)
 
     @staticmethod
     def _orthonormalize(P: torch.Tensor) -> torch.Tensor:

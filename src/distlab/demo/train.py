@@ -217,7 +217,8 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime
     check_spec(spec)
     runtime = specs.runtime_defaults(runtime)
     out_dir = Path(out_dir)
-    device = torch.device("cpu")
+    # the N workers share this process's accelerator if it has one (paper scale), else the CPU
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     seed, model, train, evals, block, bs = _setup(spec, Path(data_dir), device)
     n = int(spec["n_workers"])
     cl = spec["cluster"]

@@ -1,0 +1,255 @@
+"""DeMo trainer: exact bytes per step, both backends computing the same thing,
+resume after a kill, spec and config checks, and the paper-scale config shrunk."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from conftest import ROOT, bin_path
+
+from distlab import specs
+from distlab.demo import checks, train
+from distlab.demo.methods import make_method
+from distlab.demo.optim import DeMo
+
+ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
+MODEL = {"name": "gpt", "n_layer": 1, "d_model": 64, "n_head": 2, "block_size": 16}
+
+
+@pytest.fixture(scope="module")
+def pydoc_dir(tmp_path_factory) -> Path:
+    from distlab.data import prepare_dataset
+
+    out = tmp_path_factory.mktemp("data") / "pydoc"
+    prepare_dataset({"name": "pydoc", "kind": "text", "source": "pydoc_topics", "val_fraction": 0.05,
+                     "test_fraction": 0.05}, out, seed=0)
+    return out
+
+
+def spec_for(method: str, **over) -> dict:
+    spec = {"experiment": "demo", "method": method, "backend": "simulated", "seed": 0, "model": MODEL,
+            "n_workers": 2, "batch_size": 2, "lr": 1e-3, "steps": 4, "eval_every": 2, "eval_batches": 1,
+            "dtype": "float32", "demo": {"topk": 8, "chunk": 64, "decay": 0.999, "weight_decay": 0.0},
+            "diloco": {"H": 2, "outer_lr": 0.7, "outer_momentum": 0.9}, "powersgd": {"rank": 2},
+            "cluster": {"compute": {"mode": "measured", "unit_seconds": 0.0, "scale": 1.0},
+                        "network": {"latency_s": 0.001, "bandwidth_Bps": 1e9},
+                        "straggler": {"model": "none"}}}
+    spec.update(over)
+    return specs.validate_spec(spec, train.SPEC_SCHEMA, "demo")
+
+
+def _run(spec, data, out, runtime=None) -> tuple[dict, pd.DataFrame]:
+    train.run_simulated(spec, data, out, runtime or {"checkpoint": {"every_s": 0, "every_steps": 0}})
+    return json.loads((out / "manifest.json").read_text()), pd.read_csv(out / "metrics.csv")
+
+
+def _n_params(spec) -> int:
+    return sum(p.numel() for p in train.build_lm(spec["model"], 256, torch.float32, 0).parameters())
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_bytes_per_step_are_exact_for_every_method(tmp_path, pydoc_dir, n):
+    results = {}
+    for method in ("adamw", "demo", "demo-compact", "powersgd", "diloco"):
+        spec = spec_for(method, n_workers=n)
+        man, m = _run(spec, pydoc_dir, tmp_path / f"{method}{n}")
+        results[method] = (man, m)
+        assert m["loss"].notna().all() and np.isfinite(man["final"]["val_loss"])
+    P = _n_params(spec_for("adamw"))
+    grad = (P + 1) * 4  # the gradient and the step's loss in one fp32 buffer
+    man, m = results["adamw"]
+    assert (m["payload_bytes"] == grad).all()
+    assert np.allclose(m["bytes"], 2 * (n - 1) / n * grad) and (m["rounds"] == 2 * (n - 1)).all()
+    model = train.build_lm(MODEL, 256, torch.float32, 0)
+    for method, enc in (("demo", "reference"), ("demo-compact", "compact")):
+        payload = DeMo(model.parameters(), lr=1e-3, compression_topk=8, encoding=enc).payload_nbytes() + 4
+        man, m = results[method]
+        assert (m["payload_bytes"] == payload).all() and man["payload_bytes_per_step"] == payload
+        assert (m["bytes"] == (n - 1) * payload).all() and (m["rounds"] == n - 1).all()
+    ref, compact = (results[k][0]["payload_bytes_per_step"] for k in ("demo", "demo-compact"))
+    assert compact <= 0.5 * ref
+    man, m = results["diloco"]  # one all-reduce of the parameters every H = 2 steps
+    assert list(m["bytes"] > 0) == [False, True, False, True]
+    assert np.allclose(m.loc[m["bytes"] > 0, "bytes"], 2 * (n - 1) / n * grad)
+    man, m = results["powersgd"]
+    assert (m["rounds"] == 4 * (n - 1)).all()  # two all-reduces a step
+    assert np.allclose(m["bytes"], 2 * (n - 1) / n * man["payload_bytes_per_step"])
+    assert man["payload_bytes_per_step"] < grad / 3
+
+
+def test_paired_seeds_start_from_the_same_weights_and_data(tmp_path, pydoc_dir):
+    a = _run(spec_for("adamw"), pydoc_dir, tmp_path / "a")[1]
+    d = _run(spec_for("demo"), pydoc_dir, tmp_path / "d")[1]
+    assert a["loss"].iloc[0] == d["loss"].iloc[0] and a["val_loss"].iloc[0] == d["val_loss"].iloc[0]
+    other = _run(spec_for("demo", seed=1), pydoc_dir, tmp_path / "s1")[1]
+    assert other["loss"].iloc[0] != d["loss"].iloc[0]
+
+
+def test_simulated_demo_equals_a_loop_of_replicas(pydoc_dir):
+    """The simulated backend keeps one model and N momenta; N full replicas give the same parameters."""
+    from distlab.data import load_split, text_batch
+    from distlab.models import lm_loss
+
+    spec = spec_for("demo", dtype="float64")
+    tokens = load_split(pydoc_dir, "train")["tokens"]
+    shared = train.build_lm(MODEL, 256, torch.float64, 0)
+    comm = train.SimComm(2, train.ByteLedger(), train.NetworkModel())
+    method = make_method(shared, 2, spec, comm)
+    replicas = [train.build_lm(MODEL, 256, torch.float64, 0) for _ in range(2)]
+    opts = [DeMo(r.parameters(), lr=1e-3, compression_topk=8) for r in replicas]
+    for step in range(3):
+        for w in range(2):
+            x, y = text_batch(tokens, 16, 2, 0, w, step)
+            shared.zero_grad(set_to_none=True)
+            loss = lm_loss(shared(x), y)
+            loss.backward()
+            method.after_backward(w, loss.detach())
+            replicas[w].zero_grad(set_to_none=True)
+            lm_loss(replicas[w](x), y).backward()
+        method.update(step)
+        g = torch.stack([o.encode() for o in opts])
+        for o in opts:
+            o.apply(g)
+    for r in replicas:
+        for a, b in zip(shared.parameters(), r.parameters()):
+            assert torch.equal(a, b)
+
+
+def test_a_killed_run_resumes_to_the_same_result(tmp_path, pydoc_dir, monkeypatch):
+    spec = spec_for("demo", steps=6)
+    _, full = _run(spec, pydoc_dir, tmp_path / "full")
+    real = train._worker_grad
+    calls = {"n": 0}
+
+    def dying(method, w, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2 * 4 + 1:  # the first worker of step 4
+            raise KeyboardInterrupt("killed")
+        return real(method, w, *a, **k)
+
+    monkeypatch.setattr(train, "_worker_grad", dying)
+    rt = {"checkpoint": {"every_s": 0, "every_steps": 1}}
+    with pytest.raises(KeyboardInterrupt):
+        train.run_simulated(spec, pydoc_dir, tmp_path / "killed", rt)
+    assert (tmp_path / "killed/checkpoint.pt").exists() and not (tmp_path / "killed/manifest.json").exists()
+    monkeypatch.setattr(train, "_worker_grad", real)
+    man, resumed = _run(spec, pydoc_dir, tmp_path / "killed", rt)
+    assert man["resumed"] == 1
+    for col in ("loss", "val_loss", "bytes", "payload_bytes"):
+        assert np.array_equal(full[col].to_numpy(), resumed[col].to_numpy(), equal_nan=True), col
+    # a checkpoint of another spec is not continued
+    with pytest.raises(KeyboardInterrupt):
+        monkeypatch.setattr(train, "_worker_grad", dying)
+        calls["n"] = 0
+        train.run_simulated(spec, pydoc_dir, tmp_path / "other", rt)
+    monkeypatch.setattr(train, "_worker_grad", real)
+    man, m = _run(spec_for("demo", steps=6, lr=2e-3), pydoc_dir, tmp_path / "other", rt)
+    assert "resumed" not in man and len(m) == 6
+
+
+@pytest.mark.parametrize("over, key", [
+    ({"method": "sgd"}, "method"), ({"lr": float("nan")}, "lr"), ({"n_workers": 0}, "n_workers"),
+    ({"model": {"name": "gpt", "width": 3}}, "width"), ({"demo": {"topk": 0}}, "demo.topk")])
+def test_bad_specs_are_refused_naming_the_key(over, key):
+    with pytest.raises(specs.SpecError, match=key):
+        over = dict(over)
+        spec_for(over.pop("method", "demo"), **over)
+
+
+def test_cross_field_spec_rules(pydoc_dir, tmp_path):
+    with pytest.raises(specs.SpecError, match="diloco"):
+        train.run_simulated(spec_for("diloco", steps=3), pydoc_dir, tmp_path / "x")
+    with pytest.raises(specs.SpecError, match="simulated backend only"):
+        train.check_spec(spec_for("diloco", backend="gloo"))
+
+
+def _config() -> dict:
+    return yaml.safe_load((ROOT / "config/config.yaml").read_text())
+
+
+def test_config_checks_name_the_key():
+    cfg = _config()
+    assert checks.check(cfg) == []
+    bad = json.loads(json.dumps(cfg))
+    bad["demo"]["lr"].pop("powersgd")
+    bad["demo"]["steps"] = 95
+    bad["demo"]["dataset"] = "digits"
+    bad["demo"]["real"]["methods"] = ["demo", "diloco"]
+    bad["demo"]["networks"].pop("wan")
+    msgs = "\n".join(checks.check(bad))
+    for key in ("demo.lr.powersgd", "demo.steps", "demo.dataset", "demo.real.methods", "demo.networks"):
+        assert key in msgs
+
+
+def test_config_schema_refuses_bad_values(tmp_path):
+    from distlab.checks import schema_errors
+
+    cfg = _config()
+    cfg["demo"]["methods"] = ["demo", "demo"]
+    cfg["demo"]["lr"]["demo"] = -1.0
+    cfg["demo"]["networks"]["wan"]["latency_s"] = float("nan")
+    errs = "\n".join(schema_errors(cfg, ROOT / "workflow/schemas"))
+    assert "demo.methods" in errs and "demo.lr.demo" in errs and "demo.networks.wan.latency_s" in errs
+
+
+@pytest.mark.slow
+def test_gloo_two_processes_match_the_simulated_run_and_stay_identical(tmp_path, pydoc_dir):
+    spec = spec_for("demo", backend="gloo", steps=3)
+    cmd = [sys.executable, "-m", "distlab", "train", "--experiment", "demo", "--threads", "2",
+           "--spec", json.dumps(spec), "--runtime", json.dumps({"timeout_s": 60, "job_timeout_s": 600}),
+           "--data", str(pydoc_dir), "--out", str(tmp_path / "gloo")]
+    r = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    man = json.loads((tmp_path / "gloo/manifest.json").read_text())
+    assert man["backend"] == "gloo" and man["clock"] == "measured"
+    assert man["params_max_abs_diff_across_ranks"] == 0.0
+    real = pd.read_csv(tmp_path / "gloo/metrics.csv")
+    _, sim = _run(spec_for("demo", steps=3), pydoc_dir, tmp_path / "sim")
+    assert np.allclose(real["loss"], sim["loss"], atol=1e-5)
+    assert (real["bytes"] == sim["bytes"]).all()  # one accounting rule
+    assert abs(man["final"]["val_loss"] - json.loads((tmp_path / "sim/manifest.json").read_text())["final"]["val_loss"]) < 1e-4
+
+
+def test_paper_config_runs_shrunk(tmp_path, monkeypatch):
+    """config/paper.yaml's DeMo experiment: its data set through datasets.load_dataset (a tiny
+    in-memory stand-in), its OLMo-shaped model with tiny shapes, a few steps, on CPU."""
+    import datasets
+
+    from distlab.data import prepare_dataset
+
+    paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())
+    d = paper["demo"]
+    ds_spec = {"name": d["dataset"], **paper["datasets"][d["dataset"]]}
+    text = ["The quick brown fox jumps over the lazy dog. " * 20 + str(i) for i in range(60)]
+    fake = datasets.DatasetDict({ds_spec.get("train_split", "train"):
+                                 datasets.Dataset.from_dict({ds_spec.get("text_key", "text"): text})})
+    seen = {}
+
+    def load_dataset(path, name=None, *a, **k):
+        seen["args"] = (path, name)
+        return fake
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    prepare_dataset(ds_spec, tmp_path / "data", seed=paper["data_seed"])
+    assert seen["args"] == (ds_spec["hf_path"], ds_spec.get("hf_name"))
+    assert d["model"]["name"] == "olmo" and d["real"]["backend"] == "nccl"
+    assert checks.check(paper) == []
+    for method in d["methods"]:
+        model = {**d["model"], "n_layer": 1, "d_model": 32, "n_head": 2, "block_size": 16}
+        spec = spec_for(method, model=model, lr=d["lr"][method], batch_size=2, steps=2, eval_every=1,
+                        demo=d["demo"], adamw=d["adamw"], diloco={**d["diloco"], "H": 1},
+                        powersgd=d["powersgd"],
+                        n_workers=2, cluster={"compute": d["compute"], "network": paper["cluster"]["network"],
+                                              "straggler": {"model": "none"}})
+        man, m = _run(spec, tmp_path / "data", tmp_path / method)
+        assert len(m) == 2 and np.isfinite(man["final"]["val_loss"])
