@@ -276,3 +276,12 @@ def test_checks_refuse_roofline_keys_on_profiled_host():
     cfg = _cfg()
     cfg["placement"]["pairs"]["cpu_igpu"]["devices"][0]["peak_gflops"] = 5
     assert any("devices[0].peak_gflops" in e for e in check(cfg))
+
+
+def test_measured_cuda_times_replace_the_roofline_only_when_asked():
+    g = {"nodes": [_node("relu", flops=1e9, inb=1, outb=1)]}
+    dev = {"kind": "roofline", "peak_gflops": 1, "mem_gbps": 1, "measure_on_cuda": True}
+    assert costs.device_costs(g, dev, None, cuda=np.array([7e-6]))[0] == 7e-6
+    assert costs.device_costs(g, dev, None, cuda=None)[0] == pytest.approx(1.0 + 2e-9)   # no GPU: roofline
+    dev.pop("measure_on_cuda")
+    assert costs.device_costs(g, dev, None, cuda=np.array([7e-6]))[0] == pytest.approx(1.0 + 2e-9)

@@ -2,59 +2,19 @@
 # rules), every method on the shared simulator, the main and ablation tables,
 # learning curves, one learned placement, two-CPU real execution vs the simulator.
 
+from distlab.placement import wf as placement_wf
+
 PL = config.get("placement", {})
 PL_DIR = f"{RESULTS}/placement"
-
-
-def placement_methods():
-    """(pair, model, method) of every run: all methods on every pair, ablations on the default pair."""
-    out = []
-    for pair in PL["pairs"]:
-        for model in PL["models"]:
-            for m in PL["methods"]:
-                out.append((pair, model, m))
-            if pair == PL["default_pair"]:
-                out += [(pair, model, a) for a in PL["ablations"]]
-    return out
-
-
-def placement_runs():
-    return [f"{PL_DIR}/runs/{p}/{mo}/{me}.json" for p, mo, me in placement_methods()]
-
-
-def placement_spec(pair, model, method):
-    spec = {
-        "method": method, "pair_name": pair, "pair": PL["pairs"][pair],
-        "model_name": model, "model": PL["models"][model], "seeds": PL["seeds"],
-        "single_device": PL["single_device"], "hsdag": PL["hsdag"], "rnn": PL["rnn"],
-        "placeto": PL["placeto"],
-    }
-    return as_json(spec)
-
-
-def placement_options():
-    return as_json({"methods": PL["methods"], "default_pair": PL["default_pair"]})
-
-
-PL_TABLES = [f"{PAPER}/tables/placement_{t}.{ext}" for t in ("main", "graphs", "convergence")
-             for ext in ("csv", "md")]
-PL_ABLATION = [f"{PAPER}/tables/placement_ablation.{ext}" for ext in ("csv", "md")]
-PL_REAL = [f"{PAPER}/tables/placement_sim_error.{ext}" for ext in ("csv", "md")]
-PL_FIGS = [f"{PAPER}/figures/placement_curves.png", f"{PAPER}/figures/placement_learned.png"]
-
-
-def placement_outputs():
-    out = PL_TABLES + PL_FIGS
-    if PL.get("ablations"):
-        out += PL_ABLATION
-    if PL.get("real", {}).get("enabled", False) and PL["real"]["models"]:
-        out += PL_REAL
-    return out
+PL_T = placement_wf.tables(PAPER)
+PL_TABLES, PL_ABLATION, PL_REAL, PL_FIGS = PL_T["main"], PL_T["ablation"], PL_T["real"], PL_T["figures"]
+PL_OPTIONS = placement_wf.options(PL) if PL else "{}"
+PL_PIC_MODEL = placement_wf.models(PL)[0] if PL else ""
 
 
 if PL:
     register_tables("P2", {"placement": f"{PL_DIR}/summary.csv"})
-    register_outputs("P2", placement_outputs())
+    register_outputs("P2", placement_wf.outputs(PL, PAPER))
 
 
 wildcard_constraints:
@@ -87,7 +47,7 @@ rule placement_profile:
     output:
         f"{PL_DIR}/profiles/{{pl_model}}.json",
     params:
-        spec=lambda w: as_json({"model": PL["models"][w.pl_model], **PL["profile"]}),
+        spec=lambda w: placement_wf.profile_spec(PL, w.pl_model),
     conda:
         ENV
     log:
@@ -109,7 +69,7 @@ rule placement_run:
     output:
         f"{PL_DIR}/runs/{{pair}}/{{pl_model}}/{{pl_method}}.json",
     params:
-        spec=lambda w: placement_spec(w.pair, w.pl_model, w.pl_method),
+        spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method),
     conda:
         ENV
     log:
@@ -128,7 +88,7 @@ rule placement_run:
 rule placement_summarize:
     """Run files -> the summary table (one row per run and seed; the scorecard's input) and curves."""
     input:
-        placement_runs(),
+        placement_wf.runs(PL, PL_DIR),
     output:
         summary=f"{PL_DIR}/summary.csv",
         curves=f"{PL_DIR}/curves.csv",
@@ -153,8 +113,8 @@ rule placement_table_main:
     output:
         PL_TABLES,
     params:
-        options=placement_options(),
-        out=f"{PAPER}/tables",
+        options=PL_OPTIONS,
+        out=lambda w, output: os.path.dirname(output[0]),
     conda:
         ENV
     log:
@@ -176,8 +136,8 @@ rule placement_table_ablation:
     output:
         PL_ABLATION,
     params:
-        options=placement_options(),
-        out=f"{PAPER}/tables",
+        options=PL_OPTIONS,
+        out=lambda w, output: os.path.dirname(output[0]),
     conda:
         ENV
     log:
@@ -201,7 +161,7 @@ rule placement_fig_curves:
                caption="../report/placement_curves.rst", labels={"figure": "learning curves"}),
     params:
         inputs=lambda w, input: as_json({"curves": input.curves}),
-        options=placement_options(),
+        options=PL_OPTIONS,
     conda:
         ENV
     log:
@@ -214,9 +174,6 @@ rule placement_fig_curves:
     shell:
         "python -m distlab placement-figure --kind curves --inputs {params.inputs:q} --out {output:q} "
         "--options {params.options:q} > {log:q} 2>&1"
-
-
-PL_PIC_MODEL = next(iter(PL["models"])) if PL else ""
 
 
 rule placement_fig_placement:
@@ -317,5 +274,5 @@ rule placement_bench_sim:
 rule placement:
     """Every placement run, table and figure, and this paper's scorecard rows."""
     input:
-        placement_outputs(),
+        placement_wf.outputs(PL, PAPER),
         f"{PAPER}/scorecard/P2.md",

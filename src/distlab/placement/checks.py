@@ -35,13 +35,20 @@ def check(config: Mapping[str, Any]) -> list[str]:
                     if key not in d:
                         errs.append(f"{where}.{key}: a roofline device needs it")
             elif d.get("kind") == "profiled":
-                for key in ("peak_gflops", "mem_gbps", "launch_us", "efficiency", "default_efficiency"):
+                for key in ("peak_gflops", "mem_gbps", "launch_us", "efficiency", "default_efficiency",
+                            "measure_on_cuda"):
                     if key in d:
                         errs.append(f"{where}.{key}: only applies to kind roofline")
             for key in ("peak_gflops", "mem_gbps", "launch_us", "scale"):
                 v = d.get(key)
                 if isinstance(v, float) and not math.isfinite(v):
                     errs.append(f"{where}.{key}: must be finite, got {v}")
+    for key, pool in (("run_models", models), ("run_pairs", pairs)):
+        for name in p.get(key) or []:
+            if name not in pool:
+                errs.append(f"placement.{key}: {name!r} is not one of {sorted(pool)}")
+    if p.get("run_pairs") and p.get("default_pair") not in p["run_pairs"]:
+        errs.append(f"placement.run_pairs: must include the default pair {p.get('default_pair')!r}")
     methods = p.get("methods") or []
     if "cpu_only" not in methods:
         errs.append("placement.methods: cpu_only is needed (speedups are against it)")

@@ -44,8 +44,14 @@ def cmd_profile(a):
 
     from .costs import profile
 
-    p = profile(a.spec["model"], repeats=int(a.spec["repeats"]), warmup=int(a.spec["warmup"]),
-                device=a.spec.get("device", "cpu"))
+    import torch
+
+    p = profile(a.spec["model"], repeats=int(a.spec["repeats"]), warmup=int(a.spec["warmup"]))
+    p["cuda_seconds"] = None
+    if a.spec.get("cuda") and torch.cuda.is_available():  # a roofline device asks to be measured
+        c = profile(a.spec["model"], repeats=int(a.spec["repeats"]), warmup=int(a.spec["warmup"]),
+                    device="cuda")
+        p["cuda_seconds"], p["cuda_device"] = c["seconds"], torch.cuda.get_device_name()
     atomic_write_text(a.out, json.dumps(p))
     print(f"{a.spec['model']['name']}: {p['total_seconds'] * 1e3:.1f} ms summed over {len(p['names'])} nodes")
 

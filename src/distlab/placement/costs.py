@@ -93,6 +93,17 @@ def load_profile(path: str | Path, graph: dict[str, Any]) -> np.ndarray:
     return sec
 
 
+def load_cuda_profile(path: str | Path, graph: dict[str, Any]) -> np.ndarray | None:
+    """Per-node CUDA seconds of a profile, or None when it was taken without a GPU."""
+    prof = json.loads(Path(path).read_text())
+    cuda = prof.get("cuda_seconds")
+    if cuda is None:
+        return None
+    if len(cuda) != len(graph["nodes"]):
+        raise CostError(f"profile {path}: cuda_seconds has {len(cuda)} entries for {len(graph['nodes'])} nodes")
+    return np.asarray(cuda, dtype=float)
+
+
 def _positive(spec: dict[str, Any], key: str, where: str) -> float:
     v = spec.get(key)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v <= 0:
@@ -129,10 +140,14 @@ def roofline(graph: dict[str, Any], dev: dict[str, Any], where: str = "device") 
 
 
 def device_costs(graph: dict[str, Any], dev: dict[str, Any], profiled: np.ndarray | None,
-                 where: str = "device") -> np.ndarray:
+                 where: str = "device", cuda: np.ndarray | None = None) -> np.ndarray:
     """Per-node seconds of one device of a pair: ``kind: profiled`` (this
-    machine's measured times, times ``scale``) or ``kind: roofline``."""
+    machine's measured times, times ``scale``) or ``kind: roofline``; a
+    roofline device with ``measure_on_cuda: true`` takes the measured CUDA
+    times instead when the profile holds them (it was taken with a GPU)."""
     kind = dev.get("kind")
+    if kind == "roofline" and dev.get("measure_on_cuda") and cuda is not None:
+        return np.asarray(cuda, dtype=float)
     if kind == "profiled":
         if profiled is None:
             raise CostError(f"{where}: kind profiled needs a profile")
@@ -155,10 +170,10 @@ def link_seconds(nbytes: np.ndarray | float, link: dict[str, Any], where: str = 
 
 
 def pair_costs(graph: dict[str, Any], pair: dict[str, Any], profiled: np.ndarray | None,
-               where: str = "pair") -> tuple[np.ndarray, np.ndarray]:
+               where: str = "pair", cuda: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``(compute [n_nodes, n_devices], transfer [n_nodes])`` seconds of a device pair."""
     devs = pair["devices"]
-    compute = np.stack([device_costs(graph, d, profiled, f"{where}.devices[{i}]")
+    compute = np.stack([device_costs(graph, d, profiled, f"{where}.devices[{i}]", cuda)
                         for i, d in enumerate(devs)], axis=1)
     out_bytes = np.array([n["out_bytes"] for n in graph["nodes"]], dtype=float)
     transfer = link_seconds(out_bytes, pair["link"], f"{where}.link")

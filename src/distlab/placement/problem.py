@@ -36,8 +36,8 @@ class Problem:
 
     @classmethod
     def build(cls, graph: dict, pair: dict, profiled: np.ndarray | None, budget: int,
-              single_device: str = "allow") -> Problem:
-        compute, transfer = costs.pair_costs(graph, pair, profiled)
+              single_device: str = "allow", cuda: np.ndarray | None = None) -> Problem:
+        compute, transfer = costs.pair_costs(graph, pair, profiled, cuda=cuda)
         pinned = np.array([n["op"] == "input" for n in graph["nodes"]])
         sim = Simulator(graph["n_nodes"], graph["edges"], compute, transfer, pinned)
         group = coarsen.coarsen(graph["n_nodes"], graph["edges"])

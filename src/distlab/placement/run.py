@@ -83,7 +83,11 @@ def run(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Path, 
     graph = load_graph(graph_path)
     prof = costs.load_profile(profile_path, graph)
     budget = 1 if spec["method"] in DETERMINISTIC else budget_of(spec)
-    problem = Problem.build(graph, spec["pair"], prof, budget, spec.get("single_device", "allow"))
+    # the single-device rule is about what a search may return: the single-device
+    # baselines themselves (and HEFT's one schedule) are always scored as they are
+    rule = "allow" if spec["method"] in DETERMINISTIC else spec.get("single_device", "allow")
+    problem = Problem.build(graph, spec["pair"], prof, budget, rule,
+                            cuda=costs.load_cuda_profile(profile_path, graph))
     out = Path(out)
     ck_cfg = (runtime or {}).get("checkpoint", {"every_s": 0.0, "every_steps": 1})
     ck = Checkpointer(out.with_suffix(".ckpt"), spec=spec, every_s=float(ck_cfg.get("every_s", 0.0)),

@@ -1,0 +1,124 @@
+"""Device placement (P2) in the workflow: the whole config validated (schema and
+cross-field checks), a dry-run of config/paper.yaml, a shrunk run of the
+paper's settings through the job entry point, and a tiny end-to-end
+`snakemake placement` run."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT, bin_path, tracked_copy
+
+ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+SCHEMAS = ROOT / "workflow" / "schemas"
+
+
+def _config(name="config.yaml"):
+    return yaml.safe_load((ROOT / "config" / name).read_text())
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
+def test_configs_are_valid(name):
+    from distlab.checks import config_errors
+
+    cfg = _config("config.yaml")
+    if name == "paper.yaml":
+        cfg.update(_config(name))
+    assert [e for e in config_errors(cfg, SCHEMAS) if e.startswith("placement")] == []
+
+
+@pytest.mark.parametrize("edit, key", [
+    (lambda p: p["hsdag"].update(episodes=0), "placement"),                 # schema: minimum 1
+    (lambda p: p["hsdag"].update(lr=float("nan")), "placement"),
+    (lambda p: p.update(seeds=[0, 0]), "placement"),                       # uniqueItems
+    (lambda p: p.update(methods=["hsdag", "teleport"]), "placement"),
+    (lambda p: p.update(default_pair="tpu"), "placement.default_pair"),
+    (lambda p: p.update(run_models=["vgg"]), "placement.run_models"),
+    (lambda p: p["pairs"]["cpu_igpu"]["link"].update(gbps=0), "placement"),
+])
+def test_bad_placement_config_refused_naming_the_key(edit, key):
+    from distlab.checks import config_errors
+
+    cfg = _config()
+    edit(cfg["placement"])
+    errs = config_errors(cfg, SCHEMAS)
+    assert errs and any(key in e for e in errs), errs
+
+
+def _smk(*args, cwd=ROOT, timeout=300):
+    return subprocess.run(["snakemake", *args], cwd=cwd, env=ENV, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.mark.parametrize("cfg", [[], ["--configfile", "config/paper.yaml"]])
+def test_placement_target_dry_run(cfg):
+    r = _smk("-n", "--forceall", "placement", *cfg)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for rule in ("placement_graph", "placement_profile", "placement_run", "placement_summarize",
+                 "placement_table_main", "placement_table_ablation", "placement_fig_curves",
+                 "placement_fig_placement", "placement_real", "placement_table_real"):
+        assert rule in r.stdout, rule
+
+
+def test_paper_settings_shrunk_run(tmp_path):
+    """config/paper.yaml's placement settings (released-code rules: no baseline, parsing until
+    stable, single-device placements invalid) through the job entry point, on a shrunk BERT."""
+    from distlab.placement import costs, graphs
+    from distlab.placement.run import run
+
+    p = _config("paper.yaml")["placement"]
+    model = {"name": "bert", "batch": 1, "seq": 8, "layers": 1, "hidden": 16, "heads": 2, "ffn": 32,
+             "vocab": 30}
+    g = graphs.extract(model)
+    graphs.save_graph(g, tmp_path / "g.json")
+    (tmp_path / "p.json").write_text(json.dumps(costs.profile(model, repeats=1, warmup=0)))
+    hs = dict(p["hsdag"], episodes=2, samples=3)
+    for method in ("cpu_only", "hsdag", "rnn"):
+        spec = {"method": method, "pair_name": p["default_pair"], "pair": p["pairs"][p["default_pair"]],
+                "model_name": "bert", "model": model, "seeds": p["seeds"][:2],
+                "single_device": p["single_device"], "hsdag": hs, "rnn": dict(p["rnn"], samples=3),
+                "placeto": p["placeto"]}
+        out = run(spec, tmp_path / "g.json", tmp_path / "p.json", tmp_path / f"{method}.json")
+        res = json.loads(out.read_text())
+        assert [r["seed"] for r in res["rows"]] == p["seeds"][:2]
+        for r in res["rows"]:
+            assert r["evaluations"] == (1 if method == "cpu_only" else 6)
+            if method != "cpu_only":  # the released rule: a single-device placement is invalid
+                place = np.asarray(r["placement"])[1:]
+                assert r["latency_s"] < 1e9 and 0 < np.mean(place) < 1 or r["latency_s"] == 1e10
+
+
+@pytest.mark.slow
+def test_tiny_placement_end_to_end(tmp_path):
+    work = tracked_copy(tmp_path / "repo")
+    r = _smk("--cores", "2", "placement", "--configfile", "tests/configs/tiny.yaml", cwd=work, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    paper = work / "paper"
+    for f in ["tables/placement_main.md", "tables/placement_ablation.md", "tables/placement_graphs.md",
+              "tables/placement_convergence.md", "tables/placement_sim_error.md",
+              "figures/placement_curves.png", "figures/placement_learned.png", "scorecard/P2.md"]:
+        assert (paper / f).exists() and (paper / f).stat().st_size > 0, f
+    s = pd.read_csv(work / "results/placement/summary.csv")
+    tiny = yaml.safe_load((ROOT / "tests/configs/tiny.yaml").read_text())["placement"]
+    want = set(tiny["methods"]) | set(tiny["ablations"])
+    assert set(s.method) == want and set(s.clock) == {"simulated"}
+    assert (s.groupby(["pair", "model", "method"]).seed.nunique() == len(tiny["seeds"])).all()
+    cpu = s[s.method == "cpu_only"]
+    assert np.allclose(cpu.speedup_pct, 0.0)
+    # a searched method's best is never worse than the first placement it tried
+    curves = pd.read_csv(work / "results/placement/curves.csv")
+    assert (curves.groupby(["pair", "model", "method", "seed"]).best_ms.apply(
+        lambda c: bool(np.all(np.diff(c.to_numpy()) <= 0)))).all()
+    card = pd.read_csv(paper / "scorecard/P2.csv")
+    assert set(card.verdict) <= {"reproduced", "not reproduced", "inconclusive", "not run"}
+    real = pd.read_csv(paper / "tables/placement_sim_error.csv")
+    assert set(real.placement) == {"cpu_only", "heft", "alternate_groups"}
+    assert (real.measured_ms > 0).all() and (real.simulated_ms > 0).all()
