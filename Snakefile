@@ -25,6 +25,7 @@ include: "workflow/rules/baseline.smk"
 include: "workflow/rules/pgc.smk"
 include: "workflow/rules/placement.smk"
 include: "workflow/rules/demo.smk"
+include: "workflow/rules/local_learning.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/bench.smk"
 

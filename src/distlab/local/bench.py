@@ -1,0 +1,154 @@
+"""Throughput, memory and PC cost, measured on this machine.
+
+Throughput (``throughput``): for each repeat, every method runs once in a
+fresh interpreter (so each process's peak RSS is its own), in an order that
+rotates with the repeat (methods interleaved, so drift in the machine's load
+hits all of them).  A measurement runs ``warmup`` untimed ticks, then
+``measure`` timed ticks; it reports training tokens per second over the timed
+ticks and the peak RSS of all of its processes summed (RC's K workers plus
+the coordinator).  Tables keep every repeat, under the ``seed`` column (the
+repeat index), so ratios pair measurements taken back to back.
+
+PC cost (``pc_cost``): in one process, for each T of the grid and each
+variant, interleaved with BP on the same model and batch: seconds per
+training step (median of ``measure`` steps after ``warmup``), its ratio to
+BP's, and the cosine between PC's and BP's weight gradients on that batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ..runs import write_csv
+from .model import TextData, build_gpt, lm_loss, split_gpt
+from . import pc as pcmod
+from .rc import train_bp, train_rc_parallel, train_rc_sequential
+
+log = logging.getLogger(__name__)
+
+
+def measure_one(spec: dict, data_dir: str, warmup: int, measure: int, timeout: float) -> dict:
+    """One throughput measurement of ``spec`` in this process (no evaluation)."""
+    torch.set_num_threads(int(spec.get("threads", 1)))
+    spec = dict(spec, steps=warmup + measure, eval_every=10**9)
+    m = spec["model"]
+    data = TextData(data_dir, int(m["block_size"]), int(spec["batch_size"]), int(spec["seed"]),
+                    splits=("train",))
+    split = split_gpt(build_gpt(m, int(spec["seed"])), int(spec.get("sections", 1)))
+    if spec["method"] == "bp":
+        res = train_bp(spec, data, split)
+    elif spec.get("mode") == "sequential":
+        res = train_rc_sequential(spec, data, split)
+    else:
+        res = train_rc_parallel(spec, data_dir, data, split, timeout=timeout)
+    t0 = res.rows[warmup - 1]["time"] if warmup > 0 else 0.0
+    seconds = res.rows[-1]["time"] - t0
+    tokens = measure * int(spec["batch_size"]) * int(m["block_size"])
+    return {"tokens_per_s": tokens / seconds, "seconds": seconds, "peak_rss_mb": res.peak_rss_mb,
+            "processes": res.processes,
+            "rss_per_process_mb": res.rss_per_process_mb}
+
+
+def cpu_threads(spec: dict) -> int:
+    """Threads a measurement uses: the process's, or every section worker's."""
+    if spec.get("mode") == "parallel":
+        return int(spec.get("worker_threads", 1)) * int(spec["sections"])
+    return int(spec.get("threads", 1))
+
+
+def throughput(specs: dict[str, dict], data_dir: str, repeats: int, warmup: int, measure: int,
+               timeout: float, out: Path) -> pd.DataFrame:
+    names = list(specs)
+    rows = []
+    for r in range(repeats):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            arg = json.dumps({"spec": specs[name], "data_dir": str(data_dir), "warmup": warmup,
+                              "measure": measure, "timeout": timeout})
+            env = dict(os.environ, OMP_NUM_THREADS=str(specs[name].get("threads", 1)))
+            proc = subprocess.run([sys.executable, "-m", "distlab.local.bench", arg], env=env,
+                                  capture_output=True, text=True, timeout=timeout * 10)
+            if proc.returncode != 0:
+                raise RuntimeError(f"throughput measurement {name!r} failed:\n{proc.stderr[-2000:]}")
+            got = json.loads(proc.stdout.strip().splitlines()[-1])
+            log.info("repeat %d %s: %.0f tokens/s, peak RSS %.0f MB", r, name,
+                     got["tokens_per_s"], got["peak_rss_mb"])
+            rows.append({"method": name, "seed": r, "tokens_per_s": got["tokens_per_s"],
+                         "seconds": got["seconds"], "peak_rss_mb": got["peak_rss_mb"],
+                         "processes": got["processes"], "order": order.index(name),
+                         "n_layer": specs[name]["model"]["n_layer"],
+                         "cpu_threads": cpu_threads(specs[name])})
+    df = pd.DataFrame(rows)
+    write_csv(df, out)
+    return df
+
+
+def pc_cost(spec: dict, data_dir: str, Ts: list[int], variants: dict[str, dict], warmup: int,
+            measure: int, out: Path) -> pd.DataFrame:
+    """Seconds per step of PC for each (variant, T) against BP, and gradient fidelity."""
+    torch.set_num_threads(int(spec.get("threads", 1)))
+    m = spec["model"]
+    data = TextData(data_dir, int(m["block_size"]), int(spec["batch_size"]), int(spec["seed"]),
+                    splits=("train",))
+    split = split_gpt(build_gpt(m, int(spec["seed"])), 1)
+    layers, readout = pcmod.gpt_chain(split)
+    params = pcmod._params(list(layers) + [readout])
+    x, y = data.train_batch(0)
+    n_tok = y.numel()
+
+    def loss_sum(h):
+        return lm_loss(readout(h), y, reduction="sum")
+
+    def bp_step() -> torch.Tensor:
+        loss = lm_loss(split.forward(x), y)
+        return torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)])
+
+    def pc_step(variant: str, T: int) -> torch.Tensor:
+        cfg = variants[variant]
+        pcmod.pc_gradients(layers, loss_sum, readout, x, variant, T, float(cfg["eta"]),
+                           float(cfg["beta"]))
+        return torch.cat([p.grad.reshape(-1) / n_tok for p in params])
+
+    def timed(fn) -> tuple[float, torch.Tensor]:
+        times = []
+        for i in range(warmup + measure):
+            t0 = time.perf_counter()
+            g = fn()
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times), g
+
+    rows = []
+    for T in Ts:
+        for variant in variants:
+            bp_s, g_bp = timed(bp_step)  # BP re-measured beside every PC setting (interleaved)
+            pc_s, g_pc = timed(lambda: pc_step(variant, T))
+            cos = float(torch.nn.functional.cosine_similarity(g_pc, g_bp, dim=0))
+            rel = float((g_pc - g_bp).norm() / g_bp.norm())
+            log.info("PC %s T=%d: %.4f s/step, BP %.4f s/step, cos %.4f", variant, T, pc_s, bp_s, cos)
+            rows.append({"variant": variant, "T": T, "pc_s_per_step": pc_s, "bp_s_per_step": bp_s,
+                         "cost_ratio": pc_s / bp_s, "grad_cosine": cos, "grad_rel_error": rel,
+                         "n_layer": m["n_layer"], "eta": float(variants[variant]["eta"])})
+    df = pd.DataFrame(rows)
+    write_csv(df, out)
+    return df
+
+
+def _child(arg: str) -> None:
+    a = json.loads(arg)
+    got = measure_one(a["spec"], a["data_dir"], int(a["warmup"]), int(a["measure"]), float(a["timeout"]))
+    print(json.dumps(got))
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])

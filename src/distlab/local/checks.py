@@ -1,0 +1,65 @@
+"""Cross-field checks of the ``local_learning:`` config section (torch-free).
+
+``check(config)`` returns one ``"key: why"`` string per problem; the
+Snakefile's ``distlab.checks.check_config`` runs it before any job.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+S = "local_learning"
+
+
+def _model(out: list[str], key: str, m: dict) -> None:
+    if not isinstance(m, dict):
+        return
+    d, h = m.get("d_model"), m.get("n_head")
+    if isinstance(d, int) and isinstance(h, int) and h > 0 and d % h:
+        out.append(f"{key}.n_head: {h} does not divide {key}.d_model = {d}")
+
+
+def check(config: dict[str, Any]) -> list[str]:
+    c = config.get(S)
+    if not isinstance(c, dict):
+        return []
+    out: list[str] = []
+    datasets = config.get("datasets") or {}
+    name = c.get("dataset")
+    if name not in datasets:
+        out.append(f"{S}.dataset: {name!r} is not configured under datasets (configured: {sorted(datasets)})")
+    elif datasets[name].get("kind") != "text":
+        out.append(f"{S}.dataset: {name!r} is a {datasets[name].get('kind')!r} data set; "
+                   "the GPT needs a text data set")
+    steps = c.get("steps", 0)
+    if isinstance(c.get("warmup_steps"), int) and c["warmup_steps"] >= steps:
+        out.append(f"{S}.warmup_steps: {c['warmup_steps']} leaves no timed step of the {steps} steps")
+    rc, pc, bench = c.get("rc") or {}, c.get("pc") or {}, c.get("bench") or {}
+    for key, group in ((f"{S}.rc", rc), (f"{S}.pc", pc)):
+        _model(out, f"{key}.model", group.get("model"))
+        if "bp" not in (group.get("methods") or []):
+            out.append(f"{key}.methods: must include bp (every method is tested against it)")
+    _model(out, f"{S}.bench.model", bench.get("model"))
+    n_layer = (rc.get("model") or {}).get("n_layer")
+    k = rc.get("sections")
+    if isinstance(n_layer, int) and isinstance(k, int) and k > 0 and n_layer % k:
+        out.append(f"{S}.rc.sections: {k} sections do not divide rc.model.n_layer = {n_layer}")
+    bl = (bench.get("model") or {}).get("n_layer")
+    if isinstance(bl, int) and isinstance(k, int) and k > 0 and bl % k:
+        out.append(f"{S}.rc.sections: {k} sections do not divide bench.model.n_layer = {bl}")
+    if isinstance(steps, int) and isinstance(k, int) and isinstance(rc.get("delay"), int) \
+            and (k - 1) * rc["delay"] >= steps:
+        out.append(f"{S}.rc.delay: with {k} sections the last one would start after all {steps} steps")
+    for v in (m.split("-", 1)[1] for m in pc.get("methods") or [] if m.startswith("pc-")):
+        if v not in (pc.get("variants") or {}):
+            out.append(f"{S}.pc.variants.{v}: method pc-{v} is configured but has no settings (eta, beta)")
+    methods = bench.get("methods") or []
+    if "bp" not in methods or not ({"rc-par", "rc-thread"} & set(methods)):
+        out.append(f"{S}.bench.methods: must include bp and a parallel RC (rc-par or rc-thread)")
+    if "rc-par" in (rc.get("methods") or []) and rc.get("concurrency") == "thread" and "rc-thread" not in methods:
+        out.append(f"{S}.bench.methods: rc.concurrency is thread, so the benchmark needs rc-thread")
+    for key, m in ((f"{S}.rc.model", rc.get("model")), (f"{S}.pc.model", pc.get("model")),
+                   (f"{S}.bench.model", bench.get("model"))):
+        if isinstance(m, dict) and isinstance(m.get("block_size"), int) and m["block_size"] > 4096:
+            out.append(f"{key}.block_size: {m['block_size']} is beyond what this CPU study supports (4096)")
+    return out

@@ -1,0 +1,109 @@
+"""The local-learning subcommands of ``distlab`` (registered through ``register``).
+
+  local-summarize   run directories -> steps table + runs table
+  local-bench       throughput and memory (interleaved, repeated) or PC cost against T
+  local-nonident    the non-identifiability demonstrations (toy and trained model)
+  local-figure      one figure (loss-tokens, loss-time, throughput-memory, pc-cost, nonident)
+  local-table       the main table (ours beside the paper's values)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _json(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
+
+
+def cmd_summarize(a: argparse.Namespace) -> int:
+    from .summary import summarize
+
+    summarize([Path(p) for p in a.runs], a.steps_out, a.summary_out)
+    return 0
+
+
+def cmd_bench(a: argparse.Namespace) -> int:
+    from . import bench
+
+    o = a.options
+    if a.kind == "throughput":
+        bench.throughput(o["specs"], str(a.data), int(o["repeats"]), int(o["warmup"]),
+                         int(o["measure"]), float(o.get("timeout_s", 120)), a.out)
+    else:
+        bench.pc_cost(o["spec"], str(a.data), [int(t) for t in o["T"]], o["variants"],
+                      int(o["warmup"]), int(o["measure"]), a.out)
+    return 0
+
+
+def cmd_nonident(a: argparse.Namespace) -> int:
+    from . import nonident
+
+    nonident.run(a.model, a.spec, a.data, [float(s) for s in a.scales], a.out)
+    return 0
+
+
+FIGURES = {
+    "loss-tokens": "loss_vs_tokens",
+    "loss-time": "loss_vs_time",
+    "throughput-memory": "throughput_memory",
+    "pc-cost": "pc_cost",
+    "nonident": "nonident_figure",
+}
+
+
+def cmd_figure(a: argparse.Namespace) -> int:
+    from . import figures
+
+    getattr(figures, FIGURES[a.figure])(a.input, a.out)
+    return 0
+
+
+def cmd_table(a: argparse.Namespace) -> int:
+    from . import figures
+
+    figures.main_table(a.runs, a.throughput, a.claims, a.options, a.csv, a.md)
+    return 0
+
+
+def register(sub) -> None:
+    q = sub.add_parser("local-summarize", help="local learning: run directories -> tables")
+    q.add_argument("--runs", nargs="+", required=True)
+    q.add_argument("--steps-out", type=Path, required=True)
+    q.add_argument("--summary-out", type=Path, required=True)
+    q.set_defaults(func=cmd_summarize)
+
+    q = sub.add_parser("local-bench", help="local learning: throughput/memory or PC cost")
+    q.add_argument("kind", choices=["throughput", "pc-cost"])
+    q.add_argument("--options", type=_json, required=True)
+    q.add_argument("--data", type=Path, required=True)
+    q.add_argument("--out", type=Path, required=True)
+    q.set_defaults(func=cmd_bench)
+
+    q = sub.add_parser("local-nonident", help="local learning: non-identifiability demonstrations")
+    q.add_argument("--model", type=Path, required=True, help="a BP run's model.pt")
+    q.add_argument("--spec", type=_json, required=True, help="that run's spec")
+    q.add_argument("--data", type=Path, required=True)
+    q.add_argument("--scales", nargs="+", required=True)
+    q.add_argument("--out", type=Path, required=True)
+    q.set_defaults(func=cmd_nonident)
+
+    q = sub.add_parser("local-figure", help="local learning: one figure")
+    q.add_argument("figure", choices=sorted(FIGURES))
+    q.add_argument("--input", type=Path, required=True)
+    q.add_argument("--out", type=Path, required=True)
+    q.set_defaults(func=cmd_figure)
+
+    q = sub.add_parser("local-table", help="local learning: the main table")
+    q.add_argument("--runs", type=Path, required=True)
+    q.add_argument("--throughput", type=Path, required=True)
+    q.add_argument("--claims", type=Path, required=True)
+    q.add_argument("--options", type=_json, required=True)
+    q.add_argument("--csv", type=Path, required=True)
+    q.add_argument("--md", type=Path, required=True)
+    q.set_defaults(func=cmd_table)

@@ -1,0 +1,216 @@
+"""Figures and the main table of the local-learning experiment (one function per figure).
+
+Every figure is stamped *measured* (wall clock on this machine) with the
+number of seeds or repeats; bands and error bars are per-seed confidence
+intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import yaml
+
+from .. import plots, stats
+from ..tables import fmt_ci, write_table
+from . import nonident
+
+ORDER = ["bp", "rc-seq", "rc-par", "pc-fixed", "pc-strict"]
+NAMES = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-par": "RC (parallel)",
+         "pc-fixed": "PC (fixed prediction)", "pc-strict": "PC (strict)"}
+
+
+def _order(present) -> list[str]:
+    present = list(dict.fromkeys(present))
+    return [m for m in ORDER if m in present] + [m for m in present if m not in ORDER]
+
+
+def _groups(steps: pd.DataFrame) -> list[str]:
+    return sorted(steps["group"].unique(), key=lambda g: -int(steps[steps.group == g].n_layer.iloc[0]))
+
+
+def _loss_curves(steps: pd.DataFrame, x: str, xlabel: str, out: Path, note: str) -> None:
+    plots.set_style()
+    ev = steps.dropna(subset=["val_loss"])
+    groups = _groups(ev)
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.2), squeeze=False)
+    for ax, g in zip(axes[0], groups):
+        d = ev[ev.group == g]
+        n_seeds = d.seed.nunique()
+        if x == "time":  # per-run times differ: put every run on a common time grid
+            from ..figures._util import on_grid
+            d = on_grid(d, "time", "val_loss", ["method", "seed"], points=60)
+        plots.line_with_ci(d, x, "val_loss", "method", ax=ax, hue_order=_order(d.method))
+        ax.set_title(f"{g}: {int(ev[ev.group == g].n_layer.iloc[0])} layers, {n_seeds} seeds")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("held-out loss (nats/token)")
+        plots.label_provenance(ax, "measured", note)
+    plots.save(fig, out)
+
+
+def loss_vs_tokens(steps_csv: Path, out: Path) -> None:
+    _loss_curves(pd.read_csv(steps_csv), "tokens", "training tokens", out, "mean, 95% t band")
+
+
+def loss_vs_time(steps_csv: Path, out: Path) -> None:
+    _loss_curves(pd.read_csv(steps_csv), "time", "training wall time (s, evaluation excluded)",
+                 out, "this machine")
+
+
+def throughput_memory(throughput_csv: Path, out: Path) -> None:
+    df = pd.read_csv(throughput_csv)
+    plots.set_style()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    order = list(dict.fromkeys(df.method))
+    plots.bar_with_ci(df, "method", "tokens_per_s", None, ax=axes[0], order=order)
+    axes[0].set_ylabel("training tokens / s")
+    plots.bar_with_ci(df, "method", "peak_rss_mb", None, ax=axes[1], order=order)
+    axes[1].set_ylabel("peak RSS, all processes (MiB)")
+    for ax in axes:
+        ax.set_xlabel("")
+        ax.tick_params(axis="x", rotation=20)
+        plots.label_provenance(ax, "measured", f"{df.seed.nunique()} interleaved repeats")
+    plots.save(fig, out)
+
+
+def pc_cost(pc_csv: Path, out: Path) -> None:
+    df = pd.read_csv(pc_csv)
+    plots.set_style()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    for v, d in df.groupby("variant"):
+        d = d.sort_values("T")
+        axes[0].plot(d["T"], d["cost_ratio"], marker="o", label=v)
+        axes[1].plot(d["T"], d["grad_cosine"], marker="o", label=v)
+    axes[0].axhline(1.0, color="0.5", lw=0.8, ls="--")
+    axes[0].set_ylabel("seconds per step / BP's")
+    axes[1].set_ylabel("cosine(PC gradient, BP gradient)")
+    axes[1].set_ylim(-0.05, 1.05)
+    for ax in axes:
+        ax.set_xlabel("inference iterations T")
+        ax.legend(title="PC variant")
+        plots.label_provenance(ax, "measured", f"{int(df.n_layer.iloc[0])} layers, medians")
+    plots.save(fig, out)
+
+
+def nonident_figure(json_path: Path, out: Path) -> None:
+    res = nonident.load(json_path)
+    plots.set_style()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    ax = axes[0]
+    h = np.linspace(-1.4, 1.4, 200)
+    toy = res["toy"]
+    y = 0.25  # the toy's target, as in nonident.toy
+    ax.plot(h, (h**2 - y) ** 2, color="0.3")
+    for r in toy:
+        ax.annotate("", xy=(r["h"] - 0.15 * np.sign(r["upstream_grad"]), r["loss"]),
+                    xytext=(r["h"], r["loss"]), arrowprops={"arrowstyle": "->", "color": "C3"})
+        ax.plot([r["h"]], [r["loss"]], "o", color="C0")
+        ax.text(r["h"], r["loss"] + 0.12, f"dL/da={r['readout_grad']:.2f}\ndL/dh={r['upstream_grad']:.2f}",
+                ha="center", fontsize=7)
+    ax.set_xlabel("internal state h")
+    ax.set_ylabel("loss (a h² − y)²")
+    ax.set_title("toy: same output and readout gradient, opposite dL/dh")
+    m = pd.DataFrame(res["model"])
+    ax = axes[1]
+    long = pd.concat([
+        m.assign(quantity="readout report", value=m["report_rel_diff"]),
+        m.assign(quantity="dL/dh at the section's output", value=m["state_grad_rel_diff"]),
+        m.assign(quantity="section's weight gradient", value=m["section_grad_rel_diff"]),
+    ])
+    long["scale"] = long["scale"].map(lambda s: f"s = {s:g}")
+    import seaborn as sns
+    sns.barplot(data=long, x="scale", y="value", hue="quantity", ax=ax, errorbar=None)
+    ax.set_yscale("symlog", linthresh=1e-4)
+    ax.set_ylabel("relative change vs the trained model")
+    ax.set_xlabel("residual stream rescaled by s (same function)")
+    ax.set_title(f"trained {res['source']['n_layer']}-layer GPT, {res['source']['sections']} sections")
+    ax.legend(fontsize=7)
+    plots.label_provenance(fig, "measured", "exact arithmetic on one held-out batch")
+    plots.save(fig, out)
+
+
+# ----------------------------------------------------------------------- main table
+
+
+def _p3_claims(claims_path: Path) -> dict[str, dict]:
+    claims = yaml.safe_load(Path(claims_path).read_text()) or []
+    if isinstance(claims, dict):
+        claims = claims.get("claims", [])
+    return {c["id"]: c for c in claims if c.get("paper") == "P3"}
+
+
+def _margin(claims: dict[str, dict], group: str) -> float:
+    """The non-inferiority margin declared in the claims file for this group's test."""
+    cid = f"local.{group}.noninferior"
+    if cid not in claims or "margin" not in claims[cid]:
+        raise ValueError(f"config/claims.yaml: claim {cid!r} with a margin is needed for the main table")
+    return float(claims[cid]["margin"])
+
+
+def _paired(df: pd.DataFrame, metric: str, a: str, b: str) -> pd.DataFrame:
+    return stats.pair_by_seed(df, metric, {"method": a}, {"method": b})
+
+
+def main_table(runs_csv: Path, throughput_csv: Path, claims_path: Path, options: dict,
+               csv_out: Path, md_out: Path) -> pd.DataFrame:
+    """One row per method: throughput ratio to BP (CI over repeats), peak memory, held-out loss
+    (CI over seeds), the non-inferiority and TOST verdicts against BP, and the paper's values."""
+    runs = pd.read_csv(runs_csv)
+    thr = pd.read_csv(throughput_csv)
+    claims = _p3_claims(claims_path)
+    paper = {cid: c.get("paper_value") for cid, c in claims.items()}
+    alpha = float(options["alpha"])
+    rows = []
+    thr_of = {"rc-par": options.get("throughput_method", "rc-par"), "bp": "bp", "rc-seq": "rc-seq"}
+    for group in sorted(runs.group.unique()):
+        g = runs[runs.group == group]
+        for method in _order(g.method):
+            r = g[g.method == method]
+            ci = stats.t_interval(r["final_test_loss"].to_numpy())
+            row = {"group": group, "n_layer": int(r.n_layer.iloc[0]), "method": NAMES.get(method, method),
+                   "seeds": len(r), "test_loss": fmt_ci(ci.estimate, ci.low, ci.high),
+                   "run_tokens_per_s": float(r.tokens_per_s.median()),
+                   "run_peak_rss_mb": float(r.peak_rss_mb.median())}
+            tm = thr_of.get(method)
+            if tm in set(thr.method) and "bp" in set(thr.method) and int(r.n_layer.iloc[0]) == int(thr.n_layer.iloc[0]):
+                p = stats.pair_by_seed(thr, "tokens_per_s", {"method": tm}, {"method": "bp"})
+                rc = stats.t_interval((p["a"] / p["b"]).to_numpy())
+                row["throughput_ratio_vs_bp"] = fmt_ci(rc.estimate, rc.low, rc.high)
+                row["bench_peak_rss_mb"] = float(thr[thr.method == tm].peak_rss_mb.median())
+            if method != "bp" and "bp" in set(g.method):
+                p = _paired(g, "final_test_loss", method, "bp")
+                margin = _margin(claims, group)
+                ni = stats.noninferiority(p["a"], p["b"], margin, higher_is_better=False)
+                eq = stats.tost(p["a"], p["b"], margin)
+                d = stats.t_interval((p["a"] - p["b"]).to_numpy())
+                row["loss_minus_bp"] = fmt_ci(d.estimate, d.low, d.high)
+                row["noninferior_p"] = ni.p_value
+                row["tost_p"] = eq.p_value
+                row["verdict"] = (("non-inferior" if ni.p_value < alpha else "non-inferiority not shown")
+                                  + "; " + ("equivalent" if eq.p_value < alpha else "equivalence not shown")
+                                  + f" (margin {margin:g} nats, α {alpha:g})")
+            key = {"rc-par": "local.rc.throughput", "rc-seq": "local.rc.noninferior",
+                   "pc-fixed": "local.pc.noninferior", "pc-strict": "local.pc.noninferior"}.get(method)
+            if key and key in paper:
+                row["paper"] = _paper_text(method, paper)
+            rows.append(row)
+    df = pd.DataFrame(rows)
+    write_table(df, csv_out, md_out)
+    return df
+
+
+def _paper_text(method: str, paper: dict) -> str:
+    bits = []
+    for cid, label in (("local.rc.throughput", "throughput ×"), ("local.rc.memory", "peak memory"),
+                       ("local.rc.noninferior", "quality"), ("local.pc.cost", "PC cost ×"),
+                       ("local.pc.noninferior", "quality")):
+        if cid in paper and paper[cid] is not None:
+            if method.startswith("rc") and cid.startswith("local.rc"):
+                bits.append(f"{label} {paper[cid]}")
+            if method.startswith("pc") and cid.startswith("local.pc"):
+                bits.append(f"{label} {paper[cid]}")
+    return "; ".join(bits)

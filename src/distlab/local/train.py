@@ -1,0 +1,207 @@
+"""One local-learning training run: ``distlab train --experiment local --spec ...``.
+
+Methods: ``bp`` (end-to-end backprop), ``rc`` (readout-gradient consensus,
+``mode`` ``sequential`` or ``parallel``) and ``pc`` (predictive coding,
+``variant`` ``strict`` or ``fixed``).  Every method of a seed builds the same
+GPT with the same initial weights and reads the same training batches
+(batch ``i`` is a pure function of (seed, i)), so runs pair by seed.
+
+Outputs (through :class:`distlab.runs.RunRecorder`, manifest written last):
+``metrics.csv`` with one row per step (``tokens``, measured training ``time``
+without evaluation, training ``loss``, ``val_loss`` on evaluation steps) and
+``manifest.json`` with ``final`` (held-out ``val_loss`` and ``test_loss`` in
+nats per token), ``tokens_per_s`` after warm-up, and the peak RSS of every
+process of the run, summed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import torch
+
+from ..runs import RunRecorder
+from ..tables import atomic_output
+from . import pc as pcmod
+from .model import TextData, build_gpt, lm_loss, make_optimizer, seed_everything, split_gpt
+from .rc import (Evaluator, Result, eval_due, peak_rss_self_mb, train_bp, train_rc_parallel,
+                 train_rc_sequential, _row)
+
+log = logging.getLogger(__name__)
+
+_pos_int = {"type": "integer", "minimum": 1}
+_pos_num = {"type": "number", "exclusiveMinimum": 0}
+
+SPEC_SCHEMA = {
+    "type": "object",
+    "additionalProperties": True,
+    "properties": {
+        "experiment": {"const": "local"},
+        "method": {"enum": ["bp", "rc", "pc"]},
+        "mode": {"enum": ["sequential", "parallel"]},
+        "variant": {"enum": list(pcmod.VARIANTS)},
+        "group": {"type": "string", "pattern": "^[a-z0-9_]+$"},
+        "seed": {"type": "integer", "minimum": 0},
+        "model": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"name": {"const": "gpt"}, "n_layer": _pos_int, "n_head": _pos_int,
+                           "d_model": _pos_int, "block_size": _pos_int},
+            "required": ["n_layer", "n_head", "d_model", "block_size"],
+        },
+        "batch_size": _pos_int,
+        "steps": _pos_int,
+        "lr": _pos_num,
+        "betas": {"type": "array", "items": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+                  "minItems": 2, "maxItems": 2},
+        "weight_decay": {"type": "number", "minimum": 0},
+        "sections": _pos_int,
+        "delay": {"type": "integer", "minimum": 0, "maximum": 16},
+        "concurrency": {"enum": ["process", "thread"]},
+        "worker_threads": _pos_int,
+        "threads": _pos_int,
+        "warmup_steps": {"type": "integer", "minimum": 0},
+        "save_model": {"type": "boolean"},
+        "dataset": {"type": "string"},
+        "pc": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"T": _pos_int, "eta": {"type": "number", "exclusiveMinimum": 0,
+                                                  "maximum": 1},
+                           "beta": _pos_num},
+            "required": ["T", "eta", "beta"],
+        },
+        "eval_every": _pos_int,
+        "eval": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"batches": _pos_int, "batch_size": _pos_int, "final_batches": _pos_int},
+            "required": ["batches", "batch_size", "final_batches"],
+        },
+    },
+    "required": ["experiment", "method", "seed", "model", "batch_size", "steps", "lr",
+                 "eval_every", "eval"],
+    "allOf": [
+        {"if": {"properties": {"method": {"const": "rc"}}},
+         "then": {"required": ["mode", "sections", "delay"]}},
+        {"if": {"properties": {"method": {"const": "pc"}}},
+         "then": {"required": ["variant", "pc"]}},
+    ],
+}
+
+
+def check_spec(spec: dict) -> None:
+    """Cross-field checks the schema cannot express; ``ValueError`` naming the key."""
+    m = spec["model"]
+    if m["d_model"] % m["n_head"]:
+        raise ValueError(f"model.d_model: {m['d_model']} is not divisible by model.n_head = {m['n_head']}")
+    if spec["method"] == "rc" and m["n_layer"] % spec["sections"]:
+        raise ValueError(f"sections: {spec['sections']} does not divide model.n_layer = {m['n_layer']}")
+    for key in ("lr", "weight_decay"):
+        if key in spec and not math.isfinite(float(spec[key])):
+            raise ValueError(f"{key}: must be finite, got {spec[key]}")
+
+
+def train_pc(spec: dict, data: TextData, split, on_tick=None, evaluator=None) -> Result:
+    """PC on the whole chain (embedding, every block, readout); one AdamW on PC's gradients."""
+    layers, readout = pcmod.gpt_chain(split)
+    params = pcmod._params(list(layers) + [readout])
+    opt = make_optimizer(params, spec)
+    cfg = spec["pc"]
+    res = Result()
+    import time
+
+    for t in range(int(spec["steps"])):
+        t0 = time.perf_counter()
+        x, y = data.train_batch(t)
+        n_tok = y.numel()
+        # the natural PC energy sums over every token's value nodes, so the loss term is the
+        # summed cross-entropy; the weight gradients are then scaled to the mean, as in BP
+        info = pcmod.pc_gradients(
+            layers, lambda h: lm_loss(readout(h), y, reduction="sum"), readout, x,
+            spec["variant"], int(cfg["T"]), float(cfg["eta"]), float(cfg["beta"]))
+        for p in params:
+            if p.grad is not None:
+                p.grad.div_(n_tok)
+        opt.step()
+        res.train_s += time.perf_counter() - t0
+        row = _row(t, spec, res.train_s, {0: info["loss"] / n_tok})
+        row["pc_energy"] = info["energy"]
+        if evaluator is not None and eval_due(t, spec):
+            row["val_loss"] = evaluator.val_loss(split)
+        res.rows.append(row)
+        if on_tick:
+            on_tick(t, row)
+    res.peak_rss_mb = peak_rss_self_mb()
+    res.rss_per_process_mb = [res.peak_rss_mb]
+    return res
+
+
+def method_label(spec: dict) -> str:
+    if spec["method"] == "rc":
+        return "rc-par" if spec["mode"] == "parallel" else "rc-seq"
+    if spec["method"] == "pc":
+        return f"pc-{spec['variant']}"
+    return "bp"
+
+
+def run(spec: dict, data_dir: str | Path, runtime: dict | None = None) -> tuple[Result, dict, object]:
+    """Train one run; returns (result, final held-out losses, split).  Nothing is written."""
+    check_spec(spec)
+    runtime = runtime or {}
+    torch.set_num_threads(int(spec.get("threads", 1)))
+    seed_everything(int(spec["seed"]))
+    m = spec["model"]
+    data = TextData(data_dir, int(m["block_size"]), int(spec["batch_size"]), int(spec["seed"]))
+    split = split_gpt(build_gpt(m, int(spec["seed"])), int(spec.get("sections", 1)))
+    ev = Evaluator(data, spec)
+    every = max(1, int(spec["steps"]) // 10)
+
+    def on_tick(t: int, row: dict) -> None:
+        if t % every == 0 or t == int(spec["steps"]) - 1:
+            log.info("step %d loss %.4f val %.4f time %.1fs", t, row["loss"], row["val_loss"], row["time"])
+
+    method = spec["method"]
+    if method == "bp":
+        res = train_bp(spec, data, split, on_tick, ev)
+    elif method == "pc":
+        res = train_pc(spec, data, split, on_tick, ev)
+    elif spec["mode"] == "sequential":
+        res = train_rc_sequential(spec, data, split, on_tick, ev)
+    else:
+        res = train_rc_parallel(spec, str(data_dir), data, split, on_tick, ev,
+                                timeout=float(runtime.get("timeout_s", 60.0)))
+    final = ev.final(split)
+    for k, v in final.items():
+        if not math.isfinite(v):
+            raise FloatingPointError(f"{method_label(spec)} seed {spec['seed']}: {k} is {v} "
+                                     "(training diverged; lower lr)")
+    return res, final, split
+
+
+def tokens_per_s(res: Result, spec: dict) -> float:
+    """Training tokens per second after ``warmup_steps`` (the first steps are not timed)."""
+    w = min(int(spec.get("warmup_steps", 10)), len(res.rows) - 2)
+    w = max(w, 0)
+    rows = res.rows
+    t0 = rows[w - 1]["time"] if w > 0 else 0.0
+    tokens = rows[-1]["tokens"] - (rows[w - 1]["tokens"] if w > 0 else 0)
+    return tokens / max(rows[-1]["time"] - t0, 1e-9)
+
+
+def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
+                  runtime: dict | None = None) -> Path:
+    """The trainer entry point (the name is the CLI's; the clock here is always measured)."""
+    rec = RunRecorder(out_dir, spec, backend="measured", clock="measured")
+    res, final, split = run(spec, data_dir, runtime)
+    if spec.get("save_model"):
+        with atomic_output(Path(out_dir) / "model.pt") as tmp:
+            torch.save(split.gpt.state_dict(), tmp)
+    for row in res.rows:
+        rec.log(method=method_label(spec), **row)
+    return rec.finish(final=final, method=method_label(spec), train_s=round(res.train_s, 4),
+                      tokens_per_s=tokens_per_s(res, spec), peak_rss_mb=round(res.peak_rss_mb, 1),
+                      rss_per_process_mb=[round(x, 1) for x in res.rss_per_process_mb],
+                      processes=res.processes)

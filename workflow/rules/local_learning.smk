@@ -1,0 +1,332 @@
+# Local credit assignment for CPU transformers (P3): backprop (BP) against
+# readout-gradient consensus (RC, sections in parallel processes) on a deep GPT,
+# against predictive coding (PC) on a shallower one; throughput, memory, PC's
+# cost against T, the non-identifiability demonstration, the main table.
+
+LOCAL = config["local_learning"]
+LOCAL_RUN = f"{RESULTS}/local/{{lgroup}}/{{lmethod}}/seed{{seed}}"
+LOCAL_FIGURES = {name: f"{PAPER}/figures/local_{name}.png"
+                 for name in ("loss_tokens", "loss_time", "throughput_memory", "pc_cost", "nonident")}
+LOCAL_TABLES = [f"{PAPER}/tables/local_main.csv", f"{PAPER}/tables/local_main.md"]
+LOCAL_BENCH = {"throughput": f"{RESULTS}/local/bench/throughput.csv",
+               "pc_cost": f"{RESULTS}/local/bench/pc_cost.csv"}
+
+
+wildcard_constraints:
+    lgroup=r"rc|pc",
+    lmethod=r"bp|rc-seq|rc-par|pc-fixed|pc-strict",
+
+
+def local_timed(group, method):
+    """Jobs whose wall time is compared (the loss-against-time figure) get the timed cores."""
+    return group == "rc" and method in ("bp", "rc-par")
+
+
+def local_spec(group, method, seed, threads=None):
+    c = LOCAL
+    g = c[group]
+    spec = {
+        "experiment": "local", "group": group, "seed": int(seed), "dataset": c["dataset"],
+        "model": g["model"], "batch_size": c["batch_size"], "steps": c["steps"], "lr": c["lr"],
+        "betas": c.get("betas", [0.9, 0.95]), "weight_decay": c.get("weight_decay", 0.0),
+        "warmup_steps": c.get("warmup_steps", 10), "eval_every": c["eval_every"], "eval": c["eval"],
+        "threads": int(threads or (c["threads"] if local_timed(group, method) else 1)),
+    }
+    if method == "bp":
+        spec.update(method="bp", save_model=(group == "rc"))
+    elif method.startswith("rc"):
+        spec.update(method="rc", sections=g["sections"], delay=g["delay"],
+                    mode="parallel" if method in ("rc-par", "rc-thread") else "sequential")
+        if spec["mode"] == "parallel":
+            spec.update(threads=1, worker_threads=g.get("worker_threads", 1),
+                        concurrency="thread" if method == "rc-thread" else g["concurrency"])
+    else:
+        variant = method.split("-", 1)[1]
+        spec.update(method="pc", variant=variant, pc={"T": g["T"], **g["variants"][variant]})
+    return spec
+
+
+def local_runs():
+    return [f"{RESULTS}/local/{group}/{m}/seed{s}/manifest.json"
+            for group in ("rc", "pc") for m in LOCAL[group]["methods"] for s in config["seeds"]]
+
+
+def local_bench_specs():
+    b = LOCAL["bench"]
+    out = {}
+    for m in b["methods"]:
+        spec = local_spec("rc", "rc-par" if m == "rc-thread" else m, 0, threads=LOCAL["threads"])
+        spec.update(model=b["model"], batch_size=b["batch_size"])
+        if m == "rc-thread":
+            spec.update(concurrency="thread", threads=1)
+        spec.pop("save_model", None)
+        out[m] = spec
+    return out
+
+
+def local_pc_cost_options():
+    b, g = LOCAL["bench"], LOCAL["pc"]
+    spec = local_spec("pc", "bp", 0, threads=1)
+    return {"spec": spec, "T": b["pc_T"], "variants": g["variants"],
+            "warmup": b["pc_warmup"], "measure": b["pc_measure"]}
+
+
+register_tables("P3", {"local_runs": f"{RESULTS}/local/runs.csv",
+                       "local_throughput": LOCAL_BENCH["throughput"]})
+register_outputs("P3", list(LOCAL_FIGURES.values()) + LOCAL_TABLES)
+
+
+rule local_train:
+    """One method, one seed: BP, RC (sequential or parallel sections) or PC; measured clock."""
+    input:
+        data=data_manifest(LOCAL["dataset"]),
+    output:
+        manifest=f"{LOCAL_RUN}/manifest.json",
+        metrics=f"{LOCAL_RUN}/metrics.csv",
+    params:
+        spec=lambda w: as_json(local_spec(w.lgroup, w.lmethod, w.seed)),
+        out=subpath(output.manifest, parent=True),
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        "logs/local/{lgroup}/{lmethod}/seed{seed}.log",
+    benchmark:
+        "benchmarks/local/{lgroup}/{lmethod}/seed{seed}.tsv"
+    threads: lambda w: LOCAL["threads"] if local_timed(w.lgroup, w.lmethod) else 1
+    resources:
+        mem_mb=lambda w, input: mem_for(input.data, LOCAL["rc"]["sections"] + 1 if w.lmethod == "rc-par" else 1,
+                                        base_mb=700),
+        distlab_runtime=runtime_json(),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m distlab train --experiment local --spec {params.spec:q} "
+        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+rule local_summarize:
+    """Every local-learning run -> the per-step table and the runs table (the scorecard's input)."""
+    input:
+        local_runs(),
+    output:
+        steps=f"{RESULTS}/local/steps.csv",
+        runs=f"{RESULTS}/local/runs.csv",
+    conda:
+        ENV
+    log:
+        "logs/local/summarize.log",
+    benchmark:
+        "benchmarks/local/summarize.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab local-summarize --runs {input:q} --steps-out {output.steps:q} "
+        "--summary-out {output.runs:q} > {log:q} 2>&1"
+
+
+rule local_bench_throughput:
+    """Tokens/s and peak RSS of BP and parallel RC: fresh processes, interleaved, repeated."""
+    input:
+        data=data_manifest(LOCAL["dataset"]),
+    output:
+        LOCAL_BENCH["throughput"],
+    params:
+        options=as_json({"specs": local_bench_specs(), "repeats": LOCAL["bench"]["repeats"],
+                         "warmup": LOCAL["bench"]["warmup"], "measure": LOCAL["bench"]["measure"]}),
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        "logs/local/bench_throughput.log",
+    benchmark:
+        "benchmarks/local/bench_throughput.tsv"
+    threads: LOCAL["threads"]
+    resources:
+        mem_mb=lambda w, input: mem_for(input.data, LOCAL["rc"]["sections"] + 1, base_mb=900),
+    shell:
+        "python -m distlab local-bench throughput --options {params.options:q} --data {params.data:q} "
+        "--out {output:q} > {log:q} 2>&1"
+
+
+rule local_bench_pc_cost:
+    """PC's seconds per step against BP's, and its gradient's cosine to BP's, for each T."""
+    input:
+        data=data_manifest(LOCAL["dataset"]),
+    output:
+        LOCAL_BENCH["pc_cost"],
+    params:
+        options=as_json(local_pc_cost_options()),
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        "logs/local/bench_pc_cost.log",
+    benchmark:
+        "benchmarks/local/bench_pc_cost.tsv"
+    threads: LOCAL["threads"]  # timed: nothing else runs beside it (it uses one thread)
+    resources:
+        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=900),
+    shell:
+        "OMP_NUM_THREADS=1 python -m distlab local-bench pc-cost --options {params.options:q} "
+        "--data {params.data:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule local_nonident:
+    """Same output, same loss, same readout reports, different upstream credit: the toy and the
+    trained BP model (seed of the first configured seed)."""
+    input:
+        run=f"{RESULTS}/local/rc/bp/seed{config['seeds'][0]}/manifest.json",
+        data=data_manifest(LOCAL["dataset"]),
+    output:
+        f"{RESULTS}/local/nonident.json",
+    params:
+        model=lambda w, input: os.path.join(os.path.dirname(input.run), "model.pt"),
+        spec=as_json(local_spec("rc", "bp", config["seeds"][0])),
+        scales=[f"{s:g}" for s in LOCAL["nonident"]["scales"]],
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        "logs/local/nonident.log",
+    benchmark:
+        "benchmarks/local/nonident.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab local-nonident --model {params.model:q} --spec {params.spec:q} "
+        "--data {params.data:q} --scales {params.scales:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule local_fig_loss_tokens:
+    """Held-out loss against training tokens, every method, both models."""
+    input:
+        f"{RESULTS}/local/steps.csv",
+    output:
+        report(LOCAL_FIGURES["loss_tokens"], category="Local credit assignment",
+               caption="../report/local_loss_tokens.rst", labels={"figure": "loss vs tokens"}),
+    conda:
+        ENV
+    log:
+        "logs/local/fig_loss_tokens.log",
+    benchmark:
+        "benchmarks/local/fig_loss_tokens.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab local-figure loss-tokens --input {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule local_fig_loss_time:
+    """Held-out loss against measured training wall time."""
+    input:
+        f"{RESULTS}/local/steps.csv",
+    output:
+        report(LOCAL_FIGURES["loss_time"], category="Local credit assignment",
+               caption="../report/local_loss_time.rst", labels={"figure": "loss vs wall time"}),
+    conda:
+        ENV
+    log:
+        "logs/local/fig_loss_time.log",
+    benchmark:
+        "benchmarks/local/fig_loss_time.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab local-figure loss-time --input {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule local_fig_throughput_memory:
+    """Throughput and peak memory bars from the interleaved benchmark."""
+    input:
+        LOCAL_BENCH["throughput"],
+    output:
+        report(LOCAL_FIGURES["throughput_memory"], category="Local credit assignment",
+               caption="../report/local_throughput_memory.rst", labels={"figure": "throughput and memory"}),
+    conda:
+        ENV
+    log:
+        "logs/local/fig_throughput_memory.log",
+    benchmark:
+        "benchmarks/local/fig_throughput_memory.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab local-figure throughput-memory --input {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule local_fig_pc_cost:
+    """PC's cost per step and gradient fidelity against the number of inference iterations T."""
+    input:
+        LOCAL_BENCH["pc_cost"],
+    output:
+        report(LOCAL_FIGURES["pc_cost"], category="Local credit assignment",
+               caption="../report/local_pc_cost.rst", labels={"figure": "PC cost vs T"}),
+    conda:
+        ENV
+    log:
+        "logs/local/fig_pc_cost.log",
+    benchmark:
+        "benchmarks/local/fig_pc_cost.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab local-figure pc-cost --input {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule local_fig_nonident:
+    """The non-identifiability demonstration: the toy h^2 and the trained model's rescaling."""
+    input:
+        f"{RESULTS}/local/nonident.json",
+    output:
+        report(LOCAL_FIGURES["nonident"], category="Local credit assignment",
+               caption="../report/local_nonident.rst", labels={"figure": "non-identifiability"}),
+    conda:
+        ENV
+    log:
+        "logs/local/fig_nonident.log",
+    benchmark:
+        "benchmarks/local/fig_nonident.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab local-figure nonident --input {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule local_table:
+    """The main table: one row per method, ours beside the paper's values."""
+    input:
+        runs=f"{RESULTS}/local/runs.csv",
+        throughput=LOCAL_BENCH["throughput"],
+        claims="config/claims.yaml",
+    output:
+        csv=LOCAL_TABLES[0],
+        md=report(LOCAL_TABLES[1], category="Local credit assignment",
+                  caption="../report/local_main.rst", labels={"table": "main"}),
+    params:
+        options=as_json({"alpha": config["stats"]["alpha"]}),
+    conda:
+        ENV
+    log:
+        "logs/local/table.log",
+    benchmark:
+        "benchmarks/local/table.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab local-table --runs {input.runs:q} --throughput {input.throughput:q} "
+        "--claims {input.claims:q} --options {params.options:q} --csv {output.csv:q} --md {output.md:q} "
+        "> {log:q} 2>&1"
+
+
+rule local_learning:
+    """Every local-learning run, figure and table, and the scorecard's P3 rows."""
+    input:
+        list(LOCAL_FIGURES.values()) + LOCAL_TABLES,
+        f"{PAPER}/scorecard/P3.md",
