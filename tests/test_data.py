@@ -142,14 +142,14 @@ def test_corrupt_file(tmp_path, digits_dir):
     (out / "val.pt").write_bytes(bytes(data))
     with pytest.raises(DataError, match="corrupt") as err:
         load_split(out, "val")
-    assert "\n" not in str(err.value) and "snakemake prepare_data" in str(err.value)
+    assert "\n" not in str(err.value) and "snakemake --cores 1 data" in str(err.value)
     (out / "test.pt").write_bytes(b"not a torch file")
     with pytest.raises(DataError, match=r"corrupt \(torch.load failed"):
         load_split(out, "test", verify=False)
 
 
 def test_missing_manifest(tmp_path):
-    with pytest.raises(DataError, match="not prepared; rerun `snakemake prepare_data`"):
+    with pytest.raises(DataError, match="not prepared; rebuild it with `snakemake --cores 1 data`"):
         load_split(tmp_path, "train")
 
 

@@ -10,6 +10,16 @@
 Settings columns come from the run spec: ``SETTING_KEYS`` at the top level,
 plus the straggler model's ``model`` and ``mean`` as ``straggler`` and
 ``delay_mean``.
+
+Large per-step tables are written as parquet, small summaries as CSV: the
+format follows the file's suffix on both sides (:func:`write_table_file`,
+:func:`read_table_file`).
+
+Two loss-threshold rules, both declared in a run's ``threshold`` spec:
+``steps_to_threshold`` (the paper's: ``repeat`` consecutive mini-batch
+losses at or below ``loss``) and ``steps_to_threshold_ma`` (the moving
+average of the last ``window`` mini-batch losses at or below ``loss``, less
+noisy).
 """
 
 from __future__ import annotations
@@ -39,6 +49,37 @@ def settings_of(spec: dict) -> dict:
     return out
 
 
+def write_table_file(df: pd.DataFrame, path: str | Path) -> None:
+    """Write ``df`` atomically as parquet (``.parquet``/``.pq``) or CSV, by suffix."""
+    from .tables import atomic_output
+
+    suffix = Path(path).suffix.lower()
+    with atomic_output(path) as tmp:
+        if suffix in (".parquet", ".pq"):
+            df.to_parquet(tmp, index=False)
+        elif suffix == ".csv":
+            df.to_csv(tmp, index=False)
+        else:
+            raise ValueError(f"cannot write {path}: expected .csv or .parquet")
+
+
+def read_table_file(path: str | Path) -> pd.DataFrame:
+    suffix = Path(path).suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(path)
+    if suffix == ".csv":
+        return pd.read_csv(path)
+    raise ValueError(f"cannot read {path}: expected .csv or .parquet")
+
+
+def steps_to_threshold_ma(loss: np.ndarray, threshold: float, window: int) -> int | None:
+    """Steps taken until the mean of the last ``window`` losses is <= threshold
+    (the first ``window - 1`` steps average what there is)."""
+    ma = pd.Series(np.asarray(loss, dtype=float)).rolling(window, min_periods=1).mean().to_numpy()
+    hit = np.flatnonzero(ma <= threshold)
+    return int(hit[0]) + 1 if len(hit) else None
+
+
 def steps_to_threshold(loss: np.ndarray, threshold: float, repeat: int) -> int | None:
     """Steps taken until the loss has been <= threshold for ``repeat`` consecutive steps."""
     run = 0
@@ -65,14 +106,17 @@ def summarize_run(metrics: pd.DataFrame, manifest: dict) -> dict:
         peak_rss_mb=float(manifest.get("peak_rss_mb", np.nan)),
         **provenance(manifest),
     )
+    if "lost_workers" in manifest:
+        row["lost_workers"] = float(len(manifest["lost_workers"]))
     if "compute_max" in m:  # compute of the slowest worker the master used (s; simulated or measured)
         row["compute_per_step"] = float(m["compute_max"].mean())
     for k, v in manifest.get("final", {}).items():
         row[f"final_{k}"] = float(v)
     for k in ("simulator_overhead_s", "gradient_compute_s", "compute_measured_s",
-              "units_per_worker_step",
+              "compute_charged_measured_s", "units_per_worker_step", "encode_s", "decode_s",
+              "unit_seconds_charged", "unit_compute_s",
               "params_max_abs_diff_across_ranks", "late_messages"):
-        if k in manifest:
+        if manifest.get(k) is not None:
             row[k] = float(manifest[k])
     thr = spec.get("threshold")
     if thr is not None:
@@ -82,6 +126,11 @@ def summarize_run(metrics: pd.DataFrame, manifest: dict) -> dict:
         # a run that never reaches it is censored at its length (a lower bound)
         row["steps_to_threshold"] = float(k if k is not None else len(m))
         row["time_to_threshold"] = float(m["time"].iloc[(k or len(m)) - 1])
+        window = int(thr.get("window", 10))
+        k2 = steps_to_threshold_ma(m["loss"].to_numpy(), float(thr["loss"]), window)
+        row["reached_ma"] = k2 is not None
+        row["steps_to_threshold_ma"] = float(k2 if k2 is not None else len(m))
+        row["time_to_threshold_ma"] = float(m["time"].iloc[(k2 or len(m)) - 1])
     return row
 
 

@@ -9,21 +9,43 @@ of (seed, partition, step) — so every worker holding a partition evaluates
 the same samples at the same step, and a resumed run draws what an
 uninterrupted one would.
 
+One rule on both backends: every worker processes every step's model, in
+order (a late worker starts its next step late); the master uses the first
+messages that satisfy the scheme and discards late ones.  Models with
+BatchNorm send their running statistics with the model, and each message
+carries the statistics its fresh partitions produced; the master adopts the
+mean over the messages it used.
+
 Simulated backend: all ``n`` workers live in this process.  Since every
 worker evaluates a partition on the same model and the same mini-batch, each
 needed partition gradient is computed once per step and handed to every
 worker that holds it; each worker is *charged* for the partitions it
 evaluates (GC's ``s+1``-fold work stays visible on the clock) and the timing
-follows :meth:`SimulatedCluster.master_step`.
+follows :meth:`SimulatedCluster.master_step`.  Coding time (each worker's
+encoding, the master's decoding) is charged when ``cluster.coding.mode`` is
+``measured`` (see :func:`coding_costs`).
 
 Real backend: rank 0 is the master, ranks ``1..n`` the workers, under
 torchrun on gloo; straggler delays are real (interruptible) sleeps drawn from
 the same model and seed, and the master proceeds on the first messages it
-needs (see :mod:`distlab.runtime.dist`).
+needs (see :mod:`distlab.runtime.dist`).  A worker process that dies is
+tolerated (up to what the scheme tolerates): each worker rank runs its work
+in a child process that torchrun does not watch, so one death does not tear
+the job down, and the master carries on without it.
+
+A spec may list ``seeds`` instead of one ``seed`` (simulated backend only):
+the runs are made one after another in this process, each in
+``out_dir/seed<k>``, each with its own manifest, exactly as separate jobs
+would make them (saving a Python/torch start-up per run).
 """
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import signal
+import sys
 import time
 from pathlib import Path
 
@@ -36,20 +58,116 @@ from ..runs import Checkpointer, RunRecorder
 from ..runtime.compute import ComputeModel
 from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster
+from ..runtime.stragglers import MODELS as STRAGGLER_MODELS
 from ..runtime.stragglers import StragglerModel
-from ..train.common import (DTYPES, batched_loss_and_grads, eval_columns, final_metrics,
-                            flat_params, load_image_data, loss_and_grad, make_classifier,
-                            nbytes_of, seed_everything, set_flat_params, sgd_apply)
-from .coding import Scheme, make_scheme
+from ..train.common import (DTYPES, buffer_numel, eval_columns, final_metrics, flat_buffers,
+                            flat_params, load_image_data, make_classifier, nbytes_of,
+                            partition_grads, partition_grads_loop, seed_everything,
+                            set_flat_buffers, set_flat_params, sgd_apply)
+from .coding import SCHEMES, Scheme, make_scheme
 from .worker import CodedWorker
 
-META = 4  # message metadata slots: fresh loss, compute seconds, staleness, model step
+# message metadata slots: fresh loss, compute seconds, staleness, model step, units,
+# encode seconds, injected delay slept
+META = 7
+CODING_MODES = ("none", "measured")
+
+_NUM = {"type": "number"}
+_POS = {"type": "number", "exclusiveMinimum": 0}
+_NONNEG = {"type": "number", "minimum": 0}
+_INT0 = {"type": "integer", "minimum": 0}
+_INT1 = {"type": "integer", "minimum": 1}
+
+SPEC_SCHEMA: dict = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "pgc run spec",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["experiment", "scheme", "backend", "n", "s", "model", "lr", "batch_size",
+                 "cluster"],
+    "oneOf": [{"required": ["seed"]}, {"required": ["seeds"]}],
+    "properties": {
+        "experiment": {"const": "pgc"},
+        "group": {"type": "string", "pattern": "^[a-z0-9_]+$"},
+        "scheme": {"enum": list(SCHEMES)},
+        "backend": {"enum": ["simulated", "gloo"]},
+        "n": _INT1, "s": _INT0, "c": _INT1,
+        "seed": _INT0,
+        "seeds": {"type": "array", "items": _INT0, "minItems": 1, "uniqueItems": True},
+        "model": {"type": "object", "required": ["name"],
+                  "properties": {"name": {"enum": ["logreg", "cnn", "resnet18"]}}},
+        "lr": _POS,
+        "dtype": {"enum": list(DTYPES)},
+        "code_seed": _INT0,
+        "eval_every": _INT1,
+        "batch_size": _INT1,
+        "steps": _INT1,
+        "epochs": _INT1,
+        "threshold": {"type": "object", "required": ["loss"],
+                      "properties": {"loss": _NUM, "repeat": _INT1, "window": _INT1}},
+        "calibrate_from": {"type": "string"},
+        "cluster": {
+            "type": "object", "required": ["compute", "network", "straggler"],
+            "properties": {
+                "compute": {"type": "object", "properties": {
+                    "mode": {"enum": ["calibrated", "measured"]},
+                    "unit_seconds": _NONNEG, "scale": _POS}},
+                "network": {"type": "object", "properties": {
+                    "latency_s": _NONNEG, "bandwidth_Bps": _POS}},
+                "straggler": {"type": "object", "properties": {
+                    "model": {"enum": list(STRAGGLER_MODELS)},
+                    "mean": _NONNEG, "shape": _NUM, "slowdown": _NUM,
+                    "slow_workers": {"type": "array", "items": _INT0, "uniqueItems": True},
+                    "from_step": _INT0, "trace": {"type": "string"}, "scale": _POS}},
+                "coding": {"type": "object", "properties": {
+                    "mode": {"enum": list(CODING_MODES)}, "numel": _INT1}},
+            },
+        },
+    },
+    "not": {"required": ["steps", "epochs"]},
+}
+
+
+def check_spec(spec: dict) -> None:
+    """Cross-field checks the schema cannot express; ValueError naming the key."""
+    n, s = int(spec["n"]), int(spec["s"])
+    if not 0 <= s < n:
+        raise ValueError(f"s: need 0 <= s < n, got s={s}, n={n}")
+    if "steps" not in spec and "epochs" not in spec:
+        raise ValueError("steps: give steps or epochs")
+    for k in ("lr",):
+        if not math.isfinite(float(spec[k])) or float(spec[k]) <= 0:
+            raise ValueError(f"{k}: must be a finite number > 0, got {spec[k]}")
+    strag = spec["cluster"]["straggler"]
+    bad = [w for w in strag.get("slow_workers", ()) if not 0 <= int(w) < n]
+    if bad:
+        raise ValueError(f"cluster.straggler.slow_workers: workers {bad} are not in 0..{n - 1}")
+    if spec.get("backend") != "simulated" and "seeds" in spec:
+        raise ValueError("seeds: a list of seeds runs only on the simulated backend")
+
+
+def _runtime(spec: dict, runtime: dict | None) -> dict:
+    """Run-time settings (timeouts, checkpoint cadence), defaults filled in."""
+    from ..specs import runtime_defaults
+
+    return runtime_defaults(runtime)
+
+
+def nprocs(spec: dict) -> int:
+    """Processes of a real job: a master and ``n`` workers."""
+    return int(spec["n"]) + 1
+
+
+def _checkpointer(path: Path, spec: dict, runtime: dict) -> Checkpointer:
+    """The run's checkpoint, keyed by the spec: one written under another spec is refused."""
+    return Checkpointer(path, spec=spec, **dict(runtime.get("checkpoint", {})))
 
 
 class Setup:
     """Everything a run needs that follows from its spec and the data."""
 
     def __init__(self, spec: dict, data_dir: str | Path) -> None:
+        check_spec(spec)
         self.spec = spec
         self.seed = int(spec["seed"])
         seed_everything(self.seed)
@@ -57,17 +175,22 @@ class Setup:
         self.n, self.s = int(spec["n"]), int(spec["s"])
         self.scheme: Scheme = make_scheme(spec["scheme"], self.n, self.s,
                                           seed=int(spec.get("code_seed", 0)), c=spec.get("c"))
-        self.train = load_image_data(data_dir, "train", self.dtype)
-        self.val = load_image_data(data_dir, "val", self.dtype)
+        # pixels stay uint8 in memory, each batch is normalised as it is taken
+        self.train = load_image_data(data_dir, "train", self.dtype, keep_uint8=True)
+        self.val = load_image_data(data_dir, "val", self.dtype, keep_uint8=True)
         self.model = make_classifier(spec["model"], self.train, self.dtype, self.seed)
+        self.nbuf = buffer_numel(self.model)
         # each partition's mini-batch is floor(batch_size / n), as in the authors' code
         # (batch 256 over 12 workers: 21 samples a partition, 252 a step)
         per = int(spec["batch_size"]) // self.n
         if per < 1:
-            raise ValueError(f"batch_size {spec['batch_size']} gives no sample per partition for n={self.n}")
+            raise ValueError(f"batch_size: {spec['batch_size']} gives no sample per partition for n={self.n}")
+        if self.nbuf and per < 2:
+            raise ValueError(f"batch_size: {spec['batch_size']} gives {per} sample per partition for "
+                             f"n={self.n}; a BatchNorm model needs at least 2")
         parts = partition_indices(len(self.train), self.n, self.seed)
         if per > len(parts[0]):
-            raise ValueError(f"per-partition batch {per} exceeds the partition size {len(parts[0])}")
+            raise ValueError(f"batch_size: per-partition batch {per} exceeds the partition size {len(parts[0])}")
         self.batchers = [EpochBatcher(p, per, self.seed, stream_id=j) for j, p in enumerate(parts)]
         self.lr = float(spec["lr"])
         if "epochs" in spec:  # one epoch = every partition's samples seen once
@@ -75,21 +198,28 @@ class Setup:
         else:
             self.steps = int(spec["steps"])
         self.numel = flat_params(self.model).numel()
-        self.nbytes = nbytes_of(self.numel, self.dtype)
+        # what travels: the coded gradient plus the buffers (BatchNorm statistics)
+        self.msg_numel = self.numel + self.nbuf
+        self.nbytes = nbytes_of(self.msg_numel, self.dtype)
         self.stragglers = StragglerModel.from_config(spec["cluster"]["straggler"], self.seed)
 
-    def partition_grad(self, j: int, step: int) -> tuple[float, torch.Tensor, float]:
-        x, y = self.train.take(self.batchers[j].batch(step))
-        return loss_and_grad(self.model, x, y)
+    def batches(self, parts, step: int):
+        return [self.train.take(self.batchers[j].batch(step)) for j in parts]
 
-    def partition_grads(self, parts: list[int], step: int) -> dict[int, tuple[float, torch.Tensor, float]]:
-        """Every partition in ``parts`` at once (simulated backend); the measured
-        time of the batched call is split evenly across the partitions."""
-        batches = [self.train.take(self.batchers[j].batch(step)) for j in parts]
-        xs = torch.stack([b[0] for b in batches])
-        ys = torch.stack([b[1] for b in batches])
-        losses, grads, secs = batched_loss_and_grads(self.model, xs, ys)
-        return {j: (float(losses[i]), grads[i], secs / len(parts)) for i, j in enumerate(parts)}
+    def compute(self, parts: list[int], step: int, vectorised: bool
+                ) -> dict[int, tuple[float, torch.Tensor, torch.Tensor | None, float]]:
+        """Loss, gradient, buffers and seconds of each partition in ``parts`` at
+        the current model.  Vectorised (simulated backend): one batched call,
+        its time split evenly; otherwise one pass per partition (a real worker)."""
+        batches = self.batches(parts, step)
+        if vectorised and len(parts) > 1:
+            r = partition_grads(self.model, torch.stack([b[0] for b in batches]),
+                                torch.stack([b[1] for b in batches]))
+            secs = [r.seconds / len(parts)] * len(parts)
+        else:
+            r, secs = partition_grads_loop(self.model, batches)
+        return {j: (float(r.losses[i]), r.grads[i], None if r.buffers is None else r.buffers[i], secs[i])
+                for i, j in enumerate(parts)}
 
     def eval_cols(self, step: int) -> dict:
         return eval_columns(self.model, self.train, self.val, step, self.steps,
@@ -98,131 +228,343 @@ class Setup:
     def final(self) -> dict:
         return final_metrics(self.model, self.train, self.val)
 
-    def decode_and_step(self, received: list[int], msgs: dict[int, torch.Tensor]) -> None:
+    def model_vector(self) -> torch.Tensor:
+        """Parameters and buffers, what the master sends."""
+        if not self.nbuf:
+            return flat_params(self.model)
+        return torch.cat([flat_params(self.model), flat_buffers(self.model, self.dtype)])
+
+    def load_model_vector(self, flat: torch.Tensor) -> None:
+        set_flat_params(self.model, flat[:self.numel])
+        if self.nbuf:
+            set_flat_buffers(self.model, flat[self.numel:])
+
+    def decode_and_step(self, received: list[int], msgs: dict[int, torch.Tensor],
+                        bufs: dict[int, torch.Tensor | None] | None = None) -> float:
+        """Decode, apply one SGD step, adopt the received buffers; returns the decode seconds."""
+        t0 = time.perf_counter()
         weights = self.scheme.decode_weights(received)
         g = torch.zeros(self.numel, dtype=self.dtype)
         for w, a in weights.items():
             if a != 0.0:
-                g.add_(msgs[w], alpha=a)
+                g.add_(msgs[w][:self.numel], alpha=a)
+        decode_s = time.perf_counter() - t0
         sgd_apply(self.model, g, self.lr)
+        if self.nbuf and bufs:
+            set_flat_buffers(self.model, torch.stack([bufs[w].to(torch.float64) for w in received]).mean(0))
+        return decode_s
 
 
-def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Path:
-    """Train one scheme on the simulated cluster and write its run directory."""
-    out_dir = Path(out_dir)
+def coding_costs(scheme: Scheme, numel: int, dtype: torch.dtype, reps: int = 3) -> tuple[float, float]:
+    """Measured seconds of one worker's encoding and of the master's decoding
+    for ``scheme`` on gradients of ``numel`` values (median of ``reps``).
+
+    Encoding is :meth:`CodedWorker.message` of the worker with the most
+    partitions; decoding is the decode weights of a typical arrival set (the
+    fastest ``n - s`` of a random order) plus the weighted sum of the
+    messages, i.e. exactly what the master does.
+    """
+    gen = torch.Generator().manual_seed(0)
+    w = CodedWorker(scheme, 0)
+    for j in scheme.placement[0]:
+        w.update(j, torch.randn(numel, generator=gen, dtype=torch.float64).to(dtype), 0.0, 0)
+    enc, dec = [], []
+    msgs = {k: torch.randn(numel, generator=gen, dtype=torch.float64).to(dtype) for k in range(scheme.n)}
+    order = list(np.random.default_rng(0).permutation(scheme.n)[:scheme.wait_for])
+    for _ in range(reps):
+        w.message()
+        enc.append(w.encode_s)
+        t0 = time.perf_counter()
+        weights = scheme.decode_weights(order)
+        g = torch.zeros(numel, dtype=dtype)
+        for k, a in weights.items():
+            if a != 0.0:
+                g.add_(msgs[k], alpha=a)
+        dec.append(time.perf_counter() - t0)
+    return float(np.median(enc)), float(np.median(dec))
+
+
+def _calibration(spec: dict) -> dict | None:
+    """The measured compute and coding costs of the real run named by
+    ``calibrate_from`` (a run directory), to charge a simulated prediction."""
+    src = spec.get("calibrate_from")
+    if not src:
+        return None
+    path = Path(src) / "manifest.json"
+    try:
+        man = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"calibrate_from: cannot read {path}: {e}") from e
+    cal = man.get("calibration")
+    if not cal:
+        raise ValueError(f"calibrate_from: {path} has no calibration (not a real-backend pgc run)")
+    return cal
+
+
+def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
+                  runtime: dict | None = None) -> Path:
+    """Train one scheme on the simulated cluster and write its run directory
+    (or, with ``seeds``, one run directory per seed under ``out_dir``)."""
+    if "seeds" in spec:
+        check_spec(spec)
+        base = {k: v for k, v in spec.items() if k != "seeds"}
+        for seed in spec["seeds"]:
+            _run_one({**base, "seed": int(seed)}, data_dir, Path(out_dir) / f"seed{int(seed)}", runtime)
+        return Path(out_dir)
+    return _run_one(spec, data_dir, Path(out_dir), runtime)
+
+
+def _run_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | None) -> Path:
+    rt = _runtime(spec, runtime)
     S = Setup(spec, data_dir)
     cl = spec["cluster"]
-    cluster = SimulatedCluster(S.n, ComputeModel.from_config(cl["compute"]),
-                               NetworkModel(**cl["network"]), S.stragglers)
+    cal = _calibration(spec)
+    compute = ComputeModel.from_config(cl["compute"])
+    factor = None
+    encode_s = decode_s = 0.0
+    coding = dict(cl.get("coding", {"mode": "none"}))
+    if coding.get("mode", "none") not in CODING_MODES:
+        raise ValueError(f"cluster.coding.mode: must be one of {CODING_MODES}, got {coding.get('mode')!r}")
+    if cal is not None:
+        # charge what the real workers measured: their mean seconds per partition
+        # (each worker's own speed) and the measured encoding and decoding
+        unit = np.asarray(cal["unit_compute_s_per_worker"], dtype=float)
+        compute = ComputeModel("calibrated", unit_seconds=float(unit.mean()))
+        factor = unit / unit.mean()
+        encode_s, decode_s = float(cal["encode_s"]), float(cal["decode_s"])
+    elif coding.get("mode") == "measured":
+        encode_s, decode_s = coding_costs(S.scheme, int(coding.get("numel", S.numel)), S.dtype)
+    cluster = SimulatedCluster(S.n, compute, NetworkModel(**cl["network"]), S.stragglers,
+                               compute_factor=factor)
     workers = [CodedWorker(S.scheme, w) for w in range(S.n)]
     rec = RunRecorder(out_dir, spec, backend=cluster.backend, clock=cluster.clock)
-    ckpt = Checkpointer(out_dir / "checkpoint.pt", **spec.get("checkpoint", {}))
+    ckpt = _checkpointer(out_dir / "checkpoint.pt", spec, rt)
     start = 0
+    units = np.zeros(S.n)
+    counters = {"gradient_compute_s": 0.0, "simulator_overhead_s": 0.0, "compute_measured_s": 0.0}
     state = ckpt.load()
     if state is not None:
-        set_flat_params(S.model, state["params"])
+        S.load_model_vector(state["params"])
         cluster.load_state_dict(state["cluster"])
         rec.load_state_dict(state["recorder"])
         for w, ws in zip(workers, state["workers"]):
             w.load_state_dict(ws)
         start = state["step"] + 1
-    units = np.zeros(S.n)
-    grad_compute_s = 0.0
+        units = np.asarray(state["units"], dtype=float)
+        counters.update(state["counters"])
+    overhead0, measured0 = cluster.overhead_s, cluster.measured_compute_s
+    grad_s = 0.0
     for step in tqdm(range(start, S.steps), desc=f"{S.scheme.name} s={S.s} seed {S.seed}",
-                     mininterval=5, initial=start, total=S.steps):
+                     mininterval=5, initial=start, total=S.steps, file=sys.stderr):
         todo = {w.worker: w.to_compute(step) for w in workers}
         needed = sorted({j for parts in todo.values() for j in parts})
-        computed = S.partition_grads(needed, step)
-        grad_compute_s += sum(c[2] for c in computed.values())
+        computed = S.compute(needed, step, vectorised=True)
+        grad_s += sum(c[3] for c in computed.values())
         for w in workers:
             parts = todo[w.worker]
             for j in parts:
-                loss, g, _ = computed[j]
-                w.update(j, g, loss, step)
-            cluster.charge(w.worker, len(parts), sum(computed[j][2] for j in parts))
+                loss, g, b, _ = computed[j]
+                w.update(j, g, loss, step, b)
+            cluster.charge(w.worker, len(parts), sum(computed[j][3] for j in parts))
+            if encode_s:
+                cluster.charge_seconds(w.worker, encode_s)
             units[w.worker] += len(parts)
         msgs = {w.worker: w.message() for w in workers}
         fresh = {w.worker: w.pop_fresh_loss() for w in workers}
-        res = cluster.master_step(step, S.nbytes, S.nbytes, S.scheme.ready)
+        bufs = {w.worker: w.pop_fresh_buffers() for w in workers}
+        res = cluster.master_step(step, S.nbytes, S.nbytes, S.scheme.ready, master_s=decode_s)
         ev = S.eval_cols(step)
-        S.decode_and_step(res.received, msgs)
+        S.decode_and_step(res.received, msgs, bufs)
         rec.log(step=step, time=cluster.now, step_time=res.step_time,
                 loss=float(np.mean([fresh[w] for w in res.received])),
                 bytes=cluster.ledger.pop_step(), n_received=len(res.received),
+                received=" ".join(map(str, res.received)),
                 started_late=int(res.started_late.sum()),
                 staleness=max(workers[w].staleness(step) for w in res.received),
                 compute_max=float(res.compute.max()), delay_max=float(res.delays.max()), **ev)
-        ckpt.maybe_save(step, lambda: {"step": step, "params": flat_params(S.model),
-                                       "cluster": cluster.state_dict(),
-                                       "recorder": rec.state_dict(),
-                                       "workers": [w.state_dict() for w in workers]})
+
+        def snapshot() -> dict:
+            c = {"gradient_compute_s": counters["gradient_compute_s"] + grad_s,
+                 "simulator_overhead_s": counters["simulator_overhead_s"] + cluster.overhead_s - overhead0,
+                 "compute_measured_s": counters["compute_measured_s"]
+                 + cluster.measured_compute_s - measured0}
+            return {"step": step, "params": S.model_vector(), "cluster": cluster.state_dict(),
+                    "recorder": rec.state_dict(), "units": units.tolist(), "counters": c,
+                    "workers": [w.state_dict() for w in workers]}
+
+        ckpt.maybe_save(step, snapshot)
+    total = {"gradient_compute_s": counters["gradient_compute_s"] + grad_s,
+             "simulator_overhead_s": counters["simulator_overhead_s"] + cluster.overhead_s - overhead0,
+             "compute_measured_s": counters["compute_measured_s"] + cluster.measured_compute_s - measured0}
     out = rec.finish(final=S.final(), cluster=cluster.describe(),
-                     simulator_overhead_s=cluster.overhead_s,
-                     gradient_compute_s=grad_compute_s,
-                     compute_charged_measured_s=cluster.measured_compute_s,
-                     units_per_worker_step=float(units.sum() / S.n / max(1, S.steps - start)),
+                     simulator_overhead_s=total["simulator_overhead_s"],
+                     gradient_compute_s=total["gradient_compute_s"],
+                     compute_charged_measured_s=total["compute_measured_s"],
+                     units_per_worker_step=float(units.sum() / S.n / max(1, S.steps)),
+                     encode_s=encode_s, decode_s=decode_s,
+                     unit_seconds_charged=compute.unit_seconds if compute.mode == "calibrated" else None,
                      bytes_total=cluster.ledger.total_bytes)
     ckpt.clear()
     return out
 
 
-def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path) -> Path | None:
+# ------------------------------------------------------------------ real backend
+
+
+def _supervise_worker() -> bool:
+    """On a worker rank: fork; the child does the work and this process waits.
+
+    torchrun tears the whole job down when one of *its* processes fails, which
+    would make every worker death fatal.  The child (the real worker) may die
+    (killed, crashed): this parent, the process torchrun watches, then reports
+    it and exits 0, and the master decides whether the run can go on.  A child
+    that fails with an exception (a bug, or the master gone) fails the parent
+    with its exit code.  Returns True in the child, False in the parent (whose
+    caller must return at once).
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        try:  # die with the parent (torchrun stops the processes it started, not their children)
+            import ctypes
+
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+        return True
+    _, status = os.waitpid(pid, 0)
+    rank = os.environ.get("RANK", "?")
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        print(f"\npgc: worker rank {rank} (pid {pid}) died of signal {sig} "
+              f"({signal.Signals(sig).name}); the master carries on without it if the scheme allows",
+              file=sys.stderr, flush=True)
+        return False
+    code = os.WEXITSTATUS(status)
+    if code:
+        sys.stderr.flush()
+        os._exit(code)
+    return False
+
+
+def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path,
+                    runtime: dict | None = None) -> Path | None:
     """Master (rank 0) and ``n`` workers (ranks 1..n) under torchrun."""
     from ..runtime import dist
 
-    timeout = float(spec.get("timeout_s", 60))
-    ctx = dist.init_from_env("gloo", timeout)
-    try:
-        S = Setup(spec, data_dir)
-        if ctx.world_size != S.n + 1:
-            raise ValueError(f"launched {ctx.world_size} processes; scheme needs 1 master + {S.n}")
-        if ctx.is_master:
-            return _master(ctx, S, Path(out_dir), timeout)
-        _worker(ctx, S, ctx.rank - 1, timeout)
+    rt = _runtime(spec, runtime)
+    timeout = float(rt["timeout_s"])
+    if int(os.environ.get("RANK", "0")) != 0 and not _supervise_worker():
         return None
+    child = int(os.environ.get("RANK", "0")) != 0
+    code = 0
+    try:
+        ctx = dist.init_from_env("gloo", timeout)
+        try:
+            S = Setup(spec, data_dir)
+            if ctx.world_size != S.n + 1:
+                raise ValueError(f"n: launched {ctx.world_size} processes; scheme needs 1 master + {S.n}")
+            if ctx.is_master:
+                return _master(ctx, S, Path(out_dir), timeout, rt)
+            _worker(ctx, S, ctx.rank - 1, timeout)
+            return None
+        finally:
+            ctx.close()
+    except BaseException:
+        code = 1
+        raise
     finally:
-        ctx.close()
+        if child:  # the forked worker never returns into the launcher's code
+            if code:
+                import traceback
+
+                traceback.print_exc()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
 
 
-def _master(ctx, S: Setup, out_dir: Path, timeout: float) -> Path:
+def _master(ctx, S: Setup, out_dir: Path, timeout: float, rt: dict) -> Path:
     from ..runtime.dist import MasterTransport
 
-    tr = MasterTransport(ctx, S.n, S.numel, S.numel, meta_len=META, dtype=S.dtype)
+    tr = MasterTransport(ctx, S.n, S.msg_numel, S.msg_numel, meta_len=META, dtype=S.dtype,
+                         log=lambda m: print(f"\n{m}", file=sys.stderr, flush=True))
     rec = RunRecorder(out_dir, S.spec, backend=ctx.backend, clock="measured")
     # Only the master holds state worth saving: a restarted worker has no gradient
     # memory and evaluates all its partitions at its first step (CodedWorker).
-    ckpt = Checkpointer(out_dir / "checkpoint.pt", **S.spec.get("checkpoint", {}))
+    ckpt = _checkpointer(out_dir / "checkpoint.pt", S.spec, rt)
     start, elapsed = 0, 0.0
+    acc = {"compute_s": np.zeros(S.n), "units": np.zeros(S.n), "encode_s": 0.0, "messages": 0,
+           "decode_s": 0.0, "steps": 0}
+    delays: list[tuple[int, int, float]] = []  # (step, worker, response delay beyond compute)
+    sent_at: dict[int, float] = {}
     state = ckpt.load()
     if state is not None:
-        set_flat_params(S.model, state["params"])
+        S.load_model_vector(state["params"])
         rec.load_state_dict(state["recorder"])
         start, elapsed = state["step"] + 1, state["elapsed"]
+        acc = state["acc"]
+        delays = list(state.get("delays", []))
     try:
         for step in tqdm(range(start, S.steps), desc=f"{S.scheme.name} master", mininterval=5,
-                         initial=start, total=S.steps):
+                         initial=start, total=S.steps, file=sys.stderr):
             ev = S.eval_cols(step)  # outside the timed region
             t0 = time.perf_counter()
-            tr.broadcast_params(step, flat_params(S.model))
+            sent_at[step] = t0
+            tr.broadcast_params(step, S.model_vector())
             arrivals = tr.gather(step, S.scheme.ready, timeout,
                                  hint=f"scheme {S.scheme.name} waits for {S.scheme.wait_for} of "
                                       f"{S.n} workers; use a straggler-tolerant scheme or raise "
                                       "runtime.timeout_s")
+            received = [a.worker for a in arrivals]
             msgs = {a.worker: a.payload for a in arrivals}
-            S.decode_and_step([a.worker for a in arrivals], msgs)
+            bufs = {a.worker: a.payload[S.numel:] for a in arrivals} if S.nbuf else None
+            decode_s = S.decode_and_step(received, msgs, bufs)
             step_time = time.perf_counter() - t0
             elapsed += step_time
+            for a in tr.messages:  # every message, used or not: the workers' measured costs
+                acc["compute_s"][a.worker] += float(a.meta[1])
+                acc["units"][a.worker] += float(a.meta[4])
+                acc["encode_s"] += float(a.meta[5])
+                acc["messages"] += 1
+                if a.step in sent_at:
+                    delays.append((a.step, a.worker, float(a.t_arrival - sent_at[a.step] - a.meta[1]
+                                                           - a.meta[5] - a.meta[6])))
+            for k in [k for k in sent_at if k < step - 64]:
+                del sent_at[k]
+            tr.messages.clear()
+            acc["decode_s"] += decode_s
+            acc["steps"] += 1
             meta = np.array([a.meta.numpy() for a in arrivals])
             rec.log(step=step, time=elapsed, step_time=step_time, loss=float(meta[:, 0].mean()),
                     bytes=ctx.ledger.pop_step(), n_received=len(arrivals),
+                    received=" ".join(map(str, received)),
                     compute_max=float(meta[:, 1].max()), staleness=int(meta[:, 2].max()),
-                    late_messages=tr.late_messages, **ev)
-            ckpt.maybe_save(step, lambda: {"step": step, "params": flat_params(S.model),
-                                           "recorder": rec.state_dict(), "elapsed": elapsed})
+                    encode_max=float(meta[:, 5].max()), decode_s=decode_s,
+                    late_messages=tr.late_messages, lost_workers=len(tr.lost), **ev)
+            ckpt.maybe_save(step, lambda: {"step": step, "params": S.model_vector(),
+                                           "recorder": rec.state_dict(), "elapsed": elapsed,
+                                           "acc": acc, "delays": list(delays)})
     finally:
         tr.shutdown()
+    units = np.maximum(acc["units"], 1e-12)
+    per_worker = acc["compute_s"] / units
+    seen = acc["units"] > 0
+    if seen.any():
+        per_worker[~seen] = per_worker[seen].mean()  # a worker never heard from: the others' mean
+    calibration = {"unit_compute_s_per_worker": per_worker.tolist(),
+                   "encode_s": acc["encode_s"] / max(1, acc["messages"]),
+                   "decode_s": acc["decode_s"] / max(1, acc["steps"])}
+    from ..summarize import write_table_file
+    import pandas as pd
+
+    write_table_file(pd.DataFrame(delays, columns=["step", "worker", "delay"]), out_dir / "delays.csv")
     out = rec.finish(final=S.final(), bytes_total=ctx.ledger.total_bytes,
-                     late_messages=tr.late_messages, n_workers=S.n)
+                     late_messages=tr.late_messages, n_workers=S.n,
+                     lost_workers={str(w): why for w, why in tr.lost.items()},
+                     calibration=calibration,
+                     unit_compute_s=float(np.mean(per_worker)))
     ckpt.clear()
     return out
 
@@ -230,23 +572,33 @@ def _master(ctx, S: Setup, out_dir: Path, timeout: float) -> Path:
 def _worker(ctx, S: Setup, wid: int, timeout: float) -> None:
     from ..runtime.dist import WorkerTransport
 
-    tr = WorkerTransport(ctx, S.numel, S.numel, meta_len=META, dtype=S.dtype)
+    tr = WorkerTransport(ctx, S.msg_numel, S.msg_numel, meta_len=META, dtype=S.dtype)
     w = CodedWorker(S.scheme, wid)
     factor = float(S.stragglers.compute_factor(S.n)[wid])
+    crash_at = S.stragglers.crashes_at(wid)
     while True:
         got = tr.recv_params(timeout_s=timeout * 10)
         if got is None:
             return
         step, flat = got
-        set_flat_params(S.model, flat)
+        if crash_at is not None and step >= crash_at:
+            sys.stderr.flush()
+            os.kill(os.getpid(), signal.SIGKILL)  # fault injection: a real process death
+        S.load_model_vector(flat)
         t0 = time.perf_counter()
-        for j in w.to_compute(step):
-            loss, g, _ = S.partition_grad(j, step)
-            w.update(j, g, loss, step)
-        msg = w.message()
+        parts = w.to_compute(step)
+        computed = S.compute(list(parts), step, vectorised=False)
+        for j in parts:
+            loss, g, b, _ = computed[j]
+            w.update(j, g, loss, step, b)
         compute_s = time.perf_counter() - t0
+        msg = w.message()
+        b = w.pop_fresh_buffers()
+        if b is not None:
+            msg = torch.cat([msg, b.to(S.dtype)])
         fresh_loss = w.pop_fresh_loss()
         delay = float(S.stragglers.delays(step, S.n)[wid]) + (factor - 1.0) * compute_s
         if delay > 0 and not tr.sleep(delay):
             return
-        tr.send(step, msg, [fresh_loss, compute_s, w.staleness(step), step])
+        tr.send(step, msg, [fresh_loss, compute_s, w.staleness(step), step, len(parts), w.encode_s,
+                            delay if math.isfinite(delay) else 0.0])

@@ -6,10 +6,22 @@ one round-robin partition for PGC, all at start-up) on the model it has, keeps
 the latest gradient of each held partition with the step it was taken at, and
 sends the encoded combination.  The simulated cluster and the torch.distributed
 worker process both drive this same class.
+
+A worker processes the models it is sent *in order*, one per step, whether or
+not it is late (the authors' Ray actors run queued tasks in order, and the
+simulated cluster starts a busy worker's next step late): the round-robin
+index is the step of the model being processed, so the gradients in one
+message are at most ``s`` steps old.
+
+For a model with buffers (BatchNorm), a worker also reports the mean of the
+running statistics its fresh partitions produced at this step; the master
+adopts the mean over the messages it used, so it evaluates with running
+statistics of the data, not its initial ones.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import torch
@@ -24,6 +36,8 @@ class CodedWorker:
     latest: dict[int, torch.Tensor] = field(default_factory=dict)   # partition -> gradient
     taken_at: dict[int, int] = field(default_factory=dict)          # partition -> model step
     fresh_loss: dict[int, float] = field(default_factory=dict)      # losses computed this step
+    fresh_buf: dict[int, torch.Tensor] = field(default_factory=dict)  # buffers after each fresh partition
+    encode_s: float = 0.0                                            # wall time of the last message()
 
     def __post_init__(self) -> None:
         self.coef = self.scheme.encode_coefficients(self.worker)
@@ -35,17 +49,23 @@ class CodedWorker:
             return tuple(self.coef)
         return self.scheme.partitions_to_compute(self.worker, step)
 
-    def update(self, partition: int, grad: torch.Tensor, loss: float, model_step: int) -> None:
+    def update(self, partition: int, grad: torch.Tensor, loss: float, model_step: int,
+               buffers: torch.Tensor | None = None) -> None:
         self.latest[partition] = grad
         self.taken_at[partition] = model_step
         self.fresh_loss[partition] = loss
+        if buffers is not None:
+            self.fresh_buf[partition] = buffers
 
     def message(self) -> torch.Tensor:
-        """The encoded combination of the latest gradients of the held partitions."""
+        """The encoded combination of the latest gradients of the held partitions
+        (its wall time is kept in :attr:`encode_s`)."""
+        t0 = time.perf_counter()
         msg = None
         for j, c in self.coef.items():
             term = self.latest[j] if c == 1.0 else self.latest[j] * c
             msg = term.clone() if msg is None else msg.add_(term)
+        self.encode_s = time.perf_counter() - t0
         return msg
 
     def staleness(self, step: int) -> int:
@@ -57,6 +77,14 @@ class CodedWorker:
         vals = list(self.fresh_loss.values())
         self.fresh_loss.clear()
         return sum(vals) / len(vals)
+
+    def pop_fresh_buffers(self) -> torch.Tensor | None:
+        """Mean buffers over the partitions computed this step (None without buffers)."""
+        if not self.fresh_buf:
+            return None
+        out = torch.stack(list(self.fresh_buf.values())).mean(0)
+        self.fresh_buf.clear()
+        return out
 
     def state_dict(self) -> dict:
         return {"latest": dict(self.latest), "taken_at": dict(self.taken_at)}

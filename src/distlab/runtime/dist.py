@@ -38,6 +38,7 @@ instead, its ``close`` makes the workers' receives fail with a clear error.
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import queue
@@ -59,6 +60,7 @@ _FOREVER = timedelta(days=365)  # gloo closes the pair when a wait() times out
 _PARAM_HEAD = 1  # params message: [step, *flat]
 _MSG_HEAD = 2  # worker message: [step, worker, *meta, *payload]
 MAX_PENDING = 2  # model sends in flight per worker = receives a worker keeps posted
+MAX_BACKLOG = 512  # models queued for one worker before it is given up as lost
 _ACK_WAIT_S = 1.0  # how long a worker lets its stop acknowledgement leave before going on
 
 
@@ -198,6 +200,10 @@ class StragglerTimeout(RuntimeError):
     """The master waited ``timeout_s`` and the scheme's ready rule never held."""
 
 
+class WorkerLostError(RuntimeError):
+    """Workers died (or were given up) and the rest can no longer satisfy the scheme."""
+
+
 @dataclass(frozen=True)
 class Arrival:
     """One worker message for the step being gathered."""
@@ -281,16 +287,26 @@ def _names(workers: Sequence[int]) -> str:
 
 
 class MasterTransport:
-    """Rank 0's side: broadcast models, gather worker messages by step.
+    """Rank 0's side: send models, gather worker messages by step.
 
     Worker ``w`` is rank ``w + 1``.  Models are ``[step, *flat]`` of
     ``param_numel`` values, worker messages ``[step, worker, *meta, *payload]``
     with ``meta_len`` metadata slots and ``msg_numel`` payload values, all in
     ``dtype``.  The ledger counts payload bytes (not the header) at the sender.
+
+    Every model reaches every live worker, in step order: at most
+    ``MAX_PENDING`` sends are in flight to a worker and the rest wait in its
+    queue (a slow worker works through its backlog, as a Ray actor runs its
+    queued tasks).  A worker whose send or receive fails (its process died)
+    is *lost*: the master logs it once, stops talking to it and carries on
+    with the others; so does a worker whose queue exceeds ``MAX_BACKLOG``
+    models.  :meth:`gather` fails at once, naming the lost workers, when the
+    scheme can no longer be satisfied by the workers left.
     """
 
     def __init__(self, ctx: DistContext, n_workers: int, param_numel: int, msg_numel: int,
-                 meta_len: int = 4, dtype: torch.dtype = torch.float64) -> None:
+                 meta_len: int = 4, dtype: torch.dtype = torch.float64,
+                 log: Callable[[str], None] | None = None) -> None:
         if ctx.rank != 0:
             raise ValueError(f"MasterTransport runs on rank 0, not rank {ctx.rank}")
         if n_workers != ctx.world_size - 1:
@@ -298,46 +314,66 @@ class MasterTransport:
         self.ctx, self.n_workers = ctx, n_workers
         self.param_numel, self.msg_numel, self.meta_len, self.dtype = param_numel, msg_numel, meta_len, dtype
         self.late_messages = 0
+        self.lost: dict[int, str] = {}  # worker -> why it was given up
+        self.messages: list[Arrival] = []  # every message received (used, late or early), for statistics
+        self._log = log or (lambda msg: print(msg, flush=True))
         self._group = ctx.p2p_group
         self._q: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
         self._sends: list[list[_Pending]] = [[] for _ in range(n_workers)]
-        self._deferred: list[torch.Tensor | None] = [None] * n_workers
+        self._backlog: list[collections.deque] = [collections.deque() for _ in range(n_workers)]
         self._early: list[Arrival] = []
         for w in range(n_workers):
             self._post(w)
 
+    def alive(self) -> list[int]:
+        return [w for w in range(self.n_workers) if w not in self.lost]
+
+    def _lose(self, w: int, why: str) -> None:
+        if w in self.lost:
+            return
+        self.lost[w] = why
+        self._backlog[w].clear()
+        self._log(f"master: worker {w} (rank {w + 1}) lost at {time.strftime('%H:%M:%S')}: {why}; "
+                  f"carrying on with {len(self.alive())} of {self.n_workers} workers")
+
     def _post(self, w: int) -> None:
         buf = torch.empty(_MSG_HEAD + self.meta_len + self.msg_numel, dtype=self.dtype)
-        _irecv(buf, w + 1, MSG, self._group, self._q)
+        try:
+            _irecv(buf, w + 1, MSG, self._group, self._q)
+        except RuntimeError as e:
+            self._lose(w, f"cannot receive from it ({str(e).splitlines()[0]})")
 
     def _send_model(self, w: int, buf: torch.Tensor) -> None:
-        self._sends[w].append(_isend(buf, w + 1, PARAMS, self._group, self._q))
+        try:
+            self._sends[w].append(_isend(buf, w + 1, PARAMS, self._group, self._q))
+        except RuntimeError as e:
+            self._lose(w, f"cannot send to it ({str(e).splitlines()[0]})")
+            return
         self.ctx.ledger.send(self.param_numel * buf.element_size())
 
     def _pump(self, w: int) -> None:
-        """Reap worker ``w``'s completed model sends; send its deferred newest model."""
+        """Reap worker ``w``'s completed model sends; send its queued models in order."""
+        if w in self.lost:
+            return
         for p in self._sends[w]:
-            if p.event.is_set():
-                p.check(f"sending the model to worker {w}")
+            if p.event.is_set() and p.error is not None:
+                self._lose(w, f"sending it a model failed ({str(p.error).splitlines()[0]})")
+                return
         self._sends[w] = [p for p in self._sends[w] if not p.event.is_set()]
-        if self._deferred[w] is not None and len(self._sends[w]) < MAX_PENDING:
-            self._send_model(w, self._deferred[w])
-            self._deferred[w] = None
+        while self._backlog[w] and len(self._sends[w]) < MAX_PENDING and w not in self.lost:
+            self._send_model(w, self._backlog[w].popleft())
+        if len(self._backlog[w]) > MAX_BACKLOG:
+            self._lose(w, f"more than {MAX_BACKLOG} models queued (unresponsive)")
 
     def broadcast_params(self, step: int, flat: torch.Tensor) -> None:
-        """Send model ``step`` to every worker without waiting for any.
-
-        A worker with ``MAX_PENDING`` models still in flight (slow or dead)
-        gets this one later, when a send completes, unless a newer one
-        replaces it first: memory stays bounded and it receives the newest.
-        """
+        """Queue model ``step`` for every live worker and send what can be sent now."""
         if flat.numel() != self.param_numel:
             raise ValueError(f"model has {flat.numel()} values, transport expects {self.param_numel}")
         buf = torch.empty(_PARAM_HEAD + self.param_numel, dtype=self.dtype)
         buf[0] = step
         buf[_PARAM_HEAD:].copy_(flat.detach().reshape(-1))
-        for w in range(self.n_workers):
-            self._deferred[w] = buf
+        for w in self.alive():
+            self._backlog[w].append(buf)
             self._pump(w)
 
     def gather(self, step: int, ready: Callable[[list[int]], bool], timeout_s: float,
@@ -346,18 +382,24 @@ class MasterTransport:
 
         Messages for earlier steps are late: discarded and counted in
         ``late_messages``.  Messages for later steps are kept for their own
-        gather.  Raises :class:`StragglerTimeout` (naming the workers that
-        never answered, followed by ``hint``) after ``timeout_s``.
+        gather.  Raises :class:`WorkerLostError` as soon as the live workers can no
+        longer make ``ready`` hold, and :class:`StragglerTimeout` (naming the
+        workers that never answered, followed by ``hint``) after ``timeout_s``.
         """
         t0 = time.perf_counter()
         arrivals = [a for a in self._early if a.step == step]
         self._early = [a for a in self._early if a.step > step]
         while not ready([a.worker for a in arrivals]):
+            got = {a.worker for a in arrivals}
+            if self.lost and not ready(sorted(got | set(self.alive()))):
+                dead = sorted(self.lost)
+                raise WorkerLostError(
+                    f"step {step}: {_names(dead)} died ({'; '.join(self.lost[w] for w in dead)}); "
+                    f"the {len(self.alive())} left cannot satisfy the scheme ({hint})")
             left = timeout_s - (time.perf_counter() - t0)
             try:
                 p = self._q.get(timeout=max(left, 0.0)) if left > 0 else self._q.get_nowait()
             except queue.Empty:
-                got = {a.worker for a in arrivals}
                 missing = [w for w in range(self.n_workers) if w not in got]
                 raise StragglerTimeout(
                     f"step {step}: waited {timeout_s:.1f} s, got {len(got)} of {self.n_workers} workers; "
@@ -367,12 +409,17 @@ class MasterTransport:
             if p.kind == PARAMS:
                 self._pump(w)
                 continue
-            p.check(f"receiving from worker {w}")
+            if p.error is not None:
+                self._lose(w, f"receiving from it failed ({str(p.error).splitlines()[0]})")
+                continue
+            if w in self.lost:
+                continue
             self._post(w)
             buf = p.buf
             a = Arrival(worker=w, step=int(buf[0]),
                         meta=buf[_MSG_HEAD:_MSG_HEAD + self.meta_len],
                         payload=buf[_MSG_HEAD + self.meta_len:], t_arrival=p.t_done)
+            self.messages.append(a)
             if a.step < step:
                 self.late_messages += 1
             elif a.step > step:
@@ -382,18 +429,33 @@ class MasterTransport:
         return arrivals
 
     def shutdown(self, grace_s: float = 5.0) -> list[int]:
-        """Tell every worker to stop; wait at most ``grace_s`` for their acknowledgements.
+        """Tell every live worker to stop; wait at most ``grace_s`` for their acknowledgements.
 
-        Returns the workers that did not acknowledge (gone, or busy past the
-        grace).  After it, :meth:`DistContext.close` cannot cut a stop short.
+        Returns the workers that did not acknowledge (lost, gone, or busy past
+        the grace).  After it, :meth:`DistContext.close` cannot cut a stop short.
         """
-        acks = [_irecv(torch.empty(1, dtype=self.dtype), w + 1, CONTROL, self._group)
-                for w in range(self.n_workers)]
-        for w in range(self.n_workers):
-            _isend(torch.full((1,), _STOP, dtype=self.dtype), w + 1, CONTROL, self._group)
+        while True:  # failures queued since the last gather: a worker died meanwhile
+            try:
+                p = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if p.error is not None and p.kind in (MSG, PARAMS):
+                self._lose(p.peer - 1, f"its connection failed ({str(p.error).splitlines()[0]})")
+        acks: dict[int, _Pending] = {}
+        for w in self.alive():
+            try:
+                acks[w] = _irecv(torch.empty(1, dtype=self.dtype), w + 1, CONTROL, self._group)
+                _isend(torch.full((1,), _STOP, dtype=self.dtype), w + 1, CONTROL, self._group)
+            except RuntimeError:
+                self._lose(w, "cannot tell it to stop")
         deadline = time.perf_counter() + grace_s
-        return [w for w, p in enumerate(acks)
-                if not p.event.wait(max(0.0, deadline - time.perf_counter())) or p.error is not None]
+        silent = []
+        for w, p in acks.items():
+            if not p.event.wait(max(0.0, deadline - time.perf_counter())):
+                silent.append(w)
+            elif p.error is not None:
+                self._lose(w, f"gone at the end ({str(p.error).splitlines()[0]})")
+        return sorted(set(silent) | set(self.lost))
 
 
 class WorkerTransport:
@@ -431,10 +493,11 @@ class WorkerTransport:
         return True
 
     def recv_params(self, timeout_s: float) -> tuple[int, torch.Tensor] | None:
-        """The newest model received as ``(step, flat)``, or None once the master said stop.
+        """The next model in step order as ``(step, flat)``, or None once the master said stop.
 
-        Older models that arrived meanwhile are dropped.  Raises TimeoutError
-        if neither a model nor a stop comes within ``timeout_s``.
+        Every model is returned once, oldest first (a late worker works
+        through its queue).  Raises TimeoutError if neither a model nor a stop
+        comes within ``timeout_s``.
         """
         deadline = time.perf_counter() + timeout_s
         while True:
@@ -442,9 +505,9 @@ class WorkerTransport:
                 return None
             self._drain()
             if self._models:
-                newest = max(self._models, key=lambda p: p.buf[0].item())
-                self._models.clear()
-                return int(newest.buf[0]), newest.buf[_PARAM_HEAD:]
+                oldest = min(self._models, key=lambda p: p.buf[0].item())
+                self._models.remove(oldest)
+                return int(oldest.buf[0]), oldest.buf[_PARAM_HEAD:]
             left = deadline - time.perf_counter()
             try:
                 self._take(self._q.get(timeout=left) if left > 0 else self._q.get_nowait())

@@ -13,7 +13,11 @@ drawn from :mod:`distlab.runtime.stragglers`, plus network costs from
   send one message each, and the master proceeds as soon as the messages it
   has received satisfy ``ready`` (e.g. the fastest ``n - s``).  A worker
   that is still busy with an earlier step starts the next one late; the
-  step time is the arrival time of the last message the master needed.
+  step time is the arrival time of the last message the master needed, plus
+  the master's own work on them (``master_s``, e.g. decoding).  Workers whose
+  messages arrive at the same instant (no stragglers, equal compute) are
+  ordered by a seeded draw per step, a pure function of ``(seed, step)``, so
+  no worker is favoured by its index.
 
 Everything is deterministic given the seed (calibrated compute): the clock
 state is part of the checkpoint, so a resumed run reproduces the times of
@@ -36,6 +40,7 @@ from .network import NetworkModel
 from .stragglers import StragglerModel
 
 BACKEND = "simulated"
+TIE_STREAM = 0x7459  # namespaces the per-step tie-breaking draws
 
 
 class StragglerTimeout(RuntimeError):
@@ -59,7 +64,7 @@ class SimulatedCluster:
     clock = "simulated"
 
     def __init__(self, n: int, compute: ComputeModel, network: NetworkModel,
-                 stragglers: StragglerModel) -> None:
+                 stragglers: StragglerModel, compute_factor: Sequence[float] | None = None) -> None:
         if n < 1:
             raise ValueError(f"a cluster needs at least one worker, got n={n}")
         self.n = n
@@ -71,6 +76,12 @@ class SimulatedCluster:
         self.free_at = np.zeros(n)
         self._charged = np.zeros(n)
         self._factor = stragglers.compute_factor(n)
+        if compute_factor is not None:  # e.g. per-worker speeds measured on the real backend
+            f = np.asarray(compute_factor, dtype=float)
+            if f.shape != (n,) or not np.all(np.isfinite(f)) or np.any(f <= 0):
+                raise ValueError(f"compute_factor must be {n} positive finite numbers, got {f}")
+            self._factor = self._factor * f
+        self.tie_seed = int(stragglers.seed)
         self.overhead_s = 0.0      # wall time spent in the simulator's own bookkeeping
         self.measured_compute_s = 0.0  # wall time of the work charged (both modes)
 
@@ -81,6 +92,16 @@ class SimulatedCluster:
         self._charged[worker] += self.compute_model.cost(units, measured_s) * self._factor[worker]
         self.measured_compute_s += measured_s
         self.overhead_s += time.perf_counter() - t0
+
+    def charge_seconds(self, worker: int, seconds: float) -> None:
+        """Worker ``worker`` spent ``seconds`` of simulated time on work outside
+        the compute model (e.g. encoding its message); not scaled."""
+        self._charged[worker] += seconds
+
+    def tie_break(self, step: int) -> np.ndarray:
+        """A seeded random priority per worker for ``step`` (pure in seed and step)."""
+        return np.random.default_rng(np.random.SeedSequence([self.tie_seed, TIE_STREAM, int(step)])
+                                     ).permutation(self.n)
 
     def _take_charged(self) -> np.ndarray:
         c, self._charged = self._charged, np.zeros(self.n)
@@ -104,7 +125,7 @@ class SimulatedCluster:
         return step_time
 
     def master_step(self, step: int, msg_bytes: Sequence[float] | float, bcast_bytes: float,
-                    ready: Callable[[list[int]], bool]) -> MasterStep:
+                    ready: Callable[[list[int]], bool], master_s: float = 0.0) -> MasterStep:
         """Master–worker step; see the module docstring for the timing rules."""
         t0 = time.perf_counter()
         n = self.n
@@ -115,7 +136,7 @@ class SimulatedCluster:
         finish = start + compute + delays
         msg = np.asarray(msg_bytes, dtype=float)
         arrival = finish + self.network.p2p(msg)
-        order = np.argsort(arrival, kind="stable")
+        order = np.lexsort((self.tie_break(step), arrival))  # by arrival, ties by a seeded draw
         received: list[int] = []
         for w in order:
             if not math.isfinite(arrival[w]):
@@ -128,7 +149,7 @@ class SimulatedCluster:
             raise StragglerTimeout(
                 f"step {step}: the master needs more messages than can ever arrive; "
                 f"workers {dead} never answer")
-        end = float(arrival[received[-1]])
+        end = float(arrival[received[-1]]) + master_s
         self.ledger.send(bcast_bytes, count=n)
         sent = np.isfinite(arrival)  # every worker that answers sends, late or not
         self.ledger.send(float((msg * sent).sum()) if msg.ndim else float(msg) * int(sent.sum()))

@@ -32,20 +32,50 @@ def seed_everything(seed: int) -> None:
 
 @dataclass
 class ImageData:
-    """A labelled image split held in memory as tensors."""
+    """A labelled image split held in memory.
+
+    ``x`` is either already a float tensor (then :meth:`take` returns it as
+    is) or the stored ``uint8`` pixels, kept as ``uint8`` in memory (a quarter
+    of float32, an eighth of float64) and normalised per batch: :meth:`take`
+    returns ``x[idx].to(dtype) / pixel_max``.
+    """
 
     x: torch.Tensor
     y: torch.Tensor
+    pixel_max: float | None = None
+    dtype: torch.dtype | None = None
+
+    def __post_init__(self) -> None:
+        if self.x.dtype == torch.uint8 and (self.pixel_max is None or self.dtype is None):
+            raise ValueError("uint8 images need pixel_max and dtype to be normalised per batch")
 
     def __len__(self) -> int:
         return len(self.y)
 
+    def _norm(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.uint8:
+            return x.to(self.dtype).div_(self.pixel_max)
+        return x
+
     def take(self, idx: np.ndarray | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         idx = torch.as_tensor(idx, dtype=torch.long)
-        return self.x[idx], self.y[idx]
+        return self._norm(self.x[idx]), self.y[idx]
+
+    def rows(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Contiguous rows ``start:stop``, normalised."""
+        return self._norm(self.x[start:stop]), self.y[start:stop]
+
+    def to(self, device: torch.device | str) -> "ImageData":
+        return ImageData(self.x.to(device), self.y.to(device), self.pixel_max, self.dtype)
 
 
-def load_image_data(data_dir: str | Path, split: str, dtype: torch.dtype) -> ImageData:
+def load_image_data(data_dir: str | Path, split: str, dtype: torch.dtype,
+                    keep_uint8: bool = False) -> ImageData:
+    """One image split; with ``keep_uint8`` the pixels stay ``uint8`` in memory
+    and every batch is normalised when it is taken (same values, to rounding)."""
+    if keep_uint8:
+        d = load_split(data_dir, split, normalize=False)
+        return ImageData(d["x"], d["y"].long(), float(d["pixel_max"]), dtype)
     d = load_split(data_dir, split)
     return ImageData(d["x"].to(dtype), d["y"].long())
 
@@ -86,8 +116,38 @@ def set_flat_params(model: nn.Module, flat: torch.Tensor) -> None:
             i += p.numel()
 
 
+def buffers_of(model: nn.Module) -> list[torch.Tensor]:
+    """The model's buffers (BatchNorm running statistics and step counters)."""
+    return [b for b in model.buffers()]
+
+
+def flat_buffers(model: nn.Module, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Every buffer as one vector (empty for a model without buffers); the
+    integer step counters are exact in float64 up to 2**53."""
+    bufs = buffers_of(model)
+    if not bufs:
+        return torch.zeros(0, dtype=dtype)
+    return torch.cat([b.detach().reshape(-1).to(dtype) for b in bufs])
+
+
+def set_flat_buffers(model: nn.Module, flat: torch.Tensor) -> None:
+    i = 0
+    with torch.no_grad():
+        for b in buffers_of(model):
+            b.copy_(flat[i:i + b.numel()].view_as(b).to(b.dtype))
+            i += b.numel()
+
+
+def buffer_numel(model: nn.Module) -> int:
+    return sum(b.numel() for b in buffers_of(model))
+
+
 def loss_and_grad(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[float, torch.Tensor, float]:
-    """Mean cross-entropy on (x, y), its gradient as one flat vector, and the seconds it took."""
+    """Mean cross-entropy on (x, y), its gradient as one flat vector, and the seconds it took.
+
+    The forward pass runs in training mode: a BatchNorm layer normalises with
+    the batch's statistics and updates its running statistics in place.
+    """
     t0 = time.perf_counter()
     params = params_of(model)
     loss = F.cross_entropy(model(x), y)
@@ -96,26 +156,78 @@ def loss_and_grad(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> tuple[f
     return float(loss.detach()), flat, time.perf_counter() - t0
 
 
-def batched_loss_and_grads(model: nn.Module, xs: torch.Tensor, ys: torch.Tensor
-                           ) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """Losses and flat gradients of ``P`` independent mini-batches at once.
+@dataclass
+class PartitionGrads:
+    """Per-partition results of one model on ``P`` mini-batches.
 
-    ``xs`` is (P, b, ...) and ``ys`` (P, b); row ``j`` of the result is what
-    :func:`loss_and_grad` gives for ``(xs[j], ys[j])`` (to float rounding), but
-    computed in one vectorised call (``torch.func.vmap``).  The simulated
-    cluster uses it to evaluate every partition a step needs; it charges each
-    worker for its own partitions, so the saving changes no simulated time.
+    ``buffers`` row ``j`` is the model's buffers after one training-mode
+    forward pass on batch ``j`` from the model's buffers at call time (each
+    BatchNorm running statistic moved once towards batch ``j``'s statistics);
+    ``None`` for a model without buffers.
+    """
+
+    losses: torch.Tensor            # (P,)
+    grads: torch.Tensor             # (P, numel)
+    buffers: torch.Tensor | None    # (P, buffer_numel) float64
+    seconds: float                  # wall time of the whole call
+
+
+def partition_grads_loop(model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]
+                         ) -> tuple[PartitionGrads, list[float]]:
+    """:class:`PartitionGrads` by one :func:`loss_and_grad` per batch (what a
+    real worker does), each starting from the same buffers; also the seconds
+    of each batch.  The model's buffers are left as they were."""
+    t0 = time.perf_counter()
+    has_buf = buffer_numel(model) > 0
+    b0 = flat_buffers(model) if has_buf else None
+    losses, grads, bufs, secs = [], [], [], []
+    for x, y in batches:
+        if has_buf:
+            set_flat_buffers(model, b0)
+        loss, g, sec = loss_and_grad(model, x, y)
+        losses.append(loss)
+        grads.append(g)
+        secs.append(sec)
+        if has_buf:
+            bufs.append(flat_buffers(model))
+    if has_buf:
+        set_flat_buffers(model, b0)
+    return PartitionGrads(torch.tensor(losses, dtype=torch.float64), torch.stack(grads),
+                          torch.stack(bufs) if has_buf else None, time.perf_counter() - t0), secs
+
+
+def partition_grads(model: nn.Module, xs: torch.Tensor, ys: torch.Tensor) -> PartitionGrads:
+    """Losses, flat gradients and buffer updates of ``P`` independent mini-batches at once.
+
+    ``xs`` is (P, b, ...) and ``ys`` (P, b); row ``j`` is what
+    :func:`partition_grads_loop` gives for ``(xs[j], ys[j])`` (to float
+    rounding), computed in one vectorised call (``torch.func.vmap``).  Buffers
+    (BatchNorm running statistics) are handed to the call as a batched input,
+    one copy per mini-batch, so each batch updates its own copy and nothing
+    captured is mutated; the model's own buffers are left as they were.
     """
     t0 = time.perf_counter()
+    P = len(xs)
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     params = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+    bnames = [n for n, _ in model.named_buffers()]
+    bufs = {n: b.detach().unsqueeze(0).expand(P, *b.shape).clone() for n, b in model.named_buffers()}
 
-    def loss_fn(p: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(functional_call(model, p, (x,)), y)
+    def loss_fn(p: dict, b: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(functional_call(model, (p, b), (x,)), y)
 
-    grads, losses = vmap(grad_and_value(loss_fn), in_dims=(None, 0, 0))(params, xs, ys)
-    flat = torch.cat([grads[n].reshape(len(xs), -1) for n in names], dim=1)
-    return losses.detach(), flat, time.perf_counter() - t0
+    grads, losses = vmap(grad_and_value(loss_fn), in_dims=(None, 0, 0, 0))(params, bufs, xs, ys)
+    flat = torch.cat([grads[n].reshape(P, -1) for n in names], dim=1)
+    fbuf = (torch.cat([bufs[n].reshape(P, -1).to(torch.float64) for n in bnames], dim=1)
+            if bnames else None)
+    return PartitionGrads(losses.detach(), flat, fbuf, time.perf_counter() - t0)
+
+
+def batched_loss_and_grads(model: nn.Module, xs: torch.Tensor, ys: torch.Tensor
+                           ) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Losses, flat gradients and seconds of ``P`` mini-batches (see :func:`partition_grads`)."""
+    r = partition_grads(model, xs, ys)
+    return r.losses, r.grads, r.seconds
 
 
 def sgd_apply(model: nn.Module, flat_grad: torch.Tensor, lr: float) -> None:
@@ -128,12 +240,12 @@ def sgd_apply(model: nn.Module, flat_grad: torch.Tensor, lr: float) -> None:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, data: ImageData, batch: int = 4096) -> tuple[float, float]:
+def evaluate(model: nn.Module, data: ImageData, batch: int = 512) -> tuple[float, float]:
     """Mean loss and accuracy over a whole split."""
     model.eval()
     total, correct, n = 0.0, 0, len(data)
     for i in range(0, n, batch):
-        x, y = data.x[i:i + batch], data.y[i:i + batch]
+        x, y = data.rows(i, i + batch)
         logits = model(x)
         total += float(F.cross_entropy(logits, y, reduction="sum"))
         correct += int((logits.argmax(1) == y).sum())
