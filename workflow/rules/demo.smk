@@ -341,6 +341,34 @@ rule demo_table_sweep:
         "python -m distlab demo-table --kind sweep --summary {input:q} --md {output:q} > {log:q} 2>&1"
 
 
+rule demo_bench:
+    """Optimizer step vs torch AdamW, whole step vs AdamW-DDP on 2 gloo processes, payload bytes,
+    tokens/s and peak RSS (measured; under `snakemake demo_bench`, reported, never asserted)."""
+    input:
+        data=data_manifest(DEMO["dataset"]),
+    output:
+        csv=f"{RESULTS}/demo/bench/bench.csv",
+        md=f"{RESULTS}/demo/bench/bench.md",
+    params:
+        spec=as_json({"model": DEMO["model"], "large_model": DEMO["bench"]["large_model"],
+                      "repeats": DEMO["bench"]["repeats"], "steps": DEMO["bench"]["steps"],
+                      "lr": DEMO["lr"]["demo"], "demo": DEMO["demo"],
+                      "run": json.loads(demo_spec("demo", 2, 0, "gloo"))}),
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        "logs/demo/bench.log",
+    benchmark:
+        "benchmarks/demo/bench.tsv"
+    threads: config["runtime"]["threads"]
+    resources:
+        mem_mb=6000,
+    shell:
+        "python -m distlab demo-bench --spec {params.spec:q} --data {params.data:q} --threads {threads} "
+        "--out {output.csv:q} > {log:q} 2>&1"
+
+
 rule demo_sweep:
     """The learning-rate sweep (its chosen values are in config/config.yaml demo.lr)."""
     input:

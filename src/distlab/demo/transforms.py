@@ -100,10 +100,11 @@ def to_tiles(x: torch.Tensor, n1: int, n2: int) -> torch.Tensor:
 def dct2(tiles: torch.Tensor, d1: torch.Tensor | None, d2: torch.Tensor) -> torch.Tensor:
     """2-D DCT of a batch of tiles ``(..., n1, n2)``; ``d1 = None`` when ``n1 == 1``."""
     out = torch.matmul(tiles, d2.T)
-    return out if d1 is None else torch.matmul(d1, out)
+    # d1 @ out as one (T*n2, n1) x (n1, n1) product rather than T small ones
+    return out if d1 is None else torch.matmul(out.transpose(-1, -2), d1.T).transpose(-1, -2)
 
 
 def idct2(coeffs: torch.Tensor, d1: torch.Tensor | None, d2: torch.Tensor) -> torch.Tensor:
     """Inverse of :func:`dct2`."""
     out = torch.matmul(coeffs, d2)
-    return out if d1 is None else torch.matmul(d1.T, out)
+    return out if d1 is None else torch.matmul(out.transpose(-1, -2), d1).transpose(-1, -2)

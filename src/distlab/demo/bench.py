@@ -1,0 +1,117 @@
+"""DeMo benchmarks (measured; reported, never asserted).
+
+* optimizer step alone: DeMo (reference and compact payloads, world size 1:
+  encode + apply, no collective) against torch AdamW's default step and
+  fused AdamW, on the default model and a larger GPT; medians of interleaved
+  repeats (each repeat times every optimizer once, in turn);
+* whole training step on 2 gloo processes: DeMo against AdamW with one
+  flattened all-reduce, interleaved torchrun jobs, median step time of each;
+  tokens per second per worker and peak RSS from the same jobs;
+* payload bytes: compact against the reference encoding.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ..models import lm_loss
+from ..runs import write_csv
+from ..tables import atomic_write_text, markdown_table
+from .optim import DeMo
+from .train import build_lm
+
+
+def _optimizer_rows(model_cfg: dict, label: str, repeats: int, lr: float, topk: int, chunk: int) -> list[dict]:
+    model = build_lm(model_cfg, 256, torch.float32, 0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    block = int(model_cfg.get("block_size", 64))
+    x = torch.randint(0, 256, (4, block), generator=torch.Generator().manual_seed(0))
+    lm_loss(model(x[:, :-1]), x[:, 1:]).backward()
+    opts = {
+        "adamw (torch default)": torch.optim.AdamW(params, lr=lr),
+        "adamw (fused)": torch.optim.AdamW(params, lr=lr, fused=True),
+        "demo (reference payload)": DeMo(params, lr=lr, compression_topk=topk, compression_chunk=chunk),
+        "demo (compact payload)": DeMo(params, lr=lr, compression_topk=topk, compression_chunk=chunk,
+                                       encoding="compact"),
+    }
+    times: dict[str, list[float]] = {k: [] for k in opts}
+    with torch.no_grad():
+        snapshot = [p.detach().clone() for p in params]
+    for r in range(repeats + 2):
+        for name, opt in opts.items():
+            t0 = time.perf_counter()
+            opt.step()
+            dt = time.perf_counter() - t0
+            if r >= 2:  # two warm-up rounds
+                times[name].append(dt)
+            with torch.no_grad():
+                for p, s in zip(params, snapshot):
+                    p.copy_(s)
+    base = statistics.median(times["adamw (torch default)"])
+    n = sum(p.numel() for p in params)
+    demo = opts["demo (reference payload)"]
+    compact = opts["demo (compact payload)"]
+    rows = [{"benchmark": "optimizer step", "model": label, "params": n, "what": k,
+             "median_ms": 1e3 * statistics.median(v), "ratio_vs_adamw_default": statistics.median(v) / base,
+             "repeats": len(v)} for k, v in times.items()]
+    rows.append({"benchmark": "payload bytes", "model": label, "params": n, "what": "compact / reference encoding",
+                 "ratio_vs_adamw_default": float("nan"), "median_ms": float("nan"), "repeats": 0,
+                 "bytes_ratio": compact.payload_nbytes() / demo.reference_payload_nbytes()})
+    return rows
+
+
+def _whole_step_rows(spec: dict, data: Path, threads: int, label: str, rounds: int = 2) -> list[dict]:
+    from ..runtime.launch import run_torchrun
+
+    results: dict[str, list[dict]] = {"adamw": [], "demo": []}
+    with tempfile.TemporaryDirectory(prefix="distlab-demo-bench-") as tmp:
+        for r in range(rounds):
+            for method in ("adamw", "demo"):  # interleaved
+                s = {**spec, "method": method, "backend": "gloo", "n_workers": 2,
+                     "lr": float(spec["lr"])}
+                out = Path(tmp) / f"{method}{r}"
+                with open(Path(tmp) / f"{method}{r}.log", "w") as log:
+                    run_torchrun(["train", "--experiment", "demo", "--spec", json.dumps(s), "--data",
+                                  str(data), "--out", str(out)], nprocs=2, threads=threads, timeout_s=1800,
+                                 stream=log)
+                m = pd.read_csv(out / "metrics.csv")
+                man = json.loads((out / "manifest.json").read_text())
+                results[method].append({"step": float(m["step_time"].iloc[1:].median()),
+                                        "rss": float(man["peak_rss_mb"])})
+    tokens = int(spec["batch_size"]) * int(spec["model"].get("block_size", 128))
+    base = statistics.median(x["step"] for x in results["adamw"])
+    rows = []
+    for method, runs in results.items():
+        step = statistics.median(x["step"] for x in runs)
+        rows.append({"benchmark": "whole step, 2 gloo processes", "model": label, "what": method,
+                     "median_ms": 1e3 * step, "ratio_vs_adamw_default": step / base, "repeats": len(runs),
+                     "tokens_per_s_per_worker": tokens / step,
+                     "peak_rss_mb": max(x["rss"] for x in runs)})
+    return rows
+
+
+def main_bench(spec: dict, data: Path, out: Path, threads: int) -> pd.DataFrame:
+    """``spec``: {"model", "large_model", "repeats", "steps", "batch_size", "lr", "demo": {...}, "run": run spec}."""
+    d = spec.get("demo", {})
+    topk, chunk = int(d.get("topk", 32)), int(d.get("chunk", 64))
+    torch.set_num_threads(1)
+    rows = []
+    for label, cfg in (("default", spec["model"]), ("large", spec["large_model"])):
+        rows += _optimizer_rows(cfg, label, int(spec["repeats"]), float(spec["lr"]), topk, chunk)
+    for label, cfg in (("default", spec["model"]), ("large", spec["large_model"])):
+        run = {**spec["run"], "model": cfg, "steps": int(spec["steps"]), "eval_every": int(spec["steps"])}
+        rows += _whole_step_rows(run, Path(data), threads, label)
+    df = pd.DataFrame(rows)
+    out = Path(out)
+    write_csv(df, out)
+    atomic_write_text(out.with_suffix(".md"),
+                      "# DeMo benchmarks (measured, this machine; medians of interleaved repeats)\n\n"
+                      + markdown_table(df))
+    return df
