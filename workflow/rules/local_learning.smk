@@ -17,58 +17,11 @@ wildcard_constraints:
     lmethod=r"bp|rc-seq|rc-par|pc-fixed|pc-strict",
 
 
-def local_timed(group, method):
-    """Jobs whose wall time is compared (the loss-against-time figure) get the timed cores."""
-    return group == "rc" and method in ("bp", "rc-par")
+from distlab.local import workflow as local_wf
 
 
-def local_spec(group, method, seed, threads=None):
-    c = LOCAL
-    g = c[group]
-    spec = {
-        "experiment": "local", "group": group, "seed": int(seed), "dataset": c["dataset"],
-        "model": g["model"], "batch_size": c["batch_size"], "steps": c["steps"], "lr": c["lr"],
-        "betas": c.get("betas", [0.9, 0.95]), "weight_decay": c.get("weight_decay", 0.0),
-        "warmup_steps": c.get("warmup_steps", 10), "eval_every": c["eval_every"], "eval": c["eval"],
-        "threads": int(threads or (c["threads"] if local_timed(group, method) else 1)),
-    }
-    if method == "bp":
-        spec.update(method="bp", save_model=(group == "rc"))
-    elif method.startswith("rc"):
-        spec.update(method="rc", sections=g["sections"], delay=g["delay"],
-                    mode="parallel" if method in ("rc-par", "rc-thread") else "sequential")
-        if spec["mode"] == "parallel":
-            spec.update(threads=1, worker_threads=g.get("worker_threads", 1),
-                        concurrency="thread" if method == "rc-thread" else g["concurrency"])
-    else:
-        variant = method.split("-", 1)[1]
-        spec.update(method="pc", variant=variant, pc={"T": g["T"], **g["variants"][variant]})
-    return spec
-
-
-def local_runs():
-    return [f"{RESULTS}/local/{group}/{m}/seed{s}/manifest.json"
-            for group in ("rc", "pc") for m in LOCAL[group]["methods"] for s in config["seeds"]]
-
-
-def local_bench_specs():
-    b = LOCAL["bench"]
-    out = {}
-    for m in b["methods"]:
-        spec = local_spec("rc", "rc-par" if m == "rc-thread" else m, 0, threads=LOCAL["threads"])
-        spec.update(model=b["model"], batch_size=b["batch_size"])
-        if m == "rc-thread":
-            spec.update(concurrency="thread", threads=1)
-        spec.pop("save_model", None)
-        out[m] = spec
-    return out
-
-
-def local_pc_cost_options():
-    b, g = LOCAL["bench"], LOCAL["pc"]
-    spec = local_spec("pc", "bp", 0, threads=1)
-    return {"spec": spec, "T": b["pc_T"], "variants": g["variants"],
-            "warmup": b["pc_warmup"], "measure": b["pc_measure"]}
+LOCAL_RUNS = local_wf.run_dirs(LOCAL, config["seeds"], RESULTS)
+LOCAL_NONIDENT_SPEC = local_wf.spec(LOCAL, "rc", "bp", config["seeds"][0])
 
 
 register_tables("P3", {"local_runs": f"{RESULTS}/local/runs.csv",
@@ -84,7 +37,7 @@ rule local_train:
         manifest=f"{LOCAL_RUN}/manifest.json",
         metrics=f"{LOCAL_RUN}/metrics.csv",
     params:
-        spec=lambda w: as_json(local_spec(w.lgroup, w.lmethod, w.seed)),
+        spec=lambda w: as_json(local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed)),
         out=subpath(output.manifest, parent=True),
         data=subpath(input.data, parent=True),
     conda:
@@ -93,7 +46,7 @@ rule local_train:
         "logs/local/{lgroup}/{lmethod}/seed{seed}.log",
     benchmark:
         "benchmarks/local/{lgroup}/{lmethod}/seed{seed}.tsv"
-    threads: lambda w: LOCAL["threads"] if local_timed(w.lgroup, w.lmethod) else 1
+    threads: lambda w: LOCAL["threads"] if local_wf.timed(w.lgroup, w.lmethod) else 1
     resources:
         mem_mb=lambda w, input: mem_for(input.data, LOCAL["rc"]["sections"] + 1 if w.lmethod == "rc-par" else 1,
                                         base_mb=700),
@@ -106,7 +59,7 @@ rule local_train:
 rule local_summarize:
     """Every local-learning run -> the per-step table and the runs table (the scorecard's input)."""
     input:
-        local_runs(),
+        LOCAL_RUNS,
     output:
         steps=f"{RESULTS}/local/steps.csv",
         runs=f"{RESULTS}/local/runs.csv",
@@ -131,7 +84,7 @@ rule local_bench_throughput:
     output:
         LOCAL_BENCH["throughput"],
     params:
-        options=as_json({"specs": local_bench_specs(), "repeats": LOCAL["bench"]["repeats"],
+        options=as_json({"specs": local_wf.bench_specs(LOCAL), "repeats": LOCAL["bench"]["repeats"],
                          "warmup": LOCAL["bench"]["warmup"], "measure": LOCAL["bench"]["measure"]}),
         data=subpath(input.data, parent=True),
     conda:
@@ -155,7 +108,7 @@ rule local_bench_pc_cost:
     output:
         LOCAL_BENCH["pc_cost"],
     params:
-        options=as_json(local_pc_cost_options()),
+        options=as_json(local_wf.pc_cost_options(LOCAL)),
         data=subpath(input.data, parent=True),
     conda:
         ENV
@@ -181,7 +134,7 @@ rule local_nonident:
         f"{RESULTS}/local/nonident.json",
     params:
         model=lambda w, input: os.path.join(os.path.dirname(input.run), "model.pt"),
-        spec=as_json(local_spec("rc", "bp", config["seeds"][0])),
+        spec=as_json(LOCAL_NONIDENT_SPEC),
         scales=[f"{s:g}" for s in LOCAL["nonident"]["scales"]],
         data=subpath(input.data, parent=True),
     conda:

@@ -1,0 +1,228 @@
+"""The local-learning workflow: the trainer end to end, a killed parallel run, config checks,
+the `local_learning` target on both configurations (dry-run), a tiny end-to-end run, and
+config/paper.yaml's experiment shrunk onto the CPU."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import psutil
+import pytest
+import yaml
+
+from conftest import ROOT, bin_path, tracked_copy
+from distlab.data import prepare_dataset
+from distlab.local import checks, workflow
+from distlab.local.train import run_simulated
+
+ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+
+def smk(*args, cwd=ROOT, timeout=600):
+    return subprocess.run(["snakemake", *args], cwd=cwd, env=ENV, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def config(name="config/config.yaml"):
+    from snakemake.utils import update_config
+
+    c = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    if name != "config/config.yaml":
+        update_config(c, yaml.safe_load((ROOT / name).read_text()))
+    return c
+
+
+def tiny_section():
+    """The local_learning section of the tiny test config (read on its own, so that this
+    paper's tests do not depend on the other sections of the shared file)."""
+    text = (ROOT / "tests/configs/tiny.yaml").read_text()
+    start = text.index("\nlocal_learning:")
+    end = text.index("# ---", start)
+    return yaml.safe_load(text[start:end])["local_learning"]
+
+
+@pytest.fixture(scope="module")
+def pydoc(tmp_path_factory):
+    out = tmp_path_factory.mktemp("localwf") / "pydoc"
+    prepare_dataset({"name": "pydoc", "kind": "text", "source": "pydoc_topics",
+                     "val_fraction": 0.05, "test_fraction": 0.05}, out, seed=0)
+    return out
+
+
+@pytest.mark.parametrize("group,method", [("rc", "bp"), ("rc", "rc-seq"), ("rc", "rc-par"),
+                                          ("pc", "pc-fixed"), ("pc", "pc-strict")])
+def test_trainer_writes_a_complete_run(tmp_path, pydoc, group, method):
+    spec = workflow.spec(tiny_section(), group, method, 0)
+    run_simulated(spec, pydoc, tmp_path / "run", {"timeout_s": 60})
+    man = json.loads((tmp_path / "run/manifest.json").read_text())
+    m = pd.read_csv(tmp_path / "run/metrics.csv")
+    assert man["method"] == method and man["clock"] == "measured"
+    assert len(m) == spec["steps"] and m["val_loss"].notna().sum() >= 2
+    assert {"tokens", "time", "loss", "val_loss", "backend", "clock"} <= set(m.columns)
+    assert m["time"].is_monotonic_increasing and (m["tokens"].diff().dropna() > 0).all()
+    assert 0 < man["final"]["test_loss"] < 7 and man["tokens_per_s"] > 0
+    n_proc = spec["sections"] + 1 if method == "rc-par" else 1
+    assert man["processes"] == n_proc and len(man["rss_per_process_mb"]) == n_proc
+    assert man["peak_rss_mb"] == pytest.approx(sum(man["rss_per_process_mb"]), abs=0.5)
+    assert (tmp_path / "run/model.pt").exists() == (method == "bp" and group == "rc")
+
+
+def test_a_killed_parallel_run_leaves_nothing_that_looks_complete(tmp_path, pydoc):
+    spec = workflow.spec(tiny_section(), "rc", "rc-par", 0)
+    spec.update(steps=100000, eval_every=100000)
+    out = tmp_path / "run"
+    log = open(tmp_path / "log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "distlab", "train", "--experiment", "local",
+                             "--spec", json.dumps(spec), "--data", str(pydoc), "--out", str(out),
+                             "--runtime", json.dumps({"timeout_s": 30})],
+                            env=ENV, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 240
+        workers = []
+        while time.time() < deadline:
+            workers = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                       if "rc-section" in " ".join(c.cmdline()) or "spawn_main" in " ".join(c.cmdline())]
+            if len(workers) >= spec["sections"] and "step 0 " in (tmp_path / "log").read_text():
+                break
+            time.sleep(0.5)
+        assert len(workers) >= spec["sections"], (tmp_path / "log").read_text()[-2000:]
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    # the section workers die with their coordinator (PR_SET_PDEATHSIG), and no output exists
+    gone, alive = psutil.wait_procs(workers, timeout=30)
+    assert not alive
+    assert not (out / "manifest.json").exists() and not (out / "metrics.csv").exists()
+    # the rerun of the same command then completes
+    spec.update(steps=4, eval_every=2)
+    run_simulated(spec, pydoc, out, {"timeout_s": 60})
+    assert (out / "manifest.json").exists()
+
+
+def test_config_checks_name_the_key():
+    c = config()
+    assert checks.check(c) == []
+    bad = copy.deepcopy(c)
+    s = bad["local_learning"]
+    s["rc"]["sections"] = 5
+    s["rc"]["methods"] = ["rc-seq", "rc-par"]
+    s["pc"]["model"]["n_head"] = 3
+    s["pc"]["methods"] = ["bp", "pc-fixed", "pc-strict"]
+    del s["pc"]["variants"]["strict"]
+    s["warmup_steps"] = s["steps"]
+    s["dataset"] = "digits"
+    s["bench"]["methods"] = ["bp", "rc-seq"]
+    errors = "\n".join(checks.check(bad))
+    for key in ("local_learning.rc.sections", "local_learning.rc.methods", "local_learning.pc.model.n_head",
+                "local_learning.pc.variants.strict", "local_learning.warmup_steps",
+                "local_learning.dataset", "local_learning.bench.methods"):
+        assert key in errors, key
+
+
+@pytest.mark.parametrize("change,key", [
+    (lambda s: s.update(lr=float("nan")), "local_learning.lr"),
+    (lambda s: s["rc"].update(methods=["bp", "bp"]), "local_learning.rc.methods"),
+    (lambda s: s["rc"].update(concurrency="fork"), "local_learning.rc.concurrency"),
+    (lambda s: s["pc"]["variants"]["fixed"].update(eta=1.5), "local_learning.pc.variants.fixed.eta"),
+    (lambda s: s["bench"].update(repeats=1), "local_learning.bench.repeats"),
+    (lambda s: s.update(stepz=3), "local_learning"),
+])
+def test_config_schema_refuses_bad_values(change, key):
+    from distlab.checks import config_errors
+
+    c = config()
+    change(c["local_learning"])
+    errors = "\n".join(config_errors(c, ROOT / "workflow/schemas"))
+    assert key in errors, errors
+
+
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
+def test_target_resolves(configfile):
+    r = smk("local_learning", "-n", "--forceall", "--quiet", "rules", "--configfile", configfile)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for rule in ("local_train", "local_summarize", "local_bench_throughput", "local_bench_pc_cost",
+                 "local_nonident", "local_fig_loss_tokens", "local_fig_loss_time",
+                 "local_fig_throughput_memory", "local_fig_pc_cost", "local_fig_nonident",
+                 "local_table", "scorecard_paper"):
+        assert rule in r.stdout, rule
+    c = config(configfile)
+    assert len(c["seeds"]) >= 5
+    n_runs = len(workflow.run_dirs(c["local_learning"], c["seeds"]))
+    assert n_runs == len(c["seeds"]) * (len(c["local_learning"]["rc"]["methods"])
+                                        + len(c["local_learning"]["pc"]["methods"]))
+
+
+def test_paper_config_runs_shrunk(tmp_path, monkeypatch):
+    """config/paper.yaml's experiment: its hub text through datasets.load_dataset (a tiny
+    in-memory stand-in), every method's spec as the rules build it, tiny shapes, a few steps."""
+    import datasets
+
+    paper = config("config/paper.yaml")
+    c = paper["local_learning"]
+    assert c["rc"]["model"]["n_layer"] == 24 and c["pc"]["model"]["n_layer"] == 12
+    assert checks.check(paper) == []
+    ds_spec = {"name": c["dataset"], **paper["datasets"][c["dataset"]]}
+    assert ds_spec["source"] == "hf" and ds_spec["kind"] == "text"
+    text = [f"Line {i}: the quick brown fox jumps over the lazy dog. " * 8 for i in range(80)]
+    fake = datasets.DatasetDict({ds_spec.get("train_split", "train"):
+                                 datasets.Dataset.from_dict({ds_spec.get("text_key", "text"): text})})
+    seen = {}
+
+    def load_dataset(path, name=None, *a, **k):
+        seen["args"] = (path, name)
+        return fake
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    prepare_dataset(ds_spec, tmp_path / "data", seed=paper["data_seed"])
+    assert seen["args"] == (ds_spec["hf_path"], ds_spec.get("hf_name"))
+    small = {"n_head": 2, "d_model": 16, "block_size": 16}
+    shrunk = copy.deepcopy(c)
+    shrunk["rc"]["model"].update(small, n_layer=4)
+    shrunk["rc"]["worker_threads"] = 1
+    shrunk["pc"]["model"].update(small, n_layer=2)
+    shrunk.update(steps=3, eval_every=2, batch_size=2, warmup_steps=1,
+                  eval={"batches": 1, "batch_size": 2, "final_batches": 1}, threads=1)
+    for group in ("rc", "pc"):
+        for method in c[group]["methods"]:
+            spec = workflow.spec(shrunk, group, method, paper["seeds"][0])
+            out = tmp_path / group / method
+            run_simulated(spec, tmp_path / "data", out, {"timeout_s": 60})
+            man = json.loads((out / "manifest.json").read_text())
+            assert man["spec"]["dataset"] == c["dataset"] and man["final"]["test_loss"] > 0
+
+
+@pytest.mark.slow
+def test_tiny_local_learning_end_to_end(tmp_path):
+    work = tracked_copy(tmp_path / "repo")
+    cfg = ["--configfile", "tests/configs/tiny.yaml"]
+    r = smk("--cores", "2", *cfg, "local_learning", cwd=work, timeout=1500)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    paper = work / "paper"
+    for f in ["figures/local_loss_tokens.png", "figures/local_loss_time.png",
+              "figures/local_throughput_memory.png", "figures/local_pc_cost.png",
+              "figures/local_nonident.png", "tables/local_main.md", "tables/local_main.csv",
+              "scorecard/P3.md", "scorecard/P3.csv"]:
+        assert (paper / f).stat().st_size > 0, f
+    card = pd.read_csv(paper / "scorecard/P3.csv").set_index("id")
+    assert card.loc["local.rc.noninferior", "n_seeds"] == 2
+    assert card.loc["local.rc.throughput", "n_seeds"] == 2  # the benchmark's repeats
+    runs = pd.read_csv(work / "results/local/runs.csv")
+    tiny = tiny_section()
+    assert len(runs) == 2 * (len(tiny["rc"]["methods"]) + len(tiny["pc"]["methods"]))
+    # the parallel sections computed the sequential mode's numbers
+    rc = runs[runs.group == "rc"].set_index(["method", "seed"])["final_test_loss"]
+    for seed in (0, 1):
+        assert rc[("rc-par", seed)] == pytest.approx(rc[("rc-seq", seed)], abs=1e-5)
+    table = pd.read_csv(paper / "tables/local_main.csv")
+    assert {"test_loss", "verdict", "paper", "throughput_ratio_vs_bp"} <= set(table.columns)
+    ni = json.loads((work / "results/local/nonident.json").read_text())
+    assert all(r["report_rel_diff"] < 1e-2 for r in ni["model"])
+    r = smk("-n", *cfg, "local_learning", cwd=work)
+    assert "Nothing to be done" in r.stdout + r.stderr
