@@ -1,0 +1,54 @@
+# DeMo (P4) helpers only: paths, run specs, the registered tables and outputs.  No rules here.
+
+DEMO = config["demo"]
+DEMO_RUN = f"{RESULTS}/demo/{{dbackend}}/n{{nw}}/{{dmethod}}/seed{{seed}}"
+DEMO_SWEEP_RUN = f"{RESULTS}/demo/sweep/lr{{lr}}/{{dmethod}}/seed{{seed}}"
+DEMO_NETWORKS = as_json(DEMO["networks"])
+DEMO_REAL = DEMO["real"]["enabled"]
+DEMO_REAL_BACKEND = DEMO["real"]["backend"]
+
+
+wildcard_constraints:
+    dmethod=r"adamw|demo|demo-compact|diloco|powersgd",
+    dbackend=r"simulated|gloo|nccl",
+    nw=r"\d+",
+    lr=r"[0-9.e-]+",
+
+
+def demo_spec(method, n, seed, backend, lr=None, steps=None):
+    d = DEMO
+    spec = {
+        "experiment": "demo", "method": method, "backend": backend, "seed": int(seed),
+        "model": d["model"], "n_workers": int(n), "batch_size": d["batch_size"],
+        "lr": float(lr) if lr is not None else float(d["lr"][method]),
+        "steps": int(steps or d["steps"]), "eval_every": d["eval_every"],
+        "eval_batches": d["eval_batches"], "dtype": d.get("dtype", "float32"),
+        "demo": d["demo"], "adamw": d["adamw"], "diloco": d["diloco"], "powersgd": d["powersgd"],
+        "cluster": {"compute": d["compute"], "network": config["cluster"]["network"],
+                    "straggler": {"model": "none"}},
+    }
+    return as_json(spec)
+
+
+def demo_runs(group):
+    d = DEMO
+    if group == SIM:
+        return [f"{RESULTS}/demo/{SIM}/n{n}/{m}/seed{s}/manifest.json"
+                for n in d["n_workers"] for m in d["methods"] for s in config["seeds"]]
+    if group == "sweep":
+        sw = d["sweep"]
+        return [f"{RESULTS}/demo/sweep/lr{lr:g}/{m}/seed{s}/manifest.json"
+                for lr in sw["lrs"] for m in sw["methods"] for s in sw["seeds"]]
+    r = d["real"]
+    return [f"{RESULTS}/demo/{group}/n{n}/{m}/seed{s}/manifest.json"
+            for n in r["n_workers"] for m in r["methods"] for s in r["seeds"]]
+
+
+DEMO_FIGURES = [f"{PAPER}/figures/demo_{k}.png" for k in ("loss_steps", "loss_bytes", "loss_time")]
+DEMO_TABLES = [f"{PAPER}/tables/demo_results.csv", f"{PAPER}/tables/demo_results.md",
+               f"{PAPER}/tables/demo_bytes.csv", f"{PAPER}/tables/demo_bytes.md"]
+DEMO_REAL_OUT = ([f"{PAPER}/figures/demo_real.png", f"{PAPER}/tables/demo_real.md"] if DEMO_REAL else [])
+
+register_tables("P4", {"demo_sim": f"{RESULTS}/demo/{SIM}/summary.csv",
+                       **({"demo_real": f"{RESULTS}/demo/{DEMO_REAL_BACKEND}/summary.csv"} if DEMO_REAL else {})})
+register_outputs("P4", DEMO_FIGURES + DEMO_TABLES + DEMO_REAL_OUT)
