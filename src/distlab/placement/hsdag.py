@@ -61,13 +61,12 @@ def _components(n: int, pairs: np.ndarray) -> np.ndarray:
             x = parent[x]
         return x
 
-    for u, v in pairs:
-        ru, rv = find(int(u)), find(int(v))
+    for u, v in np.asarray(pairs, dtype=np.int64).reshape(-1, 2).tolist():
+        ru, rv = find(u), find(v)
         if ru != rv:
             parent[max(ru, rv)] = min(ru, rv)
-    roots = [find(i) for i in range(n)]
     label: dict[int, int] = {}
-    return np.array([label.setdefault(r, len(label)) for r in roots], dtype=np.int64)
+    return np.array([label.setdefault(find(i), len(label)) for i in range(n)], dtype=np.int64)
 
 
 class MLP(nn.Module):
@@ -115,30 +114,28 @@ class HSDAGNet(nn.Module):
         for _ in range(self.max_levels if self.pooling else 0):
             n = h.shape[0]
             hg = self.gnn(h, _norm_adj(adj))
+            # score of every edge and self-loop: sigmoid(MLP(h_u * h_v)), as a dense matrix
             iu, iv = torch.nonzero(torch.triu(adj, 1), as_tuple=True)
             loops = torch.arange(n)
-            su = torch.cat([iu, loops])
-            sv = torch.cat([iv, loops])
+            su, sv = torch.cat([iu, loops]), torch.cat([iv, loops])
             score = torch.sigmoid(self.edge_net(hg[su] * hg[sv])).squeeze(-1)
-            # dominant edge of every node: its best incident edge (self-loop included)
-            ends = torch.cat([su, sv[: iu.numel()]])
-            other = torch.cat([sv, su[: iu.numel()]])
-            sc = torch.cat([score, score[: iu.numel()]])
-            best = torch.full((n,), -1.0).scatter_reduce(0, ends, sc.detach(), "amax")
-            is_best = sc.detach() == best[ends]
-            # ties: keep the first dominant edge per node
-            first = {}
-            for e in torch.nonzero(is_best).squeeze(-1).tolist():
-                first.setdefault(int(ends[e]), e)
-            dom = np.array([(int(ends[e]), int(other[e])) for e in first.values()])
-            label = _components(n, dom)
+            dense = torch.full((n, n), -1.0)
+            dense[su, sv] = score.detach()
+            dense[sv, su] = score.detach()
+            # dominant edge of every node: its best incident edge (self-loop included;
+            # ties go to the lowest neighbour index)
+            dom = dense.argmax(dim=1)
+            idx = torch.full((n, n), -1, dtype=torch.long)
+            idx[su, sv] = torch.arange(su.numel())
+            idx[sv, su] = torch.arange(su.numel())
+            dom_score = score[idx[loops, dom]]
+            label = _components(n, np.stack([np.arange(n), dom.numpy()], axis=1))
             c = int(label.max()) + 1
             if c == n:
                 h = hg
                 break
             lab = torch.from_numpy(label)
             s = torch.zeros(n, c).index_put_((torch.arange(n), lab), torch.tensor(1.0))
-            dom_score = sc[list(first.values())]
             node_score = torch.zeros(c).index_add(0, lab, dom_score) / s.sum(0)
             pooled = s.t() @ self.pre(hg)
             h = self.post_norm(pooled + self.post(torch.relu(pooled))) * node_score[:, None]

@@ -127,7 +127,7 @@ class Simulator:
             if v in sinks:
                 dests.add(host)
             dests.discard(d)
-            for dst in sorted(dests):
+            for dst in (sorted(dests) if len(dests) > 1 else dests):
                 t0 = fin if fin > bus_free[d] else bus_free[d]
                 done = t0 + xfer[v]
                 bus_free[d] = done

@@ -49,7 +49,7 @@ def options(pl: dict) -> str:
 
 
 def tables(paper: str) -> dict[str, list[str]]:
-    main = [f"{paper}/tables/placement_{t}.{ext}" for t in ("main", "graphs", "convergence")
+    main = [f"{paper}/tables/placement_{t}.{ext}" for t in ("main", "graphs", "convergence", "headline")
             for ext in ("csv", "md")]
     return {"main": main,
             "ablation": [f"{paper}/tables/placement_ablation.{ext}" for ext in ("csv", "md")],
