@@ -285,3 +285,29 @@ def test_measured_cuda_times_replace_the_roofline_only_when_asked():
     assert costs.device_costs(g, dev, None, cuda=None)[0] == pytest.approx(1.0 + 2e-9)   # no GPU: roofline
     dev.pop("measure_on_cuda")
     assert costs.device_costs(g, dev, None, cuda=np.array([7e-6]))[0] == pytest.approx(1.0 + 2e-9)
+
+
+def test_ready_order_is_work_conserving():
+    # in(dev0) -> x (dev1, 2 s) -> y (dev0, 1 s); in -> z (dev0, 3 s); y, z -> w (dev0, free)
+    comp = [[0, 0], [2, 2], [1, 1], [3, 3], [0, 0]]
+    edges = [(0, 1), (1, 2), (0, 3), (2, 4), (3, 4)]
+    place = np.array([0, 1, 0, 0, 0])
+    topo = _sim(5, edges, comp, [0] * 5, pinned=[True, 0, 0, 0, 0])
+    ready = sim.Simulator(5, edges, np.array(comp, float), np.zeros(5), np.array([True, 0, 0, 0, 0]),
+                          order="ready")
+    # topological queue: y (waits for x until 2) before z: y 2-3, z 3-6
+    assert topo.trace(place).start.tolist() == [0, 0, 2, 3, 6] and topo.evaluate(place)[0] == 6
+    # ready-order queue: z is ready at 0 and runs first: z 0-3, y 3-4
+    assert ready.trace(place).start.tolist() == [0, 0, 3, 0, 4] and ready.evaluate(place)[0] == 4
+
+
+def test_ready_order_agrees_on_the_busy_link_case_and_chains():
+    comp = [[0, 0], [1, 1], [1, 1], [1, 1], [1, 1], [0, 0]]
+    edges = [(0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 5)]
+    ready = sim.Simulator(6, edges, np.array(comp, float), np.array([0, 3, 3, 0, 0, 0.5]),
+                          np.array([True] + [False] * 5), order="ready")
+    assert ready.evaluate(np.array([0, 0, 0, 1, 1, 1]))[0] == pytest.approx(8.5)
+    chain = sim.Simulator(2, [(0, 1)], np.array([[1.0, 1], [2, 2]]), np.array([0.5, 0.25]), order="ready")
+    assert chain.evaluate(np.array([0, 1]))[0] == pytest.approx(3.75)
+    with pytest.raises(sim.PlacementError, match="order"):
+        sim.Simulator(2, [(0, 1)], np.ones((2, 2)), np.zeros(2), order="lifo")

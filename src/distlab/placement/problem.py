@@ -36,10 +36,11 @@ class Problem:
 
     @classmethod
     def build(cls, graph: dict, pair: dict, profiled: np.ndarray | None, budget: int,
-              single_device: str = "allow", cuda: np.ndarray | None = None) -> Problem:
+              single_device: str = "allow", cuda: np.ndarray | None = None,
+              order: str = "topological") -> Problem:
         compute, transfer = costs.pair_costs(graph, pair, profiled, cuda=cuda)
         pinned = np.array([n["op"] == "input" for n in graph["nodes"]])
-        sim = Simulator(graph["n_nodes"], graph["edges"], compute, transfer, pinned)
+        sim = Simulator(graph["n_nodes"], graph["edges"], compute, transfer, pinned, order=order)
         group = coarsen.coarsen(graph["n_nodes"], graph["edges"])
         return cls(graph, sim, group, coarsen.coarse_edges(group, graph["edges"]),
                    compute.shape[1], single_device, budget)

@@ -206,20 +206,21 @@ def error_table(inputs: list[str], out_csv: str | Path, out_md: str | Path) -> N
 
 
 def sim_speed(graph_path, profile_path, spec, out) -> None:
-    """Evaluations per second of the simulator on one graph, batch sizes 1, 20, 200."""
+    """Evaluations per second of the simulator on one graph, both queue orders, batch sizes 1, 20, 200."""
     from distlab.tables import write_table
 
     graph = graphs.load_graph(graph_path)
     prof = costs.load_profile(profile_path, graph)
-    prob = Problem.build(graph, spec["pair"], prof, budget=1)
     rng = np.random.default_rng(0)
     rows = []
-    for b in (1, 20, 200):
-        p = prob.expand(rng.integers(0, prob.n_devices, (b, prob.n_groups)))
-        n, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < float(spec.get("seconds", 2.0)):
-            prob.sim.evaluate(p)
-            n += b
-        rows.append({"model": spec["model_name"], "n_nodes": graph["n_nodes"], "batch": b,
-                     "evals_per_s": n / (time.perf_counter() - t0)})
+    for order in ("topological", "ready"):
+        prob = Problem.build(graph, spec["pair"], prof, budget=1, order=order)
+        for b in (1, 20, 200):
+            p = prob.expand(rng.integers(0, prob.n_devices, (b, prob.n_groups)))
+            n, t0 = 0, time.perf_counter()
+            while time.perf_counter() - t0 < float(spec.get("seconds", 2.0)):
+                prob.sim.evaluate(p)
+                n += b
+            rows.append({"model": spec["model_name"], "n_nodes": graph["n_nodes"], "order": order,
+                         "batch": b, "evals_per_s": n / (time.perf_counter() - t0)})
     write_table(pd.DataFrame(rows), out)

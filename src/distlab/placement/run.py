@@ -87,7 +87,8 @@ def run(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Path, 
     # baselines themselves (and HEFT's one schedule) are always scored as they are
     rule = "allow" if spec["method"] in DETERMINISTIC else spec.get("single_device", "allow")
     problem = Problem.build(graph, spec["pair"], prof, budget, rule,
-                            cuda=costs.load_cuda_profile(profile_path, graph))
+                            cuda=costs.load_cuda_profile(profile_path, graph),
+                            order=spec.get("sim_order", "topological"))
     out = Path(out)
     ck_cfg = (runtime or {}).get("checkpoint", {"every_s": 0.0, "every_steps": 1})
     ck = Checkpointer(out.with_suffix(".ckpt"), spec=spec, every_s=float(ck_cfg.get("every_s", 0.0)),

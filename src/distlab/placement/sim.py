@@ -21,9 +21,17 @@ Model (in the style of Placeto's simulator, Addanki et al. 2019):
 nodes in topological order, each step a handful of numpy operations over the
 batch.  ``Simulator.trace`` returns the start/finish of every operator and
 transfer of one placement.
+
+``order="ready"`` switches to the queue discipline of Placeto's simulator: a
+device's queue is ordered by the time an operator became ready (FIFO,
+work-conserving: a ready operator never waits behind one whose inputs are
+still in flight).  It runs a heap-based event loop per placement, slower than
+the default single pass; both are tested on hand-computed schedules.
 """
 
 from __future__ import annotations
+
+import heapq
 
 from dataclasses import dataclass
 
@@ -44,7 +52,10 @@ class Trace:
 
 class Simulator:
     def __init__(self, n: int, edges, compute: np.ndarray, transfer: np.ndarray,
-                 pinned: np.ndarray | None = None, host: int = 0):
+                 pinned: np.ndarray | None = None, host: int = 0, order: str = "topological"):
+        if order not in ("topological", "ready"):
+            raise PlacementError(f"order: {order!r} is not 'topological' or 'ready'")
+        self.order = order
         compute = np.asarray(compute, dtype=float)
         transfer = np.asarray(transfer, dtype=float)
         if compute.ndim != 2 or compute.shape[0] != n:
@@ -89,6 +100,8 @@ class Simulator:
     def evaluate(self, place: np.ndarray) -> np.ndarray:
         """Latency (s) of each placement of a ``[batch, n]`` array (or one ``[n]``)."""
         place = self._check(place)
+        if self.order == "ready":
+            return np.array([self._run_ready(p.tolist())[0] for p in place])
         if place.shape[0] < 64:  # the scalar loop is faster than numpy on small batches
             return np.array([self._run_one(p.tolist())[0] for p in place])
         return self._run(place, trace=False)[0]
@@ -97,15 +110,96 @@ class Simulator:
         place = self._check(place)
         if place.shape[0] != 1:
             raise PlacementError("trace takes one placement")
-        lat, start, finish, transfers = self._run_one(place[0].tolist())
+        run = self._run_ready if self.order == "ready" else self._run_one
+        lat, start, finish, transfers = run(place[0].tolist())
         return Trace(lat, np.array(start), np.array(finish), transfers)
 
-    def _run_one(self, pl: list[int]):
-        """The same model for one placement, in plain Python (no numpy per node)."""
+    def _lists_once(self):
         if not hasattr(self, "_lists"):
             self._lists = ([p.tolist() for p in self.preds], [s.tolist() for s in self.succs],
                            self.compute.tolist(), self.transfer.tolist(), set(self.sinks.tolist()))
-        preds, succs, comp, xfer, sinks = self._lists
+        return self._lists
+
+    def _run_ready(self, pl: list[int]):
+        """Event-driven loop, device queues in order of readiness (Placeto's discipline)."""
+        preds, succs, comp, xfer, sinks = self._lists_once()
+        n, k, host, inf = self.n, self.k, self.host, float("inf")
+        remaining = [len(p) for p in preds]
+        arrive = [[inf] * k for _ in range(n)]
+        start_l, finish_l, transfers = [0.0] * n, [0.0] * n, []
+        events: list = []
+        devq: list[list] = [[] for _ in range(k)]
+        busq: list[list] = [[] for _ in range(k)]
+        dev_on, bus_on = [False] * k, [False] * k
+        seq = 0
+
+        def push(t, kind, a, b=0):
+            nonlocal seq
+            seq += 1
+            heapq.heappush(events, (t, seq, kind, a, b))
+
+        def ready(v, t):
+            d = pl[v]
+            heapq.heappush(devq[d], (t, v))
+            if not dev_on[d]:
+                dev_on[d] = True
+                push(t, 0, d)
+
+        def resolved(w, t):
+            remaining[w] -= 1
+            if remaining[w] == 0:
+                ready(w, t)
+
+        for v in range(n):
+            if not preds[v]:
+                ready(v, 0.0)
+        while events:
+            t, _, kind, a, b = heapq.heappop(events)
+            if kind == 0:                       # device a is free: run its earliest-ready op
+                if not devq[a]:
+                    dev_on[a] = False
+                    continue
+                _, v = heapq.heappop(devq[a])
+                fin = t + comp[v][a]
+                start_l[v], finish_l[v] = t, fin
+                push(fin, 1, v)
+                push(fin, 0, a)
+            elif kind == 1:                     # op a finished
+                d = pl[a]
+                arrive[a][d] = t
+                dests = set()
+                for w in succs[a]:
+                    if pl[w] == d:
+                        resolved(w, t)
+                    else:
+                        dests.add(pl[w])
+                if a in sinks and d != host:
+                    dests.add(host)
+                for dst in sorted(dests):
+                    heapq.heappush(busq[d], (t, a, dst))
+                    if not bus_on[d]:
+                        bus_on[d] = True
+                        push(t, 2, d)
+            elif kind == 2:                     # bus a is free: send its earliest output
+                if not busq[a]:
+                    bus_on[a] = False
+                    continue
+                _, v, dst = heapq.heappop(busq[a])
+                done = t + xfer[v]
+                transfers.append((v, a, dst, t, done))
+                push(done, 3, v, dst)
+                push(done, 2, a)
+            else:                               # output a arrived on device b
+                arrive[a][b] = t
+                for w in succs[a]:
+                    if pl[w] == b:
+                        resolved(w, t)
+        lat = max(arrive[v][host] for v in sinks)
+        return lat, start_l, finish_l, transfers
+
+    def _run_one(self, pl: list[int]):
+        """The same model for one placement, in plain Python (no numpy per node)."""
+        preds, succs, comp, xfer, sinks = self._lists_once()
         k, host, inf = self.k, self.host, float("inf")
         dev_free = [0.0] * k
         bus_free = [0.0] * k

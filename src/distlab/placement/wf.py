@@ -34,7 +34,8 @@ def run_spec(pl: dict, pair: str, model: str, method: str) -> str:
     return as_json({
         "method": method, "pair_name": pair, "pair": pl["pairs"][pair],
         "model_name": model, "model": pl["models"][model], "seeds": pl["seeds"],
-        "single_device": pl["single_device"], "hsdag": pl["hsdag"], "rnn": pl["rnn"],
+        "single_device": pl["single_device"], "sim_order": pl.get("sim_order", "topological"),
+        "hsdag": pl["hsdag"], "rnn": pl["rnn"],
         "placeto": pl["placeto"],
     })
 
