@@ -163,6 +163,17 @@ def run_replicas(make, world: int, steps: int, **opt_kw) -> tuple[list[nn.Module
     return models, opts
 
 
+_REFS: dict = {}
+
+
+def reference_for(make, world: int, steps: int, wd: float = 0.0) -> dict:
+    """``loop_reference`` from the model's initial weights, computed once per setting."""
+    key = (make, world, steps, wd)
+    if key not in _REFS:
+        _REFS[key] = loop_reference(_np_params(_model(make)), _grads_fn(make), world, steps, wd=wd)
+    return _REFS[key]
+
+
 def _max_diff(model, ref: dict) -> float:
     return max(float(np.abs(p.detach().numpy() - ref[n]).max()) for n, p in model.named_parameters())
 
@@ -171,7 +182,7 @@ def _max_diff(model, ref: dict) -> float:
 
 @pytest.mark.parametrize("world", [1, 2])
 def test_follows_the_reference_trajectory_in_process(world):
-    ref = loop_reference(_np_params(_model()), _grads_fn(Net), world, STEPS)
+    ref = reference_for(Net, world, STEPS)
     models, _ = run_replicas(Net, world, STEPS)
     start = _np_params(_model())
     moved = max(float(np.abs(ref[n] - start[n]).max()) for n in ref)
@@ -182,7 +193,7 @@ def test_follows_the_reference_trajectory_in_process(world):
 
 def test_world_size_one_step_needs_no_process_group():
     m = _model()
-    ref = loop_reference(_np_params(m), _grads_fn(Net), 1, STEPS)
+    ref = reference_for(Net, 1, STEPS)
     opt = DeMo(m.parameters(), lr=LR, compression_decay=DECAY, compression_topk=TOPK, compression_chunk=CHUNK)
     for step in range(STEPS):
         opt.zero_grad()
@@ -192,7 +203,7 @@ def test_world_size_one_step_needs_no_process_group():
 
 
 def test_conv_kernels_and_scalars_use_the_documented_reshape():
-    ref = loop_reference(_np_params(_model(ConvNet)), _grads_fn(ConvNet), 2, 10)
+    ref = reference_for(ConvNet, 2, 10)
     models, _ = run_replicas(ConvNet, 2, 10)
     assert matrix_shape((8, 3, 3, 3)) == (8, 27) and matrix_shape(()) == (1, 1)
     for m in models:
@@ -200,7 +211,7 @@ def test_conv_kernels_and_scalars_use_the_documented_reshape():
 
 
 def test_weight_decay_is_decoupled_and_applied_before_the_sign_step():
-    ref = loop_reference(_np_params(_model()), _grads_fn(Net), 2, 5, wd=0.1)
+    ref = reference_for(Net, 2, 5, wd=0.1)
     models, _ = run_replicas(Net, 2, 5, weight_decay=0.1)
     assert _max_diff(models[0], ref) < 1e-9
 
@@ -232,7 +243,7 @@ def _gloo_worker(rank: int, world: int, init: str, out: str) -> None:
 def test_follows_the_reference_trajectory_on_two_gloo_processes(tmp_path):
     init = f"file://{tmp_path}/store"
     mp.spawn(_gloo_worker, args=(2, init, str(tmp_path / "out")), nprocs=2, join=True)
-    ref = loop_reference(_np_params(_model()), _grads_fn(Net), 2, STEPS)
+    ref = reference_for(Net, 2, STEPS)
     finals = [torch.load(tmp_path / f"out.{r}", weights_only=False) for r in range(2)]
     for f in finals:
         assert f["calls"] == STEPS  # one all-gather a step carries every parameter
