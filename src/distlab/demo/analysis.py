@@ -53,6 +53,8 @@ def summarize(run_dirs: list[str | Path], networks: dict) -> tuple[pd.DataFrame,
                                              "payload_bytes_per_step", "step_time_median"]]
     base = base.rename(columns={"bytes_per_step": "_ab", "payload_bytes_per_step": "_ap",
                                 "step_time_median": "_at"})
+    # one AdamW run per (N, backend, seed); a sweep has several (one per lr): the bytes agree, keep one
+    base = base.drop_duplicates(subset=["n_workers", "backend", "seed"])
     runs = runs.merge(base, on=["n_workers", "backend", "seed"], how="left")
     runs["bytes_reduction"] = runs["_ab"] / runs["bytes_per_step"]
     runs["payload_reduction"] = runs["_ap"] / runs["payload_bytes_per_step"]
