@@ -46,7 +46,8 @@ def cmd_profile(a):
 
     import torch
 
-    p = profile(a.spec["model"], repeats=int(a.spec["repeats"]), warmup=int(a.spec["warmup"]))
+    p = profile(a.spec["model"], repeats=int(a.spec["repeats"]), warmup=int(a.spec["warmup"]),
+                clock=a.spec.get("clock", "thread_cpu"))
     p["cuda_seconds"] = None
     if a.spec.get("cuda") and torch.cuda.is_available():  # a roofline device asks to be measured
         c = profile(a.spec["model"], repeats=int(a.spec["repeats"]), warmup=int(a.spec["warmup"]),

@@ -2,7 +2,10 @@
 
 * ``profile``: every compute node of a traced model is executed on its real
   inputs ``warmup + repeats`` times on one thread; its cost is the median of
-  the ``repeats`` timed calls.  The result is a data artifact of its own
+  the ``repeats`` timed calls.  ``clock: thread_cpu`` (default) times the
+  calling thread's CPU time, which on a shared machine does not count the
+  time spent waiting for a core (wall time does; ``clock: wall``); with torch
+  limited to one thread an operator's work is all on the calling thread.  The result is a data artifact of its own
   workflow rule (``placement_profile``), cached like a data set.
 * ``roofline``: a device described by a spec, an operator costs
   ``flops / (peak × efficiency(op)) + bytes / bandwidth + launch overhead``,
@@ -34,7 +37,7 @@ class CostError(ValueError):
 
 
 def profile(spec: dict[str, Any], repeats: int, warmup: int, device: str = "cpu",
-            threads: int = 1) -> dict[str, Any]:
+            threads: int = 1, clock: str = "thread_cpu") -> dict[str, Any]:
     """Median seconds of every node of ``spec``'s graph on ``device``.
 
     Nodes appear in the order of ``graphs.extract`` (inputs included, cost 0).
@@ -45,6 +48,11 @@ def profile(spec: dict[str, Any], repeats: int, warmup: int, device: str = "cpu"
 
     if repeats < 1 or warmup < 0:
         raise CostError(f"profile: repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
+    if clock not in ("thread_cpu", "wall"):
+        raise CostError(f"profile.clock: {clock!r} is not 'thread_cpu' or 'wall'")
+    if device.startswith("cuda"):
+        clock = "wall"  # kernels run on the GPU: only wall time (after a synchronize) sees them
+    now = time.thread_time if clock == "thread_cpu" else time.perf_counter
     torch.set_num_threads(threads)
     model, inputs = graphs.build_model(spec)
     gm = graphs.trace(model).to(device)
@@ -65,19 +73,29 @@ def profile(spec: dict[str, Any], repeats: int, warmup: int, device: str = "cpu"
             sync()
             times = []
             for _ in range(repeats):
-                t0 = time.perf_counter()
+                t0 = now()
                 fn(*args, **kwargs)
                 sync()
-                times.append(time.perf_counter() - t0)
+                times.append(now() - t0)
         seconds.append(statistics.median(times))
         q = np.quantile(times, [0.25, 0.75]) if len(times) > 1 else [times[0], times[0]]
         spreads.append(float(q[1] - q[0]))
     return {
         "model": spec, "device": device, "threads": threads, "repeats": repeats, "warmup": warmup,
+        "clock": clock, "load_avg_1min": _loadavg(),
         "host": platform.node(), "processor": platform.processor() or platform.machine(),
         "torch": torch.__version__, "names": names, "seconds": seconds, "iqr_seconds": spreads,
         "total_seconds": float(sum(seconds)),
     }
+
+
+def _loadavg() -> float | None:
+    try:
+        import os
+
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return None
 
 
 def load_profile(path: str | Path, graph: dict[str, Any]) -> np.ndarray:

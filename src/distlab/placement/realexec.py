@@ -193,7 +193,9 @@ def compare(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Pa
         rows.append({"model": spec["model_name"], "placement": name, "measured_ms": real * 1e3,
                      "simulated_ms": simulated * 1e3, "error_pct": (simulated / real - 1) * 100,
                      "frac_on_device1": float(np.mean(place == 1))})
-    return {"link": link, "host": platform.node(), "threads_per_device": 1,
+    import os
+
+    return {"link": link, "host": platform.node(), "threads_per_device": 1, "load_avg_1min": os.getloadavg()[0],
             "note": "two worker threads on a shared machine: contended unless the host was idle",
             "rows": rows, "clock": "measured"}
 
