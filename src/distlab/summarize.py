@@ -141,7 +141,7 @@ def collect(run_dirs: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]
         if d.name == "manifest.json":
             d = d.parent
         manifest = json.loads((d / "manifest.json").read_text())
-        metrics = pd.read_csv(d / "metrics.csv")
+        metrics = pd.read_csv(d / "metrics.csv", dtype={"received": str})
         settings = settings_of(manifest["spec"])
         steps.append(metrics.assign(**{k: v for k, v in settings.items() if k not in metrics}))
         runs.append(summarize_run(metrics, manifest))

@@ -269,7 +269,8 @@ def coding_costs(scheme: Scheme, numel: int, dtype: torch.dtype, reps: int = 3) 
     for j in scheme.placement[0]:
         w.update(j, torch.randn(numel, generator=gen, dtype=torch.float64).to(dtype), 0.0, 0)
     enc, dec = [], []
-    msgs = {k: torch.randn(numel, generator=gen, dtype=torch.float64).to(dtype) for k in range(scheme.n)}
+    one = torch.randn(numel, generator=gen, dtype=torch.float64).to(dtype)
+    msgs = dict.fromkeys(range(scheme.n), one)  # the cost is the same whichever vector is read
     order = list(np.random.default_rng(0).permutation(scheme.n)[:scheme.wait_for])
     for _ in range(reps):
         w.message()
@@ -309,7 +310,10 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
         check_spec(spec)
         base = {k: v for k, v in spec.items() if k != "seeds"}
         for seed in spec["seeds"]:
-            _run_one({**base, "seed": int(seed)}, data_dir, Path(out_dir) / f"seed{int(seed)}", runtime)
+            one = {**base, "seed": int(seed)}
+            if "calibrate_from" in one:  # one measured run per seed: ".../seed{seed}"
+                one["calibrate_from"] = one["calibrate_from"].replace("{seed}", str(int(seed)))
+            _run_one(one, data_dir, Path(out_dir) / f"seed{int(seed)}", runtime)
         return Path(out_dir)
     return _run_one(spec, data_dir, Path(out_dir), runtime)
 
@@ -563,7 +567,8 @@ def _master(ctx, S: Setup, out_dir: Path, timeout: float, rt: dict) -> Path:
     out = rec.finish(final=S.final(), bytes_total=ctx.ledger.total_bytes,
                      late_messages=tr.late_messages, n_workers=S.n,
                      lost_workers={str(w): why for w, why in tr.lost.items()},
-                     calibration=calibration,
+                     calibration=calibration, encode_s=calibration["encode_s"],
+                     decode_s=calibration["decode_s"],
                      unit_compute_s=float(np.mean(per_worker)))
     ckpt.clear()
     return out
