@@ -182,7 +182,9 @@ def fig_placement(run_file: str | Path, graph_file: str | Path, out: str | Path,
     res = json.loads(Path(run_file).read_text())
     graph = load_graph(graph_file)
     prof = costs.load_profile(opts["profile"], graph)
-    prob = Problem.build(graph, res["spec"]["pair"], prof, 1)
+    prob = Problem.build(graph, res["spec"]["pair"], prof, 1,
+                         cuda=costs.load_cuda_profile(opts["profile"], graph),
+                         order=res["spec"].get("sim_order", "topological"))
     row = res["rows"][0]
     tr = prob.sim.trace(np.asarray(row["placement"]))
     place = np.asarray(row["placement"])
