@@ -74,8 +74,8 @@ def read_table_file(path: str | Path) -> pd.DataFrame:
 
 def steps_to_threshold_ma(loss: np.ndarray, threshold: float, window: int) -> int | None:
     """Steps taken until the mean of the last ``window`` losses is <= threshold
-    (the first ``window - 1`` steps average what there is)."""
-    ma = pd.Series(np.asarray(loss, dtype=float)).rolling(window, min_periods=1).mean().to_numpy()
+    (only full windows count: at least ``window`` steps)."""
+    ma = pd.Series(np.asarray(loss, dtype=float)).rolling(window, min_periods=window).mean().to_numpy()
     hit = np.flatnonzero(ma <= threshold)
     return int(hit[0]) + 1 if len(hit) else None
 
