@@ -74,6 +74,49 @@ def test_trainer_writes_a_complete_run(tmp_path, pydoc, group, method):
     assert (tmp_path / "run/model.pt").exists() == (method == "bp" and group == "rc")
 
 
+class Killed(Exception):
+    pass
+
+
+@pytest.mark.parametrize("group,method", [("rc", "rc-seq"), ("pc", "pc-fixed")])
+def test_a_killed_sequential_run_resumes_to_the_same_result(tmp_path, pydoc, monkeypatch, group, method):
+    from distlab.local import rc
+
+    spec = workflow.spec(tiny_section(), group, method, 1)
+    runtime = {"timeout_s": 60, "checkpoint": {"every_s": 0, "every_steps": 2}}
+    run_simulated(spec, pydoc, tmp_path / "whole", runtime)
+    whole = pd.read_csv(tmp_path / "whole/metrics.csv")
+
+    orig = rc.Resume.tick
+
+    def tick_then_die(self, t_done, res):
+        orig(self, t_done, res)
+        if t_done == 4:
+            raise Killed()
+
+    monkeypatch.setattr(rc.Resume, "tick", tick_then_die)
+    with pytest.raises(Killed):
+        run_simulated(spec, pydoc, tmp_path / "cut", runtime)
+    assert (tmp_path / "cut/checkpoint.pt").exists() and not (tmp_path / "cut/manifest.json").exists()
+    monkeypatch.setattr(rc.Resume, "tick", orig)
+    run_simulated(spec, pydoc, tmp_path / "cut", runtime)
+    cut = pd.read_csv(tmp_path / "cut/metrics.csv")
+    cols = ["step", "tokens", "loss", "val_loss"]
+    pd.testing.assert_frame_equal(whole[cols], cut[cols])
+    assert not (tmp_path / "cut/checkpoint.pt").exists()
+
+    # killed again, then rerun after a config change: the old checkpoint is not continued
+    monkeypatch.setattr(rc.Resume, "tick", tick_then_die)
+    with pytest.raises(Killed):
+        run_simulated(spec, pydoc, tmp_path / "changed", runtime)
+    monkeypatch.setattr(rc.Resume, "tick", orig)
+    new = dict(spec, lr=spec["lr"] / 2)
+    run_simulated(new, pydoc, tmp_path / "changed", runtime)
+    run_simulated(new, pydoc, tmp_path / "fresh", runtime)
+    changed, fresh = (pd.read_csv(tmp_path / d / "metrics.csv") for d in ("changed", "fresh"))
+    pd.testing.assert_frame_equal(changed[cols], fresh[cols])
+
+
 def test_a_killed_parallel_run_leaves_nothing_that_looks_complete(tmp_path, pydoc):
     spec = workflow.spec(tiny_section(), "rc", "rc-par", 0)
     spec.update(steps=100000, eval_every=100000)
@@ -119,10 +162,12 @@ def test_config_checks_name_the_key():
     s["warmup_steps"] = s["steps"]
     s["dataset"] = "digits"
     s["bench"]["methods"] = ["bp", "rc-seq"]
+    s["rc"]["parallel_seeds"] = [0, 99]
     errors = "\n".join(checks.check(bad))
     for key in ("local_learning.rc.sections", "local_learning.rc.methods", "local_learning.pc.model.n_head",
                 "local_learning.pc.variants.strict", "local_learning.warmup_steps",
-                "local_learning.dataset", "local_learning.bench.methods"):
+                "local_learning.dataset", "local_learning.bench.methods",
+                "local_learning.rc.parallel_seeds"):
         assert key in errors, key
 
 
@@ -154,9 +199,11 @@ def test_target_resolves(configfile):
         assert rule in r.stdout, rule
     c = config(configfile)
     assert len(c["seeds"]) >= 5
-    n_runs = len(workflow.run_dirs(c["local_learning"], c["seeds"]))
-    assert n_runs == len(c["seeds"]) * (len(c["local_learning"]["rc"]["methods"])
-                                        + len(c["local_learning"]["pc"]["methods"]))
+    ll = c["local_learning"]
+    n_runs = len(workflow.run_dirs(ll, c["seeds"]))
+    n_par = len(ll["rc"].get("parallel_seeds") or c["seeds"]) if "rc-par" in ll["rc"]["methods"] else 0
+    assert n_runs == len(c["seeds"]) * (len(ll["rc"]["methods"]) + len(ll["pc"]["methods"])
+                                        - ("rc-par" in ll["rc"]["methods"])) + n_par
 
 
 def test_paper_config_runs_shrunk(tmp_path, monkeypatch):

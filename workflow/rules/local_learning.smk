@@ -21,7 +21,8 @@ from distlab.local import workflow as local_wf
 
 
 LOCAL_RUNS = local_wf.run_dirs(LOCAL, config["seeds"], RESULTS)
-LOCAL_NONIDENT_SPEC = local_wf.spec(LOCAL, "rc", "bp", config["seeds"][0])
+LOCAL_NONIDENT_SPEC = {**local_wf.spec(LOCAL, "rc", "bp", config["seeds"][0]),
+                       "sections": LOCAL["rc"]["sections"]}  # the sections whose reports are compared
 
 
 register_tables("P3", {"local_runs": f"{RESULTS}/local/runs.csv",

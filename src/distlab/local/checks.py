@@ -53,6 +53,10 @@ def check(config: dict[str, Any]) -> list[str]:
     for v in (m.split("-", 1)[1] for m in pc.get("methods") or [] if m.startswith("pc-")):
         if v not in (pc.get("variants") or {}):
             out.append(f"{S}.pc.variants.{v}: method pc-{v} is configured but has no settings (eta, beta)")
+    par = rc.get("parallel_seeds") or []
+    extra = sorted(set(par) - set(config.get("seeds") or []))
+    if extra:
+        out.append(f"{S}.rc.parallel_seeds: {extra} are not among the configured seeds")
     methods = bench.get("methods") or []
     if "bp" not in methods or not ({"rc-par", "rc-thread"} & set(methods)):
         out.append(f"{S}.bench.methods: must include bp and a parallel RC (rc-par or rc-thread)")

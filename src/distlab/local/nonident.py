@@ -116,7 +116,7 @@ def run(model_path: Path, spec: dict, data_dir: Path, scales: list[float], out: 
     """Both demonstrations; the model is a BP run's final weights (``model.pt``)."""
     torch.manual_seed(0)
     m = spec["model"]
-    split = split_gpt(build_gpt(m, int(spec["seed"])), int(spec.get("sections", 4)))
+    split = split_gpt(build_gpt(m, int(spec["seed"])), int(spec["sections"]))
     split.gpt.load_state_dict(torch.load(model_path, map_location="cpu", weights_only=True))
     data = TextData(data_dir, int(m["block_size"]), int(spec["batch_size"]), int(spec["seed"]),
                     splits=("val",))

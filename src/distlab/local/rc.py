@@ -157,16 +157,49 @@ def _row(t: int, spec: dict, train_s: float, losses: dict[int, float]) -> dict:
             "loss_top": last, "active_sections": len(vals), "val_loss": float("nan")}
 
 
+class Resume:
+    """Checkpoint glue of the sequential engines (BP, sequential RC, PC): the state to save
+    after a tick and the tick to start from.  ``ckpt`` is a :class:`distlab.runs.Checkpointer`
+    (keyed by the run spec) or None.  Nothing random happens after initialisation (batches
+    are pure functions of the step), so a resumed run computes what an uninterrupted one does."""
+
+    def __init__(self, ckpt, model: torch.nn.Module, optimizers: list, get_extra=None,
+                 set_extra=None) -> None:
+        self.ckpt, self.model, self.optimizers = ckpt, model, optimizers
+        self.get_extra = get_extra or (lambda: None)
+        self.set_extra = set_extra or (lambda extra: None)
+
+    def start(self, res: Result) -> int:
+        state = self.ckpt.load() if self.ckpt is not None else None
+        if state is None:
+            return 0
+        self.model.load_state_dict(state["model"])
+        for opt, st in zip(self.optimizers, state["optimizers"]):
+            opt.load_state_dict(st)
+        res.rows, res.train_s = list(state["rows"]), float(state["train_s"])
+        self.set_extra(state["extra"])
+        log.info("resumed from %s at step %d", self.ckpt.path, state["t"])
+        return int(state["t"])
+
+    def tick(self, t_done: int, res: Result) -> None:
+        if self.ckpt is not None:
+            self.ckpt.maybe_save(t_done, lambda: {
+                "t": t_done, "model": self.model.state_dict(),
+                "optimizers": [o.state_dict() for o in self.optimizers],
+                "rows": list(res.rows), "train_s": res.train_s, "extra": self.get_extra()})
+
+
 # ----------------------------------------------------------------------- backprop
 
 
 def train_bp(spec: dict, data: TextData, split: Split, on_tick: Tick | None = None,
-             evaluator: Evaluator | None = None) -> Result:
+             evaluator: Evaluator | None = None, ckpt=None) -> Result:
     """Standard end-to-end backprop of the whole (untied) GPT, one AdamW."""
     params = [p for s in split.sections for p in s.parameters()] + list(split.readout.parameters())
     opt = make_optimizer(params, spec)
     res = Result()
-    for t in range(int(spec["steps"])):
+    resume = Resume(ckpt, split.gpt, [opt])
+    for t in range(resume.start(res), int(spec["steps"])):
         t0 = time.perf_counter()
         x, y = data.train_batch(t)
         loss = lm_loss(split.forward(x), y)
@@ -179,6 +212,7 @@ def train_bp(spec: dict, data: TextData, split: Split, on_tick: Tick | None = No
         if evaluator is not None and eval_due(t, spec):
             row["val_loss"] = evaluator.val_loss(split)
         res.rows.append(row)
+        resume.tick(t + 1, res)
         if on_tick:
             on_tick(t, row)
     res.peak_rss_mb = peak_rss_self_mb()
@@ -190,14 +224,22 @@ def train_bp(spec: dict, data: TextData, split: Split, on_tick: Tick | None = No
 
 
 def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick | None = None,
-                        evaluator: Evaluator | None = None) -> Result:
+                        evaluator: Evaluator | None = None, ckpt=None) -> Result:
     """All K sections in this process, one after another within each tick (deterministic)."""
     K, d, ticks = schedule(spec)
     workers = [SectionTrainer(k, split, spec) for k in range(K)]
     coord = Coordinator(split.readout, spec)
     fifo: list[deque] = [deque() for _ in range(K - 1)]  # section k's outputs awaiting k + 1
     res = Result()
-    for t in range(ticks):
+
+    def set_fifo(saved: list[list[torch.Tensor]]) -> None:
+        for q, items in zip(fifo, saved):
+            q.clear()
+            q.extend(items)
+
+    resume = Resume(ckpt, split.gpt, [w.opt for w in workers] + [coord.opt],
+                    get_extra=lambda: [list(q) for q in fifo], set_extra=set_fifo)
+    for t in range(resume.start(res), ticks):
         t0 = time.perf_counter()
         new: list[torch.Tensor | None] = [None] * K
         losses, reports = {}, []
@@ -224,6 +266,7 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
         if evaluator is not None and eval_due(t, spec):
             row["val_loss"] = evaluator.val_loss(split)
         res.rows.append(row)
+        resume.tick(t + 1, res)
         if on_tick:
             on_tick(t, row)
     res.peak_rss_mb = peak_rss_self_mb()

@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from pathlib import Path
 
 import torch
 
-from ..runs import RunRecorder
+from ..runs import Checkpointer, RunRecorder
+from ..specs import runtime_defaults
 from ..tables import atomic_output
 from . import pc as pcmod
 from .model import TextData, build_gpt, lm_loss, make_optimizer, seed_everything, split_gpt
-from .rc import (Evaluator, Result, eval_due, peak_rss_self_mb, train_bp, train_rc_parallel,
-                 train_rc_sequential, _row)
+from .rc import (Evaluator, Result, Resume, eval_due, peak_rss_self_mb, train_bp,
+                 train_rc_parallel, train_rc_sequential, _row)
 
 log = logging.getLogger(__name__)
 
@@ -104,16 +106,15 @@ def check_spec(spec: dict) -> None:
             raise ValueError(f"{key}: must be finite, got {spec[key]}")
 
 
-def train_pc(spec: dict, data: TextData, split, on_tick=None, evaluator=None) -> Result:
+def train_pc(spec: dict, data: TextData, split, on_tick=None, evaluator=None, ckpt=None) -> Result:
     """PC on the whole chain (embedding, every block, readout); one AdamW on PC's gradients."""
     layers, readout = pcmod.gpt_chain(split)
     params = pcmod._params(list(layers) + [readout])
     opt = make_optimizer(params, spec)
     cfg = spec["pc"]
     res = Result()
-    import time
-
-    for t in range(int(spec["steps"])):
+    resume = Resume(ckpt, split.gpt, [opt])
+    for t in range(resume.start(res), int(spec["steps"])):
         t0 = time.perf_counter()
         x, y = data.train_batch(t)
         n_tok = y.numel()
@@ -132,6 +133,7 @@ def train_pc(spec: dict, data: TextData, split, on_tick=None, evaluator=None) ->
         if evaluator is not None and eval_due(t, spec):
             row["val_loss"] = evaluator.val_loss(split)
         res.rows.append(row)
+        resume.tick(t + 1, res)
         if on_tick:
             on_tick(t, row)
     res.peak_rss_mb = peak_rss_self_mb()
@@ -147,8 +149,11 @@ def method_label(spec: dict) -> str:
     return "bp"
 
 
-def run(spec: dict, data_dir: str | Path, runtime: dict | None = None) -> tuple[Result, dict, object]:
-    """Train one run; returns (result, final held-out losses, split).  Nothing is written."""
+def run(spec: dict, data_dir: str | Path, runtime: dict | None = None,
+        out_dir: str | Path | None = None) -> tuple[Result, dict, object]:
+    """Train one run; returns (result, final held-out losses, split).  With ``out_dir``, the
+    sequential engines checkpoint there (keyed by the spec; the parallel mode does not);
+    nothing else is written."""
     check_spec(spec)
     runtime = runtime or {}
     torch.set_num_threads(int(spec.get("threads", 1)))
@@ -164,12 +169,16 @@ def run(spec: dict, data_dir: str | Path, runtime: dict | None = None) -> tuple[
             log.info("step %d loss %.4f val %.4f time %.1fs", t, row["loss"], row["val_loss"], row["time"])
 
     method = spec["method"]
+    ckpt = None
+    if out_dir is not None and spec.get("mode") != "parallel":
+        ckpt = Checkpointer(Path(out_dir) / "checkpoint.pt", spec=spec,
+                            **runtime_defaults(runtime)["checkpoint"])
     if method == "bp":
-        res = train_bp(spec, data, split, on_tick, ev)
+        res = train_bp(spec, data, split, on_tick, ev, ckpt)
     elif method == "pc":
-        res = train_pc(spec, data, split, on_tick, ev)
+        res = train_pc(spec, data, split, on_tick, ev, ckpt)
     elif spec["mode"] == "sequential":
-        res = train_rc_sequential(spec, data, split, on_tick, ev)
+        res = train_rc_sequential(spec, data, split, on_tick, ev, ckpt)
     else:
         res = train_rc_parallel(spec, str(data_dir), data, split, on_tick, ev,
                                 timeout=float(runtime.get("timeout_s", 60.0)))
@@ -195,13 +204,15 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
                   runtime: dict | None = None) -> Path:
     """The trainer entry point (the name is the CLI's; the clock here is always measured)."""
     rec = RunRecorder(out_dir, spec, backend="measured", clock="measured")
-    res, final, split = run(spec, data_dir, runtime)
+    res, final, split = run(spec, data_dir, runtime, out_dir)
     if spec.get("save_model"):
         with atomic_output(Path(out_dir) / "model.pt") as tmp:
             torch.save(split.gpt.state_dict(), tmp)
     for row in res.rows:
         rec.log(method=method_label(spec), **row)
-    return rec.finish(final=final, method=method_label(spec), train_s=round(res.train_s, 4),
+    path = rec.finish(final=final, method=method_label(spec), train_s=round(res.train_s, 4),
                       tokens_per_s=tokens_per_s(res, spec), peak_rss_mb=round(res.peak_rss_mb, 1),
                       rss_per_process_mb=[round(x, 1) for x in res.rss_per_process_mb],
                       processes=res.processes)
+    (Path(out_dir) / "checkpoint.pt").unlink(missing_ok=True)
+    return path

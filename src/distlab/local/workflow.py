@@ -42,9 +42,17 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
     return out
 
 
+def seeds_of(c: dict, group: str, method: str, seeds: list[int]) -> list[int]:
+    """Every configured seed, except for parallel RC: ``rc.parallel_seeds`` when given (its
+    numbers are the sequential mode's; its runs are there to be timed)."""
+    if group == "rc" and method == "rc-par":
+        return list(c["rc"].get("parallel_seeds") or seeds)
+    return list(seeds)
+
+
 def run_dirs(c: dict, seeds: list[int], results: str = "results") -> list[str]:
     return [f"{results}/local/{group}/{m}/seed{s}/manifest.json"
-            for group in GROUPS for m in c[group]["methods"] for s in seeds]
+            for group in GROUPS for m in c[group]["methods"] for s in seeds_of(c, group, m, seeds)]
 
 
 def bench_specs(c: dict) -> dict[str, dict]:
