@@ -1,0 +1,156 @@
+"""PGC's workflow helpers (torch-free): run paths, job settings, run specs,
+outputs and summary tables, from the workflow config.  ``workflow/rules/pgc.smk``
+holds the rules only and calls these.
+
+A simulated job runs every seed of one (group, s, delay, scheme) setting in
+one process; real (gloo) jobs are one torchrun job per seed.
+"""
+
+from __future__ import annotations
+
+import json
+
+SIM = "simulated"
+SIM_GROUPS = ("motivating", "simulation", "cloud")
+
+
+def _fmt(x) -> str:
+    return f"{float(x):g}"
+
+
+def as_json(obj) -> str:
+    return json.dumps(obj, sort_keys=True)
+
+
+class PGCWorkflow:
+    def __init__(self, config: dict, results: str = "results", paper: str = "paper") -> None:
+        self.config = config
+        self.p = config["pgc"]
+        self.results, self.paper = results, paper
+        self.setting = f"{results}/pgc/{{group}}/s{{s}}/d{{delay}}"
+        self.fig = {k: f"{paper}/figures/pgc_{k}.png" for k in ("fig3", "fig7", "fig8", "fig9", "fig10")}
+        self.tab = {k: [f"{paper}/tables/pgc_{k}.csv", f"{paper}/tables/pgc_{k}.md"]
+                    for k in ("time_to_target", "compute")}
+        self.real_out = [f"{paper}/figures/pgc_real_vs_sim.png", f"{paper}/tables/pgc_real_vs_sim.md"]
+        self.regime_out = [f"{paper}/figures/pgc_regime.png", f"{results}/pgc/regime/summary.csv",
+                           f"{paper}/tables/pgc_regime.md"]
+        self.trace = "data/traces/gloo_delays.csv"
+        self.trace_out = [f"{paper}/figures/pgc_trace_fit.png", f"{paper}/tables/pgc_trace_fit.csv",
+                          f"{paper}/tables/pgc_trace_fit.md"]
+
+    # ------------------------------------------------------------ settings
+    def real_enabled(self) -> bool:
+        return self.p["real"].get("enabled", True)
+
+    def seeds(self, group: str) -> list[int]:
+        return self.p["real"]["seeds"] if group == "real" else self.config["seeds"]
+
+    def settings(self, group: str) -> list[tuple[int, str, str]]:
+        """(s, delay, scheme) of every job of a group."""
+        g = self.p[group]
+        out = []
+        if group == "motivating":
+            d = _fmt(g["straggler"].get("mean", 0.0))
+            for scheme in g["schemes"]:
+                for s in ([0] if scheme == "dgd" else [c - 1 for c in g["c"]]):
+                    out.append((s, d, scheme))
+        elif group == "simulation":
+            for d in g["delay_means"]:
+                for scheme in g["schemes"]:
+                    # dgd holds one partition and waits for every worker: it does not depend on s
+                    for s in ([0] if scheme == "dgd" else g["s"]):
+                        out.append((s, _fmt(d), scheme))
+        else:  # cloud, real
+            d = _fmt(g["straggler"].get("mean", 0.0))
+            for scheme in g["schemes"]:
+                out.append((0 if scheme == "dgd" else g["s"], d, scheme))
+        return out
+
+    def run_dir(self, group, s, delay, backend, scheme, seed) -> str:
+        return f"{self.results}/pgc/{group}/s{s}/d{delay}/{backend}/{scheme}/seed{seed}"
+
+    def group_runs(self, group: str) -> list[str]:
+        """Run manifests of one experiment group (simulated, and gloo for `real`)."""
+        backends = ["gloo", SIM] if group == "real" else [SIM]
+        return [f"{self.run_dir(group, s, d, b, scheme, seed)}/manifest.json"
+                for s, d, scheme in self.settings(group) for b in backends for seed in self.seeds(group)]
+
+    def dataset(self, group: str) -> str:
+        return self.p[group].get("dataset", self.p["dataset"])
+
+    def data_manifest(self, group: str) -> str:
+        return f"{self.results}/data/{self.dataset(group)}/manifest.json"
+
+    # ------------------------------------------------------------ specs
+    def run_spec(self, w, backend: str, seeds=None) -> str:
+        """The run spec of one job: everything that changes its results."""
+        g = self.p[w.group]
+        straggler = dict(g.get("straggler") or {"model": "exponential", "mean": float(w.delay)})
+        n = g["n"] if w.group == "real" else self.p["n"]
+        compute = self.config["cluster"]["compute"]
+        if w.group == "real":  # placeholder: the prediction is charged with the gloo run's measured costs
+            compute = {"mode": "calibrated", "unit_seconds": 0.0}
+        cluster = {"compute": compute, "network": self.config["cluster"]["network"], "straggler": straggler}
+        if w.group != "real" and self.p.get("coding"):
+            cluster["coding"] = self.p["coding"]
+        spec = {
+            "experiment": "pgc", "group": w.group, "scheme": w.scheme, "backend": backend,
+            "n": n, "s": int(w.s), "model": self.p["model"], "lr": self.p["lr"],
+            "dtype": self.p["dtype"], "code_seed": self.p["code_seed"], "eval_every": self.p["eval_every"],
+            "batch_size": g["batch_size"], "cluster": cluster,
+        }
+        if seeds is None:
+            spec["seed"] = int(w.seed)
+        else:
+            spec["seeds"] = [int(x) for x in seeds]
+        if "epochs" in g:
+            spec["epochs"] = g["epochs"]
+        else:
+            spec["steps"] = g["steps"]
+        if "threshold" in g:
+            spec["threshold"] = g["threshold"]
+        if w.group == "real" and backend == SIM:
+            spec["calibrate_from"] = self.run_dir(w.group, w.s, w.delay, "gloo", w.scheme, "{seed}")
+        return as_json(spec)
+
+    # ------------------------------------------------------------ outputs
+    def summary(self, group: str) -> str:
+        return f"{self.results}/pgc/{group}/summary.csv"
+
+    def steps(self, group: str) -> str:
+        return f"{self.results}/pgc/{group}/steps.parquet"
+
+    def outputs(self) -> list[str]:
+        out = list(self.fig.values()) + [f for v in self.tab.values() for f in v]
+        out += [self.regime_out[0], self.regime_out[2], *self.trace_out]
+        if self.real_enabled():
+            out += self.real_out
+        return out
+
+    def tables(self) -> dict[str, str]:
+        t = {f"pgc_{g}": self.summary(g) for g in SIM_GROUPS}
+        if self.real_enabled():
+            t["pgc_real"] = self.summary("real")
+        t["pgc_regime"] = self.regime_out[1]
+        return t
+
+    def unit_cost_runs(self) -> list[str]:
+        """One gloo run per coded scheme: their measured unit compute marks the regime map."""
+        if not self.real_enabled():
+            return []
+        r = self.p["real"]
+        d = _fmt(r["straggler"].get("mean", 0.0))
+        return [f"{self.run_dir('real', r['s'], d, 'gloo', sc, r['seeds'][0])}/manifest.json"
+                for sc in r["schemes"] if sc != "dgd"]
+
+    def options(self, **extra) -> str:
+        return as_json({"n": self.p["n"], "cloud_s": self.p["cloud"]["s"],
+                        "threshold": self.p["cloud"]["threshold"],
+                        "unit_seconds": self.config["cluster"]["compute"]["unit_seconds"],
+                        "compute_mode": self.config["cluster"]["compute"]["mode"], **extra})
+
+    def regime_options(self) -> str:
+        return as_json({**self.p["regime"], "n": self.p["n"], "seeds": self.config["seeds"],
+                        "network": self.config["cluster"]["network"],
+                        "default_unit_seconds": self.config["cluster"]["compute"]["unit_seconds"],
+                        "default_delay_means": self.p["simulation"]["delay_means"]})
