@@ -87,6 +87,7 @@ def main_fit(trace: Path, csv: Path, md: Path, png: Path) -> None:
     pscale = float(p["params"].split("scale = ")[1].split()[0])
     axes[0].plot(grid, stats.lomax.sf(grid, p["shape"], 0, pscale), label=f"Pareto II ({p['params']})")
     axes[0].set_yscale("log")
+    axes[0].set_ylim(0.5 / len(x), 1.5)
     axes[0].set_xlabel("response delay beyond compute (s)")
     axes[0].set_ylabel("P(delay > x)")
     axes[0].legend(fontsize=7)
