@@ -339,6 +339,30 @@ rule pgc_regime:
         "--md {output.md:q} --png {output.png:q} --unit-cost {input.unit_cost:q} > {log:q} 2>&1"
 
 
+rule pgc_regime_crosscheck:
+    """The regime map's clock against training: clock-only time per step beside the
+    trained Fig. 7 runs', seed by seed; the gap is the coding time they charge."""
+    input:
+        summary=P1.summary("simulation"),
+    output:
+        csv=P1.crosscheck_out[0],
+        md=P1.crosscheck_out[1],
+    params:
+        options=P1.crosscheck_options(),
+    conda:
+        ENV
+    log:
+        "logs/pgc/regime_crosscheck.log",
+    benchmark:
+        "benchmarks/pgc/regime_crosscheck.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
+    shell:
+        "python -m distlab.pgc regime-crosscheck --summary {input.summary:q} --options {params.options:q} "
+        "--md {output.md:q} > {log:q} 2>&1"
+
+
 rule pgc_trace_fit:
     """How well exponential and Pareto delays fit the delay trace recorded on gloo."""
     input:

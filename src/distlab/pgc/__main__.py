@@ -3,6 +3,7 @@
   python -m distlab.pgc summarize --runs DIR... --steps-out X.parquet --summary-out Y.csv
   python -m distlab.pgc figure NAME --inputs JSON --options JSON --out PATH...
   python -m distlab.pgc regime --options JSON --csv OUT.csv --png OUT.png [--unit-cost MANIFEST...]
+  python -m distlab.pgc regime-crosscheck --summary S.csv --options JSON --md OUT.md
   python -m distlab.pgc trace-fit --trace CSV --csv OUT.csv --md OUT.md --png OUT.png
 
 Training goes through ``python -m distlab train --experiment pgc`` like every
@@ -47,6 +48,13 @@ def cmd_regime(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_crosscheck(a: argparse.Namespace) -> int:
+    from .regime import main_crosscheck
+
+    main_crosscheck(Path(a.summary), a.options, Path(a.md))
+    return 0
+
+
 def cmd_trace_fit(a: argparse.Namespace) -> int:
     from .trace import main_fit
 
@@ -76,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--png", required=True)
     q.add_argument("--unit-cost", nargs="*", help="run manifests with a measured unit compute cost")
     q.set_defaults(func=cmd_regime)
+    q = sub.add_parser("regime-crosscheck", help="clock-only time per step beside the trained runs'")
+    q.add_argument("--summary", required=True)
+    q.add_argument("--options", type=_json, required=True)
+    q.add_argument("--md", required=True)
+    q.set_defaults(func=cmd_crosscheck)
     q = sub.add_parser("trace-fit", help="fit exponential and Pareto delays to a recorded trace")
     q.add_argument("--trace", required=True)
     q.add_argument("--csv", required=True)

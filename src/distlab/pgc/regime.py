@@ -244,3 +244,37 @@ def _span(held: np.ndarray, grid: np.ndarray) -> str:
         else:
             i += 1
     return ", ".join(parts)
+
+
+CLOCK_NAME = {"dgd": "dgd", "gc-fr": "gc", "gc-cr": "gc", "pgc-fr": "pgc", "pgc-cr": "pgc",
+              "is-sgd": "is-sgd", "is-gc-fr": "is-gc", "is-gc-cr": "is-gc"}
+
+
+def crosscheck(summary: pd.DataFrame, network: dict | None, steps: int) -> pd.DataFrame:
+    """The clock-only time per step beside the trained runs' (table pgc_simulation),
+    seed by seed at the trained runs' own settings; the difference should be the
+    coding time the trained runs charge (encode + decode) and the message bytes on
+    the network."""
+    rows = []
+    for (scheme, s, mu), g in summary.groupby(["scheme", "s", "delay_mean"]):
+        c = float(g["unit_seconds"].iloc[0])
+        n = int(g["n"].iloc[0])
+        clock = [clock_time_per_step(CLOCK_NAME[scheme], n, int(s), c, float(mu), int(seed), steps, network)
+                 for seed in g["seed"]]
+        trained = g["time_per_step"].to_numpy()
+        coding = (g["encode_s"].fillna(0) + g["decode_s"].fillna(0)).to_numpy() if "encode_s" in g else 0.0
+        diff = trained - np.asarray(clock)
+        rows.append({"scheme": scheme, "s": int(s), "c_over_mu": c / float(mu), "seeds": len(g),
+                     "clock_only_s": float(np.mean(clock)), "trained_s": float(np.mean(trained)),
+                     "trained_minus_clock_s": float(np.mean(diff)),
+                     "max_abs_diff_minus_coding_s": float(np.max(np.abs(diff - coding)))})
+    return pd.DataFrame(rows)
+
+
+def main_crosscheck(summary_path: Path, opts: dict, md: Path) -> None:
+    from ..summarize import read_table_file
+    from ..tables import write_table
+
+    summary = read_table_file(summary_path)
+    t = crosscheck(summary, opts.get("network"), int(opts["steps"]))
+    write_table(t, md.with_suffix(".csv"), md)

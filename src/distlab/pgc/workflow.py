@@ -34,6 +34,8 @@ class PGCWorkflow:
         self.real_out = [f"{paper}/figures/pgc_real_vs_sim.png", f"{paper}/tables/pgc_real_vs_sim.md"]
         self.regime_out = [f"{paper}/figures/pgc_regime.png", f"{results}/pgc/regime/summary.csv",
                            f"{paper}/tables/pgc_regime.md"]
+        self.crosscheck_out = [f"{paper}/tables/pgc_regime_crosscheck.csv",
+                               f"{paper}/tables/pgc_regime_crosscheck.md"]
         self.trace = "data/traces/gloo_delays.csv"
         self.trace_out = [f"{paper}/figures/pgc_trace_fit.png", f"{paper}/tables/pgc_trace_fit.csv",
                           f"{paper}/tables/pgc_trace_fit.md"]
@@ -122,7 +124,7 @@ class PGCWorkflow:
 
     def outputs(self) -> list[str]:
         out = list(self.fig.values()) + [f for v in self.tab.values() for f in v]
-        out += [self.regime_out[0], self.regime_out[2], *self.trace_out]
+        out += [self.regime_out[0], self.regime_out[2], *self.crosscheck_out, *self.trace_out]
         if self.real_enabled():
             out += self.real_out
         return out
@@ -148,6 +150,10 @@ class PGCWorkflow:
                         "threshold": self.p["cloud"]["threshold"],
                         "unit_seconds": self.config["cluster"]["compute"]["unit_seconds"],
                         "compute_mode": self.config["cluster"]["compute"]["mode"], **extra})
+
+    def crosscheck_options(self) -> str:
+        g = self.p["simulation"]
+        return as_json({"network": self.config["cluster"]["network"], "steps": g["steps"]})
 
     def regime_options(self) -> str:
         return as_json({**self.p["regime"], "n": self.p["n"], "seeds": self.config["seeds"],
