@@ -53,8 +53,9 @@ def test_bad_specs_are_refused_naming_the_key(over, key):
     from distlab.pgc.train import SPEC_SCHEMA
     from distlab.specs import SpecError, validate_spec
 
-    spec = {**pgc_spec("pgc-cr", 1), **over}
-    spec.pop("checkpoint", None) if key != "checkpoint" else None
+    spec = pgc_spec("pgc-cr", 1)
+    spec.pop("checkpoint")
+    spec.update(over)
     with pytest.raises(SpecError, match=key.split(".")[-1]):
         validate_spec(spec, SPEC_SCHEMA, "pgc")
 
