@@ -192,3 +192,16 @@ def test_cross_field_spec_checks():
         check_spec(spec_for(sections=3))
     with pytest.raises(ValueError, match="model.d_model"):
         check_spec(spec_for(model=dict(MODEL, d_model=15)))
+
+
+def test_a_worker_that_dies_during_start_up_fails_the_run_at_once(pydoc, monkeypatch):
+    s = dict(spec_for(steps=4), mode="parallel", concurrency="thread")
+
+    def broken(*a, **k):
+        raise OSError("no such data")
+
+    monkeypatch.setattr(rc, "TextData", broken)
+    t0 = __import__("time").monotonic()
+    with pytest.raises(RuntimeError, match="rc-section-.*OSError: no such data"):
+        rc.train_rc_parallel(s, str(pydoc), None, split_gpt(build_gpt(MODEL, 3), 2), timeout=60)
+    assert __import__("time").monotonic() - t0 < 30  # not the start-up limit

@@ -305,6 +305,7 @@ class Shared:
         self.active = z(K, dtype=torch.int64)
         self.params = [z(sum(p.numel() for p in s.parameters())) for s in split.sections]
         self.rss = z(K, dtype=torch.float64)
+        self.ready = z(K, dtype=torch.int64)  # set by each worker once it is built
         self.errors: list[str] = []  # thread workers' failures (processes report exit codes)
 
 
@@ -328,6 +329,7 @@ def _worker(k: int, spec: dict, data_dir: str, sh: Shared, barrier, ready, threa
             if d == 0:
                 ready[k].release()
 
+        sh.ready[k] = 1
         barrier.wait(timeout)  # every worker is up: the clock starts after this
         for t in range(ticks):
             on = active(k, t, d)
@@ -391,7 +393,17 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
         w.start()
     section_params = [list(s.parameters()) for s in split.sections]
     try:
-        barrier.wait(timeout * 4)  # start-up (spawned interpreters import torch) is not timed
+        # start-up (spawned interpreters import torch; slow on a busy machine) is not timed and
+        # gets its own, longer limit; a worker that dies meanwhile fails the run at once
+        t_start = time.monotonic()
+        while int(sh.ready.sum()) < K:
+            dead = [w.name for w in workers if not w.is_alive()]
+            if dead or time.monotonic() - t_start > max(10 * timeout, 600.0):
+                barrier.abort()
+                why = f"{', '.join(dead)} died during start-up" if dead else "start-up timed out"
+                raise threading.BrokenBarrierError(why)
+            time.sleep(0.05)
+        barrier.wait(timeout)
         for t in range(ticks):
             t0 = time.perf_counter()
             barrier.wait(timeout)  # A
@@ -416,7 +428,7 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
             w.join(timeout=2)
         dead = [f"{w.name} (exit code {w.exitcode})" for w in workers
                 if use_procs and w.exitcode not in (None, 0)] + list(sh.errors)
-        raise RuntimeError("RC parallel run failed: " + (", ".join(dead) if dead else
+        raise RuntimeError("RC parallel run failed: " + (", ".join(dead) if dead else str(e) or
                            f"a section worker did not reach the barrier within {timeout} s")) from e
     finally:
         if any(w.is_alive() for w in workers):
