@@ -52,7 +52,7 @@ def test_bytes_table_arithmetic_at_olmo_scale(tmp_path):
 def test_tiny_demo_end_to_end(tmp_path):
     work = tracked_copy(tmp_path / "repo")
     cfg = ["--configfile", "tests/configs/tiny.yaml"]
-    r = smk("--cores", "2", *cfg, "demo", cwd=work, timeout=1200)
+    r = smk("demo", "--cores", "2", *cfg, cwd=work, timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     paper = work / "paper"
     for f in ["figures/demo_loss_steps.png", "figures/demo_loss_bytes.png", "figures/demo_loss_time.png",
@@ -74,13 +74,13 @@ def test_tiny_demo_end_to_end(tmp_path):
     assert any((work / "benchmarks/demo").rglob("*.tsv")) and any((work / "logs/demo").rglob("*.log"))
 
     # nothing left to do; a changed learning rate reruns that method's runs only
-    r = smk("-n", *cfg, "demo", cwd=work)
+    r = smk("demo", "-n", *cfg, cwd=work)
     assert "Nothing to be done" in r.stdout + r.stderr
     cfg_path = work / "tests/configs/tiny.yaml"
     data = yaml.safe_load(cfg_path.read_text())
     data["demo"]["lr"]["powersgd"] = 0.002
     cfg_path.write_text(yaml.safe_dump(data))
-    r = smk("-n", *cfg, "demo", "--quiet", "rules", cwd=work)
+    r = smk("demo", "-n", "--quiet", "rules", *cfg, cwd=work)
     assert r.returncode == 0, r.stderr
     counts = {line.split()[0]: int(line.split()[1]) for line in r.stdout.splitlines()
               if len(line.split()) == 2 and line.split()[1].isdigit()}
