@@ -249,7 +249,7 @@ def test_paper_config_runs_shrunk(tmp_path, monkeypatch):
 def test_tiny_local_learning_end_to_end(tmp_path):
     work = tracked_copy(tmp_path / "repo")
     cfg = ["--configfile", "tests/configs/tiny.yaml"]
-    r = smk("--cores", "2", *cfg, "local_learning", cwd=work, timeout=1500)
+    r = smk("local_learning", "--cores", "2", *cfg, cwd=work, timeout=1500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     paper = work / "paper"
     for f in ["figures/local_loss_tokens.png", "figures/local_loss_time.png",
@@ -271,5 +271,5 @@ def test_tiny_local_learning_end_to_end(tmp_path):
     assert {"test_loss", "verdict", "paper", "throughput_ratio_vs_bp"} <= set(table.columns)
     ni = json.loads((work / "results/local/nonident.json").read_text())
     assert all(r["report_rel_diff"] < 1e-2 for r in ni["model"])
-    r = smk("-n", *cfg, "local_learning", cwd=work)
+    r = smk("local_learning", "-n", *cfg, cwd=work)
     assert "Nothing to be done" in r.stdout + r.stderr
