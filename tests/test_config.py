@@ -30,8 +30,9 @@ def test_paper_config_names_the_real_data_and_models():
     assert cfg["datasets"]["imagenet32"]["source"] == "hf"
     assert cfg["pgc"]["model"]["name"] == "resnet18"
     assert cfg["pgc"]["n"] == 12 and cfg["pgc"]["lr"] == 0.01
-    assert cfg["pgc"]["motivating"]["batch_size"] == 64
-    assert cfg["pgc"]["simulation"]["batch_size"] == 256
+    # the authors' effective batches: 21 (of 256) and 5 (of 64) samples per partition, n = 12
+    assert cfg["pgc"]["motivating"]["batch_size"] == 60
+    assert cfg["pgc"]["simulation"]["batch_size"] == 252
     assert cfg["pgc"]["simulation"]["dataset"] == "imagenet32"
 
 

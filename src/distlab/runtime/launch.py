@@ -66,7 +66,8 @@ def _kill_tree(pid: int) -> None:
     psutil.wait_procs(alive, timeout=_KILL_GRACE_S)
 
 
-_CAUSE = re.compile(r"^\[rank(\d+)\]: ([\w.]*(?:Error|Timeout|Exception)): (.*)$")
+# the launcher's tee prefix, and torch's own on tracebacks: "[rank0]: [rank0]: Error: ..."
+_CAUSE = re.compile(r"^\[rank(\d+)\]: (?:\[rank\d+\]: )*([\w.]*(?:Error|Timeout|Exception)): (.*)$")
 _FIRST = re.compile(r"Root Cause \(first observed failure\)")
 _FIELD = re.compile(r"^\s*(rank|exitcode|traceback)\s*:\s*(.*)$")
 
