@@ -37,7 +37,10 @@ rule bench_allreduce:
 
 
 rule bench:
-    """Every benchmark."""
+    """Every benchmark: calibration, gloo all-reduce, and each paper's (DeMo optimizer and
+    step costs, the placement simulator's evaluations per second)."""
     input:
         rules.bench_calibrate.output,
         rules.bench_allreduce.output,
+        rules.demo_bench.output,
+        expand(f"{RESULTS}/bench/placement_sim_{{m}}.csv", m=sorted(config["placement"]["models"])),
