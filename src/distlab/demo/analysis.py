@@ -203,7 +203,6 @@ def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
                 ax.set_xscale("log")
                 ax.set_xlabel("cumulative bytes sent per worker (ring collectives)")
             elif kind == "loss_time":
-                ax.set_xscale("log")
                 ax.set_xlabel("simulated time (s)")
             else:
                 ax.set_xlabel("step")
