@@ -198,6 +198,7 @@ def test_stale_runs_are_listed():
                       "git_dirty": [False, False, True]})
     stale = scorecard.stale_runs({"t": t}, "abc")
     assert sorted(stale["seed"].tolist()) == [1, 2]
+    assert scorecard.stale_runs({"t": t}, None).empty  # outside git: nothing to compare with
 
 
 # ---------------------------------------------------------- failed jobs

@@ -506,9 +506,12 @@ def stale_runs(tables: Mapping[str, pd.DataFrame], current: str | None) -> pd.Da
     """Runs of the summary tables whose recorded code differs from ``current``.
 
     Reads the ``git_commit`` and ``git_dirty`` columns a summary table carries
-    (one row per run); tables without them are skipped.
+    (one row per run); tables without them are skipped, and so is everything
+    when there is no current revision to compare with (a tree outside git).
     """
     rows = []
+    if not current:
+        return pd.DataFrame(rows, columns=["table", "run", "seed", "commit", "dirty"])
     for name, t in tables.items():
         if "git_commit" not in t.columns:
             continue
