@@ -54,3 +54,27 @@ def tracked_copy(dest: Path) -> Path:
 def bin_path() -> str:
     """PATH with this interpreter's bin directory first (snakemake, distlab)."""
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
+@pytest.fixture(scope="session")
+def tiny_workflow(tmp_path_factory):
+    """One end-to-end run of the whole workflow (`snakemake --cores 2`, every paper) on
+    tests/configs/tiny.yaml in a fresh copy of the repository, shared by each paper's
+    end-to-end test: (work folder, completed process).  A test that edits the config
+    writes its own copy (:func:`tiny_variant`) so the others see the run as it was."""
+    work = tracked_copy(tmp_path_factory.mktemp("tiny") / "repo")
+    env = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
+    r = subprocess.run(["snakemake", "--cores", "2", "--configfile", "tests/configs/tiny.yaml"],
+                       cwd=work, env=env, capture_output=True, text=True, timeout=3000)
+    return work, r
+
+
+def tiny_variant(work: Path, name: str, edit) -> str:
+    """A copy of the tiny config with ``edit(dict)`` applied, as a --configfile path."""
+    import yaml
+
+    data = yaml.safe_load((work / "tests/configs/tiny.yaml").read_text())
+    edit(data)
+    path = work / "tests/configs" / f"tiny_{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path.relative_to(work))

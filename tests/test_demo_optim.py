@@ -9,8 +9,6 @@ equations rather than against itself.
 from __future__ import annotations
 
 import copy
-import os
-import tempfile
 
 import numpy as np
 import pytest

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path, tracked_copy
+from conftest import ROOT, bin_path, tiny_variant
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 
@@ -49,10 +49,9 @@ def test_bytes_table_arithmetic_at_olmo_scale(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_demo_end_to_end(tmp_path):
-    work = tracked_copy(tmp_path / "repo")
+def test_tiny_demo_end_to_end(tiny_workflow):
+    work, r = tiny_workflow  # the whole workflow on the tiny config, run once per session
     cfg = ["--configfile", "tests/configs/tiny.yaml"]
-    r = smk("demo", "--cores", "2", *cfg, cwd=work, timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     paper = work / "paper"
     for f in ["figures/demo_loss_steps.png", "figures/demo_loss_bytes.png", "figures/demo_loss_time.png",
@@ -76,11 +75,8 @@ def test_tiny_demo_end_to_end(tmp_path):
     # nothing left to do; a changed learning rate reruns that method's runs only
     r = smk("demo", "-n", *cfg, cwd=work)
     assert "Nothing to be done" in r.stdout + r.stderr
-    cfg_path = work / "tests/configs/tiny.yaml"
-    data = yaml.safe_load(cfg_path.read_text())
-    data["demo"]["lr"]["powersgd"] = 0.002
-    cfg_path.write_text(yaml.safe_dump(data))
-    r = smk("demo", "-n", "--quiet", "rules", *cfg, cwd=work)
+    variant = tiny_variant(work, "demo_lr", lambda c: c["demo"]["lr"].__setitem__("powersgd", 0.002))
+    r = smk("demo", "-n", "--quiet", "rules", "--configfile", variant, cwd=work)
     assert r.returncode == 0, r.stderr
     counts = {line.split()[0]: int(line.split()[1]) for line in r.stdout.splitlines()
               if len(line.split()) == 2 and line.split()[1].isdigit()}

@@ -17,7 +17,7 @@ import psutil
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path, tracked_copy
+from conftest import ROOT, bin_path
 from distlab.data import prepare_dataset
 from distlab.local import checks, workflow
 from distlab.local.train import run_simulated
@@ -246,10 +246,9 @@ def test_paper_config_runs_shrunk(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_tiny_local_learning_end_to_end(tmp_path):
-    work = tracked_copy(tmp_path / "repo")
+def test_tiny_local_learning_end_to_end(tiny_workflow):
+    work, r = tiny_workflow  # the whole workflow on the tiny config, run once per session
     cfg = ["--configfile", "tests/configs/tiny.yaml"]
-    r = smk("local_learning", "--cores", "2", *cfg, cwd=work, timeout=1500)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     paper = work / "paper"
     for f in ["figures/local_loss_tokens.png", "figures/local_loss_time.png",

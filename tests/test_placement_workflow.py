@@ -5,7 +5,6 @@ paper's settings through the job entry point, and a tiny end-to-end
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -15,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path, tracked_copy
+from conftest import ROOT, bin_path
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 SCHEMAS = ROOT / "workflow" / "schemas"
@@ -97,9 +96,8 @@ def test_paper_settings_shrunk_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_placement_end_to_end(tmp_path):
-    work = tracked_copy(tmp_path / "repo")
-    r = _smk("--cores", "2", "placement", "--configfile", "tests/configs/tiny.yaml", cwd=work, timeout=900)
+def test_tiny_placement_end_to_end(tiny_workflow):
+    work, r = tiny_workflow  # the whole workflow on the tiny config, run once per session
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     paper = work / "paper"
     for f in ["tables/placement_main.md", "tables/placement_ablation.md", "tables/placement_graphs.md",

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path, tracked_copy
+from conftest import ROOT, bin_path, tiny_variant
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 
@@ -62,10 +62,9 @@ def test_a_paper_target_runs_only_its_own_jobs(target):
 
 
 @pytest.mark.slow
-def test_tiny_end_to_end_run(tmp_path):
-    work = tracked_copy(tmp_path / "repo")
+def test_tiny_end_to_end_run(tiny_workflow):
+    work, r = tiny_workflow
     cfg = ["--configfile", "tests/configs/tiny.yaml"]
-    r = smk("--cores", "2", *cfg, cwd=work, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     paper = work / "paper"
     for f in ["README.md", "scorecard.md", "scorecard.csv", "figures/baseline_loss.png",
@@ -97,16 +96,16 @@ def test_tiny_end_to_end_run(tmp_path):
     r = smk("-n", *cfg, cwd=work)
     assert "Nothing to be done" in r.stdout + r.stderr
     # run-time settings (timeouts, checkpoint cadence) change no result: nothing reruns
-    tiny = yaml.safe_load((work / "tests/configs/tiny.yaml").read_text())
-    tiny["runtime"]["checkpoint"] = {"every_s": 7, "every_steps": 2}
-    tiny["runtime"]["timeout_s"] = 25
-    (work / "tests/configs/tiny.yaml").write_text(yaml.safe_dump(tiny))
-    r = smk("-n", *cfg, cwd=work)
+    def runtime(c):
+        c["runtime"]["checkpoint"] = {"every_s": 7, "every_steps": 2}
+        c["runtime"]["timeout_s"] = 25
+
+    r = smk("-n", "--configfile", tiny_variant(work, "runtime", runtime), cwd=work)
     assert "Nothing to be done" in r.stdout + r.stderr, r.stdout[-3000:]
     tiny = yaml.safe_load((work / "tests/configs/tiny.yaml").read_text())
     tiny["pgc"]["cloud"]["steps"] = 9
-    (work / "tests/configs/tiny.yaml").write_text(yaml.safe_dump(tiny))
-    r = smk("-n", "--quiet", "rules", *cfg, cwd=work)
+    r = smk("-n", "--quiet", "rules", "--configfile",
+            tiny_variant(work, "cloud", lambda c: c["pgc"]["cloud"].__setitem__("steps", 9)), cwd=work)
     assert r.returncode == 0
     jobs = {line.split()[0]: int(line.split()[1]) for line in r.stdout.splitlines()
             if len(line.split()) == 2 and line.split()[1].isdigit()}

@@ -7,7 +7,6 @@ intervals.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import matplotlib.pyplot as plt

@@ -31,7 +31,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import multiprocessing as mp
-import os
 import resource
 import signal
 import threading

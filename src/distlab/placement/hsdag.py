@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from .features import coarse_features
-from .problem import BudgetExhausted, Problem
+from .problem import Problem
 
 
 def _dense_adj(n: int, edges) -> torch.Tensor:
