@@ -79,7 +79,9 @@ def test_tiny_end_to_end_run(tiny_workflow):
     assert card.loc["baseline.dgd_equals_single", "verdict"] == "reproduced"
     assert card.loc["baseline.gloo_equals_single", "verdict"] == "reproduced"
     assert card.loc["pgc.fig9.gc_steps_equal_dgd", "verdict"] == "by construction"
-    assert set(card["verdict"]) <= {"reproduced", "not reproduced", "inconclusive", "by construction"}
+    # the tiny config leaves some settings out, so some claims are "not run" there
+    assert set(card["verdict"]) <= {"reproduced", "not reproduced", "inconclusive", "by construction",
+                                    "not run"}
     summary = pd.read_csv(work / "results/pgc/simulation/summary.csv")
     assert set(summary["clock"]) == {"simulated"}
     assert set(summary["scheme"]) == {"dgd", "gc-cr", "pgc-cr", "is-sgd", "is-gc-cr"}
