@@ -147,6 +147,25 @@ class Evaluator:
                 "test_loss": heldout_loss(split.forward, test)}
 
 
+def _end_tick(t: int, row: dict, spec: dict, res: "Result", evaluator, split, resume,
+              on_tick) -> None:
+    """What every sequential engine does after a tick: evaluate when due, record the
+    row, let the checkpoint see the tick, report it."""
+    if evaluator is not None and eval_due(t, spec):
+        row["val_loss"] = evaluator.val_loss(split)
+    res.rows.append(row)
+    resume.tick(t + 1, res)
+    if on_tick:
+        on_tick(t, row)
+
+
+def _own_peak(res: "Result") -> "Result":
+    """A one-process engine's peak memory, recorded on its result."""
+    res.peak_rss_mb = peak_rss_self_mb()
+    res.rss_per_process_mb = [res.peak_rss_mb]
+    return res
+
+
 def _row(t: int, spec: dict, train_s: float, losses: dict[int, float]) -> dict:
     tokens = (t + 1) * int(spec["batch_size"]) * int(spec["model"]["block_size"])
     vals = list(losses.values())
@@ -208,15 +227,8 @@ def train_bp(spec: dict, data: TextData, split: Split, on_tick: Tick | None = No
         opt.step()
         res.train_s += time.perf_counter() - t0
         row = _row(t, spec, res.train_s, {0: float(loss.detach())})
-        if evaluator is not None and eval_due(t, spec):
-            row["val_loss"] = evaluator.val_loss(split)
-        res.rows.append(row)
-        resume.tick(t + 1, res)
-        if on_tick:
-            on_tick(t, row)
-    res.peak_rss_mb = peak_rss_self_mb()
-    res.rss_per_process_mb = [res.peak_rss_mb]
-    return res
+        _end_tick(t, row, spec, res, evaluator, split, resume, on_tick)
+    return _own_peak(res)
 
 
 # ----------------------------------------------------------------------- RC, sequential
@@ -262,15 +274,8 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
         coord.update(reports)
         res.train_s += time.perf_counter() - t0
         row = _row(t, spec, res.train_s, losses)
-        if evaluator is not None and eval_due(t, spec):
-            row["val_loss"] = evaluator.val_loss(split)
-        res.rows.append(row)
-        resume.tick(t + 1, res)
-        if on_tick:
-            on_tick(t, row)
-    res.peak_rss_mb = peak_rss_self_mb()
-    res.rss_per_process_mb = [res.peak_rss_mb]
-    return res
+        _end_tick(t, row, spec, res, evaluator, split, resume, on_tick)
+    return _own_peak(res)
 
 
 # ----------------------------------------------------------------------- RC, parallel

@@ -28,8 +28,8 @@ from ..specs import runtime_defaults
 from ..tables import atomic_output
 from . import pc as pcmod
 from .model import TextData, build_gpt, lm_loss, make_optimizer, seed_everything, split_gpt
-from .rc import (Evaluator, Result, Resume, eval_due, peak_rss_self_mb, train_bp,
-                 train_rc_parallel, train_rc_sequential, _row)
+from .rc import (Evaluator, Result, Resume, _end_tick, _own_peak, train_bp, train_rc_parallel,
+                 train_rc_sequential, _row)
 
 log = logging.getLogger(__name__)
 
@@ -130,15 +130,8 @@ def train_pc(spec: dict, data: TextData, split, on_tick=None, evaluator=None, ck
         res.train_s += time.perf_counter() - t0
         row = _row(t, spec, res.train_s, {0: info["loss"] / n_tok})
         row["pc_energy"] = info["energy"]
-        if evaluator is not None and eval_due(t, spec):
-            row["val_loss"] = evaluator.val_loss(split)
-        res.rows.append(row)
-        resume.tick(t + 1, res)
-        if on_tick:
-            on_tick(t, row)
-    res.peak_rss_mb = peak_rss_self_mb()
-    res.rss_per_process_mb = [res.peak_rss_mb]
-    return res
+        _end_tick(t, row, spec, res, evaluator, split, resume, on_tick)
+    return _own_peak(res)
 
 
 def method_label(spec: dict) -> str:
