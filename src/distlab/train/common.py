@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +27,20 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    use_deterministic_kernels()
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
+def use_deterministic_kernels() -> None:
+    """``torch.use_deterministic_algorithms(True, warn_only=True)`` without its
+    import of ``torch._inductor`` (about 2 s a process here, paid by every
+    job of the workflow).  The ATen switch is the one eager kernels read; the
+    inductor flag matters only to ``torch.compile``, which distlab does not
+    use, and is set too when inductor is already loaded."""
+    if "torch._inductor.config" in sys.modules:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    else:
+        torch._C._set_deterministic_algorithms(True, warn_only=True)
 
 
 @dataclass
