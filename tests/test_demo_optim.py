@@ -261,10 +261,11 @@ def test_state_dict_holds_delta_and_resumes_bit_for_bit(tmp_path):
         _loss(m, *_batch(Net, 0, step)).backward()
         opt.step()
     sd = opt.state_dict()
-    deltas = [s["delta"] for s in sd["state"].values()]
+    deltas = [s["delta_dct"] for s in sd["state"].values()]
     assert len(deltas) == len(list(m.parameters()))
     # tiles with fewer positions than top-k send everything (delta 0); the others keep a residual
-    assert opt.state_dict()["state"][6]["delta"].abs().sum() > 0  # fc3.weight: 64 x 48 tiles
+    assert opt.state_dict()["state"][6]["delta_dct"].abs().sum() > 0  # fc3.weight: 64 x 48 tiles
+    assert opt.momentum(m.fc3.weight).abs().sum() > 0
     torch.save({"model": m.state_dict(), "opt": sd}, tmp_path / "ckpt.pt")
     ck = torch.load(tmp_path / "ckpt.pt", weights_only=False)
     m2 = _model(seed=123)
@@ -298,7 +299,8 @@ def test_grad_none_is_skipped_and_ranks_stay_identical():
     assert not torch.equal(models[0].fc3.bias, before.fc3.bias)     # moved by rank 1's part
     for a, b in zip(models[0].parameters(), models[1].parameters()):
         assert torch.equal(a, b)
-    assert opts[0].state[models[0].fc3.bias]["delta"].abs().sum() == 0  # rank 0 accumulated nothing
+    assert opts[0].momentum(models[0].fc3.bias).abs().sum() == 0  # rank 0 accumulated nothing
+    assert opts[1].momentum(models[1].fc3.bias).abs().sum() > 0
 
 
 def test_grad_is_left_as_the_callers_gradient():
@@ -374,7 +376,7 @@ def test_compact_encoding_keeps_rounding_error_in_the_momentum(value_dtype):
         dec = idct2(sent.view(-1, tg.n1, tg.n2), d1, dct_matrix(tg.n2, tg.dtype))
         for mb in tg.members:
             from distlab.demo.transforms import to_tiles
-            d = opt.state[mb.param]["delta"]
+            d = opt.momentum(mb.param)
             rebuilt = to_tiles(d, tg.n1, tg.n2) + dec[mb.start:mb.start + mb.tiles].view(
                 -1, to_tiles(d, tg.n1, tg.n2).shape[1], tg.n1, tg.n2)
             assert torch.allclose(rebuilt, to_tiles(LR * grads[mb.param], tg.n1, tg.n2), atol=1e-15)
@@ -409,3 +411,22 @@ def test_apply_refuses_a_payload_of_another_layout():
     opt = DeMo(_model().parameters(), lr=LR)
     with pytest.raises(ValueError, match="payloads"):
         opt.apply(torch.zeros(2, opt.payload_nbytes() + 1, dtype=torch.uint8))
+
+
+def test_a_parameter_without_a_gradient_keeps_its_momentum_unchanged():
+    """Skipping is not decaying: the momentum of a parameter with ``grad=None``
+    is neither decayed nor sent at that step (it is held as DCT coefficients)."""
+    m = _model()
+    opt = DeMo(m.parameters(), lr=LR)
+    _loss(m, *_batch(Net, 0, 0)).backward()
+    opt.step()
+    held = opt.momentum(m.fc3.weight).clone()
+    assert held.abs().sum() > 0
+    opt.zero_grad(set_to_none=True)
+    _loss(m, *_batch(Net, 0, 1)).backward()
+    m.fc3.weight.grad = None
+    before = m.fc3.weight.detach().clone()
+    opt.step()
+    assert torch.equal(opt.momentum(m.fc3.weight), held)
+    assert torch.equal(m.fc3.weight, before)   # nobody sent it
+    assert opt.state[m.fc3.weight]["step"] == 1
