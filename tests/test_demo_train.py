@@ -95,6 +95,27 @@ def test_paired_seeds_start_from_the_same_weights_and_data(tmp_path, pydoc_dir):
     assert other["loss"].iloc[0] != d["loss"].iloc[0]
 
 
+def test_a_job_of_several_seeds_equals_one_run_per_seed(tmp_path, pydoc_dir):
+    """The workflow runs every seed of a simulated setting in one process: each seed's
+    run directory holds what a job of that seed alone writes (timing columns aside)."""
+    base = {k: v for k, v in spec_for("demo").items() if k != "seed"}
+    both = specs.validate_spec({**base, "seeds": [0, 1]}, train.SPEC_SCHEMA, "demo")
+    train.run_simulated(both, pydoc_dir, tmp_path / "job", {"checkpoint": {"every_s": 0, "every_steps": 0}})
+    for seed in (0, 1):
+        alone = _run(spec_for("demo", seed=seed), pydoc_dir, tmp_path / f"alone{seed}")[1]
+        batched = pd.read_csv(tmp_path / "job" / f"seed{seed}" / "metrics.csv")
+        man = json.loads((tmp_path / "job" / f"seed{seed}" / "manifest.json").read_text())
+        assert man["spec"]["seed"] == seed and "seeds" not in man["spec"]
+        for col in ("loss", "val_loss", "bytes"):
+            assert np.array_equal(alone[col].to_numpy(), batched[col].to_numpy(), equal_nan=True)
+    with pytest.raises(specs.SpecError, match="seeds"):
+        train.check_spec({**base, "seeds": [0, 1], "backend": "gloo"})
+    with pytest.raises(specs.SpecError):
+        specs.validate_spec({**base, "seeds": [0, 0]}, train.SPEC_SCHEMA, "demo")
+    with pytest.raises(specs.SpecError):
+        specs.validate_spec({**base, "seeds": [0], "seed": 0}, train.SPEC_SCHEMA, "demo")
+
+
 def test_simulated_demo_equals_a_loop_of_replicas(pydoc_dir):
     """The simulated backend keeps one model and N momenta; N full replicas give the same parameters."""
     from distlab.data import load_split, text_batch

@@ -76,3 +76,30 @@ def test_invalid_settings_fail_clearly(digits_dir):
         Setup(pgc_spec("gc-fr", 1, n=5), digits_dir)
     with pytest.raises(ValueError, match="no sample per partition"):
         Setup(pgc_spec("dgd", 0, batch_size=2), digits_dir)
+
+
+def test_threshold_stop_ends_a_run_where_both_rules_hold():
+    from distlab.pgc.train import ThresholdStop
+    thr = {"loss": 1.0, "repeat": 2, "window": 3, "stop": True}
+    losses = [3.0, 0.9, 2.5, 0.5, 0.4, 0.3, 0.2]
+    # the paper's rule holds after 5 losses (0.5, 0.4); the mean of the last 3 after 6 (0.4)
+    st = ThresholdStop(thr, [])
+    ends = [st.update(v) for v in losses]
+    assert ends.index(True) == 5 and st.stopped_at == 6
+    # rebuilt from the losses a checkpoint holds, it stops where an uninterrupted run does
+    assert ThresholdStop(thr, losses[:6]).stopped_at == 6
+    assert ThresholdStop(thr, losses[:4]).stopped_at is None
+    # without stop (or without a threshold) it never ends a run
+    off = ThresholdStop({**thr, "stop": False}, [])
+    assert not any(off.update(v) for v in losses) and off.stopped_at is None
+    assert not ThresholdStop(None, []).update(0.0)
+
+
+def test_a_run_with_threshold_stop_ends_at_the_rule_and_its_summary_agrees(tmp_path, digits_dir):
+    from distlab.summarize import steps_to_threshold, steps_to_threshold_ma
+    thr = {"loss": 1.5, "repeat": 2, "window": 3}
+    full, _ = _run(tmp_path, digits_dir, "full", pgc_spec("pgc-cr", 1, steps=60, threshold=thr))
+    cut, man = _run(tmp_path, digits_dir, "cut", pgc_spec("pgc-cr", 1, steps=60, threshold={**thr, "stop": True}))
+    k = max(steps_to_threshold(full["loss"].to_numpy(), 1.5, 2), steps_to_threshold_ma(full["loss"].to_numpy(), 1.5, 3))
+    assert k < 60 and len(cut) == k == man["stopped_at_threshold"]
+    assert np.array_equal(cut["loss"].to_numpy(), full["loss"].to_numpy()[:k])   # the same run, ended early

@@ -7,22 +7,23 @@ include: "demo_helpers.smk"
 
 
 rule demo_train_sim:
-    """One method, N workers, one seed on the simulated cluster (measured compute, modelled network)."""
+    """One method, N workers, every seed on the simulated cluster (measured compute, modelled
+    network), one after another in one process; each seed has its own run directory."""
     input:
         data=data_manifest(DEMO["dataset"]),
     output:
-        manifest=f"{DEMO_RUN}/manifest.json".replace("{dbackend}", SIM),
-        metrics=f"{DEMO_RUN}/metrics.csv".replace("{dbackend}", SIM),
+        manifests=[f"{DEMO_SIM_JOB}/seed{k}/manifest.json" for k in config["seeds"]],
+        metrics=[f"{DEMO_SIM_JOB}/seed{k}/metrics.csv" for k in config["seeds"]],
     params:
-        spec=lambda w: demo_spec(w.dmethod, w.nw, w.seed, SIM),
-        out=subpath(output.manifest, parent=True),
+        spec=lambda w: demo_spec(w.dmethod, w.nw, None, SIM, seeds=config["seeds"]),
+        out=DEMO_SIM_JOB,
         data=subpath(input.data, parent=True),
     conda:
         ENV
     log:
-        f"logs/demo/{SIM}/n{{nw}}/{{dmethod}}/seed{{seed}}.log",
+        f"logs/demo/{SIM}/n{{nw}}/{{dmethod}}.log",
     benchmark:
-        f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}/seed{{seed}}.tsv"
+        f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}.tsv"
     threads: 1
     resources:
         mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=1200),

@@ -2,6 +2,7 @@
 
 DEMO = config["demo"]
 DEMO_RUN = f"{RESULTS}/demo/{{dbackend}}/n{{nw}}/{{dmethod}}/seed{{seed}}"
+DEMO_SIM_JOB = f"{RESULTS}/demo/{SIM}/n{{nw}}/{{dmethod}}"   # a simulated job: every seed below it
 DEMO_SWEEP_RUN = f"{RESULTS}/demo/sweep/lr{{lr}}/{{dmethod}}/seed{{seed}}"
 DEMO_NETWORKS = as_json(DEMO["networks"])
 DEMO_REAL = DEMO["real"]["enabled"]
@@ -15,10 +16,12 @@ wildcard_constraints:
     lr=r"[0-9.e-]+",
 
 
-def demo_spec(method, n, seed, backend, lr=None, steps=None):
+def demo_spec(method, n, seed, backend, lr=None, steps=None, seeds=None):
+    """The run spec of one run, or with ``seeds`` (simulated) of every seed of one job."""
     d = DEMO
     spec = {
-        "experiment": "demo", "method": method, "backend": backend, "seed": int(seed),
+        "experiment": "demo", "method": method, "backend": backend,
+        **({"seeds": [int(k) for k in seeds]} if seeds is not None else {"seed": int(seed)}),
         "model": d["model"], "n_workers": int(n), "batch_size": d["batch_size"],
         "lr": float(lr) if lr is not None else float(d["lr"][method]),
         "steps": int(steps or d["steps"]), "eval_every": d["eval_every"],

@@ -44,13 +44,16 @@ EVAL_SEED = 12345  # the validation windows: one fixed set for every run
 SPEC_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["experiment", "method", "backend", "seed", "model", "n_workers", "batch_size", "lr",
+    "required": ["experiment", "method", "backend", "model", "n_workers", "batch_size", "lr",
                  "steps", "cluster"],
+    # one seed, or (simulated backend) a list run one after another in this process
+    "oneOf": [{"required": ["seed"]}, {"required": ["seeds"]}],
     "properties": {
         "experiment": {"const": "demo"},
         "method": {"enum": list(METHODS)},
         "backend": specs.BACKEND,
         "seed": specs.NONNEG_INT,
+        "seeds": {"type": "array", "items": specs.NONNEG_INT, "minItems": 1, "uniqueItems": True},
         "model": {
             "type": "object", "required": ["name"], "additionalProperties": False,
             "properties": {"name": {"enum": ["gpt", "olmo"]}, "n_layer": specs.POS_INT,
@@ -87,6 +90,8 @@ def nprocs(spec: dict) -> int:
 
 def check_spec(spec: dict) -> None:
     """Cross-field rules the schema cannot state; raise SpecError naming the key."""
+    if spec["backend"] != "simulated" and "seeds" in spec:
+        raise specs.SpecError("demo spec: key 'seeds': a list of seeds runs only on the simulated backend")
     if spec["backend"] != "simulated" and spec["method"] == "diloco":
         raise specs.SpecError("demo spec: key 'method': diloco runs on the simulated backend only")
     if spec["method"] == "diloco" and spec["steps"] % int(spec.get("diloco", {}).get("H", 10)):
@@ -214,7 +219,18 @@ def _worker_grad(method, w: int, worker_id: int, train, spec, block, bs, seed, s
 
 
 def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dict | None = None) -> Path:
+    """One run directory, or with ``seeds`` one per seed (``out_dir/seed{k}``), run one
+    after another in this process (one Python and torch start-up for all of them)."""
     check_spec(spec)
+    if "seeds" in spec:
+        base = {k: v for k, v in spec.items() if k != "seeds"}
+        for seed in spec["seeds"]:
+            _run_simulated_one({**base, "seed": int(seed)}, data_dir, Path(out_dir) / f"seed{int(seed)}", runtime)
+        return Path(out_dir)
+    return _run_simulated_one(spec, data_dir, Path(out_dir), runtime)
+
+
+def _run_simulated_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | None) -> Path:
     runtime = specs.runtime_defaults(runtime)
     out_dir = Path(out_dir)
     # the N workers share this process's accelerator if it has one (paper scale), else the CPU

@@ -104,7 +104,8 @@ SPEC_SCHEMA: dict = {
         "steps": _INT1,
         "epochs": _INT1,
         "threshold": {"type": "object", "required": ["loss"],
-                      "properties": {"loss": _NUM, "repeat": _INT1, "window": _INT1}},
+                      "properties": {"loss": _NUM, "repeat": _INT1, "window": _INT1,
+                                     "stop": {"type": "boolean"}}},
         "calibrate_from": {"type": "string"},
         "cluster": {
             "type": "object", "required": ["compute", "network", "straggler"],
@@ -366,6 +367,9 @@ def _run_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | No
         counters.update(state["counters"])
     overhead0, measured0 = cluster.overhead_s, cluster.measured_compute_s
     grad_s = 0.0
+    stop = ThresholdStop(spec.get("threshold"), [r["loss"] for r in rec.rows])
+    if stop.stopped_at is not None:  # killed after its last step, before writing its outputs
+        start = S.steps
     for step in tqdm(range(start, S.steps), desc=f"{S.scheme.name} s={S.s} seed {S.seed}",
                      mininterval=5, initial=start, total=S.steps, file=sys.stderr):
         todo = {w.worker: w.to_compute(step) for w in workers}
@@ -405,6 +409,8 @@ def _run_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | No
                     "workers": [w.state_dict() for w in workers]}
 
         ckpt.maybe_save(step, snapshot)
+        if stop.update(rec.rows[-1]["loss"]):
+            break
     total = {"gradient_compute_s": counters["gradient_compute_s"] + grad_s,
              "simulator_overhead_s": counters["simulator_overhead_s"] + cluster.overhead_s - overhead0,
              "compute_measured_s": counters["compute_measured_s"] + cluster.measured_compute_s - measured0}
@@ -415,9 +421,42 @@ def _run_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | No
                      units_per_worker_step=float(units.sum() / S.n / max(1, S.steps)),
                      encode_s=encode_s, decode_s=decode_s,
                      unit_seconds_charged=compute.unit_seconds if compute.mode == "calibrated" else None,
-                     bytes_total=cluster.ledger.total_bytes)
+                     bytes_total=cluster.ledger.total_bytes, stopped_at_threshold=stop.stopped_at)
     ckpt.clear()
     return out
+
+
+class ThresholdStop:
+    """The stopping rule of a run whose spec has ``threshold.stop``: the run ends
+    at the first step where both threshold rules hold, the paper's (``repeat``
+    mini-batch losses in a row at or below ``loss``) and the moving average
+    (mean of the last ``window`` losses at or below ``loss``); the run's
+    ``steps`` is then a cap.  Without ``stop`` it never ends a run.  Built from
+    the losses already logged, so a resumed run stops where an uninterrupted
+    one does."""
+
+    def __init__(self, threshold: dict | None, losses: list[float]) -> None:
+        self.on = bool(threshold and threshold.get("stop", False))
+        self.loss = float(threshold["loss"]) if threshold else float("nan")
+        self.repeat = int(threshold.get("repeat", 3)) if threshold else 3
+        self.window = int(threshold.get("window", 10)) if threshold else 10
+        self.losses: list[float] = []
+        self.run = 0
+        self.paper = self.ma = False
+        self.stopped_at: int | None = None
+        for v in losses:
+            self.update(v)
+
+    def update(self, loss: float) -> bool:
+        """Add one step's mini-batch loss; True when the run should end here."""
+        self.losses.append(float(loss))
+        self.run = self.run + 1 if loss <= self.loss else 0
+        self.paper = self.paper or self.run >= self.repeat
+        if len(self.losses) >= self.window:
+            self.ma = self.ma or float(np.mean(self.losses[-self.window:])) <= self.loss
+        if self.on and self.paper and self.ma and self.stopped_at is None:
+            self.stopped_at = len(self.losses)
+        return self.on and self.stopped_at is not None
 
 
 # ------------------------------------------------------------------ real backend
