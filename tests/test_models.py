@@ -19,6 +19,8 @@ from distlab.models import MODELS, TASKS, build_model, count_parameters, loss_fo
         ("resnet18", {"num_classes": 10, "small_input": True}, torch.rand(2, 3, 32, 32), (2, 10)),
         ("resnet18", {"num_classes": 7, "in_channels": 1}, torch.rand(2, 1, 64, 64), (2, 7)),
         ("logreg", {"in_features": 64, "num_classes": 10}, torch.rand(2, 1, 8, 8), (2, 10)),
+        ("mlp", {"in_features": 64, "num_classes": 10}, torch.rand(2, 1, 8, 8), (2, 10)),
+        ("mlp", {"in_features": 3072, "num_classes": 100, "hidden": [32]}, torch.rand(2, 3, 32, 32), (2, 100)),
         ("gpt", {"block_size": 16, "n_layer": 2, "n_head": 2, "d_model": 32}, torch.randint(0, 256, (2, 16)), (2, 16, 256)),
     ],
 )
@@ -30,8 +32,8 @@ def test_forward_shapes(name, kwargs, x, out):
 
 
 def test_registry_and_errors():
-    assert set(MODELS) == set(TASKS) == {"cnn", "resnet18", "gpt", "logreg"}
-    with pytest.raises(ValueError, match="known models: cnn, gpt, logreg, resnet18"):
+    assert set(MODELS) == set(TASKS) == {"cnn", "resnet18", "gpt", "logreg", "mlp"}
+    with pytest.raises(ValueError, match="known models: cnn, gpt, logreg, mlp, resnet18"):
         build_model("vgg")
     with pytest.raises(ValueError, match="known models"):
         loss_for("vgg")
@@ -88,10 +90,10 @@ def test_gpt_attention_matches_manual_softmax():
         assert torch.allclose(attn(x), manual, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["cnn", "logreg"])
+@pytest.mark.parametrize("name", ["cnn", "logreg", "mlp"])
 def test_sgd_step_reduces_loss(name):
     torch.manual_seed(0)
-    kwargs = {"in_features": 64} if name == "logreg" else {"image_size": 8}
+    kwargs = {"in_features": 64} if name in ("logreg", "mlp") else {"image_size": 8}
     model = build_model(name, **kwargs)
     x, y = torch.rand(32, 1, 8, 8), torch.randint(0, 10, (32,))
     loss_fn = loss_for(name)
@@ -108,3 +110,19 @@ def test_lm_loss_shape_handling():
     expected = F.cross_entropy(logits.reshape(10, 256), target.reshape(10))
     assert torch.allclose(loss_for("gpt")(logits, target), expected)
     assert loss_for("cnn")(logits[:, 0], target[:, 0]) == F.cross_entropy(logits[:, 0], target[:, 0])
+
+
+@pytest.mark.parametrize("name, kwargs", [("cnn", {"image_size": 8}), ("logreg", {"in_features": 64}),
+                                          ("mlp", {"in_features": 64})])
+def test_vectorised_partition_gradients_equal_one_pass_per_partition(name, kwargs):
+    """What the simulated backend computes in one vmap call is what real workers compute
+    one partition at a time, for every small image model of the registry."""
+    from distlab.train.common import partition_grads, partition_grads_loop
+
+    torch.manual_seed(0)
+    model = build_model(name, **kwargs).double()
+    xs, ys = torch.rand(3, 4, 1, 8, 8, dtype=torch.float64), torch.randint(0, 10, (3, 4))
+    vec = partition_grads(model, xs, ys)
+    loop, _ = partition_grads_loop(model, [(xs[k], ys[k]) for k in range(3)])
+    assert torch.allclose(vec.grads, loop.grads, atol=1e-12)
+    assert torch.allclose(vec.losses, loop.losses, atol=1e-12)

@@ -35,7 +35,7 @@ PAPER_CHECKS = {
     "distlab.local.checks": "local_learning",
     "distlab.demo.checks": "demo",
 }
-IMAGE_MODELS = ("cnn", "resnet18", "logreg")
+IMAGE_MODELS = ("cnn", "resnet18", "logreg", "mlp")
 TEXT_MODELS = ("gpt",)
 
 

@@ -8,6 +8,7 @@ resnet18  classification  num_classes=10, in_channels=3, small_input=False
 gpt       lm              vocab_size=256, block_size=128, n_layer=4, n_head=4,
                           d_model=128, dropout=0.0
 logreg    classification  in_features=64, num_classes=10
+mlp       classification  in_features=64, num_classes=10, hidden=(128, 64)
 ========  ==============  ===================================================
 
 Classification models map ``(B, ...)`` inputs to ``(B, num_classes)`` logits;
@@ -75,6 +76,22 @@ def resnet18(num_classes: int = 10, in_channels: int = 3, small_input: bool = Fa
 def logreg(in_features: int = 64, num_classes: int = 10) -> nn.Module:
     """Multinomial logistic regression: flatten, then one linear layer."""
     return nn.Sequential(nn.Flatten(), nn.Linear(in_features, num_classes))
+
+
+def mlp(in_features: int = 64, num_classes: int = 10, hidden: tuple[int, ...] | list[int] = (128, 64)
+        ) -> nn.Module:
+    """A multilayer perceptron with ReLU: flatten, then ``hidden`` layers, then the logits.
+
+    Non-convex like the CNN, but its per-partition gradients cost a fraction of
+    the CNN's (no convolutions): the simulated-cluster experiments, whose
+    clock does not depend on the model, train it where many runs are needed."""
+    layers: list[nn.Module] = [nn.Flatten()]
+    width = int(in_features)
+    for h in hidden:
+        layers += [nn.Linear(width, int(h)), nn.ReLU()]
+        width = int(h)
+    layers.append(nn.Linear(width, num_classes))
+    return nn.Sequential(*layers)
 
 
 # --------------------------------------------------------------------------- GPT
@@ -168,12 +185,14 @@ class GPT(nn.Module):
 
 # --------------------------------------------------------------------------- registry
 
-MODELS: dict[str, Callable[..., nn.Module]] = {"cnn": cnn, "resnet18": resnet18, "gpt": GPT, "logreg": logreg}
+MODELS: dict[str, Callable[..., nn.Module]] = {"cnn": cnn, "resnet18": resnet18, "gpt": GPT, "logreg": logreg,
+                                               "mlp": mlp}
 TASKS: dict[str, str] = {
     "cnn": "classification",
     "resnet18": "classification",
     "gpt": "lm",
     "logreg": "classification",
+    "mlp": "classification",
 }
 
 

@@ -95,7 +95,7 @@ SPEC_SCHEMA: dict = {
         "seed": _INT0,
         "seeds": {"type": "array", "items": _INT0, "minItems": 1, "uniqueItems": True},
         "model": {"type": "object", "required": ["name"],
-                  "properties": {"name": {"enum": ["logreg", "cnn", "resnet18"]}}},
+                  "properties": {"name": {"enum": ["logreg", "mlp", "cnn", "resnet18"]}}},
         "lr": _POS,
         "dtype": {"enum": list(DTYPES)},
         "code_seed": _INT0,

@@ -103,7 +103,7 @@ def make_classifier(model_cfg: dict, data: ImageData, dtype: torch.dtype, seed: 
     name = cfg.pop("name")
     _, c, h, _ = data.x.shape
     num_classes = int(data.y.max()) + 1
-    if name == "logreg":
+    if name in ("logreg", "mlp"):
         cfg.setdefault("in_features", c * h * h)
     else:
         cfg.setdefault("in_channels", c)
