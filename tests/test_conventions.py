@@ -258,3 +258,25 @@ def test_an_nccl_job_names_its_cause_first(tmp_path, digits_dir):
     assert "failed first" in first
     assert any("NVIDIA driver" in line or "CUDA" in line for line in after), after
     assert not (tmp_path / "run/manifest.json").exists()
+
+
+def test_launching_a_real_pgc_job_does_not_import_torch_in_the_launcher(tmp_path):
+    """The process that validates a gloo spec and starts torchrun reads the spec's schema
+    from a torch-free module (the launcher would otherwise spend ~2.4 s importing torch
+    before torchrun and the workers import it again); the schema is the trainer's."""
+    import distlab.pgc.spec as light
+    import distlab.pgc.train as trainer
+    from distlab.train.common import DTYPES
+
+    from conftest import pgc_spec
+
+    assert trainer.SPEC_SCHEMA is light.SPEC_SCHEMA and tuple(DTYPES) == light.DTYPES
+    spec = pgc_spec("pgc-cr", 1, backend="gloo")
+    spec.pop("checkpoint", None)
+    code = ("import sys; from distlab.cli import main; "
+            f"rc = main(['train', '--experiment', 'pgc', '--spec', {json.dumps(json.dumps(spec))}, "
+            f"'--data', {str(tmp_path)!r}, '--out', {str(tmp_path / 'o')!r}, '--print-torchrun']); "
+            "print('torch imported:', 'torch' in sys.modules); sys.exit(rc)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "--nproc_per_node=5" in r.stdout and "torch imported: False" in r.stdout

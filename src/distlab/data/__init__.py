@@ -12,8 +12,22 @@ Every failure a user can meet is a :class:`DataError` with a one-line message.
 """
 
 from distlab.data.errors import DataError
-from distlab.data.sampling import EpochBatcher, partition_indices, text_batch
-from distlab.data.store import content_sha256, file_sha256, load_manifest, load_split, prepare_dataset
+
+# The loaders import torch; they load on first use (PEP 562), so that a process that
+# only needs DataError (the CLI launching a torchrun job) does not import torch.
+_LAZY = {
+    "EpochBatcher": "sampling", "partition_indices": "sampling", "text_batch": "sampling",
+    "content_sha256": "store", "file_sha256": "store", "load_manifest": "store",
+    "load_split": "store", "prepare_dataset": "store",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"distlab.data.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'distlab.data' has no attribute {name!r}")
 
 __all__ = [
     "DataError",

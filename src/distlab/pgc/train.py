@@ -58,105 +58,24 @@ from ..runs import Checkpointer, RunRecorder
 from ..runtime.compute import ComputeModel
 from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster
-from ..runtime.stragglers import MODELS as STRAGGLER_MODELS
 from ..runtime.stragglers import StragglerModel
 from ..train.common import (DTYPES, buffer_numel, eval_columns, final_metrics, flat_buffers,
                             flat_params, load_image_data, make_classifier, nbytes_of,
                             partition_grads, partition_grads_loop, seed_everything,
                             set_flat_buffers, set_flat_params, sgd_apply)
-from .coding import SCHEMES, Scheme, make_scheme
+from .coding import Scheme, make_scheme
+from .spec import CODING_MODES, SPEC_SCHEMA, check_spec, nprocs  # noqa: F401 (the trainer's interface)
 from .worker import CodedWorker
 
 # message metadata slots: fresh loss, compute seconds, staleness, model step, units,
 # encode seconds, injected delay slept
 META = 7
-CODING_MODES = ("none", "measured")
-
-_NUM = {"type": "number"}
-_POS = {"type": "number", "exclusiveMinimum": 0}
-_NONNEG = {"type": "number", "minimum": 0}
-_INT0 = {"type": "integer", "minimum": 0}
-_INT1 = {"type": "integer", "minimum": 1}
-
-SPEC_SCHEMA: dict = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "title": "pgc run spec",
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["experiment", "scheme", "backend", "n", "s", "model", "lr", "batch_size",
-                 "cluster"],
-    "oneOf": [{"required": ["seed"]}, {"required": ["seeds"]}],
-    "properties": {
-        "experiment": {"const": "pgc"},
-        "group": {"type": "string", "pattern": "^[a-z0-9_]+$"},
-        "scheme": {"enum": list(SCHEMES)},
-        "backend": {"enum": ["simulated", "gloo"]},
-        "n": _INT1, "s": _INT0, "c": _INT1,
-        "seed": _INT0,
-        "seeds": {"type": "array", "items": _INT0, "minItems": 1, "uniqueItems": True},
-        "model": {"type": "object", "required": ["name"],
-                  "properties": {"name": {"enum": ["logreg", "mlp", "cnn", "resnet18"]}}},
-        "lr": _POS,
-        "dtype": {"enum": list(DTYPES)},
-        "code_seed": _INT0,
-        "eval_every": _INT1,
-        "batch_size": _INT1,
-        "steps": _INT1,
-        "epochs": _INT1,
-        "threshold": {"type": "object", "required": ["loss"],
-                      "properties": {"loss": _NUM, "repeat": _INT1, "window": _INT1,
-                                     "stop": {"type": "boolean"}}},
-        "calibrate_from": {"type": "string"},
-        "cluster": {
-            "type": "object", "required": ["compute", "network", "straggler"],
-            "properties": {
-                "compute": {"type": "object", "properties": {
-                    "mode": {"enum": ["calibrated", "measured"]},
-                    "unit_seconds": _NONNEG, "scale": _POS}},
-                "network": {"type": "object", "properties": {
-                    "latency_s": _NONNEG, "bandwidth_Bps": _POS}},
-                "straggler": {"type": "object", "properties": {
-                    "model": {"enum": list(STRAGGLER_MODELS)},
-                    "mean": _NONNEG, "shape": _NUM, "slowdown": _NUM,
-                    "slow_workers": {"type": "array", "items": _INT0, "uniqueItems": True},
-                    "from_step": _INT0, "trace": {"type": "string"}, "scale": _POS}},
-                "coding": {"type": "object", "properties": {
-                    "mode": {"enum": list(CODING_MODES)}, "numel": _INT1}},
-            },
-        },
-    },
-    "not": {"required": ["steps", "epochs"]},
-}
-
-
-def check_spec(spec: dict) -> None:
-    """Cross-field checks the schema cannot express; ValueError naming the key."""
-    n, s = int(spec["n"]), int(spec["s"])
-    if not 0 <= s < n:
-        raise ValueError(f"s: need 0 <= s < n, got s={s}, n={n}")
-    if "steps" not in spec and "epochs" not in spec:
-        raise ValueError("steps: give steps or epochs")
-    for k in ("lr",):
-        if not math.isfinite(float(spec[k])) or float(spec[k]) <= 0:
-            raise ValueError(f"{k}: must be a finite number > 0, got {spec[k]}")
-    strag = spec["cluster"]["straggler"]
-    bad = [w for w in strag.get("slow_workers", ()) if not 0 <= int(w) < n]
-    if bad:
-        raise ValueError(f"cluster.straggler.slow_workers: workers {bad} are not in 0..{n - 1}")
-    if spec.get("backend") != "simulated" and "seeds" in spec:
-        raise ValueError("seeds: a list of seeds runs only on the simulated backend")
-
-
 def _runtime(spec: dict, runtime: dict | None) -> dict:
     """Run-time settings (timeouts, checkpoint cadence), defaults filled in."""
     from ..specs import runtime_defaults
 
     return runtime_defaults(runtime)
 
-
-def nprocs(spec: dict) -> int:
-    """Processes of a real job: a master and ``n`` workers."""
-    return int(spec["n"]) + 1
 
 
 def _checkpointer(path: Path, spec: dict, runtime: dict) -> Checkpointer:

@@ -1,0 +1,95 @@
+"""The pgc run spec: its schema, cross-field checks and process count.
+
+Torch-free, so that ``distlab train`` can validate a spec and launch a
+torchrun job without importing torch in the launching process (about 2.4 s
+of every real job); the trainer (:mod:`distlab.pgc.train`) re-exports these.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..runtime.stragglers import MODELS as STRAGGLER_MODELS
+from .coding import SCHEMES
+
+DTYPES = ("float32", "float64")
+CODING_MODES = ("none", "measured")
+
+_NUM = {"type": "number"}
+_POS = {"type": "number", "exclusiveMinimum": 0}
+_NONNEG = {"type": "number", "minimum": 0}
+_INT0 = {"type": "integer", "minimum": 0}
+_INT1 = {"type": "integer", "minimum": 1}
+
+SPEC_SCHEMA: dict = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "pgc run spec",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["experiment", "scheme", "backend", "n", "s", "model", "lr", "batch_size",
+                 "cluster"],
+    "oneOf": [{"required": ["seed"]}, {"required": ["seeds"]}],
+    "properties": {
+        "experiment": {"const": "pgc"},
+        "group": {"type": "string", "pattern": "^[a-z0-9_]+$"},
+        "scheme": {"enum": list(SCHEMES)},
+        "backend": {"enum": ["simulated", "gloo"]},
+        "n": _INT1, "s": _INT0, "c": _INT1,
+        "seed": _INT0,
+        "seeds": {"type": "array", "items": _INT0, "minItems": 1, "uniqueItems": True},
+        "model": {"type": "object", "required": ["name"],
+                  "properties": {"name": {"enum": ["logreg", "mlp", "cnn", "resnet18"]}}},
+        "lr": _POS,
+        "dtype": {"enum": list(DTYPES)},  # the keys of distlab.train.common.DTYPES (tested)
+        "code_seed": _INT0,
+        "eval_every": _INT1,
+        "batch_size": _INT1,
+        "steps": _INT1,
+        "epochs": _INT1,
+        "threshold": {"type": "object", "required": ["loss"],
+                      "properties": {"loss": _NUM, "repeat": _INT1, "window": _INT1,
+                                     "stop": {"type": "boolean"}}},
+        "calibrate_from": {"type": "string"},
+        "cluster": {
+            "type": "object", "required": ["compute", "network", "straggler"],
+            "properties": {
+                "compute": {"type": "object", "properties": {
+                    "mode": {"enum": ["calibrated", "measured"]},
+                    "unit_seconds": _NONNEG, "scale": _POS}},
+                "network": {"type": "object", "properties": {
+                    "latency_s": _NONNEG, "bandwidth_Bps": _POS}},
+                "straggler": {"type": "object", "properties": {
+                    "model": {"enum": list(STRAGGLER_MODELS)},
+                    "mean": _NONNEG, "shape": _NUM, "slowdown": _NUM,
+                    "slow_workers": {"type": "array", "items": _INT0, "uniqueItems": True},
+                    "from_step": _INT0, "trace": {"type": "string"}, "scale": _POS}},
+                "coding": {"type": "object", "properties": {
+                    "mode": {"enum": list(CODING_MODES)}, "numel": _INT1}},
+            },
+        },
+    },
+    "not": {"required": ["steps", "epochs"]},
+}
+
+
+def check_spec(spec: dict) -> None:
+    """Cross-field checks the schema cannot express; ValueError naming the key."""
+    n, s = int(spec["n"]), int(spec["s"])
+    if not 0 <= s < n:
+        raise ValueError(f"s: need 0 <= s < n, got s={s}, n={n}")
+    if "steps" not in spec and "epochs" not in spec:
+        raise ValueError("steps: give steps or epochs")
+    for k in ("lr",):
+        if not math.isfinite(float(spec[k])) or float(spec[k]) <= 0:
+            raise ValueError(f"{k}: must be a finite number > 0, got {spec[k]}")
+    strag = spec["cluster"]["straggler"]
+    bad = [w for w in strag.get("slow_workers", ()) if not 0 <= int(w) < n]
+    if bad:
+        raise ValueError(f"cluster.straggler.slow_workers: workers {bad} are not in 0..{n - 1}")
+    if spec.get("backend") != "simulated" and "seeds" in spec:
+        raise ValueError("seeds: a list of seeds runs only on the simulated backend")
+
+
+def nprocs(spec: dict) -> int:
+    """Processes of a real job: a master and ``n`` workers."""
+    return int(spec["n"]) + 1
