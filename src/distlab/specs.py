@@ -120,6 +120,13 @@ def validate_spec(spec: Any, schema: Mapping[str, Any], experiment: str) -> dict
     return dict(spec)
 
 
+def each_seed(spec: dict) -> list[dict]:
+    """A spec listing ``seeds`` as one spec per seed: ``seed`` set, ``seeds`` removed
+    (what a simulated job running several seeds in one process trains)."""
+    base = {k: v for k, v in spec.items() if k != "seeds"}
+    return [{**base, "seed": int(seed)} for seed in spec["seeds"]]
+
+
 def runtime_defaults(runtime: Mapping[str, Any] | None = None) -> dict:
     """Run-time settings with defaults filled in, validated."""
     runtime = dict(runtime or {})

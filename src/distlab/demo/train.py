@@ -223,9 +223,8 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime
     after another in this process (one Python and torch start-up for all of them)."""
     check_spec(spec)
     if "seeds" in spec:
-        base = {k: v for k, v in spec.items() if k != "seeds"}
-        for seed in spec["seeds"]:
-            _run_simulated_one({**base, "seed": int(seed)}, data_dir, Path(out_dir) / f"seed{int(seed)}", runtime)
+        for one in specs.each_seed(spec):
+            _run_simulated_one(one, data_dir, Path(out_dir) / f"seed{one['seed']}", runtime)
         return Path(out_dir)
     return _run_simulated_one(spec, data_dir, Path(out_dir), runtime)
 

@@ -55,6 +55,7 @@ from tqdm import tqdm
 
 from ..data import EpochBatcher, partition_indices
 from ..runs import Checkpointer, RunRecorder
+from ..specs import each_seed
 from ..runtime.compute import ComputeModel
 from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster
@@ -236,12 +237,10 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
     (or, with ``seeds``, one run directory per seed under ``out_dir``)."""
     if "seeds" in spec:
         check_spec(spec)
-        base = {k: v for k, v in spec.items() if k != "seeds"}
-        for seed in spec["seeds"]:
-            one = {**base, "seed": int(seed)}
+        for one in each_seed(spec):
             if "calibrate_from" in one:  # one measured run per seed: ".../seed{seed}"
-                one["calibrate_from"] = one["calibrate_from"].replace("{seed}", str(int(seed)))
-            _run_one(one, data_dir, Path(out_dir) / f"seed{int(seed)}", runtime)
+                one["calibrate_from"] = one["calibrate_from"].replace("{seed}", str(one["seed"]))
+            _run_one(one, data_dir, Path(out_dir) / f"seed{one['seed']}", runtime)
         return Path(out_dir)
     return _run_one(spec, data_dir, Path(out_dir), runtime)
 
@@ -337,7 +336,7 @@ def _run_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | No
                      simulator_overhead_s=total["simulator_overhead_s"],
                      gradient_compute_s=total["gradient_compute_s"],
                      compute_charged_measured_s=total["compute_measured_s"],
-                     units_per_worker_step=float(units.sum() / S.n / max(1, S.steps)),
+                     units_per_worker_step=float(units.sum() / S.n / max(1, len(rec.rows))),  # steps run (a stop ends early)
                      encode_s=encode_s, decode_s=decode_s,
                      unit_seconds_charged=compute.unit_seconds if compute.mode == "calibrated" else None,
                      bytes_total=cluster.ledger.total_bytes, stopped_at_threshold=stop.stopped_at)
@@ -347,35 +346,33 @@ def _run_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | No
 
 class ThresholdStop:
     """The stopping rule of a run whose spec has ``threshold.stop``: the run ends
-    at the first step where both threshold rules hold, the paper's (``repeat``
-    mini-batch losses in a row at or below ``loss``) and the moving average
-    (mean of the last ``window`` losses at or below ``loss``); the run's
+    at the first step where both threshold rules hold, the paper's and the
+    moving average's, as :mod:`distlab.summarize` defines them (so a run stops
+    exactly where its summary says the threshold was reached); the run's
     ``steps`` is then a cap.  Without ``stop`` it never ends a run.  Built from
     the losses already logged, so a resumed run stops where an uninterrupted
     one does."""
 
     def __init__(self, threshold: dict | None, losses: list[float]) -> None:
         self.on = bool(threshold and threshold.get("stop", False))
-        self.loss = float(threshold["loss"]) if threshold else float("nan")
-        self.repeat = int(threshold.get("repeat", 3)) if threshold else 3
-        self.window = int(threshold.get("window", 10)) if threshold else 10
+        self.threshold = threshold or {}
         self.losses: list[float] = []
-        self.run = 0
-        self.paper = self.ma = False
         self.stopped_at: int | None = None
         for v in losses:
             self.update(v)
 
     def update(self, loss: float) -> bool:
         """Add one step's mini-batch loss; True when the run should end here."""
+        if not self.on or self.stopped_at is not None:
+            return self.stopped_at is not None
+        from ..summarize import steps_to_threshold, steps_to_threshold_ma
+
         self.losses.append(float(loss))
-        self.run = self.run + 1 if loss <= self.loss else 0
-        self.paper = self.paper or self.run >= self.repeat
-        if len(self.losses) >= self.window:
-            self.ma = self.ma or float(np.mean(self.losses[-self.window:])) <= self.loss
-        if self.on and self.paper and self.ma and self.stopped_at is None:
+        level = float(self.threshold["loss"])
+        if (steps_to_threshold(self.losses, level, int(self.threshold.get("repeat", 3))) is not None
+                and steps_to_threshold_ma(self.losses, level, int(self.threshold.get("window", 10))) is not None):
             self.stopped_at = len(self.losses)
-        return self.on and self.stopped_at is not None
+        return self.stopped_at is not None
 
 
 # ------------------------------------------------------------------ real backend
