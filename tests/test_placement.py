@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from distlab.placement import baselines, coarsen, costs, graphs, hsdag, sim
+from distlab.placement import baselines, coarsen, costs, graphs, hsdag, learned, sim
 from distlab.placement.checks import check
 from distlab.placement.problem import BudgetExhausted, Problem
 
@@ -224,7 +224,7 @@ def test_heft_prefers_the_faster_device():
 @pytest.mark.parametrize("method", ["random", "rnn", "placeto"])
 def test_learned_baselines_respect_budget(tiny_graph, method):
     p = _tiny_problem(tiny_graph, budget=15)
-    fn = {"random": baselines.random_search, "rnn": baselines.rnn, "placeto": baselines.placeto}[method]
+    fn = {"random": baselines.random_search, "rnn": learned.rnn, "placeto": learned.placeto}[method]
     fn(p, {"samples": 4, "hidden": 8}, 0)
     assert len(p.history) == 15 and np.isfinite(p.best)
 

@@ -1,4 +1,4 @@
-"""The training drivers on real gloo processes under torchrun."""
+"""The training drivers on real gloo processes (forked ranks by default, torchrun on request)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def _train(experiment, spec, data, out, timeout=300, runtime=None):
 
 
 @pytest.mark.slow
-def test_dgd_on_four_gloo_processes_keeps_parameters_identical(tmp_path, digits_dir):
+@pytest.mark.parametrize("launcher", ["fork", "torchrun"])
+def test_dgd_on_four_gloo_processes_keeps_parameters_identical(tmp_path, digits_dir, launcher):
     from distlab.train.dataparallel import run_simulated
 
     spec = {"experiment": "baseline", "method": "dgd", "backend": "gloo", "seed": 0,
@@ -36,7 +37,7 @@ def test_dgd_on_four_gloo_processes_keeps_parameters_identical(tmp_path, digits_
                         "network": {"latency_s": 0.001, "bandwidth_Bps": 1e9},
                         "straggler": {"model": "none"}}}
     r = _train("baseline", spec, digits_dir, tmp_path / "gloo",
-               runtime={"timeout_s": 30, "job_timeout_s": 240})
+               runtime={"timeout_s": 30, "job_timeout_s": 240, "launcher": launcher})
     assert r.returncode == 0, r.stderr[-3000:]
     man = json.loads((tmp_path / "gloo/manifest.json").read_text())
     assert man["backend"] == "gloo" and man["clock"] == "measured"

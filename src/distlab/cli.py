@@ -121,14 +121,24 @@ def cmd_train(a: argparse.Namespace) -> int:
         module.run_distributed(spec, a.data, a.out, runtime)
         return 0
     try:
-        run_torchrun(_torchrun_args(a, spec, runtime), nprocs=_nprocs(module, spec),
-                     threads=a.threads, timeout_s=float(runtime["job_timeout_s"]))
+        # CUDA does not survive a fork once the parent has touched it: NCCL jobs use torchrun
+        if runtime["launcher"] == "fork" and backend == "gloo":
+            from .runtime.launch import run_forked
+
+            if light:
+                module = _trainer(a.experiment)
+            run_forked(lambda: module.run_distributed(spec, a.data, a.out, runtime),
+                       nprocs=_nprocs(module, spec), threads=a.threads,
+                       timeout_s=float(runtime["job_timeout_s"]))
+        else:
+            run_torchrun(_torchrun_args(a, spec, runtime), nprocs=_nprocs(module, spec),
+                         threads=a.threads, timeout_s=float(runtime["job_timeout_s"]))
     except RuntimeError as e:
         # the cause (the rank that died first and why) as the first line of the rule's log
         print(f"distlab: {e}", file=sys.stderr)
         return 1
     if not (Path(a.out) / "manifest.json").exists():
-        raise RuntimeError(f"torchrun finished but {a.out}/manifest.json was not written")
+        raise RuntimeError(f"the real job finished but {a.out}/manifest.json was not written")
     return 0
 
 

@@ -21,17 +21,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import platform
 import subprocess
 import sys
 import time
+import zipfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 import psutil
-import torch
 
 from .tables import atomic_output, atomic_write_text
 
@@ -76,6 +77,8 @@ def library_versions() -> dict:
 
 
 def hardware() -> dict:
+    import torch
+
     info = {"machine": platform.machine(), "processor": platform.processor() or None,
             "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
@@ -136,7 +139,13 @@ class Checkpointer:
     def load(self) -> dict | None:
         if not self.path.exists():
             return None
-        state = torch.load(self.path, map_location="cpu", weights_only=False)
+        if zipfile.is_zipfile(self.path):  # torch.save's format
+            import torch
+
+            state = torch.load(self.path, map_location="cpu", weights_only=False)
+        else:
+            with open(self.path, "rb") as f:
+                state = pickle.load(f)
         written = state.get("_spec_hash") if isinstance(state, dict) else None
         if self.spec_hash is not None and written != self.spec_hash:
             log.warning("checkpoint %s was written under another run spec (%s, now %s): "
@@ -146,8 +155,15 @@ class Checkpointer:
         return state
 
     def save(self, state: dict) -> None:
+        state = {**state, "_spec_hash": self.spec_hash}
         with atomic_output(self.path) as tmp:
-            torch.save({**state, "_spec_hash": self.spec_hash}, tmp)
+            # a state with tensors comes from a process that has torch; one without
+            # (the placement searches' rows) is pickled, so such jobs start without torch
+            if "torch" in sys.modules:
+                sys.modules["torch"].save(state, tmp)
+            else:
+                with open(tmp, "wb") as f:
+                    pickle.dump(state, f)
         self._last = time.monotonic()
 
     def maybe_save(self, step: int, state_fn: Callable[[], dict]) -> bool:

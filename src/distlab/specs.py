@@ -21,6 +21,7 @@ RUNTIME_DEFAULTS: dict[str, Any] = {
     "timeout_s": 60.0,
     "job_timeout_s": 3600.0,
     "checkpoint": {"every_s": 60.0, "every_steps": 0},
+    "launcher": "fork",
 }
 
 RUNTIME_SCHEMA: dict[str, Any] = {
@@ -30,6 +31,7 @@ RUNTIME_SCHEMA: dict[str, Any] = {
         "timeout_s": {"type": "number", "exclusiveMinimum": 0},
         "job_timeout_s": {"type": "number", "exclusiveMinimum": 0},
         "threads": {"type": "integer", "minimum": 1},
+        "launcher": {"enum": ["fork", "torchrun"]},
         "checkpoint": {
             "type": "object",
             "additionalProperties": False,

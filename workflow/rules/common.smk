@@ -49,7 +49,7 @@ def runtime_json():
     everything that does change results."""
     rt = config["runtime"]
     return as_json({"timeout_s": rt["timeout_s"], "job_timeout_s": rt["job_timeout_s"],
-                    "checkpoint": rt["checkpoint"]})
+                    "checkpoint": rt["checkpoint"], "launcher": rt["launcher"]})
 
 
 def gpus_for(backend, processes):

@@ -33,6 +33,7 @@ import logging
 import multiprocessing as mp
 import resource
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -281,11 +282,14 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
 # ----------------------------------------------------------------------- RC, parallel
 
 
-def _die_with_parent() -> None:
-    """Linux: the kernel kills this worker when its parent dies (a killed run leaves no workers)."""
+def _die_with_parent(name: str) -> None:
+    """Linux: the kernel kills this worker when its parent dies (a killed run leaves no
+    workers); the process is named ``name`` (a forked worker would show its parent's)."""
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
         pass
 
 
@@ -318,7 +322,7 @@ def _worker(k: int, spec: dict, data_dir: str, sh: Shared, barrier, ready, threa
     """Section ``k``'s loop; the same arithmetic as one section of :func:`train_rc_sequential`."""
     try:
         if split is None:  # a process: its own copy of the model, same seed, same initial weights
-            _die_with_parent()
+            _die_with_parent(f"rc-section-{k}")
             torch.set_num_threads(threads)
             split = split_gpt(build_gpt(spec["model"], int(spec["seed"])), int(spec["sections"]))
         K, d, ticks = schedule(spec)
@@ -379,7 +383,15 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
     coord = Coordinator(split.readout, spec)
     sh.readout.copy_(coord.vector())
     if use_procs:
-        ctx = mp.get_context("spawn")
+        # fork: a section starts from this process's imported torch instead of a fresh
+        # interpreter (spawn cost ~5 s of CPU a section, torch and its optimizer's dynamo
+        # import).  A forked child must not run OpenMP regions on more than one thread once
+        # the parent has (GNU OpenMP's pool does not survive fork), so several threads a
+        # section means spawn.
+        ctx = mp.get_context("fork" if threads == 1 and "fork" in mp.get_all_start_methods()
+                             else "spawn")
+        sys.stdout.flush()
+        sys.stderr.flush()
         barrier, ready = ctx.Barrier(K + 1), [ctx.Semaphore(0) for _ in range(K)]
         workers = [ctx.Process(target=_worker, name=f"rc-section-{k}", daemon=True,
                                args=(k, spec, str(data_dir), sh, barrier, ready, threads, timeout, None))
@@ -397,7 +409,7 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
         w.start()
     section_params = [list(s.parameters()) for s in split.sections]
     try:
-        # start-up (spawned interpreters import torch; slow on a busy machine) is not timed and
+        # start-up (a spawned interpreter imports torch; slow on a busy machine) is not timed and
         # gets its own, longer limit; a worker that dies meanwhile fails the run at once
         t_start = time.monotonic()
         while int(sh.ready.sum()) < K:

@@ -18,7 +18,7 @@ def _json(text: str) -> dict:
 def _guard(fn):
     def wrapped(a: argparse.Namespace) -> int:
         from .costs import CostError
-        from .graphs import GraphError
+        from .graphfile import GraphError
         from .sim import PlacementError
 
         try:

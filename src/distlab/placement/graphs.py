@@ -30,6 +30,8 @@ import torch
 from torch import fx
 from torch.utils.flop_counter import FlopCounterMode
 
+from .graphfile import GraphError, load_graph, save_graph, validate_graph  # noqa: F401 (re-exported)
+
 MODELS = ("inception_v3", "resnet50", "bert")
 
 # operations per output element of operators that are not matmuls/convolutions
@@ -38,10 +40,6 @@ _ELEMENTWISE_FLOPS = {
     "view": 0, "reshape": 0, "transpose": 0, "flatten": 0, "getitem": 0, "to": 0, "input": 0,
     "dropout": 0, "cat": 0,
 }
-
-
-class GraphError(ValueError):
-    """A model or graph spec that cannot be built, naming the key."""
 
 
 def build_model(spec: dict[str, Any]) -> tuple[torch.nn.Module, tuple[torch.Tensor, ...]]:
@@ -225,23 +223,3 @@ def _flatten(x: Any) -> list[torch.Tensor]:
 
 def _numel(x: Any) -> int:
     return sum(t.numel() for t in _flatten(x))
-
-
-def save_graph(graph: dict[str, Any], path: str | Path) -> None:
-    from distlab.tables import atomic_write_text
-
-    atomic_write_text(path, json.dumps(graph, indent=1))
-
-
-def load_graph(path: str | Path) -> dict[str, Any]:
-    g = json.loads(Path(path).read_text())
-    validate_graph(g)
-    return g
-
-
-def validate_graph(g: dict[str, Any]) -> None:
-    """Refuse a graph whose edges do not point forward (node order must be topological)."""
-    n = len(g["nodes"])
-    for u, v in g["edges"]:
-        if not (0 <= u < v < n):
-            raise GraphError(f"edges: ({u}, {v}) is not a forward edge of a {n}-node topological order")

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from . import baselines, costs, hsdag
-from .graphs import load_graph
+from . import baselines, costs
+from .graphfile import load_graph
 from .problem import Problem
 
 log = logging.getLogger("distlab.placement")
@@ -51,11 +51,17 @@ def run_seed(problem: Problem, spec: dict[str, Any], seed: int) -> dict[str, Any
         info = baselines.heft(problem)
     elif method == "random":
         info = baselines.random_search(problem, {}, seed)
-    elif method == "rnn":
-        info = baselines.rnn(problem, spec["rnn"], seed)
+    elif method == "rnn":  # the learned methods import torch; the others start without it
+        from . import learned
+
+        info = learned.rnn(problem, spec["rnn"], seed)
     elif method == "placeto":
-        info = baselines.placeto(problem, spec["placeto"], seed)
+        from . import learned
+
+        info = learned.placeto(problem, spec["placeto"], seed)
     elif method == "hsdag" or method in ABLATIONS:
+        from . import hsdag
+
         opts = dict(spec["hsdag"])
         if method in ABLATIONS:
             opts["drop_features"] = [ABLATIONS[method]]

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import functional_call, vmap
 
 from ..data import load_split
 from ..models import build_model
@@ -222,14 +222,25 @@ def partition_grads(model: nn.Module, xs: torch.Tensor, ys: torch.Tensor) -> Par
     t0 = time.perf_counter()
     P = len(xs)
     names = [n for n, p in model.named_parameters() if p.requires_grad]
-    params = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+    # one copy of the parameters per mini-batch, as leaves: row j of each gradient is
+    # mini-batch j's, since its loss reads only copy j (plain autograd through a vmapped
+    # forward; torch.func's grad transform would import dynamo, ~2 s a process)
+    params = {n: p.detach().unsqueeze(0).expand(P, *p.shape).clone().requires_grad_(True)
+              for n, p in model.named_parameters() if p.requires_grad}
+    frozen = {n: p.detach() for n, p in model.named_parameters() if not p.requires_grad}
     bnames = [n for n, _ in model.named_buffers()]
     bufs = {n: b.detach().unsqueeze(0).expand(P, *b.shape).clone() for n, b in model.named_buffers()}
 
     def loss_fn(p: dict, b: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(functional_call(model, (p, b), (x,)), y)
+        # cross-entropy written out: under vmap, F.cross_entropy runs nll_loss's Python
+        # decomposition every step, whose checks import sympy (~1 s a process)
+        logp = functional_call(model, ({**p, **frozen}, b), (x,)).log_softmax(-1)
+        return -logp.gather(-1, y.unsqueeze(-1)).mean()
 
-    grads, losses = vmap(grad_and_value(loss_fn), in_dims=(None, 0, 0, 0))(params, bufs, xs, ys)
+    with torch.enable_grad():
+        losses = vmap(loss_fn, in_dims=(0, 0, 0, 0))(params, bufs, xs, ys)
+        gl = torch.autograd.grad(losses.sum(), [params[n] for n in names])
+    grads = dict(zip(names, gl))
     flat = torch.cat([grads[n].reshape(P, -1) for n in names], dim=1)
     fbuf = (torch.cat([bufs[n].reshape(P, -1).to(torch.float64) for n in bnames], dim=1)
             if bnames else None)

@@ -1,0 +1,149 @@
+"""The learned baselines, on the same simulator and evaluation budget as HSDAG.
+
+* ``rnn``: the placer of Mirhoseini et al. (2017): a GRU encoder over the
+  co-location groups (in topological order) and a GRU decoder with attention
+  that emits one device per group, trained with REINFORCE and a moving-average
+  baseline, ``samples`` placements per update;
+* ``placeto``: a Placeto-style placer (Addanki et al. 2019): node embeddings by
+  message passing along and against the edges of the coarse graph from the
+  node features plus the current placement; an episode visits the groups in
+  topological order and re-places one group per step, the reward of a step
+  is the latency improvement it causes (one evaluation per step); REINFORCE
+  on discounted returns with a moving-average baseline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .features import coarse_features
+from .problem import Problem
+
+
+class RNNPlacer(nn.Module):
+    def __init__(self, in_dim: int, n_devices: int, hidden: int = 64):
+        super().__init__()
+        self.embed = nn.Linear(in_dim, hidden)
+        self.encoder = nn.GRU(hidden, hidden, batch_first=True, bidirectional=True)
+        self.dev_embed = nn.Embedding(n_devices + 1, hidden)  # + a start token
+        self.decoder = nn.GRUCell(hidden, 2 * hidden)
+        self.attn = nn.Linear(2 * hidden, 2 * hidden, bias=False)
+        self.out = nn.Linear(4 * hidden, n_devices)
+        self.n_devices = n_devices
+
+    def sample(self, x: torch.Tensor, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``batch`` placements of the groups and their log-probabilities."""
+        enc, _ = self.encoder(self.embed(x).unsqueeze(0).expand(batch, -1, -1).contiguous())
+        h = enc.mean(1)
+        prev = torch.full((batch,), self.n_devices, dtype=torch.long)
+        acts, logp = [], torch.zeros(batch)
+        keys = self.attn(enc)
+        for t in range(x.shape[0]):
+            h = self.decoder(self.dev_embed(prev), h)
+            w = torch.softmax((keys @ h.unsqueeze(-1)).squeeze(-1), dim=1)
+            ctx = (w.unsqueeze(-1) * enc).sum(1)
+            dist = torch.distributions.Categorical(logits=self.out(torch.cat([h, ctx], -1)))
+            a = dist.sample()
+            logp = logp + dist.log_prob(a)
+            acts.append(a)
+            prev = a
+        return torch.stack(acts, 1), logp
+
+
+def rnn(problem: Problem, opts: dict[str, Any], seed: int) -> dict[str, Any]:
+    torch.manual_seed(seed)
+    x = torch.from_numpy(coarse_features(problem.graph, problem.group, problem.cedges))
+    net = RNNPlacer(x.shape[1], problem.n_devices, int(opts.get("hidden", 64)))
+    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
+    samples, decay = int(opts.get("samples", 20)), float(opts.get("baseline_decay", 0.9))
+    baseline = None
+    updates = 0
+    while problem.left > 0:
+        acts, logp = net.sample(x, min(samples, problem.left))
+        r = torch.from_numpy(1.0 / problem.evaluate_groups(acts.numpy())).float()
+        baseline = float(r.mean()) if baseline is None else baseline
+        loss = -(logp * (r - baseline)).sum()
+        baseline = decay * baseline + (1 - decay) * float(r.mean())
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        updates += 1
+    return {"updates": updates}
+
+
+class PlacetoNet(nn.Module):
+    def __init__(self, in_dim: int, n_devices: int, hidden: int = 64, rounds: int = 2):
+        super().__init__()
+        self.inp = nn.Linear(in_dim + n_devices + 2, hidden)
+        self.fwd = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(rounds))
+        self.bwd = nn.ModuleList(nn.Linear(hidden, hidden) for _ in range(rounds))
+        self.head = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, n_devices))
+
+    def forward(self, x, a_in, a_out, place_1h, cur, visited):
+        h = torch.relu(self.inp(torch.cat([x, place_1h, cur[:, None], visited[:, None]], 1)))
+        up, down = h, h
+        for f, b in zip(self.fwd, self.bwd):
+            up = torch.relu(f(a_in @ up) + up)      # messages from predecessors
+            down = torch.relu(b(a_out @ down) + down)  # messages from successors
+        i = int(torch.argmax(cur))
+        return self.head(torch.cat([up[i], down[i], (up + down).mean(0)]))
+
+
+def placeto(problem: Problem, opts: dict[str, Any], seed: int) -> dict[str, Any]:
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    g, k = problem.n_groups, problem.n_devices
+    x = torch.from_numpy(coarse_features(problem.graph, problem.group, problem.cedges))
+    a_in = torch.zeros(g, g)
+    for u, v in problem.cedges:
+        a_in[v, u] = 1.0
+    a_in = a_in / a_in.sum(1, keepdim=True).clamp(min=1)
+    a_out = torch.zeros(g, g)
+    for u, v in problem.cedges:
+        a_out[u, v] = 1.0
+    a_out = a_out / a_out.sum(1, keepdim=True).clamp(min=1)
+    net = PlacetoNet(x.shape[1], k, int(opts.get("hidden", 64)))
+    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
+    gamma, decay = float(opts.get("discount", 0.95)), float(opts.get("baseline_decay", 0.9))
+    baseline = None
+    episodes = 0
+    while problem.left > 1:
+        place = rng.integers(0, k, g)
+        prev = float(problem.evaluate_groups(place)[0])
+        scale = prev
+        logps, rewards = [], []
+        visited = torch.zeros(g)
+        for i in range(g):
+            if problem.left == 0:
+                break
+            cur = torch.zeros(g)
+            cur[i] = 1.0
+            p1h = torch.nn.functional.one_hot(torch.from_numpy(place), k).float()
+            dist = torch.distributions.Categorical(logits=net(x, a_in, a_out, p1h, cur, visited))
+            a = dist.sample()
+            logps.append(dist.log_prob(a))
+            place = place.copy()
+            place[i] = int(a)
+            lat = float(problem.evaluate_groups(place)[0])
+            rewards.append((prev - lat) / scale)
+            prev = lat
+            visited[i] = 1.0
+        ret, returns = 0.0, []
+        for r in reversed(rewards):
+            ret = r + gamma * ret
+            returns.append(ret)
+        returns = torch.tensor(returns[::-1])
+        baseline = float(returns.mean()) if baseline is None else baseline
+        loss = -(torch.stack(logps) * (returns - baseline)).sum()
+        baseline = decay * baseline + (1 - decay) * float(returns.mean())
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        episodes += 1
+    if problem.left == 1:  # the last evaluation: the best placement seen, re-scored
+        problem.evaluate(problem.best_placement)
+    return {"episodes": episodes}
