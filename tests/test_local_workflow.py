@@ -74,6 +74,34 @@ def test_trainer_writes_a_complete_run(tmp_path, pydoc, group, method):
     assert (tmp_path / "run/model.pt").exists() == (method == "bp" and group == "rc")
 
 
+def test_an_untimed_job_of_several_seeds_gives_each_seed_its_own_run(tmp_path, pydoc):
+    """The rule's one-job-for-all-seeds spec trains exactly what one job a seed trains."""
+    c = tiny_section()
+    spec = workflow.seeds_spec(c, "pc", "pc-fixed", [0, 1])
+    assert "seed" not in spec and spec["seeds"] == [0, 1]
+    run_simulated(spec, pydoc, tmp_path / "all", {"timeout_s": 60})
+    for seed in (0, 1):
+        alone = workflow.spec(c, "pc", "pc-fixed", seed)
+        run_simulated(alone, pydoc, tmp_path / f"alone{seed}", {"timeout_s": 60})
+        man = json.loads((tmp_path / f"all/seed{seed}/manifest.json").read_text())
+        assert man["spec"] == alone and man["peak_rss_scope"] == "job"
+        got = pd.read_csv(tmp_path / f"all/seed{seed}/metrics.csv")
+        want = pd.read_csv(tmp_path / f"alone{seed}/metrics.csv")
+        pd.testing.assert_series_equal(got["loss"], want["loss"])
+        assert man["final"] == json.loads((tmp_path / f"alone{seed}/manifest.json").read_text())["final"]
+
+
+def test_a_timed_run_never_shares_its_job():
+    c = tiny_section()
+    for group, method in (("rc", "bp"), ("rc", "rc-par")):
+        with pytest.raises(ValueError, match="timed"):
+            workflow.seeds_spec(c, group, method, [0, 1])
+    spec = {**workflow.spec(c, "rc", "rc-par", 0), "seeds": [0, 1]}
+    spec.pop("seed")
+    with pytest.raises(ValueError, match="gets a job of its own"):
+        run_simulated(spec, "nowhere", "nowhere")
+
+
 class Killed(Exception):
     pass
 
@@ -192,7 +220,7 @@ def test_config_schema_refuses_bad_values(change, key):
 def test_target_resolves(configfile):
     r = smk("local_learning", "-n", "--forceall", "--quiet", "rules", "--configfile", configfile)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    for rule in ("local_train", "local_summarize", "local_bench_throughput", "local_bench_pc_cost",
+    for rule in ("local_train", "local_train_seeds", "local_summarize", "local_bench_throughput", "local_bench_pc_cost",
                  "local_nonident", "local_fig_loss_tokens", "local_fig_loss_time",
                  "local_fig_throughput_memory", "local_fig_pc_cost", "local_fig_nonident",
                  "local_table", "scorecard_paper"):

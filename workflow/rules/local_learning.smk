@@ -31,7 +31,7 @@ register_outputs("P3", list(LOCAL_FIGURES.values()) + LOCAL_TABLES)
 
 
 rule local_train:
-    """One method, one seed: BP, RC (sequential or parallel sections) or PC; measured clock."""
+    """A timed run (BP or parallel RC on the deep model), one seed, the section's cores."""
     input:
         data=data_manifest(LOCAL["dataset"]),
     output:
@@ -43,17 +43,49 @@ rule local_train:
         data=subpath(input.data, parent=True),
     conda:
         ENV
+    wildcard_constraints:
+        lgroup="rc",
+        lmethod="bp|rc-par",
     log:
         "logs/local/{lgroup}/{lmethod}/seed{seed}.log",
     benchmark:
         "benchmarks/local/{lgroup}/{lmethod}/seed{seed}.tsv"
-    threads: lambda w: LOCAL["threads"] if local_wf.timed(w.lgroup, w.lmethod) else 1
+    threads: LOCAL["threads"]
     resources:
         mem_mb=lambda w, input: mem_for(input.data, LOCAL["rc"]["sections"] + 1 if w.lmethod == "rc-par" else 1,
                                         base_mb=700),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment local --spec {params.spec:q} "
+        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+rule local_train_seeds:
+    """An untimed method (sequential RC, or BP and PC on the shallow model): every seed in one
+    one-thread job, one after the other (one start-up instead of one a seed)."""
+    input:
+        data=data_manifest(LOCAL["dataset"]),
+    output:
+        manifests=[f"{RESULTS}/local/{{lrun}}/seed{k}/manifest.json" for k in config["seeds"]],
+        metrics=[f"{RESULTS}/local/{{lrun}}/seed{k}/metrics.csv" for k in config["seeds"]],
+    wildcard_constraints:
+        lrun=local_wf.UNTIMED_RUNS,
+    params:
+        spec=lambda w: as_json(local_wf.seeds_spec(LOCAL, *w.lrun.split("/"), config["seeds"])),
+        out=f"{RESULTS}/local/{{lrun}}",
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        "logs/local/{lrun}.log",
+    benchmark:
+        "benchmarks/local/{lrun}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=700),
+        distlab_runtime=runtime_json(),
+    shell:
+        "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 

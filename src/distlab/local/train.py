@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from ..runs import Checkpointer, RunRecorder
-from ..specs import runtime_defaults
+from ..specs import each_seed, runtime_defaults
 from ..tables import atomic_output
 from . import pc as pcmod
 from .model import TextData, build_gpt, lm_loss, make_optimizer, seed_everything, split_gpt
@@ -46,6 +46,9 @@ SPEC_SCHEMA = {
         "variant": {"enum": list(pcmod.VARIANTS)},
         "group": {"type": "string", "pattern": "^[a-z0-9_]+$"},
         "seed": {"type": "integer", "minimum": 0},
+        # several seeds in one process (the untimed jobs: one start-up instead of one a seed)
+        "seeds": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1,
+                  "uniqueItems": True},
         "model": {
             "type": "object",
             "additionalProperties": False,
@@ -83,8 +86,9 @@ SPEC_SCHEMA = {
             "required": ["batches", "batch_size", "final_batches"],
         },
     },
-    "required": ["experiment", "method", "seed", "model", "batch_size", "steps", "lr",
+    "required": ["experiment", "method", "model", "batch_size", "steps", "lr",
                  "eval_every", "eval"],
+    "oneOf": [{"required": ["seed"]}, {"required": ["seeds"]}],
     "allOf": [
         {"if": {"properties": {"method": {"const": "rc"}}},
          "then": {"required": ["mode", "sections", "delay"]}},
@@ -195,7 +199,23 @@ def tokens_per_s(res: Result, spec: dict) -> float:
 
 def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
                   runtime: dict | None = None) -> Path:
-    """The trainer entry point (the name is the CLI's; the clock here is always measured)."""
+    """The trainer entry point (the name is the CLI's; the clock here is always measured).
+    With ``seeds``, one run directory ``seed{k}`` per seed under ``out_dir``, one after the
+    other in this process (each with its own spec, checkpoint and manifest)."""
+    if "seeds" in spec:
+        if spec.get("mode") == "parallel" or int(spec.get("threads", 1)) > 1:
+            raise ValueError("seeds: a list of seeds is for one-thread sequential runs; a timed "
+                             "run (threads > 1 or parallel sections) gets a job of its own")
+        for one in each_seed(spec):
+            check_spec(one)
+        for one in each_seed(spec):
+            _run_one(one, data_dir, Path(out_dir) / f"seed{one['seed']}", runtime, shared=True)
+        return Path(out_dir)
+    return _run_one(spec, data_dir, Path(out_dir), runtime)
+
+
+def _run_one(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dict | None,
+             shared: bool = False) -> Path:
     rec = RunRecorder(out_dir, spec, backend="measured", clock="measured")
     res, final, split = run(spec, data_dir, runtime, out_dir)
     if spec.get("save_model"):
@@ -206,6 +226,8 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
     path = rec.finish(final=final, method=method_label(spec), train_s=round(res.train_s, 4),
                       tokens_per_s=tokens_per_s(res, spec), peak_rss_mb=round(res.peak_rss_mb, 1),
                       rss_per_process_mb=[round(x, 1) for x in res.rss_per_process_mb],
-                      processes=res.processes)
+                      processes=res.processes,
+                      # a job of several seeds: the process's peak so far, earlier seeds included
+                      peak_rss_scope="job" if shared else "run")
     (Path(out_dir) / "checkpoint.pt").unlink(missing_ok=True)
     return path

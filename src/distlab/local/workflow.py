@@ -42,6 +42,20 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
     return out
 
 
+# (group, method) pairs of the untimed jobs, as the rule's wildcard ``lrun`` = "group/method"
+UNTIMED_RUNS = r"rc/rc-seq|pc/bp|pc/pc-fixed|pc/pc-strict"
+
+
+def seeds_spec(c: dict, group: str, method: str, seeds: list[int]) -> dict:
+    """One untimed job for every seed of ``method`` (one process start-up, not one a seed)."""
+    if timed(group, method):
+        raise ValueError(f"{group}/{method} is timed: one job a seed")
+    out = spec(c, group, method, seeds[0])
+    out.pop("seed")
+    out["seeds"] = [int(s) for s in seeds]
+    return out
+
+
 def seeds_of(c: dict, group: str, method: str, seeds: list[int]) -> list[int]:
     """Every configured seed, except for parallel RC: ``rc.parallel_seeds`` when given (its
     numbers are the sequential mode's; its runs are there to be timed)."""
