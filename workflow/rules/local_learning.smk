@@ -71,7 +71,7 @@ rule local_train_seeds:
     wildcard_constraints:
         lrun=local_wf.UNTIMED_RUNS,
     params:
-        spec=lambda w: as_json(local_wf.seeds_spec(LOCAL, *w.lrun.split("/"), config["seeds"])),
+        spec=lambda w: as_json(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"])),
         out=f"{RESULTS}/local/{{lrun}}",
         data=subpath(input.data, parent=True),
     conda:

@@ -16,7 +16,7 @@ import yaml
 
 from .. import plots, stats
 from ..tables import fmt_ci, write_table
-from . import nonident
+
 
 ORDER = ["bp", "rc-seq", "rc-par", "pc-fixed", "pc-strict"]
 NAMES = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-par": "RC (parallel)",
@@ -99,7 +99,9 @@ def pc_cost(pc_csv: Path, out: Path) -> None:
 
 
 def nonident_figure(json_path: Path, out: Path) -> None:
-    res = nonident.load(json_path)
+    import json
+
+    res = json.loads(Path(json_path).read_text())  # nonident.py's output (that module imports torch)
     plots.set_style()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     ax = axes[0]

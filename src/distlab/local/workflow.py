@@ -56,6 +56,12 @@ def seeds_spec(c: dict, group: str, method: str, seeds: list[int]) -> dict:
     return out
 
 
+def untimed_job_spec(c: dict, run: str, seeds: list[int]) -> dict:
+    """:func:`seeds_spec` of the rule's wildcard ``run`` = "group/method"."""
+    group, method = run.split("/")
+    return seeds_spec(c, group, method, seeds)
+
+
 def seeds_of(c: dict, group: str, method: str, seeds: list[int]) -> list[int]:
     """Every configured seed, except for parallel RC: ``rc.parallel_seeds`` when given (its
     numbers are the sequential mode's; its runs are there to be timed)."""
