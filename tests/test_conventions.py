@@ -309,3 +309,15 @@ def test_a_placement_search_without_a_network_starts_without_torch():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+def test_a_peer_that_lost_its_connection_is_not_blamed_for_the_failure():
+    """torchrun may see a worker end first because the master it talks to failed and
+    closed the connection; the rank with an error of its own is named first."""
+    tail = ("[rank1]: RuntimeError: [pair.cc:561] Connection closed by peer [127.0.0.1]:51384.\n"
+            "[rank0]: StragglerTimeout: step 1: waited 3.0 s; worker 3 never answered\n"
+            "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n"
+            "  exitcode  : 1 (pid: 24960)\n  traceback : To enable traceback see: https://x\n=====\n")
+    causes = root_causes(tail.splitlines())
+    assert causes[0].startswith("rank 0 failed first (an error of its own; torchrun saw rank 1 end first")
+    assert causes[1] == "rank 0: StragglerTimeout: step 1: waited 3.0 s; worker 3 never answered"

@@ -119,6 +119,16 @@ def root_causes(lines: Sequence[str]) -> list[str]:
         how = first.get("traceback") or ""
         if not how or how.startswith("To enable traceback"):
             how = f"exit code {first.get('exitcode', '?')}"
+        # torchrun names the rank it saw end first, which may be a peer that lost its
+        # connection to the rank that really failed: prefer a rank with an error of its own
+        # (the same rule as run_forked's), unless torchrun's rank was killed by a signal
+        mine = [c for c in causes if c.startswith(f"rank {rank}:")]
+        if "signal" not in how.lower() and all(_PEER_LOST.search(c) for c in mine):
+            other = next((c for c in causes if not _PEER_LOST.search(c)), None)
+            if other is not None:
+                real = other.split(":", 1)[0].split()[1]
+                how = f"an error of its own; torchrun saw rank {rank} end first, {how}"
+                rank = real
         own = [c for c in causes if c.startswith(f"rank {rank}:")]
         rest = [c for c in causes if not c.startswith(f"rank {rank}:")]
         causes = [f"rank {rank} failed first ({how})", *own, *rest]
