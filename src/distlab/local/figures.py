@@ -17,7 +17,6 @@ import yaml
 from .. import plots, stats
 from ..tables import fmt_ci, write_table
 
-
 ORDER = ["bp", "rc-seq", "rc-par", "pc-fixed", "pc-strict"]
 NAMES = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-par": "RC (parallel)",
          "pc-fixed": "PC (fixed prediction)", "pc-strict": "PC (strict)"}

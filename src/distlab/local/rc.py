@@ -28,11 +28,9 @@ numbers: the parallel mode changes the time, not the result.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import multiprocessing as mp
 import resource
-import signal
 import sys
 import threading
 import time
@@ -43,6 +41,7 @@ from typing import Callable
 
 import torch
 
+from ..runtime.launch import die_with_parent
 from .model import (Split, TextData, build_gpt, flat, heldout_loss, lm_loss, load_flat,
                     make_optimizer, split_gpt)
 
@@ -282,17 +281,6 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
 # ----------------------------------------------------------------------- RC, parallel
 
 
-def _die_with_parent(name: str) -> None:
-    """Linux: the kernel kills this worker when its parent dies (a killed run leaves no
-    workers); the process is named ``name`` (a forked worker would show its parent's)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        libc.prctl(15, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)  # PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
-
-
 class Shared:
     """The buffers the coordinator and the workers share (shared memory for processes)."""
 
@@ -322,7 +310,7 @@ def _worker(k: int, spec: dict, data_dir: str, sh: Shared, barrier, ready, threa
     """Section ``k``'s loop; the same arithmetic as one section of :func:`train_rc_sequential`."""
     try:
         if split is None:  # a process: its own copy of the model, same seed, same initial weights
-            _die_with_parent(f"rc-section-{k}")
+            die_with_parent(f"rc-section-{k}")
             torch.set_num_threads(threads)
             split = split_gpt(build_gpt(spec["model"], int(spec["seed"])), int(spec["sections"]))
         K, d, ticks = schedule(spec)

@@ -206,9 +206,10 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
         if spec.get("mode") == "parallel" or int(spec.get("threads", 1)) > 1:
             raise ValueError("seeds: a list of seeds is for one-thread sequential runs; a timed "
                              "run (threads > 1 or parallel sections) gets a job of its own")
-        for one in each_seed(spec):
+        runs = each_seed(spec)
+        for one in runs:  # every seed's spec checked before the first trains
             check_spec(one)
-        for one in each_seed(spec):
+        for one in runs:
             _run_one(one, data_dir, Path(out_dir) / f"seed{one['seed']}", runtime, shared=True)
         return Path(out_dir)
     return _run_one(spec, data_dir, Path(out_dir), runtime)

@@ -393,12 +393,9 @@ def _supervise_worker() -> bool:
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        try:  # die with the parent (torchrun stops the processes it started, not their children)
-            import ctypes
+        from ..runtime.launch import die_with_parent
 
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
+        die_with_parent()  # a launcher stops the processes it started, not their children
         return True
     _, status = os.waitpid(pid, 0)
     rank = os.environ.get("RANK", "?")

@@ -122,17 +122,30 @@ def root_causes(lines: Sequence[str]) -> list[str]:
         # torchrun names the rank it saw end first, which may be a peer that lost its
         # connection to the rank that really failed: prefer a rank with an error of its own
         # (the same rule as run_forked's), unless torchrun's rank was killed by a signal
-        mine = [c for c in causes if c.startswith(f"rank {rank}:")]
-        if "signal" not in how.lower() and all(_PEER_LOST.search(c) for c in mine):
+        if "signal" not in how.lower() and not _own_error(rank, causes):
             other = next((c for c in causes if not _PEER_LOST.search(c)), None)
             if other is not None:
                 real = other.split(":", 1)[0].split()[1]
                 how = f"an error of its own; torchrun saw rank {rank} end first, {how}"
                 rank = real
-        own = [c for c in causes if c.startswith(f"rank {rank}:")]
-        rest = [c for c in causes if not c.startswith(f"rank {rank}:")]
-        causes = [f"rank {rank} failed first ({how})", *own, *rest]
+        causes = _blame(rank, how, causes)
     return causes
+
+
+# errors a rank reports because a peer went away: a consequence, not a cause
+_PEER_LOST = re.compile(r"Connection (closed|reset) by peer|Broken pipe|Connection refused", re.I)
+
+
+def _own_error(rank: int | str, causes: Sequence[str]) -> bool:
+    """Whether ``rank`` reported an error other than a lost peer."""
+    return any(c.startswith(f"rank {rank}:") and not _PEER_LOST.search(c) for c in causes)
+
+
+def _blame(rank: int | str, how: str, causes: Sequence[str]) -> list[str]:
+    """``causes`` led by "rank R failed first (how)" and that rank's own lines."""
+    own = [c for c in causes if c.startswith(f"rank {rank}:")]
+    rest = [c for c in causes if not c.startswith(f"rank {rank}:")]
+    return [f"rank {rank} failed first ({how})", *own, *rest]
 
 
 def run_torchrun(module_args: Sequence[str], nprocs: int, threads: int | None, timeout_s: float,
@@ -197,14 +210,20 @@ def _run(cmd: list[str], nprocs: int, threads: int | None, timeout_s: float,
 
 # ------------------------------------------------------------------ the fork launcher
 
-_PR_SET_PDEATHSIG = 1
+_PR_SET_PDEATHSIG, _PR_SET_NAME = 1, 15
 
 
-def _die_with_parent() -> None:
+def die_with_parent(name: str | None = None) -> None:
+    """Linux: the kernel kills this process when its parent dies (a killed job leaves no
+    ranks or workers behind); with ``name``, the process is named so (15 bytes at most;
+    a forked process would otherwise show its parent's name)."""
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if name:
+            libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
     except (OSError, AttributeError):
         pass
 
@@ -214,7 +233,7 @@ def _rank_child(target: Callable[[], object], rank: int, nprocs: int, threads: i
     """In a forked rank: wire its output and environment, run ``target``, never return."""
     code = 0
     try:
-        _die_with_parent()
+        die_with_parent()
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
         os.close(out_fd)
@@ -341,17 +360,11 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
             if settle is not None and time.monotonic() > settle:
                 break
             if time.monotonic() > deadline:
-                for pid in alive:
-                    _kill_tree(pid)
-                for pid in alive:
-                    _reap(pid)
+                _stop(alive)
                 raise RuntimeError(f"forked job of {nprocs} ranks ran past {timeout_s:.0f} s and was "
                                    "killed (runtime.job_timeout_s)")
             time.sleep(0.02)
-        for pid in alive:  # a rank failed: stop the rest, as torchrun does
-            _kill_tree(pid)
-        for pid in alive:
-            _reap(pid)
+        _stop(alive)  # a rank failed: stop the rest, as torchrun does
     finally:
         for fd in port_w.values():
             os.close(fd)
@@ -359,18 +372,13 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
             t.join(5)
         del store
     if failures:
-        causes = [c for c in root_causes(list(kept)) if "failed first" not in c]
+        causes = root_causes(list(kept))  # no torchrun summary here: the ranks' error lines
         rank = _root_rank(failures, causes)
-        how = failures[rank][1]
-        own = [c for c in causes if c.startswith(f"rank {rank}:")]
-        rest = [c for c in causes if not c.startswith(f"rank {rank}:")]
-        raise RuntimeError("\n".join([f"rank {rank} failed first ({how})", *own, *rest])
+        raise RuntimeError("\n".join(_blame(rank, failures[rank][1], causes))
                            + f"\nforked job of {nprocs} ranks failed")
 
 
 _SETTLE_S = 2.0
-# errors a rank reports because a peer went away: a consequence, not a cause
-_PEER_LOST = re.compile(r"Connection (closed|reset) by peer|Broken pipe|Connection refused", re.I)
 
 
 def _root_rank(failures: dict[int, tuple[float, str]], causes: Sequence[str]) -> int:
@@ -379,13 +387,16 @@ def _root_rank(failures: dict[int, tuple[float, str]], causes: Sequence[str]) ->
     def tier(rank: int) -> int:
         if failures[rank][1].startswith("signal"):
             return 0
-        own = [c for c in causes if c.startswith(f"rank {rank}:")]
-        return 1 if any(not _PEER_LOST.search(c) for c in own) else 2
+        return 1 if _own_error(rank, causes) else 2
     return min(failures, key=lambda r: (tier(r), failures[r][0]))
 
 
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
+def _stop(pids) -> None:
+    """Kill the process trees of ``pids`` and reap them."""
+    for pid in pids:
+        _kill_tree(pid)
+    for pid in pids:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
