@@ -44,7 +44,8 @@ def loop_reference(params0: dict, grads_of, world: int, steps: int, lr=LR, decay
                    chunk=CHUNK, wd=0.0) -> dict:
     """The DeMo equations, one parameter, one tile, one worker at a time.
 
-    ``grads_of(params, rank, step)`` returns {name: gradient array}.
+    ``grads_of(params, rank, step)`` returns {name: gradient array}; ``lr`` is
+    one rate or {name: rate} (param groups).
     """
     params = {k: v.copy() for k, v in params0.items()}
     delta = [{k: np.zeros_like(v) for k, v in params.items()} for _ in range(world)]
@@ -54,11 +55,12 @@ def loop_reference(params0: dict, grads_of, world: int, steps: int, lr=LR, decay
             P = _as_matrix(p)                       # a view: updates write into params[name]
             n1, n2 = _chunk(P.shape[0], chunk), _chunk(P.shape[1], chunk)
             k = max(1, min(topk, n1 * n2))
+            plr = lr[name] if isinstance(lr, dict) else lr
             sent = []                               # per worker: {(i, j): (idx, val)}
             for r in range(world):
                 D = _as_matrix(delta[r][name])
                 D *= decay
-                D += lr * _as_matrix(grads[r][name])
+                D += plr * _as_matrix(grads[r][name])
                 mine = {}
                 for i in range(P.shape[0] // n1):
                     for j in range(P.shape[1] // n2):
@@ -70,7 +72,7 @@ def loop_reference(params0: dict, grads_of, world: int, steps: int, lr=LR, decay
                         tile -= scipy.fft.idctn(kept.reshape(n1, n2), type=2, norm="ortho")
                         mine[(i, j)] = (idx, c[idx])
                 sent.append(mine)
-            P *= 1.0 - lr * wd
+            P *= 1.0 - plr * wd
             for i in range(P.shape[0] // n1):
                 for j in range(P.shape[1] // n2):
                     total = np.zeros(n1 * n2)
@@ -82,7 +84,7 @@ def loop_reference(params0: dict, grads_of, world: int, steps: int, lr=LR, decay
                             hits[a] += 1
                     mean = np.where(hits > 0, total / np.maximum(hits, 1), 0.0)
                     u = scipy.fft.idctn(mean.reshape(n1, n2), type=2, norm="ortho")
-                    P[i * n1:(i + 1) * n1, j * n2:(j + 1) * n2] -= lr * np.sign(u)
+                    P[i * n1:(i + 1) * n1, j * n2:(j + 1) * n2] -= plr * np.sign(u)
     return params
 
 
@@ -430,3 +432,54 @@ def test_a_parameter_without_a_gradient_keeps_its_momentum_unchanged():
     assert torch.equal(opt.momentum(m.fc3.weight), held)
     assert torch.equal(m.fc3.weight, before)   # nobody sent it
     assert opt.state[m.fc3.weight]["step"] == 1
+
+
+def test_param_groups_with_their_own_rates_follow_the_equations():
+    """Two param groups with different learning rates whose tensors share tile shapes (so
+    share the optimizer's buffers): each tensor moves at its own group's rate."""
+    fast = {"fc3.weight", "fc1.bias"}
+    rates = {n: (3 * LR if n in fast else LR) for n, _ in _model().named_parameters()}
+    ref = loop_reference(_np_params(_model()), _grads_fn(Net), 2, 8, lr=rates)
+    models = [_model() for _ in range(2)]
+    opts = []
+    for m in models:
+        named = dict(m.named_parameters())
+        opts.append(DeMo([{"params": [p for n, p in named.items() if n not in fast]},
+                          {"params": [named[n] for n in sorted(fast)], "lr": 3 * LR}],
+                         lr=LR, compression_decay=DECAY, compression_topk=TOPK, compression_chunk=CHUNK))
+    for step in range(8):
+        for r, (m, o) in enumerate(zip(models, opts)):
+            o.zero_grad()
+            _loss(m, *_batch(Net, r, step)).backward()
+        gathered = torch.stack([o.encode() for o in opts])
+        for o in opts:
+            o.apply(gathered)
+    assert _max_diff(models[0], ref) < 1e-9
+    assert _max_diff(models[1], ref) < 1e-9
+
+
+def test_a_checkpoint_with_the_momentum_tile_by_tile_still_loads():
+    """Checkpoints written before the coefficients were kept in each parameter's layout hold
+    ``delta_dct`` as ``(tiles, n1, n2)``; loading one rebuilds the same momentum."""
+    m = _model()
+    opt = DeMo(m.parameters(), lr=LR)
+    for step in range(3):
+        opt.zero_grad()
+        _loss(m, *_batch(Net, 0, step)).backward()
+        opt.step()
+    sd = copy.deepcopy(opt.state_dict())
+    w = m.fc3.weight                                   # 64 x 96: 2 tiles of 64 x 48
+    i = [id(p) for p in m.parameters()].index(id(w))
+    coeff = sd["state"][i]["delta_dct"]
+    assert coeff.shape == (64, 96)
+    sd["state"][i]["delta_dct"] = coeff.view(1, 64, 2, 48).permute(0, 2, 1, 3).reshape(2, 64, 48).clone()
+    m2 = copy.deepcopy(m)
+    opt2 = DeMo(m2.parameters(), lr=LR)
+    opt2.load_state_dict(sd)
+    assert torch.equal(opt2.momentum(m2.fc3.weight), opt.momentum(w))
+    for o, mm in ((opt, m), (opt2, m2)):
+        o.zero_grad()
+        _loss(mm, *_batch(Net, 0, 3)).backward()
+        o.step()
+    for a, b in zip(m.parameters(), m2.parameters()):
+        assert torch.equal(a, b)

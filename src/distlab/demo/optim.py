@@ -36,9 +36,21 @@ Beyond the reference: ``state_dict()`` holds the momentum (``delta_dct``, its
 DCT coefficients; a checkpoint resumes bit for bit); a parameter whose ``grad`` is None is skipped on that worker
 (the others' contributions still update it, so ranks stay identical); the
 caller's ``.grad`` is left untouched; 0-D and >= 3-D parameters work (see
-:mod:`distlab.demo.transforms`); all tiles of a shape are transformed in one
-batched matmul and all parameters travel in one all-gather; a compact
-encoding (12-bit indices, bf16/fp16 values).
+:mod:`distlab.demo.transforms`); all parameters travel in one all-gather; a
+compact encoding (12-bit indices, bf16/fp16 values).
+
+Where the work goes.  The coefficients are kept in each parameter's own
+``(rows, cols)`` layout (tile ``(a, b)`` at rows ``a*n1..``, columns
+``b*n2..``), so the separable transform needs no copy into a tile layout:
+the row side is one matmul over every ``n2``-long row of the tensor, the
+column side one batched matmul over its blocks of ``n1`` rows (each block
+``n1 x cols``, large enough to run at the machine's matmul speed), fused
+with the momentum update (``baddbmm_`` with ``beta = decay``).  The top-k
+needs each tile contiguous: ``|c|`` is written tile by tile into a scratch
+buffer in the same pass that takes the absolute value.  Kept positions are
+mapped back to offsets in the coefficient buffer (``_TileGroup.flat_index``)
+for the gather, the removal, and the mean's scatter in :meth:`apply`.
+Scratch buffers are allocated once per layout, not per step.
 """
 
 from __future__ import annotations
@@ -51,7 +63,7 @@ import torch.distributed as dist
 from torch.optim import Optimizer
 
 from . import payload as pl
-from .transforms import clamp_topk, dct2, dct_matrix, idct2, tile_shape, to_tiles
+from .transforms import clamp_topk, dct_matrix, matrix_shape, tile_shape
 
 
 @dataclass
@@ -59,8 +71,11 @@ class _Member:
     index: int            # position in the layout's parameter list
     param: torch.Tensor
     group: dict           # its param group (lr, weight_decay)
+    rows: int             # the parameter as a (rows, cols) matrix (see transforms.matrix_shape)
+    cols: int
     tiles: int            # number of tiles
-    start: int            # first tile in the group buffer
+    start: int            # first tile in the group's tile order
+    offset: int           # first element in the group's coefficient buffer
 
 
 @dataclass
@@ -72,17 +87,71 @@ class _TileGroup:
     k: int
     members: list[_Member] = field(default_factory=list)
     tiles: int = 0
+    elements: int = 0
     idx_off: int = 0      # byte offsets in the payload
     idx_len: int = 0
     val_off: int = 0
     val_len: int = 0
-    coeff: torch.Tensor | None = None   # (tiles, n1, n2): every member's momentum, DCT coefficients
-    total: torch.Tensor | None = None   # apply's scratch: sum of received values per position
-    hits: torch.Tensor | None = None    # apply's scratch: how many workers sent each position
+    coeff: torch.Tensor | None = None   # (elements,): every member's momentum as DCT coefficients, each in
+                                        # its parameter's matrix layout (tile (a, b) at rows a*n1.., cols b*n2..)
+    work: torch.Tensor | None = None    # (elements,) scratch: the half-transformed gradient / mean
+    tiled: torch.Tensor | None = None   # (tiles, n1*n2) scratch: |coefficients| tile by tile; apply's output
+    total: torch.Tensor | None = None   # (elements,) apply's scratch, zero between steps: the mean's coefficients
+    hits: torch.Tensor | None = None    # (tiles, n1*n2) apply's scratch, zero between steps: senders per position
+    base: torch.Tensor | None = None    # (tiles, 1) int64: element offset of each tile's corner in ``coeff``
+    stride: torch.Tensor | None = None  # (tiles, 1) int64: row stride (its member's cols) of each tile
 
     @property
     def numel(self) -> int:
         return self.n1 * self.n2
+
+    def flat_index(self, idx: torch.Tensor) -> torch.Tensor:
+        """Within-tile positions ``(tiles, m)`` -> element offsets in ``coeff``."""
+        return self.base + torch.div(idx, self.n2, rounding_mode="floor") * self.stride + idx % self.n2
+
+
+def _as_matrix_layout(delta: torch.Tensor, m: _Member, tg: _TileGroup) -> torch.Tensor:
+    """A stored momentum as the member's (rows, cols) coefficient matrix.  Checkpoints written
+    before the coefficients were kept in the parameter's layout hold them tile by tile,
+    ``(tiles, n1, n2)``; those are rearranged."""
+    if delta.dim() == 3 and tuple(delta.shape) == (m.tiles, tg.n1, tg.n2) and (m.rows, m.cols) != (tg.n1, tg.n2):
+        return delta.reshape(m.rows // tg.n1, m.cols // tg.n2, tg.n1, tg.n2).permute(0, 2, 1, 3) \
+            .reshape(m.rows, m.cols)
+    return delta.reshape(m.rows, m.cols)
+
+
+def _forward(c: torch.Tensor, g: torch.Tensor, work: torch.Tensor, m: _Member, tg: _TileGroup,
+             decay: float, lr: float) -> None:
+    """``c <- decay * c + lr * DCT(g)``, tile by tile, every buffer in the parameter's (rows, cols)
+    layout: the row side is one matmul over all (.., n2) rows, the column side one matmul per
+    block of n1 rows, fused with the momentum update (no copy into a tile layout)."""
+    d2 = dct_matrix(tg.n2, tg.dtype, tg.device)
+    g = g.reshape(-1, tg.n2)
+    if tg.n1 == 1:
+        c.view(-1, tg.n2).addmm_(g, d2.T, beta=decay, alpha=lr)
+        return
+    b = m.rows // tg.n1
+    torch.mm(g, d2.T, out=work.view(-1, tg.n2))
+    d1 = dct_matrix(tg.n1, tg.dtype, tg.device)
+    c.view(b, tg.n1, m.cols).baddbmm_(d1.expand(b, tg.n1, tg.n1), work.view(b, tg.n1, m.cols),
+                                      beta=decay, alpha=lr)
+
+
+def _inverse(c: torch.Tensor, out: torch.Tensor, work: torch.Tensor, m: _Member, tg: _TileGroup) -> None:
+    """``out <- IDCT(c)`` tile by tile, both in the parameter's (rows, cols) layout."""
+    d2 = dct_matrix(tg.n2, tg.dtype, tg.device)
+    if tg.n1 == 1:
+        torch.mm(c.view(-1, tg.n2), d2, out=out.view(-1, tg.n2))
+        return
+    b = m.rows // tg.n1
+    torch.mm(c.view(-1, tg.n2), d2, out=work.view(-1, tg.n2))
+    d1 = dct_matrix(tg.n1, tg.dtype, tg.device)
+    torch.bmm(d1.T.expand(b, tg.n1, tg.n1), work.view(b, tg.n1, m.cols), out=out.view(b, tg.n1, m.cols))
+
+
+def _tiles_of(x: torch.Tensor, m: _Member, tg: _TileGroup) -> torch.Tensor:
+    """A view of a member's (rows, cols) buffer as ``(rows/n1, cols/n2, n1, n2)`` tiles."""
+    return x.view(m.rows // tg.n1, tg.n1, m.cols // tg.n2, tg.n2).permute(0, 2, 1, 3)
 
 
 class DeMo(Optimizer):
@@ -150,14 +219,16 @@ class DeMo(Optimizer):
                 if not p.requires_grad:
                     continue
                 n1, n2 = tile_shape(p.shape, self.compression_chunk)
+                rows, cols = matrix_shape(p.shape)
                 key = (n1, n2, p.dtype, p.device)
                 if key not in groups:
                     groups[key] = _TileGroup(n1, n2, p.dtype, p.device,
                                              clamp_topk(self.compression_topk, n1 * n2))
                 tg = groups[key]
-                m = _Member(len(members), p, g, max(1, p.numel()) // (n1 * n2), tg.tiles)
+                m = _Member(len(members), p, g, rows, cols, rows * cols // (n1 * n2), tg.tiles, tg.elements)
                 tg.members.append(m)
                 tg.tiles += m.tiles
+                tg.elements += rows * cols
                 members.append(m)
         off = pl.mask_nbytes(len(members))
         for tg in groups.values():
@@ -168,17 +239,26 @@ class DeMo(Optimizer):
             tg.val_len = pl.value_nbytes(count, self.encoding, tg.dtype, self.value_dtype)
             off += tg.val_len
         for tg in groups.values():
-            # one coefficient buffer per tile group; each member's state holds a view of it, so the
-            # top-k runs on the buffer in place.  A momentum already in the state (a loaded
-            # checkpoint, or a layout rebuilt after add_param_group) is carried over.
-            tg.coeff = torch.zeros((tg.tiles, tg.n1, tg.n2), dtype=tg.dtype, device=tg.device)
+            # one coefficient buffer per tile group; each member's state holds a (rows, cols) view of
+            # it.  A momentum already in the state (a loaded checkpoint, or a layout rebuilt after
+            # add_param_group) is carried over.
+            tg.coeff = torch.zeros(tg.elements, dtype=tg.dtype, device=tg.device)
+            tg.work = torch.empty_like(tg.coeff)
+            tg.tiled = torch.empty((tg.tiles, tg.numel), dtype=tg.dtype, device=tg.device)
+            base, stride = [], []
             for m in tg.members:
                 st = self.state[m.param]
-                view = tg.coeff[m.start:m.start + m.tiles]
+                view = tg.coeff[m.offset:m.offset + m.rows * m.cols].view(m.rows, m.cols)
                 if "delta_dct" in st:
-                    view.copy_(st["delta_dct"].reshape(view.shape))
+                    view.copy_(_as_matrix_layout(st["delta_dct"], m, tg))
                 st["delta_dct"] = view
                 st.setdefault("step", 0)
+                a = torch.arange(m.rows // tg.n1, dtype=torch.int64)[:, None] * (tg.n1 * m.cols)
+                b = torch.arange(m.cols // tg.n2, dtype=torch.int64)[None, :] * tg.n2
+                base.append((m.offset + a + b).reshape(-1))
+                stride.append(torch.full((m.tiles,), m.cols, dtype=torch.int64))
+            tg.base = torch.cat(base).to(tg.device)[:, None]
+            tg.stride = torch.cat(stride).to(tg.device)[:, None]
         self._members = members
         self._by_param = {id(m.param): (tg, m) for tg in groups.values() for m in tg.members}
         self._nbytes = off
@@ -195,12 +275,10 @@ class DeMo(Optimizer):
         if id(p) not in self._by_param:
             raise KeyError("DeMo.momentum: not a parameter of this optimizer")
         tg, m = self._by_param[id(p)]
-        d1 = None if tg.n1 == 1 else dct_matrix(tg.n1, tg.dtype, tg.device)
-        out = torch.empty_like(p, memory_format=torch.contiguous_format)
-        t = to_tiles(out, tg.n1, tg.n2)
-        t.copy_(idct2(tg.coeff[m.start:m.start + m.tiles], d1, dct_matrix(tg.n2, tg.dtype, tg.device))
-                .view(-1, t.shape[1], tg.n1, tg.n2))
-        return out
+        c = tg.coeff[m.offset:m.offset + m.rows * m.cols]
+        out = torch.empty(m.rows * m.cols, dtype=tg.dtype, device=tg.device)
+        _inverse(c, out, torch.empty_like(out), m, tg)
+        return out.view(p.shape)
 
     @property
     def layout(self) -> list[_TileGroup]:
@@ -252,36 +330,28 @@ class DeMo(Optimizer):
         return out
 
     def _encode_group(self, tg: _TileGroup, present: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
-        n1, n2 = tg.n1, tg.n2
-        d1 = None if n1 == 1 else dct_matrix(n1, tg.dtype, tg.device)
-        d2 = dct_matrix(n2, tg.dtype, tg.device)
-        here = [m for m in tg.members if present[m.index]]
-        grads = torch.empty((tg.tiles, n1, n2), dtype=tg.dtype, device=tg.device)
-        for m in tg.members:
-            view = grads[m.start:m.start + m.tiles].view(-1, to_tiles(m.param, n1, n2).shape[1], n1, n2)
-            if present[m.index]:
-                view.copy_(to_tiles(m.param.grad, n1, n2))
-            else:
-                view.zero_()
-        g = dct2(grads, d1, d2)
         c = tg.coeff
-        lrs = {m.group["lr"] for m in here}
-        if len(here) == len(tg.members) and len(lrs) == 1:
-            c.mul_(self.compression_decay).add_(g, alpha=lrs.pop())
-        else:  # a member without a gradient keeps its momentum as it is
-            for m in here:
-                rows = slice(m.start, m.start + m.tiles)
-                c[rows].mul_(self.compression_decay).add_(g[rows], alpha=m.group["lr"])
-        flat = c.view(tg.tiles, n1 * n2)
-        idx = flat.abs().topk(tg.k, dim=-1, sorted=False).indices
-        val = flat.gather(-1, idx)
+        here = [m for m in tg.members if present[m.index]]
+        for m in here:
+            sl = slice(m.offset, m.offset + m.rows * m.cols)
+            _forward(c[sl], m.param.grad, tg.work[sl], m, tg, self.compression_decay, m.group["lr"])
+        # a member without a gradient keeps its momentum as it is (not decayed)
+        if tg.n1 == 1:  # the (1, L) layout is the tile layout
+            torch.abs(c.view(tg.tiles, tg.numel), out=tg.tiled)
+        else:
+            for m in tg.members:
+                torch.abs(_tiles_of(c[m.offset:m.offset + m.rows * m.cols], m, tg),
+                          out=tg.tiled[m.start:m.start + m.tiles].view(-1, m.cols // tg.n2, tg.n1, tg.n2))
+        idx = tg.tiled.topk(tg.k, dim=-1, sorted=False).indices
+        flat = tg.flat_index(idx)
+        val = c.take(flat)
         if len(here) != len(tg.members):  # absent members send zeros (the mask tells receivers)
             keep = torch.zeros(tg.tiles, 1, dtype=tg.dtype, device=tg.device)
             for m in here:
                 keep[m.start:m.start + m.tiles] = 1
             val.mul_(keep)
         val = pl.quantize(val, self.encoding, self.value_dtype)
-        flat.scatter_add_(-1, idx, val.neg())  # what is sent leaves the momentum (indices are distinct)
+        c.index_put_((flat.view(-1),), val.view(-1).neg(), accumulate=True)  # what is sent leaves the momentum
         return idx, val
 
     @torch.no_grad()
@@ -308,9 +378,9 @@ class DeMo(Optimizer):
             idx = idx.permute(1, 0, 2).reshape(tg.tiles, n * tg.k)
             val = val.permute(1, 0, 2).reshape(tg.tiles, n * tg.k)
             # scratch buffers kept zero between steps: only the touched positions are written and
-            # reset, so a step costs O(N k) per tile here instead of three passes over every tile
+            # reset, so a step costs O(N k) per tile here before the inverse transform
             if tg.total is None:
-                tg.total = torch.zeros((tg.tiles, tg.numel), dtype=tg.dtype, device=tg.device)
+                tg.total = torch.zeros(tg.elements, dtype=tg.dtype, device=tg.device)
                 tg.hits = torch.zeros((tg.tiles, tg.numel), dtype=torch.int32, device=tg.device)
             total, hits = tg.total, tg.hits
             mine = torch.tensor([m.index for m in tg.members for _ in range(m.tiles)], device=present.device) \
@@ -323,21 +393,24 @@ class DeMo(Optimizer):
             hits.scatter_add_(-1, idx, w)
             # each entry's share of the mean at its index: value / (how many workers sent that index)
             share = val * w / hits.gather(-1, idx).clamp_min(1)
-            total.scatter_add_(-1, idx, share)
-            d1 = None if tg.n1 == 1 else dct_matrix(tg.n1, tg.dtype, tg.device)
-            d2 = dct_matrix(tg.n2, tg.dtype, tg.device)
-            sgn = idct2(total.view(tg.tiles, tg.n1, tg.n2), d1, d2).sign_()
-            total.scatter_(-1, idx, 0.0)
-            hits.scatter_(-1, idx, 0)
+            flat = tg.flat_index(idx).reshape(-1)
+            total.index_put_((flat,), share.reshape(-1), accumulate=True)
+            upd = tg.tiled.view(-1)  # encode's scratch is free here: it takes the update
+            if tg.n1 == 1:
+                _inverse(total, upd, tg.work, tg.members[0], tg)
             for m in tg.members:
                 if not any_present[m.index]:
                     continue
+                sl = slice(m.offset, m.offset + m.rows * m.cols)
+                if tg.n1 != 1:
+                    _inverse(total[sl], upd[sl], tg.work[sl], m, tg)
                 lr, wd = m.group["lr"], m.group["weight_decay"]
                 p = m.param
                 if wd != 0:
                     p.mul_(1.0 - lr * wd)
-                t = to_tiles(p, tg.n1, tg.n2)
-                t.add_(sgn[m.start:m.start + m.tiles].view(-1, t.shape[1], tg.n1, tg.n2), alpha=-lr)
+                p.view(m.rows, m.cols).add_(upd[sl].view(m.rows, m.cols).sign_(), alpha=-lr)
+            total.index_fill_(0, flat, 0.0)
+            hits.scatter_(-1, idx, 0)
 
     # -------------------------------------------------------------- collective
     def all_gather(self, payload: torch.Tensor) -> torch.Tensor:

@@ -16,9 +16,11 @@ reference's 1-D treatment.  The 2-D orthonormal DCT-II of a tile ``T`` is
 ``D1 @ T @ D2.T`` (``D`` the orthonormal DCT-II matrix), its inverse
 ``D1.T @ C @ D2``.
 
-All tiles of all parameters that share a tile shape, dtype and device are
-transformed together: one batched matmul per side, bases cached per
-``(n, dtype, device)``.  The bases are computed from the closed form in
+:func:`dct2` and :func:`idct2` act on a batch of tiles ``(..., n1, n2)``
+(the tile-layout statement the tests check the optimizer against); the
+optimizer applies the same two products to each parameter in its own
+``(rows, cols)`` layout, without copying it into tiles (see
+:mod:`distlab.demo.optim`).  Bases are cached per ``(n, dtype, device)``.  The bases are computed from the closed form in
 float64 and cast to the parameter's dtype (the reference builds them through
 an FFT in torch's default dtype, float32, before the cast; in float64 runs
 ours is the exact basis, the reference's carries float32 rounding).
