@@ -295,8 +295,20 @@ def test_tiny_local_learning_end_to_end(tiny_workflow):
     for seed in (0, 1):
         assert rc[("rc-par", seed)] == pytest.approx(rc[("rc-seq", seed)], abs=1e-5)
     table = pd.read_csv(paper / "tables/local_main.csv")
-    assert {"test_loss", "verdict", "paper", "throughput_ratio_vs_bp"} <= set(table.columns)
+    assert {"test_loss", "verdict", "paper", "throughput_ratio_vs_bp", "rc_par_vs_bp_1thread",
+            "bp_vs_bp_1thread"} <= set(table.columns)
     ni = json.loads((work / "results/local/nonident.json").read_text())
     assert all(r["report_rel_diff"] < 1e-2 for r in ni["model"])
     r = smk("local_learning", "-n", *cfg, cwd=work)
     assert "Nothing to be done" in r.stdout + r.stderr
+
+
+def test_the_one_core_bp_of_the_benchmark_is_bp_on_one_thread():
+    """``bp-1thread`` splits RC-par / BP into RC's speed-up over one core and BP's own."""
+    c = yaml.safe_load((ROOT / "config/config.yaml").read_text())["local_learning"]
+    specs = workflow.bench_specs(c)
+    assert specs["bp"]["threads"] == c["threads"] == 2
+    one = specs["bp-1thread"]
+    assert one["threads"] == 1 and one["method"] == "bp"
+    assert {k: v for k, v in one.items() if k != "threads"} == {k: v for k, v in specs["bp"].items() if k != "threads"}
+    assert specs["rc-par"]["worker_threads"] * specs["rc-par"]["sections"] >= specs["bp"]["threads"]

@@ -185,6 +185,14 @@ def main_table(runs_csv: Path, throughput_csv: Path, claims_path: Path, options:
                 rc = stats.t_interval((p["a"] / p["b"]).to_numpy())
                 row["throughput_ratio_vs_bp"] = fmt_ci(rc.estimate, rc.low, rc.high)
                 row["bench_peak_rss_mb"] = float(thr[thr.method == tm].peak_rss_mb.median())
+                if method == "rc-par" and "bp-1thread" in set(thr.method):
+                    # the ratio's two factors: RC's parallel speed-up over BP on one core (at most
+                    # the cores it has), and BP's own speed-up from that core to the timed jobs' cores
+                    for col, (a, b) in (("rc_par_vs_bp_1thread", (tm, "bp-1thread")),
+                                        ("bp_vs_bp_1thread", ("bp", "bp-1thread"))):
+                        q = stats.pair_by_seed(thr, "tokens_per_s", {"method": a}, {"method": b})
+                        qi = stats.t_interval((q["a"] / q["b"]).to_numpy())
+                        row[col] = fmt_ci(qi.estimate, qi.low, qi.high)
             if method != "bp" and "bp" in set(g.method):
                 p = _paired(g, "final_test_loss", method, "bp")
                 margin = _margin(claims, group)

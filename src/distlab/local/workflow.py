@@ -80,7 +80,10 @@ def bench_specs(c: dict) -> dict[str, dict]:
     b = c["bench"]
     out = {}
     for m in b["methods"]:
-        s = spec(c, "rc", "rc-par" if m == "rc-thread" else m, 0, threads=c["threads"])
+        if m == "bp-1thread":  # BP on one core: what RC's sections are each given
+            s = spec(c, "rc", "bp", 0, threads=1)
+        else:
+            s = spec(c, "rc", "rc-par" if m == "rc-thread" else m, 0, threads=c["threads"])
         s.update(model=dict(b["model"]), batch_size=b["batch_size"])
         if m == "rc-thread":
             s.update(concurrency="thread", threads=1)
