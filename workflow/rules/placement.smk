@@ -43,7 +43,9 @@ rule placement_graph:
 
 
 rule placement_profile:
-    """Per-operator CPU seconds of one model (median of repeats, one thread): cached data."""
+    """Per-operator CPU seconds of one model (median of repeats, one thread): cached data.
+    It holds both cores (threads: 2) while torch uses one, so no other job shares the machine
+    with the measurement (the profile moved by up to 13 % between idle runs when one did)."""
     output:
         f"{PL_DIR}/profiles/{{pl_model}}.json",
     params:
@@ -54,7 +56,7 @@ rule placement_profile:
         "logs/placement/profile_{pl_model}.log",
     benchmark:
         "benchmarks/placement/profile_{pl_model}.tsv"
-    threads: 1
+    threads: 2
     resources:
         mem_mb=3000,
     shell:
