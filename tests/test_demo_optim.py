@@ -148,10 +148,12 @@ def _np_params(model) -> dict:
     return {n: p.detach().numpy().copy() for n, p in model.named_parameters()}
 
 
-def run_replicas(make, world: int, steps: int, **opt_kw) -> tuple[list[nn.Module], list[DeMo]]:
-    """``world`` workers in this process: encode on each, stack, apply on each."""
+def run_replicas(make, world: int, steps: int, params_of=None, **opt_kw) -> tuple[list[nn.Module], list[DeMo]]:
+    """``world`` workers in this process: encode on each, stack, apply on each.
+    ``params_of(model)`` gives the optimizer's params or param groups (default: all)."""
     models = [_model(make) for _ in range(world)]
-    opts = [DeMo(m.parameters(), lr=LR, compression_decay=DECAY, compression_topk=TOPK,
+    params_of = params_of or (lambda m: m.parameters())
+    opts = [DeMo(params_of(m), lr=LR, compression_decay=DECAY, compression_topk=TOPK,
                  compression_chunk=CHUNK, **opt_kw) for m in models]
     for step in range(steps):
         for r, (m, o) in enumerate(zip(models, opts)):
@@ -435,25 +437,19 @@ def test_a_parameter_without_a_gradient_keeps_its_momentum_unchanged():
 
 
 def test_param_groups_with_their_own_rates_follow_the_equations():
-    """Two param groups with different learning rates whose tensors share tile shapes (so
-    share the optimizer's buffers): each tensor moves at its own group's rate."""
-    fast = {"fc3.weight", "fc1.bias"}
+    """Two param groups with different learning rates, mixed within the optimizer's buffers
+    (fc1.bias shares 1 x 1 tiles with the LayerNorm, fc3.bias 1 x 64 tiles with fc1.weight):
+    each tensor moves at its own group's rate."""
+    fast = {"fc1.bias", "fc3.bias", "fc3.weight"}
     rates = {n: (3 * LR if n in fast else LR) for n, _ in _model().named_parameters()}
     ref = loop_reference(_np_params(_model()), _grads_fn(Net), 2, 8, lr=rates)
-    models = [_model() for _ in range(2)]
-    opts = []
-    for m in models:
+
+    def groups(m):
         named = dict(m.named_parameters())
-        opts.append(DeMo([{"params": [p for n, p in named.items() if n not in fast]},
-                          {"params": [named[n] for n in sorted(fast)], "lr": 3 * LR}],
-                         lr=LR, compression_decay=DECAY, compression_topk=TOPK, compression_chunk=CHUNK))
-    for step in range(8):
-        for r, (m, o) in enumerate(zip(models, opts)):
-            o.zero_grad()
-            _loss(m, *_batch(Net, r, step)).backward()
-        gathered = torch.stack([o.encode() for o in opts])
-        for o in opts:
-            o.apply(gathered)
+        return [{"params": [p for n, p in named.items() if n not in fast]},
+                {"params": [named[n] for n in sorted(fast)], "lr": 3 * LR}]
+
+    models, _ = run_replicas(Net, 2, 8, params_of=groups)
     assert _max_diff(models[0], ref) < 1e-9
     assert _max_diff(models[1], ref) < 1e-9
 
