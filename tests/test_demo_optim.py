@@ -165,6 +165,14 @@ def run_replicas(make, world: int, steps: int, params_of=None, **opt_kw) -> tupl
     return models, opts
 
 
+def _train(model, opt, steps: range) -> None:
+    """One worker's steps (rank 0's batches) through ``opt.step()``."""
+    for step in steps:
+        opt.zero_grad()
+        _loss(model, *_batch(Net, 0, step)).backward()
+        opt.step()
+
+
 _REFS: dict = {}
 
 
@@ -260,10 +268,7 @@ def test_state_dict_holds_delta_and_resumes_bit_for_bit(tmp_path):
     full, _ = run_replicas(Net, 1, 12)
     m = _model()
     opt = DeMo(m.parameters(), lr=LR)
-    for step in range(6):
-        opt.zero_grad()
-        _loss(m, *_batch(Net, 0, step)).backward()
-        opt.step()
+    _train(m, opt, range(6))
     sd = opt.state_dict()
     deltas = [s["delta_dct"] for s in sd["state"].values()]
     assert len(deltas) == len(list(m.parameters()))
@@ -276,10 +281,7 @@ def test_state_dict_holds_delta_and_resumes_bit_for_bit(tmp_path):
     m2.load_state_dict(ck["model"])
     opt2 = DeMo(m2.parameters(), lr=LR)
     opt2.load_state_dict(ck["opt"])
-    for step in range(6, 12):
-        opt2.zero_grad()
-        _loss(m2, *_batch(Net, 0, step)).backward()
-        opt2.step()
+    _train(m2, opt2, range(6, 12))
     for a, b in zip(full[0].parameters(), m2.parameters()):
         assert torch.equal(a, b)
 
@@ -459,10 +461,7 @@ def test_a_checkpoint_with_the_momentum_tile_by_tile_still_loads():
     ``delta_dct`` as ``(tiles, n1, n2)``; loading one rebuilds the same momentum."""
     m = _model()
     opt = DeMo(m.parameters(), lr=LR)
-    for step in range(3):
-        opt.zero_grad()
-        _loss(m, *_batch(Net, 0, step)).backward()
-        opt.step()
+    _train(m, opt, range(3))
     sd = copy.deepcopy(opt.state_dict())
     w = m.fc3.weight                                   # 64 x 96: 2 tiles of 64 x 48
     i = [id(p) for p in m.parameters()].index(id(w))
@@ -473,9 +472,7 @@ def test_a_checkpoint_with_the_momentum_tile_by_tile_still_loads():
     opt2 = DeMo(m2.parameters(), lr=LR)
     opt2.load_state_dict(sd)
     assert torch.equal(opt2.momentum(m2.fc3.weight), opt.momentum(w))
-    for o, mm in ((opt, m), (opt2, m2)):
-        o.zero_grad()
-        _loss(mm, *_batch(Net, 0, 3)).backward()
-        o.step()
+    _train(m, opt, range(3, 4))
+    _train(m2, opt2, range(3, 4))
     for a, b in zip(m.parameters(), m2.parameters()):
         assert torch.equal(a, b)
