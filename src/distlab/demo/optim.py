@@ -77,6 +77,11 @@ class _Member:
     start: int            # first tile in the group's tile order
     offset: int           # first element in the group's coefficient buffer
 
+    @property
+    def span(self) -> slice:
+        """Its elements in the group's flat buffers (coefficients, scratch)."""
+        return slice(self.offset, self.offset + self.rows * self.cols)
+
 
 @dataclass
 class _TileGroup:
@@ -95,6 +100,7 @@ class _TileGroup:
     coeff: torch.Tensor | None = None   # (elements,): every member's momentum as DCT coefficients, each in
                                         # its parameter's matrix layout (tile (a, b) at rows a*n1.., cols b*n2..)
     work: torch.Tensor | None = None    # (elements,) scratch: the half-transformed gradient / mean
+                                        # (n1 > 1 only: a (1, n2) tile needs one product a side)
     tiled: torch.Tensor | None = None   # (tiles, n1*n2) scratch: |coefficients| tile by tile; apply's output
     total: torch.Tensor | None = None   # (elements,) apply's scratch, zero between steps: the mean's coefficients
     hits: torch.Tensor | None = None    # (tiles, n1*n2) apply's scratch, zero between steps: senders per position
@@ -118,13 +124,13 @@ def _as_matrix_layout(delta: torch.Tensor, m: _Member, tg: _TileGroup) -> torch.
     """A stored momentum as the member's (rows, cols) coefficient matrix.  Checkpoints written
     before the coefficients were kept in the parameter's layout hold them tile by tile,
     ``(tiles, n1, n2)``; those are rearranged."""
-    if delta.dim() == 3 and tuple(delta.shape) == (m.tiles, tg.n1, tg.n2) and (m.rows, m.cols) != (tg.n1, tg.n2):
+    if delta.dim() == 3:  # (tiles, n1, n2); the current layout is 2-D
         return delta.reshape(m.rows // tg.n1, m.cols // tg.n2, tg.n1, tg.n2).permute(0, 2, 1, 3) \
             .reshape(m.rows, m.cols)
     return delta.reshape(m.rows, m.cols)
 
 
-def _forward(c: torch.Tensor, g: torch.Tensor, work: torch.Tensor, m: _Member, tg: _TileGroup,
+def _forward(c: torch.Tensor, g: torch.Tensor, work: torch.Tensor | None, m: _Member, tg: _TileGroup,
              decay: float, lr: float) -> None:
     """``c <- decay * c + lr * DCT(g)``, tile by tile, every buffer in the parameter's (rows, cols)
     layout: the row side is one matmul over all (.., n2) rows, the column side one matmul per
@@ -141,7 +147,7 @@ def _forward(c: torch.Tensor, g: torch.Tensor, work: torch.Tensor, m: _Member, t
                                       beta=decay, alpha=lr)
 
 
-def _inverse(c: torch.Tensor, out: torch.Tensor, work: torch.Tensor, m: _Member, tg: _TileGroup) -> None:
+def _inverse(c: torch.Tensor, out: torch.Tensor, work: torch.Tensor | None, m: _Member, tg: _TileGroup) -> None:
     """``out <- IDCT(c)`` tile by tile, both in the parameter's (rows, cols) layout."""
     d2 = dct_matrix(tg.n2, tg.dtype, tg.device)
     if tg.n1 == 1:
@@ -247,12 +253,12 @@ class DeMo(Optimizer):
             # it.  A momentum already in the state (a loaded checkpoint, or a layout rebuilt after
             # add_param_group) is carried over.
             tg.coeff = torch.zeros(tg.elements, dtype=tg.dtype, device=tg.device)
-            tg.work = torch.empty_like(tg.coeff)
+            tg.work = torch.empty_like(tg.coeff) if tg.n1 > 1 else None
             tg.tiled = torch.empty((tg.tiles, tg.numel), dtype=tg.dtype, device=tg.device)
             base, stride = [], []
             for m in tg.members:
                 st = self.state[m.param]
-                view = tg.coeff[m.offset:m.offset + m.rows * m.cols].view(m.rows, m.cols)
+                view = tg.coeff[m.span].view(m.rows, m.cols)
                 if "delta_dct" in st:
                     view.copy_(_as_matrix_layout(st["delta_dct"], m, tg))
                 st["delta_dct"] = view
@@ -279,9 +285,8 @@ class DeMo(Optimizer):
         if id(p) not in self._by_param:
             raise KeyError("DeMo.momentum: not a parameter of this optimizer")
         tg, m = self._by_param[id(p)]
-        c = tg.coeff[m.offset:m.offset + m.rows * m.cols]
         out = torch.empty(m.rows * m.cols, dtype=tg.dtype, device=tg.device)
-        _inverse(c, out, torch.empty_like(out), m, tg)
+        _inverse(tg.coeff[m.span], out, torch.empty_like(out), m, tg)
         return out.view(p.shape)
 
     @property
@@ -337,14 +342,14 @@ class DeMo(Optimizer):
         c = tg.coeff
         here = [m for m in tg.members if present[m.index]]
         for m in here:
-            sl = slice(m.offset, m.offset + m.rows * m.cols)
-            _forward(c[sl], m.param.grad, tg.work[sl], m, tg, self.compression_decay, m.group["lr"])
+            _forward(c[m.span], m.param.grad, None if tg.work is None else tg.work[m.span], m, tg,
+                     self.compression_decay, m.group["lr"])
         # a member without a gradient keeps its momentum as it is (not decayed)
         if tg.n1 == 1:  # the (1, L) layout is the tile layout
             torch.abs(c.view(tg.tiles, tg.numel), out=tg.tiled)
         else:
             for m in tg.members:
-                torch.abs(_tiles_of(c[m.offset:m.offset + m.rows * m.cols], m, tg),
+                torch.abs(_tiles_of(c[m.span], m, tg),
                           out=tg.tiled[m.start:m.start + m.tiles].view(-1, m.cols // tg.n2, tg.n1, tg.n2))
         # |c| has its sign bit clear, so its bits read as a signed integer order like its values
         # (NaN above inf, as topk orders floats); integer top-k is the faster kernel
@@ -403,12 +408,12 @@ class DeMo(Optimizer):
             flat = tg.flat_index(idx).reshape(-1)
             total.scatter_add_(0, flat, share.reshape(-1))
             upd = tg.tiled.view(-1)  # encode's scratch is free here: it takes the update
-            if tg.n1 == 1:
-                _inverse(total, upd, tg.work, tg.members[0], tg)
+            if tg.n1 == 1:  # one product over the whole group
+                _inverse(total, upd, None, tg.members[0], tg)
             for m in tg.members:
                 if not any_present[m.index]:
                     continue
-                sl = slice(m.offset, m.offset + m.rows * m.cols)
+                sl = m.span
                 if tg.n1 != 1:
                     _inverse(total[sl], upd[sl], tg.work[sl], m, tg)
                 lr, wd = m.group["lr"], m.group["weight_decay"]
