@@ -114,3 +114,33 @@ def test_tiny_end_to_end_run(tiny_workflow):
     n_cloud = len(tiny["pgc"]["cloud"]["schemes"])  # a simulated job runs every seed of its setting
     assert jobs.get("pgc_train_sim") == n_cloud
     assert "baseline_train_sim" not in jobs
+
+
+@pytest.mark.slow
+def test_simulated_numbers_and_verdicts_do_not_depend_on_threads(tiny_workflow):
+    """Rerun every simulated baseline and PGC job of the tiny run on two threads instead of
+    one: the simulated numbers are bit for bit the same, and so is every verdict."""
+    work, r = tiny_workflow
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    tables = ["results/baseline/summary.csv", "results/pgc/simulation/summary.csv",
+              "results/pgc/cloud/summary.csv", "paper/scorecard.csv"]
+    before = {t: pd.read_csv(work / t) for t in tables}
+    sims = ["baseline_train_sim", "pgc_train_sim"]
+    r = smk("--cores", "2", "--configfile", "tests/configs/tiny.yaml", "scorecard",
+            "--forcerun", *sims, "--set-threads", *(f"{s}=2" for s in sims), cwd=work, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "baseline_train_sim" in r.stdout + r.stderr  # the jobs did run again
+    after = {t: pd.read_csv(work / t) for t in tables}
+    for t in tables[:3]:
+        b, a = before[t], after[t]
+        sim = b["clock"] == "simulated" if "clock" in b else slice(None)
+        numeric = [c for c in b.columns if pd.api.types.is_float_dtype(b[c]) and "wall" not in c
+                   and not c.startswith("compute_measured")]
+        pd.testing.assert_frame_equal(b.loc[sim, numeric].reset_index(drop=True),
+                                      a.loc[a["clock"] == "simulated" if "clock" in a else slice(None),
+                                            numeric].reset_index(drop=True), check_exact=True, obj=t)
+    card_b = before["paper/scorecard.csv"].set_index("id")["verdict"]
+    card_a = after["paper/scorecard.csv"].set_index("id")["verdict"]
+    measured = before["paper/scorecard.csv"].set_index("id")["measured"].astype(bool)
+    flips = (card_b != card_a) & ~measured
+    assert not flips.any(), card_b[flips].to_dict()

@@ -13,6 +13,7 @@ Commands:
   figures        an experiment's figures and tables from its summary tables
   scorecard      evaluate config/claims.yaml against the summary tables
   report         the reproduction write-up (paper/README.md) from the tables
+  stability      rerun the measured parts of the workflow and list every verdict that flips
 """
 
 from __future__ import annotations
@@ -123,6 +124,12 @@ def cmd_train(a: argparse.Namespace) -> int:
         print(" ".join(shlex.quote(c) for c in cmd))
         return 0
     if backend == "simulated":
+        # A simulated run's numbers must not depend on the job's threads (OMP_NUM_THREADS,
+        # --cores, --set-threads): it computes on its spec's own count, one unless the spec
+        # says otherwise (a timed local-learning run).
+        import torch
+
+        torch.set_num_threads(int(spec.get("threads", 1)))
         module.run_simulated(spec, a.data, a.out, runtime)
         return 0
     if not light and not hasattr(module, "run_distributed"):
@@ -183,6 +190,15 @@ def cmd_scorecard(a: argparse.Namespace) -> int:
     tables = dict(t.split("=", 1) for t in a.table)
     main_scorecard(a.claims, tables, a.stats, a.md, a.csv, paper=a.paper, conditions_out=a.conditions_csv)
     return 0
+
+
+def cmd_stability(a: argparse.Namespace) -> int:
+    from .stability import run
+
+    table = run(a.cores, a.out, extra=a.snakemake_args)
+    flips = table[table["flipped"]]
+    print(f"stability: {len(flips)} of {len(table)} verdicts flipped; see {a.out}")
+    return 1 if len(flips[~flips["measured"]]) else 0
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -250,6 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--conditions-csv", type=Path, default=None,
                    help="where to write the evaluated preconditions and negative controls")
     q.set_defaults(func=cmd_scorecard)
+
+    q = sub.add_parser("stability", help="rerun the measured parts, list the verdicts that flip")
+    q.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    q.add_argument("--out", type=Path, default=Path("paper/stability.md"))
+    q.add_argument("snakemake_args", nargs="*", help="passed on to snakemake (e.g. --configfile X)")
+    q.set_defaults(func=cmd_stability)
 
     q = sub.add_parser("report", help="the reproduction write-up")
     q.add_argument("--out", type=Path, required=True)

@@ -415,7 +415,8 @@ def seeds_needed(d: np.ndarray, alpha: float, power: float = POWER) -> float:
         n = TTestPower().solve_power(effect_size=mean / sd, alpha=alpha, power=power, alternative="larger")
     except (ValueError, RuntimeError):
         return math.nan
-    return float(max(2, math.ceil(float(np.squeeze(n)))))
+    n = float(np.squeeze(n))
+    return float(max(2, math.ceil(n))) if math.isfinite(n) else math.nan
 
 
 def _directional(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, dci: stats.CI,
