@@ -127,19 +127,20 @@ def test_simulated_numbers_and_verdicts_do_not_depend_on_threads(tiny_workflow):
               "results/pgc/cloud/summary.csv", "paper/scorecard.csv"]
     before = {t: pd.read_csv(work / t) for t in tables}
     sims = ["baseline_train_sim", "pgc_train_sim"]
-    r = smk("--cores", "2", "--configfile", "tests/configs/tiny.yaml", "scorecard",
+    r = smk("scorecard", "--cores", "2", "--configfile", "tests/configs/tiny.yaml",
             "--forcerun", *sims, "--set-threads", *(f"{s}=2" for s in sims), cwd=work, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "baseline_train_sim" in r.stdout + r.stderr  # the jobs did run again
     after = {t: pd.read_csv(work / t) for t in tables}
+    # what the simulator measures about itself (its own wall time and memory, how long the
+    # gradients took to compute here) moves; nothing it reports on the simulated clock may
+    measured = {"wall_s", "peak_rss_mb", "simulator_overhead_s", "gradient_compute_s",
+                "compute_charged_measured_s", "compute_measured_s"}
     for t in tables[:3]:
         b, a = before[t], after[t]
-        sim = b["clock"] == "simulated" if "clock" in b else slice(None)
-        numeric = [c for c in b.columns if pd.api.types.is_float_dtype(b[c]) and "wall" not in c
-                   and not c.startswith("compute_measured")]
-        pd.testing.assert_frame_equal(b.loc[sim, numeric].reset_index(drop=True),
-                                      a.loc[a["clock"] == "simulated" if "clock" in a else slice(None),
-                                            numeric].reset_index(drop=True), check_exact=True, obj=t)
+        keep = [c for c in b.columns if c not in measured]
+        assert "final_train_loss_full" in keep
+        pd.testing.assert_frame_equal(b[keep], a[keep], check_exact=True, obj=t)
     card_b = before["paper/scorecard.csv"].set_index("id")["verdict"]
     card_a = after["paper/scorecard.csv"].set_index("id")["verdict"]
     measured = before["paper/scorecard.csv"].set_index("id")["measured"].astype(bool)

@@ -28,7 +28,7 @@ from .tables import atomic_write_text, markdown_table
 MEASURED_RULES = (
     "baseline_train_dist", "pgc_train_real", "pgc_trace_fit", "demo_train_real", "demo_bench",
     "local_train", "local_bench_throughput", "local_bench_pc_cost", "placement_profile",
-    "placement_real", "placement_bench_sim", "bench_allreduce", "bench_calibrate",
+    "placement_real", "placement_bench_sim", "bench_allreduce", "bench_calibrate", "pgc_coding_profile",
 )
 
 

@@ -18,10 +18,33 @@ register_tables("P1", P1.tables())
 register_outputs("P1", P1.outputs())
 
 
+rule pgc_coding_profile:
+    """Encoding and decoding seconds of every scheme and s (measured once, interleaved rounds,
+    median and its CI): the stored profile every simulated job's clock reads.  It holds both
+    cores (threads: 2) while torch uses one, so no other job shares the machine with it."""
+    output:
+        P1.coding_profile,
+    params:
+        options=P1.coding_profile_options() if P1.profiles_coding() else "{}",
+    conda:
+        ENV
+    log:
+        "logs/pgc/coding_profile.log",
+    benchmark:
+        "benchmarks/pgc/coding_profile.tsv"
+    threads: 2
+    resources:
+        mem_mb=3000,
+    shell:
+        "OMP_NUM_THREADS=1 python -m distlab.pgc coding-profile --options {params.options:q} "
+        "--out {output:q} > {log:q} 2>&1"
+
+
 rule pgc_train_sim:
     """Every seed of one scheme and setting on the simulated cluster (virtual clock)."""
     input:
         data=lambda w: P1.data_manifest(w.group),
+        coding=lambda w: P1.coding_inputs(),
     output:
         manifests=[f"{PGC_SETTING}/simulated/{{scheme}}/seed{k}/manifest.json" for k in PGC_SEEDS],
         metrics=[f"{PGC_SETTING}/simulated/{{scheme}}/seed{k}/metrics.csv" for k in PGC_SEEDS],
@@ -53,6 +76,7 @@ rule pgc_train_sim_extra:
     would give that seed."""
     input:
         data=lambda w: P1.data_manifest(w.group),
+        coding=lambda w: P1.coding_inputs(),
     output:
         manifest=f"{PGC_SETTING}/simulated/{{scheme}}/seed{{seed}}/manifest.json",
         metrics=f"{PGC_SETTING}/simulated/{{scheme}}/seed{{seed}}/metrics.csv",

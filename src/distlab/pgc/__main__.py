@@ -5,6 +5,7 @@
   python -m distlab.pgc regime --options JSON --csv OUT.csv --png OUT.png [--unit-cost MANIFEST...]
   python -m distlab.pgc regime-crosscheck --summary S.csv --options JSON --md OUT.md
   python -m distlab.pgc trace-fit --trace CSV --csv OUT.csv --md OUT.md --png OUT.png
+  python -m distlab.pgc coding-profile --options JSON --out OUT.csv
 
 Training goes through ``python -m distlab train --experiment pgc`` like every
 paper's; these are the steps specific to this paper.
@@ -62,6 +63,20 @@ def cmd_trace_fit(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_coding_profile(a: argparse.Namespace) -> int:
+    import torch
+
+    from ..tables import write_table
+    from .train import coding_profile
+
+    torch.set_num_threads(1)  # what a simulated job's one thread pays
+    o = a.options
+    table = coding_profile(o["settings"], int(o["numel"]), o["dtype"], rounds=int(o.get("rounds", 9)))
+    write_table(table, a.out)
+    print(table.to_string(index=False))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m distlab.pgc", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -95,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--md", required=True)
     q.add_argument("--png", required=True)
     q.set_defaults(func=cmd_trace_fit)
+    q = sub.add_parser("coding-profile", help="encoding/decoding seconds of every scheme (stored profile)")
+    q.add_argument("--options", type=_json, required=True,
+                   help='{"settings": [{"scheme", "n", "s", "code_seed"}...], "numel", "dtype", "rounds"}')
+    q.add_argument("--out", required=True)
+    q.set_defaults(func=cmd_coding_profile)
     return p
 
 

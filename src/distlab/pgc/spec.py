@@ -13,7 +13,7 @@ from ..runtime.stragglers import MODELS as STRAGGLER_MODELS
 from .coding import SCHEMES
 
 DTYPES = ("float32", "float64")
-CODING_MODES = ("none", "measured")
+CODING_MODES = ("none", "measured", "profile")
 
 _NUM = {"type": "number"}
 _POS = {"type": "number", "exclusiveMinimum": 0}
@@ -64,7 +64,8 @@ SPEC_SCHEMA: dict = {
                     "slow_workers": {"type": "array", "items": _INT0, "uniqueItems": True},
                     "from_step": _INT0, "trace": {"type": "string"}, "scale": _POS}},
                 "coding": {"type": "object", "properties": {
-                    "mode": {"enum": list(CODING_MODES)}, "numel": _INT1}},
+                    "mode": {"enum": list(CODING_MODES)}, "numel": _INT1,
+                    "profile": {"type": "string"}}},
             },
         },
     },

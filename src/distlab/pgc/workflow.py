@@ -42,6 +42,7 @@ class PGCWorkflow:
         self.crosscheck_out = [f"{paper}/tables/pgc_regime_crosscheck.csv",
                                f"{paper}/tables/pgc_regime_crosscheck.md"]
         self.trace = "data/traces/gloo_delays.csv"
+        self.coding_profile = f"{results}/pgc/coding_profile.csv"
         self.trace_out = [f"{paper}/figures/pgc_trace_fit.png", f"{paper}/tables/pgc_trace_fit.csv",
                           f"{paper}/tables/pgc_trace_fit.md"]
 
@@ -113,7 +114,7 @@ class PGCWorkflow:
             compute = {"mode": "calibrated", "unit_seconds": 0.0}
         cluster = {"compute": compute, "network": self.config["cluster"]["network"], "straggler": straggler}
         if w.group != "real" and self.p.get("coding"):
-            cluster["coding"] = self.p["coding"]
+            cluster["coding"] = self.coding_spec()
         spec = {
             "experiment": "pgc", "group": w.group, "scheme": w.scheme, "backend": backend,
             "n": n, "s": int(w.s), "model": self.p["model"], "lr": self.p["lr"],
@@ -133,6 +134,31 @@ class PGCWorkflow:
         if w.group == "real" and backend == SIM:
             spec["calibrate_from"] = self.run_dir(w.group, w.s, w.delay, "gloo", w.scheme, "{seed}")
         return as_json(spec)
+
+    def profiles_coding(self) -> bool:
+        """``coding: {mode: measured}``: measured once, for every setting, into a stored profile
+        (rule pgc_coding_profile) that every simulated job reads, so the simulated clock is a
+        deterministic function of the spec and that file, not of the load a job met.  Without
+        ``numel`` (the model's own size, known only once it is built) each job measures its own."""
+        c = self.p.get("coding") or {}
+        return c.get("mode") == "measured" and "numel" in c
+
+    def coding_spec(self) -> dict:
+        c = dict(self.p["coding"])
+        if self.profiles_coding():
+            c["mode"] = "profile"
+            c["profile"] = self.coding_profile
+        return c
+
+    def coding_inputs(self) -> list[str]:
+        return [self.coding_profile] if self.profiles_coding() else []
+
+    def coding_profile_options(self) -> str:
+        settings = sorted({(scheme, int(s)) for g in SIM_GROUPS for s, _, scheme in self.settings(g)})
+        return as_json({"settings": [{"scheme": sc, "n": self.p["n"], "s": s, "code_seed": self.p["code_seed"]}
+                                     for sc, s in settings],
+                        "numel": self.p["coding"]["numel"], "dtype": self.p["dtype"],
+                        "rounds": self.p["coding"].get("rounds", 9)})
 
     # ------------------------------------------------------------ outputs
     def summary(self, group: str) -> str:
