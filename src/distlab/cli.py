@@ -112,7 +112,15 @@ def cmd_train(a: argparse.Namespace) -> int:
         print(" ".join(shlex.quote(c) for c in cmd))
         return 0
     if backend == "simulated":
-        module.run_simulated(spec, a.data, a.out, runtime)
+        # the same job limit as a real job's launcher enforces
+        from .runtime.deadline import JobTimeout, job_deadline
+
+        try:
+            with job_deadline(float(runtime["job_timeout_s"]), f"simulated {a.experiment} job"):
+                module.run_simulated(spec, a.data, a.out, runtime)
+        except JobTimeout as e:
+            print(f"distlab: {e}", file=sys.stderr)
+            return 1
         return 0
     if not light and not hasattr(module, "run_distributed"):
         raise SpecError(f"{a.experiment} spec: key 'backend': {backend!r} is not supported by this "
