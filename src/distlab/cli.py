@@ -135,9 +135,11 @@ def cmd_train(a: argparse.Namespace) -> int:
 
             if light:
                 module = _trainer(a.experiment)
+            # ranks the trainer can lose (PGC: up to s workers) do not end the job when they die
+            ranks, most = module.expendable_ranks(spec) if hasattr(module, "expendable_ranks") else ((), 0)
             run_forked(lambda: module.run_distributed(spec, a.data, a.out, runtime),
                        nprocs=_nprocs(module, spec), threads=a.threads,
-                       timeout_s=float(runtime["job_timeout_s"]))
+                       timeout_s=float(runtime["job_timeout_s"]), expendable=ranks, max_lost=most)
         else:
             run_torchrun(_torchrun_args(a, spec, runtime), nprocs=_nprocs(module, spec),
                          threads=a.threads, timeout_s=float(runtime["job_timeout_s"]))
