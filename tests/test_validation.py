@@ -7,7 +7,6 @@ the checker must list exactly those: none missing, no line without its key, noth
 
 from __future__ import annotations
 
-import copy
 import subprocess
 import sys
 from pathlib import Path
