@@ -154,3 +154,15 @@ def test_ten_to_the_twelve_is_refused_for_every_paper(key):
     errors = config_errors(cfg, SCHEMAS, CLAIMS)
     assert [line_key(e) for e in errors] == [key], errors
     assert f"{COUNT_LIMITS[last]:,}" in errors[0]
+
+
+def test_a_run_spec_given_directly_has_the_same_count_bounds():
+    """`distlab train --spec` without the workflow: steps 10**12 refused naming the key."""
+    from distlab.specs import SpecError, validate_spec
+
+    schema = {"type": "object"}
+    assert validate_spec({"steps": 10**6, "seeds": [0, 1]}, schema, "x")["steps"] == 10**6
+    for spec, key in (({"steps": 10**12}, "steps"), ({"hsdag": {"episodes": 10**12}}, "hsdag.episodes"),
+                      ({"seeds": list(range(500))}, "seeds")):
+        with pytest.raises(SpecError, match=rf"x spec: key {key}: "):
+            validate_spec(spec, schema, "x")
