@@ -286,3 +286,23 @@ def test_the_cli_names_a_damaged_checkpoint_in_one_line_and_exits_0(tmp_path, di
     assert len(lines) == 1 and str(out / "checkpoint.pt") in lines[0] and "truncated" in lines[0]
     assert "Traceback" not in r.stderr and "Unpickling" not in r.stderr
     assert (out / "checkpoint.pt.corrupt").exists() and (out / "manifest.json").exists()
+
+
+def test_a_deadline_during_saves_never_leaves_a_run_without_its_checkpoint(tmp_path):
+    """The job deadline (SIGALRM) is held back while a checkpoint is put in place: however
+    often it strikes during saves, the checkpoint is there and loads."""
+    from distlab.runtime.deadline import JobTimeout, job_deadline
+
+    path = tmp_path / "checkpoint.pt"
+    ck = Checkpointer(path, spec=SPEC)
+    ck.save({"step": 0, "w": torch.zeros(10)})
+    for delay in (0.001, 0.003, 0.007, 0.013):
+        with pytest.raises(JobTimeout):
+            with job_deadline(delay):
+                step = 1
+                while True:
+                    ck.save({"step": step, "w": torch.randn(50_000)})
+                    step += 1
+        state = Checkpointer(path, spec=SPEC).load()
+        assert state is not None and path.exists()
+        assert not list(tmp_path.glob(".*.tmp"))

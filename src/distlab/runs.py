@@ -24,8 +24,10 @@ import logging
 import os
 import pickle
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
 from importlib import metadata
 from pathlib import Path
@@ -132,15 +134,8 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = None) -> None:
-    """Write ``state`` to ``path`` with a header carrying the SHA-256 of its content.
-
-    The layout is a magic line, a one-line JSON header (``sha256``, ``bytes``,
-    ``format``, ``spec_hash``) and the payload (``torch.save``'s bytes, or a
-    pickle in a process without torch).  The bytes go to a temporary file in
-    the same folder, are fsync'ed, and the file is renamed into place (and the
-    folder fsync'ed), so a kill at any instant leaves the old file or the new
-    one, never a half-written one under the final name."""
+def _checkpoint_temp(path: Path, state: Any, spec_hash: str | None) -> str:
+    """``state`` with its header in a fsync'ed temporary file next to ``path``; its name."""
     import hashlib
     import io
     import tempfile
@@ -157,9 +152,8 @@ def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = 
     payload = buf.getbuffer()
     header = {"sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload),
               "format": fmt, "spec_hash": spec_hash}
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(CHECKPOINT_MAGIC)
@@ -168,11 +162,51 @@ def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = 
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, target)
-        _fsync_dir(target.parent)
-    finally:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
+    except BaseException:
+        os.unlink(tmp_name)
+        raise
+    return tmp_name
+
+
+class _SignalsDeferred:
+    """Hold back SIGALRM (the job deadline) and SIGTERM while a checkpoint is put in place."""
+
+    SIGNALS = {getattr(signal, "SIGALRM", None), getattr(signal, "SIGTERM", None)} - {None}
+
+    def __enter__(self):
+        self.old = None
+        if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
+            self.old = signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
+        return False
+
+
+def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = None,
+                          keep_previous: str | Path | None = None) -> None:
+    """Write ``state`` to ``path`` with a header carrying the SHA-256 of its content.
+
+    The layout is a magic line, a one-line JSON header (``sha256``, ``bytes``,
+    ``format``, ``spec_hash``) and the payload (``torch.save``'s bytes, or a
+    pickle in a process without torch).  The bytes go to a temporary file in
+    the same folder, are fsync'ed, and only then is the file renamed into place
+    (and the folder fsync'ed), so a kill at any instant leaves the old file or
+    the new one, never a half-written one under the final name.  With
+    ``keep_previous``, the file replaced is renamed there first."""
+    target = Path(path)
+    with _SignalsDeferred():
+        tmp_name = _checkpoint_temp(target, state, spec_hash)
+        try:
+            if keep_previous is not None and target.exists():
+                os.replace(target, keep_previous)
+            os.replace(tmp_name, target)
+            _fsync_dir(target.parent)
+        finally:
+            if os.path.exists(tmp_name):
+                os.unlink(tmp_name)
 
 
 def read_checkpoint_file(path: str | Path) -> tuple[dict, Any]:
@@ -293,9 +327,7 @@ class Checkpointer:
         return state
 
     def save(self, state: dict) -> None:
-        if self.path.exists():
-            os.replace(self.path, self.prev)
-        write_checkpoint_file(self.path, state, self.spec_hash)
+        write_checkpoint_file(self.path, state, self.spec_hash, keep_previous=self.prev)
         self._last = time.monotonic()
 
     def maybe_save(self, step: int, state_fn: Callable[[], dict]) -> bool:
