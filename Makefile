@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.distlab-installed
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: env reproduce test lint dryrun report clean-results
+.PHONY: env reproduce test lint dryrun report stability clean-results
 
 $(STAMP): envs/requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ reproduce: $(STAMP)
 
 report: $(STAMP)
 	snakemake --profile profiles/default --cores $(CORES) --report report.html
+
+# the measured parts (real jobs, timed runs, profiles) run twice; every verdict that flips is listed
+stability: $(STAMP)
+	$(BIN)/python -m distlab stability --cores $(CORES)
 
 # pytest exits 5 when it collects no test: say so and fail, rather than pass silently.
 test: $(STAMP)

@@ -3,6 +3,7 @@ rerun trigger, and one tiny end-to-end run in a temporary folder."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -114,3 +115,81 @@ def test_tiny_end_to_end_run(tiny_workflow):
     n_cloud = len(tiny["pgc"]["cloud"]["schemes"])  # a simulated job runs every seed of its setting
     assert jobs.get("pgc_train_sim") == n_cloud
     assert "baseline_train_sim" not in jobs
+
+
+@pytest.mark.slow
+def test_simulated_numbers_and_verdicts_do_not_depend_on_threads(tiny_workflow):
+    """Rerun every simulated baseline and PGC job of the tiny run on two threads instead of
+    one: the simulated numbers are bit for bit the same, and so is every verdict."""
+    work, r = tiny_workflow
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    tables = ["results/baseline/summary.csv", "results/pgc/simulation/summary.csv",
+              "results/pgc/cloud/summary.csv", "paper/scorecard.csv"]
+    before = {t: pd.read_csv(work / t) for t in tables}
+    sims = ["baseline_train_sim", "pgc_train_sim"]
+    r = smk("--cores", "2", "--configfile", "tests/configs/tiny.yaml", "scorecard",
+            "--forcerun", *sims, "--set-threads", *(f"{s}=2" for s in sims), cwd=work, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "baseline_train_sim" in r.stdout + r.stderr  # the jobs did run again
+    after = {t: pd.read_csv(work / t) for t in tables}
+    for t in tables[:3]:
+        b, a = before[t], after[t]
+        sim = b["clock"] == "simulated" if "clock" in b else slice(None)
+        numeric = [c for c in b.columns if pd.api.types.is_float_dtype(b[c]) and "wall" not in c
+                   and not c.startswith("compute_measured")]
+        pd.testing.assert_frame_equal(b.loc[sim, numeric].reset_index(drop=True),
+                                      a.loc[a["clock"] == "simulated" if "clock" in a else slice(None),
+                                            numeric].reset_index(drop=True), check_exact=True, obj=t)
+    card_b = before["paper/scorecard.csv"].set_index("id")["verdict"]
+    card_a = after["paper/scorecard.csv"].set_index("id")["verdict"]
+    measured = before["paper/scorecard.csv"].set_index("id")["measured"].astype(bool)
+    flips = (card_b != card_a) & ~measured
+    assert not flips.any(), card_b[flips].to_dict()
+
+
+@pytest.mark.slow
+def test_extra_seeds_for_a_named_claim_add_runs_and_rerun_nothing(tiny_workflow):
+    """stats.extra_seeds adds seeds to the settings one claim compares, as jobs of their own:
+    no configured job reruns, only the new runs and what reads them."""
+    work, r = tiny_workflow
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+    def more(c):
+        c.setdefault("stats", {"alpha": 0.05})["extra_seeds"] = {"pgc.fig9.pgc_fewer_steps_than_dgd": 2}
+
+    r = smk("-n", "--quiet", "rules", "--configfile", tiny_variant(work, "extra", more), cwd=work)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    jobs = {line.split()[0]: int(line.split()[1]) for line in r.stdout.splitlines()
+            if len(line.split()) == 2 and line.split()[1].isdigit()}
+    assert jobs.get("pgc_train_sim_extra") == 4  # 2 seeds x (pgc-cr, dgd) of the cloud setting
+    trained = {j for j in jobs if "train" in j} - {"pgc_train_sim_extra"}
+    assert not trained, trained  # no configured training job reruns
+    assert "pgc_summarize" in jobs and "scorecard_paper" in jobs
+    r = smk("-n", "--configfile", tiny_variant(work, "extra", more), cwd=work)
+    assert "cloud/s1/d0.5/simulated/pgc-cr/seed2/manifest.json" in r.stdout
+    assert "cloud/s1/d0.5/simulated/gc-cr/seed2" not in r.stdout  # a setting the claim does not compare
+
+
+def test_an_extra_seed_job_trains_what_the_multi_seed_job_trains_for_that_seed():
+    from types import SimpleNamespace
+
+    from distlab.extra_seeds import for_setting, requests
+    from distlab.pgc.workflow import PGCWorkflow
+    from distlab.scorecard import load_claims
+    from distlab.specs import each_seed
+
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    cfg["stats"]["extra_seeds"] = {"pgc.fig9.pgc_fewer_steps_than_dgd": 3}
+    reqs = requests(cfg, load_claims(ROOT / "config/claims.yaml"))
+    wf = PGCWorkflow(cfg, extra_seeds=reqs)
+    s, d = cfg["pgc"]["cloud"]["s"], f"{float(cfg['pgc']['cloud']['straggler']['mean']):g}"
+    assert wf.extra_seeds("cloud", s, d, "pgc-cr") == [5, 6, 7]
+    assert wf.extra_seeds("cloud", 0, d, "dgd") == [5, 6, 7]
+    assert wf.extra_seeds("cloud", s, d, "gc-cr") == []
+    assert for_setting(reqs, [0, 1, 2, 3, 4], "pgc_simulation", {"scheme": "pgc-cr", "s": 2}) == []
+    w = SimpleNamespace(group="cloud", s=s, delay=d, scheme="pgc-cr")
+    multi = each_seed(json.loads(wf.run_spec(w, "simulated", seeds=[0, 1, 2, 3, 4, 5])))
+    single = each_seed(json.loads(wf.run_spec(w, "simulated", seeds=[5])))
+    assert single == [multi[5]]
+    with pytest.raises(ValueError, match="stats.extra_seeds: no claim 'nope'"):
+        requests({"stats": {"extra_seeds": {"nope": 1}}}, load_claims(ROOT / "config/claims.yaml"))

@@ -6,12 +6,14 @@ that changing one experiment's setting reruns exactly that experiment.
 
 Commands:
   prepare-data   build one data set into a directory (train/val/test + manifest)
+  data-floors    unigram and bigram cross-entropy floors of a prepared text data set
   train          one training run of an experiment, either backend; for gloo/nccl
                  it launches itself under torchrun (--print-torchrun shows how)
   summarize      run directories -> a per-step table and a run-level table
   figures        an experiment's figures and tables from its summary tables
   scorecard      evaluate config/claims.yaml against the summary tables
   report         the reproduction write-up (paper/README.md) from the tables
+  stability      rerun the measured parts of the workflow and list every verdict that flips
 """
 
 from __future__ import annotations
@@ -42,6 +44,16 @@ def cmd_prepare_data(a: argparse.Namespace) -> int:
     manifest = prepare_dataset(a.spec, a.out, seed=a.seed)
     log.info("data set %s ready in %s: %s", manifest["name"], a.out,
              {k: v["size"] for k, v in manifest["splits"].items()})
+    return 0
+
+
+def cmd_data_floors(a: argparse.Namespace) -> int:
+    from .data.floors import floors_of_prepared
+    from .tables import write_table
+
+    table = floors_of_prepared(a.data)
+    write_table(table, a.out)
+    log.info("floors of %s (nats/byte):\n%s", a.data, table.to_string(index=False))
     return 0
 
 
@@ -112,6 +124,12 @@ def cmd_train(a: argparse.Namespace) -> int:
         print(" ".join(shlex.quote(c) for c in cmd))
         return 0
     if backend == "simulated":
+        # A simulated run's numbers must not depend on the job's threads (OMP_NUM_THREADS,
+        # --cores, --set-threads): it computes on its spec's own count, one unless the spec
+        # says otherwise (a timed local-learning run).
+        import torch
+
+        torch.set_num_threads(int(spec.get("threads", 1)))
         # the same job limit as a real job's launcher enforces
         from .runtime.deadline import JobTimeout, job_deadline
 
@@ -180,8 +198,17 @@ def cmd_scorecard(a: argparse.Namespace) -> int:
     if a.claims is None or a.stats is None:
         raise SpecError("scorecard: --claims and --stats are required unless --merge is given")
     tables = dict(t.split("=", 1) for t in a.table)
-    main_scorecard(a.claims, tables, a.stats, a.md, a.csv, paper=a.paper)
+    main_scorecard(a.claims, tables, a.stats, a.md, a.csv, paper=a.paper, conditions_out=a.conditions_csv)
     return 0
+
+
+def cmd_stability(a: argparse.Namespace) -> int:
+    from .stability import run
+
+    table = run(a.cores, a.out, extra=a.snakemake_args)
+    flips = table[table["flipped"]]
+    print(f"stability: {len(flips)} of {len(table)} verdicts flipped; see {a.out}")
+    return 1 if len(flips[~flips["measured"]]) else 0
 
 
 def cmd_report(a: argparse.Namespace) -> int:
@@ -202,6 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", type=Path, required=True)
     q.add_argument("--seed", type=int, default=0)
     q.set_defaults(func=cmd_prepare_data)
+
+    q = sub.add_parser("data-floors", help="n-gram floors of a prepared text data set")
+    q.add_argument("--data", type=Path, required=True)
+    q.add_argument("--out", type=Path, required=True)
+    q.set_defaults(func=cmd_data_floors)
 
     q = sub.add_parser("train", help="one training run")
     q.add_argument("--experiment", choices=sorted(TRAINERS), required=True)
@@ -241,7 +273,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-paper scorecard CSVs to merge into one (no evaluation)")
     q.add_argument("--md", type=Path, required=True)
     q.add_argument("--csv", type=Path, required=True)
+    q.add_argument("--conditions-csv", type=Path, default=None,
+                   help="where to write the evaluated preconditions and negative controls")
     q.set_defaults(func=cmd_scorecard)
+
+    q = sub.add_parser("stability", help="rerun the measured parts, list the verdicts that flip")
+    q.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    q.add_argument("--out", type=Path, default=Path("paper/stability.md"))
+    q.add_argument("snakemake_args", nargs="*", help="passed on to snakemake (e.g. --configfile X)")
+    q.set_defaults(func=cmd_stability)
 
     q = sub.add_parser("report", help="the reproduction write-up")
     q.add_argument("--out", type=Path, required=True)

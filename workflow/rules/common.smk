@@ -28,6 +28,11 @@ def data_manifest(name):
     return f"{RESULTS}/data/{name}/manifest.json"
 
 
+def floors_table(name):
+    """The unigram/bigram floors of a text data set (rule data_floors)."""
+    return f"{RESULTS}/data/{name}/floors.csv"
+
+
 def cluster_spec(straggler, compute=None):
     return {
         "compute": compute or config["cluster"]["compute"],
@@ -136,6 +141,16 @@ def baseline_spec(backend, method, seed):
 
 
 BASELINE_OUT = [f"{PAPER}/figures/baseline_loss.png", f"{PAPER}/tables/baseline.md"]
+
+
+# stats.extra_seeds: more seeds for the settings of named claims (distlab.extra_seeds)
+if (config.get("stats") or {}).get("extra_seeds"):
+    from distlab.extra_seeds import requests as _extra_requests
+    from distlab.scorecard import load_claims as _load_claims
+
+    EXTRA_SEED_REQUESTS = _extra_requests(config, _load_claims(f"{workflow.basedir}/config/claims.yaml"))
+else:
+    EXTRA_SEED_REQUESTS = []
 
 
 def stats_json():

@@ -9,7 +9,7 @@
 # torchrun job per seed.
 from distlab.pgc.workflow import PGCWorkflow
 
-P1 = PGCWorkflow(config, RESULTS, PAPER)
+P1 = PGCWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
 PGC_SETTING = P1.setting
 PGC_SEEDS = config["seeds"]
 PGC_REAL_SEEDS = config["pgc"]["real"]["seeds"]
@@ -40,6 +40,37 @@ rule pgc_train_sim:
     threads: 1
     resources:
         # torch, the data set, and the coding-cost vectors (measured: 1.15 GB at ResNet-18's size)
+        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=1300),
+        distlab_runtime=runtime_json(),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m distlab train --experiment pgc --spec {params.spec:q} "
+        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+rule pgc_train_sim_extra:
+    """One extra seed of a setting whose claim asked for more (config stats.extra_seeds): a job of
+    its own, so the configured seeds' jobs do not change; the same numbers the multi-seed job
+    would give that seed."""
+    input:
+        data=lambda w: P1.data_manifest(w.group),
+    output:
+        manifest=f"{PGC_SETTING}/simulated/{{scheme}}/seed{{seed}}/manifest.json",
+        metrics=f"{PGC_SETTING}/simulated/{{scheme}}/seed{{seed}}/metrics.csv",
+    wildcard_constraints:
+        group="motivating|simulation|cloud",
+        seed="|".join(str(k) for k in P1.all_extra_seeds()) or "none",
+    params:
+        spec=lambda w: P1.run_spec(w, SIM, seeds=[int(w.seed)]),
+        out=f"{PGC_SETTING}/simulated/{{scheme}}",
+        data=lambda w, input: os.path.dirname(input.data),
+    conda:
+        ENV
+    log:
+        "logs/pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}.log",
+    benchmark:
+        "benchmarks/pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}.tsv"
+    threads: 1
+    resources:
         mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=1300),
         distlab_runtime=runtime_json(),
     shell:

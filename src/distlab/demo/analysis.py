@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from ..runs import write_csv
 from ..stats import t_interval
@@ -273,7 +272,9 @@ def bytes_table(out_csv, out_md, claims_path, claim_id: str, topks=(32, 1), chun
         ref = float(df[sel & (df["encoding"] == "fp32 gradients")]["bytes"].iloc[0])
         df.loc[sel, "fewer than fp32 AdamW-DDP"] = ref / df.loc[sel, "bytes"]
     write_csv(df, out_csv)
-    claims = yaml.safe_load(Path(claims_path).read_text()) or []
+    from ..scorecard import load_claims
+
+    claims = load_claims(claims_path)
     paper = next((c.get("paper_value") for c in claims if c.get("id") == claim_id), None)
     view = df.assign(k=df["k"].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)),
                      MB=df["MB"].map(lambda v: f"{v:.4g}"),

@@ -12,7 +12,6 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import yaml
 
 from .. import plots, stats
 from ..tables import fmt_ci, write_table
@@ -141,9 +140,9 @@ def nonident_figure(json_path: Path, out: Path) -> None:
 
 
 def _p3_claims(claims_path: Path) -> dict[str, dict]:
-    claims = yaml.safe_load(Path(claims_path).read_text()) or []
-    if isinstance(claims, dict):
-        claims = claims.get("claims", [])
+    from ..scorecard import load_claims
+
+    claims = load_claims(claims_path)
     return {c["id"]: c for c in claims if c.get("paper") == "P3"}
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 
+from ..extra_seeds import for_setting
+
 SIM = "simulated"
 SIM_GROUPS = ("motivating", "simulation", "cloud")
 
@@ -23,8 +25,11 @@ def as_json(obj) -> str:
 
 
 class PGCWorkflow:
-    def __init__(self, config: dict, results: str = "results", paper: str = "paper") -> None:
+    def __init__(self, config: dict, results: str = "results", paper: str = "paper",
+                 extra_seeds: list | None = None) -> None:
         self.config = config
+        # stats.extra_seeds requests (distlab.extra_seeds.requests): more seeds for named claims
+        self.extra = list(extra_seeds or [])
         self.p = config["pgc"]
         self.results, self.paper = results, paper
         self.setting = f"{results}/pgc/{{group}}/s{{s}}/d{{delay}}"
@@ -68,6 +73,19 @@ class PGCWorkflow:
                 out.append((0 if scheme == "dgd" else g["s"], d, scheme))
         return out
 
+    def extra_seeds(self, group: str, s, delay, scheme: str) -> list[int]:
+        """Seeds a simulated setting runs beyond the configured ones, for claims named in
+        ``stats.extra_seeds`` (each in a job of its own: no existing job changes)."""
+        if group not in SIM_GROUPS:
+            return []
+        setting = {"scheme": scheme, "s": int(s), "delay_mean": float(delay)}
+        return for_setting(self.extra, self.config["seeds"], f"pgc_{group}", setting)
+
+    def all_extra_seeds(self) -> list[int]:
+        """Every extra seed of any setting (the extra-seed rule's wildcard values)."""
+        return sorted({k for g in SIM_GROUPS for s, d, sc in self.settings(g)
+                       for k in self.extra_seeds(g, s, d, sc)})
+
     def run_dir(self, group, s, delay, backend, scheme, seed) -> str:
         return f"{self.results}/pgc/{group}/s{s}/d{delay}/{backend}/{scheme}/seed{seed}"
 
@@ -75,7 +93,8 @@ class PGCWorkflow:
         """Run manifests of one experiment group (simulated, and gloo for `real`)."""
         backends = ["gloo", SIM] if group == "real" else [SIM]
         return [f"{self.run_dir(group, s, d, b, scheme, seed)}/manifest.json"
-                for s, d, scheme in self.settings(group) for b in backends for seed in self.seeds(group)]
+                for s, d, scheme in self.settings(group) for b in backends
+                for seed in self.seeds(group) + self.extra_seeds(group, s, d, scheme)]
 
     def dataset(self, group: str) -> str:
         return self.p[group].get("dataset", self.p["dataset"])

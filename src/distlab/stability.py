@@ -1,0 +1,99 @@
+"""Same commit, same verdicts: rerun the measured parts and list every verdict that flips.
+
+Simulated runs are deterministic (seeded, on the spec's own thread count), so
+rerunning them proves nothing; what can move between two runs of one commit
+are the parts that measure wall time or a profile on this machine: real
+gloo/NCCL jobs, timed local-learning runs, benchmarks, placement profiles and
+real executions.  :func:`run` evaluates the scorecard, forces every measured
+rule to run again, evaluates it once more and writes the comparison:
+claim by claim, both verdicts, and whether the claim is marked ``measured``.
+A flip of a claim that is not marked measured is a determinism bug.
+
+``python -m distlab stability --cores 2`` (``make stability``) drives it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from .tables import atomic_write_text, markdown_table
+
+# Rules whose outputs are measured on this machine (wall time, memory, a profile).
+MEASURED_RULES = (
+    "baseline_train_dist", "pgc_train_real", "pgc_trace_fit", "demo_train_real", "demo_bench",
+    "local_train", "local_bench_throughput", "local_bench_pc_cost", "placement_profile",
+    "placement_real", "placement_bench_sim", "bench_allreduce", "bench_calibrate",
+)
+
+
+def compare(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
+    """Claim by claim: the two verdicts, whether they differ, whether the claim is measured."""
+    a = first.set_index("id")
+    b = second.set_index("id")
+    ids = [i for i in a.index if i in b.index] + [i for i in b.index if i not in a.index]
+    rows = []
+    for cid in ids:
+        va = a["verdict"].get(cid, "absent")
+        vb = b["verdict"].get(cid, "absent")
+        measured = bool(a["measured"].get(cid, False) if "measured" in a else False) or bool(
+            b["measured"].get(cid, False) if "measured" in b else False)
+        rows.append({"id": cid, "paper": (a["paper"].get(cid) if cid in a.index else b["paper"].get(cid)),
+                     "measured": measured, "first": va, "second": vb, "flipped": va != vb,
+                     "first_ours": a["ours"].get(cid, "") if cid in a.index else "",
+                     "second_ours": b["ours"].get(cid, "") if cid in b.index else ""})
+    return pd.DataFrame(rows, columns=["id", "paper", "measured", "first", "second", "flipped",
+                                       "first_ours", "second_ours"])
+
+
+def report(table: pd.DataFrame) -> str:
+    flips = table[table["flipped"]]
+    bugs = flips[~flips["measured"]]
+    lines = ["# Stability: the measured parts run twice", "",
+             f"{len(table)} claims; {len(flips)} verdicts flipped between the two runs "
+             f"({int(flips['measured'].sum())} of claims marked measured, {len(bugs)} of claims "
+             "that rest on simulated or deterministic results only).", ""]
+    if len(bugs):
+        lines += ["**Claims that are not marked measured flipped: their results are not "
+                  "deterministic, which is a bug.**", ""]
+    if len(flips):
+        lines += [markdown_table(flips.drop(columns=["flipped"])), ""]
+    else:
+        lines += ["No verdict flipped.", ""]
+    return "\n".join(lines)
+
+
+def _snakemake(args: list[str], cwd: Path) -> None:
+    cmd = [sys.executable, "-m", "snakemake", *args]
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, cwd=cwd, check=True)
+
+
+def _existing_rules(cwd: Path, extra: list[str]) -> set[str]:
+    out = subprocess.run([sys.executable, "-m", "snakemake", "--list-rules", *extra], cwd=cwd,
+                         capture_output=True, text=True, check=True).stdout
+    return {line.strip() for line in out.splitlines() if line.strip()}
+
+
+def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None = None) -> pd.DataFrame:
+    """Scorecard, rerun of every measured rule, scorecard again; the comparison in ``out``."""
+    cwd = Path(cwd or os.getcwd())
+    extra = list(extra or [])
+    card = cwd / "paper" / "scorecard.csv"
+    _snakemake(["--cores", str(cores), "scorecard", *extra], cwd)
+    first = pd.read_csv(card)
+    keep = out.with_name(out.stem + "_first.csv")
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(card, keep)
+    rules = [r for r in MEASURED_RULES if r in _existing_rules(cwd, extra)]
+    _snakemake(["--cores", str(cores), "scorecard", "--forcerun", *rules, *extra], cwd)
+    second = pd.read_csv(card)
+    table = compare(first, second)
+    atomic_write_text(out, report(table))
+    table.to_csv(out.with_suffix(".csv"), index=False)
+    return table
