@@ -13,10 +13,14 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+# One pass first: duplicate YAML keys in every config file loaded, strict types,
+# count bounds, cross-field rules, each paper's own rules and config/claims.yaml.
+# A bad configuration stops here listing every problem, one line each with its
+# key, before any job (and before Snakemake's validate, which stops at the first).
+check_config(config, f"{workflow.basedir}/workflow/schemas", f"{workflow.basedir}/config/claims.yaml",
+             config_files=list(dict.fromkeys(workflow.configfiles)))
+# schema defaults
 validate(config, "workflow/schemas/config.schema.yaml")
-# strict types, cross-field rules, each paper's own rules and config/claims.yaml:
-# a bad configuration stops here, naming its keys, before any job
-check_config(config, f"{workflow.basedir}/workflow/schemas", f"{workflow.basedir}/config/claims.yaml")
 
 
 include: "workflow/rules/common.smk"

@@ -176,7 +176,7 @@ def test_a_claims_typo_is_refused_with_the_config(tmp_path):
     assert any("no.such.condition" in e and doc["claims"][0]["id"] in e
                for e in config_errors(_default(), SCHEMA_DIR, bad))
     bad.write_text(CLAIMS.read_text().replace("claims:\n", "claims:\n- id: x\n  id: y\n", 1))
-    assert any("duplicate key 'id'" in e for e in config_errors(_default(), SCHEMA_DIR, bad))
+    assert any("claims.0.id: duplicate key" in e for e in config_errors(_default(), SCHEMA_DIR, bad))
 
 
 @pytest.mark.slow
@@ -193,3 +193,12 @@ def test_snakemake_refuses_before_any_job(tmp_path, name):
     assert r.returncode != 0
     assert key in r.stdout + r.stderr
     assert "Job stats" not in r.stdout
+
+
+def test_extra_seeds_must_name_existing_claims():
+    cfg = _default()
+    cfg["stats"]["extra_seeds"] = {"no.such.claim": 3, "pgc.fig9.pgc_fewer_steps_than_dgd": 2}
+    errors = config_errors(cfg, SCHEMA_DIR, CLAIMS)
+    assert errors == [f"stats.extra_seeds.no.such.claim: no claim with this id in {CLAIMS}"]
+    cfg["stats"]["extra_seeds"] = {"pgc.fig9.pgc_fewer_steps_than_dgd": 2000}
+    assert any("stats.extra_seeds" in e for e in config_errors(cfg, SCHEMA_DIR, CLAIMS))

@@ -144,3 +144,102 @@ def test_dgd_fails_fast_naming_the_dead_worker(tmp_path, digits_dir):
     assert lost and "worker 1 died" in lost[0], r.stderr[-2000:]
     assert took < RUNTIME["timeout_s"]        # not by the straggler timeout
     assert not (tmp_path / "manifest.json").exists()
+
+
+@pytest.mark.slow
+def test_pgc_survives_a_sigkilled_rank_process_on_gloo(tmp_path, digits_dir):
+    """kill -9 of a worker's *rank process* (the one the launcher started, not its forked
+    work child), as an operator or the OOM killer would, once training is under way
+    (n = 3, s = 1): the launcher logs the death in one line, the job finishes with every
+    step once, the master decodes from the two others from then on, and the losses follow
+    the simulated run with that worker dead from the same step."""
+    import signal
+
+    import psutil
+
+    from distlab.pgc.train import run_simulated
+
+    spec = _spec("pgc-cr", 1, backend="gloo", n=3, steps=60, dtype="float32", batch_size=24,
+                 cluster={"compute": {"mode": "measured", "unit_seconds": 0.0, "scale": 1.0},
+                          "network": {"latency_s": 0.001, "bandwidth_Bps": 1e9},
+                          "straggler": {"model": "exponential", "mean": 0.05}})
+    out = tmp_path / "gloo"
+    runtime = {**RUNTIME, "launcher": "fork", "checkpoint": {"every_s": 0, "every_steps": 1}}
+    cmd = [sys.executable, "-m", "distlab", "train", "--experiment", "pgc", "--threads", "2",
+           "--spec", json.dumps(spec), "--runtime", json.dumps(runtime),
+           "--data", str(digits_dir), "--out", str(out)]
+    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (out / "checkpoint.pt").exists():   # the master has finished a step
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        ranks = {p.name(): p for p in psutil.Process(proc.pid).children()}
+        victim = ranks["distlab-rank2"]                # worker 1
+        assert [c.name() for c in victim.children()] == ["distlab-work2"]
+        os.kill(victim.pid, signal.SIGKILL)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-3000:]
+    told = [ln for ln in err.splitlines() if ln.startswith("[launcher]: rank 2 died")]
+    assert len(told) == 1 and "SIGKILL" in told[0] and "carries on" in told[0], err[-3000:]
+    man = json.loads((out / "manifest.json").read_text())
+    assert list(man["lost_workers"]) == ["1"]
+    real = pd.read_csv(out / "metrics.csv")
+    assert real["step"].tolist() == list(range(60))
+    has1 = real["received"].astype(str).map(lambda r: "1" in r.split()).to_numpy()
+    k = int(np.max(np.nonzero(has1)[0]) + 1) if has1.any() else 0   # worker 1's last step, + 1
+    assert k < 50, k
+    after = real[real["step"] >= k]
+    assert (after["received"].astype(str).map(lambda r: sorted(r.split())) == [["0", "2"]] * len(after)).all()
+    assert (after["n_received"] == 2).all()
+    sim_spec = _spec("pgc-cr", 1, n=3, steps=60, dtype="float32", batch_size=24,
+                     cluster={"compute": {"mode": "measured", "unit_seconds": 0.0, "scale": 1.0},
+                              "network": {"latency_s": 0.001, "bandwidth_Bps": 1e9},
+                              "straggler": {"model": "crash", "slow_workers": [1], "from_step": k,
+                                            "mean": 0.05}})
+    run_simulated(sim_spec, digits_dir, tmp_path / "sim")
+    sim = pd.read_csv(tmp_path / "sim/metrics.csv")
+    rel = np.abs(real["loss"].to_numpy() - sim["loss"].to_numpy()) / sim["loss"].to_numpy()
+    assert rel.max() < 0.15, rel
+
+
+def _dies(kill: set[int], fail: set[int] = frozenset()):
+    def target():
+        import signal
+
+        rank = int(os.environ["RANK"])
+        if rank in kill:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if rank in fail:
+            raise RuntimeError(f"rank {rank} has a bug")
+        time.sleep(0.5)
+    return target
+
+
+@pytest.mark.parametrize("kill, fail, ok", [
+    ({2}, set(), True),          # one expendable rank killed: tolerated
+    ({1, 3}, set(), False),      # two: one more than tolerated
+    ({0}, set(), False),         # the master is not expendable
+    (set(), {2}, False),         # an expendable rank's own error is a failure, not a death
+])
+def test_the_fork_launcher_tolerates_up_to_max_lost_deaths_of_expendable_ranks(kill, fail, ok):
+    import io
+
+    from distlab.runtime.launch import run_forked
+
+    log = io.StringIO()
+    run = lambda: run_forked(_dies(kill, fail), nprocs=4, threads=4, timeout_s=60, stream=log,  # noqa: E731
+                             expendable=[1, 2, 3], max_lost=1)
+    if ok:
+        run()
+        assert [ln for ln in log.getvalue().splitlines() if ln.startswith("[launcher]")] == [
+            "[launcher]: rank 2 died of signal 9 (SIGKILL); the job carries on without it "
+            "(1 of at most 1 such deaths tolerated)"]
+    else:
+        with pytest.raises(RuntimeError, match="rank"):
+            run()

@@ -1,8 +1,16 @@
-"""The whole configuration checked before any job starts.
+"""The whole configuration checked, in one pass, before any job starts.
 
-Snakemake's ``validate`` (JSON-Schema, defaults) runs first; then
-:func:`check_config`, called from the Snakefile, adds what a schema cannot
-say or Snakemake's validator lets through:
+:func:`check_config` runs first in the Snakefile (before Snakemake's own
+``validate``, which stops at its first error and then only fills defaults), and
+lists every problem, one line each, naming its key:
+
+* duplicate keys in the YAML files Snakemake loaded (``--configfile`` and the
+  Snakefile's ``configfile:``) and in ``config/claims.yaml``, at any level: a
+  YAML loader keeps the last value silently;
+* the JSON-Schema, with strict types;
+* an upper bound on every count (steps, epochs, episodes, workers, seeds, ...)
+  that no run reaches on purpose (:data:`COUNT_LIMITS`), so a count with a
+  few zeros too many is refused instead of running for years;
 
 * strict types: ``4.0`` is not an integer, NaN and infinities are not
   numbers (YAML's ``.nan``/``.inf``);
@@ -13,13 +21,16 @@ say or Snakemake's validator lets through:
 * ``config/claims.yaml`` (malformed claims, duplicated ids), so a typo there
   fails now rather than in the last job.
 
-Every problem is reported, each naming its key; nothing here imports torch.
+Every problem is reported, each naming its key; the cross-field rules run
+even when the schema found errors (a rule that trips over an ill-typed value
+adds nothing); nothing here imports torch.
 """
 
 from __future__ import annotations
 
 import importlib
 import math
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,6 +48,28 @@ PAPER_CHECKS = {
 }
 IMAGE_MODELS = ("cnn", "resnet18", "logreg", "mlp")
 TEXT_MODELS = ("gpt",)
+
+
+# The largest value a count may take, by key name, wherever the key appears in
+# the configuration (a list of counts: each element; a list of seeds: its
+# length).  Every bound is far past any configured run (config/paper.yaml's
+# largest: 127000 steps, 25 episodes x 20 samples, 10 epochs, 10 seeds, 12
+# workers); most are below the configured values with three zeros appended.
+# (steps: 10**6, eight times the largest paper-scale run; a 150-step run typed
+# as 150000 is within it: runtime.job_timeout_s stops such a job.)
+COUNT_LIMITS: dict[str, int] = {
+    "steps": 10**6, "epochs": 1000, "episodes": 10**4, "samples": 10**4,
+    "n_workers": 1024, "n": 1024, "sections": 1024, "threads": 1024, "worker_threads": 1024,
+    "batch_size": 10**6, "batch": 10**6, "eval_batches": 10**5, "batches": 10**5,
+    "final_batches": 10**5, "repeats": 10**4, "measure": 10**4, "warmup": 10**5,
+    "warmup_steps": 10**7, "pc_measure": 10**4, "pc_warmup": 10**4, "eval_every": 10**7,
+    "T": 10**4, "pc_T": 10**4, "H": 10**6, "points": 10**4, "n_resamples": 10**8,
+    "n_layer": 1024, "layers": 1024, "d_model": 65536, "hidden": 65536, "n_head": 1024,
+    "block_size": 10**6, "seq": 10**6, "max_chars": 10**11, "numel": 10**11,
+    "every_steps": 10**7, "topk": 10**8, "chunk": 4096, "rank": 4096,
+}
+# lists whose length is a count: a job per element
+LIST_LIMITS: dict[str, int] = {"seeds": 100, "parallel_seeds": 100}
 
 
 class ConfigError(ValueError):
@@ -66,9 +99,27 @@ def _key(path) -> str:
     return ".".join(str(p) for p in path) or "(top level)"
 
 
+def _stamp(paths) -> tuple:
+    """What a cached result depends on: each file's path, size and modification time."""
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append((str(p), st.st_size, st.st_mtime_ns))
+        except OSError:
+            out.append((str(p), None, None))
+    return tuple(out)
+
+
+_CACHE: dict[tuple, Any] = {}  # (what, stamp) -> validator or errors: one process checks many configs
+
+
 def schema_errors(config: Mapping[str, Any], schema_dir: str | Path) -> list[str]:
     """Strict-type schema errors, one per key."""
-    validator = _strict_validator(Path(schema_dir))
+    stamp = ("schema", _stamp(sorted(Path(schema_dir).glob("*.yaml"))))
+    if stamp not in _CACHE:
+        _CACHE[stamp] = _strict_validator(Path(schema_dir))
+    validator = _CACHE[stamp]
     out = []
     for e in sorted(validator.iter_errors(dict(config)), key=lambda e: list(map(str, e.absolute_path))):
         msg = e.message
@@ -76,6 +127,69 @@ def schema_errors(config: Mapping[str, Any], schema_dir: str | Path) -> list[str
             msg = (f"{e.instance!r} is not a finite number" if not math.isfinite(e.instance)
                    else f"{e.instance!r} is not of type {e.validator_value!r}")
         out.append(f"{_key(e.absolute_path)}: {msg}")
+    return out
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def count_errors(config: Any, path: tuple = ()) -> list[str]:
+    """Counts past their bound (:data:`COUNT_LIMITS`, :data:`LIST_LIMITS`), one line each."""
+    out: list[str] = []
+    if isinstance(config, Mapping):
+        for k, v in config.items():
+            key = path + (k,)
+            limit = COUNT_LIMITS.get(str(k))
+            if limit is not None:
+                values = v if isinstance(v, list) else [v]
+                big = [x for x in values if _is_int(x) and x > limit]
+                if big:
+                    out.append(f"{_key(key)}: {big[0] if not isinstance(v, list) else big} is past the "
+                               f"limit {limit:,} for {k!r} (no run of this size is meant: a typo?)")
+            limit = LIST_LIMITS.get(str(k))
+            if limit is not None and isinstance(v, list) and len(v) > limit:
+                out.append(f"{_key(key)}: {len(v):,} entries, past the limit {limit:,}")
+            out += count_errors(v, key)
+    elif isinstance(config, list):
+        for i, v in enumerate(config):
+            if isinstance(v, (Mapping, list)):
+                out += count_errors(v, path + (i,))
+    return out
+
+
+def duplicate_key_errors(path: str | Path) -> list[str]:
+    """Keys that appear twice in one mapping of a YAML file, at any level, one line each
+    (``file:line: key ...``); a file that is not valid YAML gives one line too."""
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except OSError as e:
+        return [f"{name}: cannot be read ({e.strerror or e})"]
+    except yaml.YAMLError as e:
+        return [f"{name}: not valid YAML: {' '.join(str(e).split())}"]
+    out: list[str] = []
+
+    def walk(node, keys: tuple) -> None:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for knode, vnode in node.value:
+                k = knode.value if isinstance(knode, yaml.ScalarNode) else str(knode)
+                line = knode.start_mark.line + 1
+                if k == "<<":
+                    continue
+                if k in seen:
+                    out.append(f"{_key(keys + (k,))}: duplicate key in {name} (lines {seen[k]} and {line}); "
+                               f"YAML would keep the last value silently")
+                else:
+                    seen[k] = line
+                walk(vnode, keys + (k,))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                walk(item, keys + (i,))
+
+    walk(root, ())
     return out
 
 
@@ -160,7 +274,22 @@ def _check_pgc(config: Mapping, errors: list[str]) -> None:
 def _check_claims(claims_path: str | Path | None, errors: list[str]) -> None:
     if claims_path is None:
         return
+    stamp = ("claims", _stamp([claims_path]))
+    if stamp not in _CACHE:
+        found: list[str] = []
+        _claims_errors(claims_path, found)
+        _CACHE[stamp] = found
+    errors += _CACHE[stamp]
+
+
+def _claims_errors(claims_path: str | Path, errors: list[str]) -> None:
     from .scorecard import ClaimError, load_claims
+
+    if Path(claims_path).exists():
+        dups = duplicate_key_errors(claims_path)
+        if dups:
+            errors += dups
+            return
 
     try:
         load_claims(claims_path)
@@ -170,31 +299,102 @@ def _check_claims(claims_path: str | Path | None, errors: list[str]) -> None:
         errors.append(f"{claims_path}: not valid YAML: {e}")
 
 
+def _line_key(line: str) -> str:
+    """The key an error line names (``a.b[1].c: why`` -> ``a.b.1.c``)."""
+    import re
+
+    return re.sub(r"\[(\d+)\]", r".\1", line.split(": ", 1)[0])
+
+
+def _dataset_name_errors(config: Mapping) -> list[str]:
+    """A data set's name becomes a folder and a shell word: letters, digits, underscore."""
+    import re
+
+    out = []
+    datasets = config.get("datasets")
+    if isinstance(datasets, Mapping):
+        for name in datasets:
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}", name):
+                out.append(f"datasets.{name}: the name {name!r} may hold only letters, digits and "
+                           f"underscores, starting with a letter (it becomes a folder and a shell word)")
+    return out
+
+
+def _check_extra_seeds(config: Mapping[str, Any], claims_path: str | Path | None, errors: list[str]) -> None:
+    """``stats.extra_seeds`` names claims of config/claims.yaml (a typo would add no seed)."""
+    wanted = (config.get("stats") or {}).get("extra_seeds") if isinstance(config.get("stats"), Mapping) else None
+    if not wanted or not isinstance(wanted, Mapping) or claims_path is None or not Path(claims_path).exists():
+        return
+    from .scorecard import ClaimError, load_claims
+
+    try:
+        ids = {c["id"] for c in load_claims(claims_path)}
+    except (ClaimError, yaml.YAMLError):
+        return  # the claims file's own line says why
+    for cid in wanted:
+        if cid not in ids:
+            errors.append(f"stats.extra_seeds.{cid}: no claim with this id in {claims_path}")
+
+
 def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
-                  claims_path: str | Path | None = None) -> list[str]:
-    """Every problem of ``config`` (and the claims file), each naming its key."""
-    errors = schema_errors(config, schema_dir)
-    if errors:  # cross-field rules assume well-typed values
-        return errors
-    _check_baseline(config, errors)
-    _check_pgc(config, errors)
+                  claims_path: str | Path | None = None,
+                  config_files: list[str | Path] | tuple = ()) -> list[str]:
+    """Every problem of ``config`` (its files and the claims file), each naming its key.
+
+    ``config_files``: the YAML files the configuration was read from, checked for
+    duplicate keys (a loader keeps the last value silently)."""
+    errors: list[str] = []
+    for path in config_files:
+        errors += duplicate_key_errors(path)
+    names = _dataset_name_errors(config)
+    errors += names
+    schema = schema_errors(config, schema_dir)
+    if names:  # the schema's own line for these names says less than the one above
+        schema = [e for e in schema if not (e.startswith("datasets:") and "does not match" in e)]
+    errors += schema
+    flagged = {_line_key(e) for e in schema}
+
+    def fresh(line: str) -> bool:
+        """Not a consequence of a value the schema already refused: the same key, or a
+        list or mapping holding it (``pgc.s`` when ``pgc.s.1`` is refused)."""
+        key = _line_key(line)
+        return not any(key == f or f.startswith(key + ".") for f in flagged)
+
+    errors += [e for e in count_errors(config) if fresh(e)]
+    # cross-field rules assume well-typed values: with schema errors, a rule that
+    # trips over one adds nothing (the schema's line already names the key)
+    cross: list[str] = []
+    for name, rule in (("baseline", _check_baseline), ("pgc", _check_pgc)):
+        try:
+            rule(config, cross)
+        except Exception as e:  # noqa: BLE001
+            if not schema:
+                cross.append(f"{name}: its cross-field check failed ({type(e).__name__}: {e})")
     for module, section in PAPER_CHECKS.items():
         if section not in config:
             continue
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as e:
-            errors.append(f"{section}: configured, but its package {module} is missing ({e})")
+            cross.append(f"{section}: configured, but its package {module} is missing ({e})")
             continue
-        errors += mod.check(config)
+        try:
+            cross += mod.check(config)
+        except Exception as e:  # noqa: BLE001
+            if not schema:
+                cross.append(f"{section}: its cross-field check failed ({type(e).__name__}: {e})")
+    errors += [e for e in cross if fresh(e)]
     _check_claims(claims_path, errors)
-    return errors
+    _check_extra_seeds(config, claims_path, errors)
+    seen: set[str] = set()
+    return [e for e in errors if not (e in seen or seen.add(e))]
 
 
 def check_config(config: Mapping[str, Any], schema_dir: str | Path,
-                 claims_path: str | Path | None = None) -> None:
+                 claims_path: str | Path | None = None,
+                 config_files: list[str | Path] | tuple = ()) -> None:
     """Raise :class:`ConfigError` listing every problem (see :func:`config_errors`)."""
-    errors = config_errors(config, schema_dir, claims_path)
+    errors = config_errors(config, schema_dir, claims_path, config_files)
     if errors:
         lines = "\n".join(f"  - {e}" for e in errors)
         raise ConfigError(f"invalid configuration ({len(errors)} problem(s)); nothing was run:\n{lines}")

@@ -130,7 +130,15 @@ def cmd_train(a: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(int(spec.get("threads", 1)))
-        module.run_simulated(spec, a.data, a.out, runtime)
+        # the same job limit as a real job's launcher enforces
+        from .runtime.deadline import JobTimeout, job_deadline
+
+        try:
+            with job_deadline(float(runtime["job_timeout_s"]), f"simulated {a.experiment} job"):
+                module.run_simulated(spec, a.data, a.out, runtime)
+        except JobTimeout as e:
+            print(f"distlab: {e}", file=sys.stderr)
+            return 1
         return 0
     if not light and not hasattr(module, "run_distributed"):
         raise SpecError(f"{a.experiment} spec: key 'backend': {backend!r} is not supported by this "
@@ -145,9 +153,11 @@ def cmd_train(a: argparse.Namespace) -> int:
 
             if light:
                 module = _trainer(a.experiment)
+            # ranks the trainer can lose (PGC: up to s workers) do not end the job when they die
+            ranks, most = module.expendable_ranks(spec) if hasattr(module, "expendable_ranks") else ((), 0)
             run_forked(lambda: module.run_distributed(spec, a.data, a.out, runtime),
                        nprocs=_nprocs(module, spec), threads=a.threads,
-                       timeout_s=float(runtime["job_timeout_s"]))
+                       timeout_s=float(runtime["job_timeout_s"]), expendable=ranks, max_lost=most)
         else:
             run_torchrun(_torchrun_args(a, spec, runtime), nprocs=_nprocs(module, spec),
                          threads=a.threads, timeout_s=float(runtime["job_timeout_s"]))

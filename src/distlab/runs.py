@@ -8,7 +8,8 @@ A run directory holds:
 * ``manifest.json`` — the resolved run spec, seed, git revision, library
   versions, CPU/GPU, backend, wall time and peak RSS; written last, so a
   directory without it is not a finished run;
-* ``checkpoint.pt`` while the run is in progress (removed at the end).
+* ``checkpoint.pt`` (and the one before it, ``checkpoint.pt.prev``) while the run
+  is in progress (removed at the end); each carries a checksum verified on load.
 
 Outputs are written to a temporary file and renamed into place, so a run that
 dies never leaves a file that looks complete.  A rerun of a killed run
@@ -23,10 +24,11 @@ import logging
 import os
 import pickle
 import platform
+import signal
 import subprocess
 import sys
+import threading
 import time
-import zipfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
@@ -112,18 +114,163 @@ def peak_rss_mb() -> float:
     return max(self_kb, child_kb) / 1024.0
 
 
+class CheckpointDamaged(Exception):
+    """A checkpoint file that cannot be trusted (bad checksum, truncated, unreadable)."""
+
+
+CHECKPOINT_MAGIC = b"DISTLAB-CHECKPOINT 1\n"
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _checkpoint_temp(path: Path, state: Any, spec_hash: str | None) -> str:
+    """``state`` with its header in a fsync'ed temporary file next to ``path``; its name."""
+    import hashlib
+    import io
+    import tempfile
+
+    buf = io.BytesIO()
+    # a state with tensors comes from a process that has torch; one without
+    # (the placement searches' rows) is pickled, so such jobs start without torch
+    if "torch" in sys.modules:
+        sys.modules["torch"].save(state, buf)
+        fmt = "torch"
+    else:
+        pickle.dump(state, buf, protocol=pickle.HIGHEST_PROTOCOL)
+        fmt = "pickle"
+    payload = buf.getbuffer()
+    header = {"sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload),
+              "format": fmt, "spec_hash": spec_hash}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(CHECKPOINT_MAGIC)
+            f.write(json.dumps(header, sort_keys=True).encode() + b"\n")
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp_name, 0o644)
+    except BaseException:
+        os.unlink(tmp_name)
+        raise
+    return tmp_name
+
+
+class _SignalsDeferred:
+    """Hold back SIGALRM (the job deadline) and SIGTERM while a checkpoint is put in place."""
+
+    SIGNALS = {getattr(signal, "SIGALRM", None), getattr(signal, "SIGTERM", None)} - {None}
+
+    def __enter__(self):
+        self.old = None
+        if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
+            self.old = signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
+        return self
+
+    def __exit__(self, *exc):
+        if self.old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
+        return False
+
+
+def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = None,
+                          keep_previous: str | Path | None = None) -> None:
+    """Write ``state`` to ``path`` with a header carrying the SHA-256 of its content.
+
+    The layout is a magic line, a one-line JSON header (``sha256``, ``bytes``,
+    ``format``, ``spec_hash``) and the payload (``torch.save``'s bytes, or a
+    pickle in a process without torch).  The bytes go to a temporary file in
+    the same folder, are fsync'ed, and only then is the file renamed into place
+    (and the folder fsync'ed), so a kill at any instant leaves the old file or
+    the new one, never a half-written one under the final name.  With
+    ``keep_previous``, the file replaced is renamed there first."""
+    target = Path(path)
+    with _SignalsDeferred():
+        tmp_name = _checkpoint_temp(target, state, spec_hash)
+        try:
+            if keep_previous is not None and target.exists():
+                os.replace(target, keep_previous)
+            os.replace(tmp_name, target)
+            _fsync_dir(target.parent)
+        finally:
+            if os.path.exists(tmp_name):
+                os.unlink(tmp_name)
+
+
+def read_checkpoint_file(path: str | Path) -> tuple[dict, Any]:
+    """The header and the state of a checkpoint written by :func:`write_checkpoint_file`.
+
+    Raises :class:`CheckpointDamaged` (with a short reason) when the file lacks
+    the header, is shorter or longer than the header says, its checksum does not
+    match, or its verified payload still does not load."""
+    import hashlib
+
+    data = Path(path).read_bytes()
+    if not data.startswith(CHECKPOINT_MAGIC):
+        if len(data) < len(CHECKPOINT_MAGIC) and CHECKPOINT_MAGIC.startswith(data):
+            raise CheckpointDamaged(f"truncated to {len(data)} bytes, inside its header")
+        raise CheckpointDamaged("no distlab checkpoint header (damaged, or written without a checksum "
+                                "by an older version)")
+    rest = data[len(CHECKPOINT_MAGIC):]
+    line, sep, payload = rest.partition(b"\n")
+    if not sep:
+        raise CheckpointDamaged(f"truncated to {len(data)} bytes, inside its header")
+    try:
+        header = json.loads(line)
+        expected, size = str(header["sha256"]), int(header["bytes"])
+        fmt = header.get("format", "torch")
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointDamaged(f"unreadable header ({type(e).__name__})") from None
+    if len(payload) != size:
+        how = "truncated" if len(payload) < size else "longer than written"
+        raise CheckpointDamaged(f"{how}: {len(payload)} of {size} payload bytes")
+    actual = hashlib.sha256(payload).hexdigest()
+    if actual != expected:
+        raise CheckpointDamaged(f"checksum mismatch (sha256 {actual[:12]}..., written {expected[:12]}...)")
+    try:
+        if fmt == "torch":
+            import io
+
+            import torch
+
+            state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
+        else:
+            state = pickle.loads(payload)
+    except Exception as e:  # noqa: BLE001 - the checksum held, the content still does not load
+        raise CheckpointDamaged(f"checksum verified but it does not load: "
+                                f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}") from None
+    return header, state
+
+
 class Checkpointer:
     """Saves the run state every ``every_s`` wall seconds or ``every_steps`` steps.
 
     ``state_fn`` returns everything needed to continue: model and optimizer
     state, the clock, per-worker memories, counters and the metrics rows so
-    far.  The file is replaced atomically, so a kill at any instant leaves
-    either the previous checkpoint or the new one.
+    far.  Every paper's runs checkpoint through this one class.
 
-    A checkpoint carries the hash of the run spec that wrote it: ``load()``
-    refuses one written under another spec (it is deleted and the run starts
-    from scratch, with a log line), so a run killed and rerun after a config
-    change never continues the old run.
+    * Each file carries the SHA-256 of its content (:func:`write_checkpoint_file`),
+      verified on load; it is written to a temporary file, fsync'ed and renamed.
+    * The checkpoint it replaces is kept as ``<name>.prev``.  A damaged or
+      truncated checkpoint is named in one log line and set aside as
+      ``<name>.corrupt`` (never resumed); the run then continues from the
+      previous good checkpoint, or from scratch when there is none.
+    * A checkpoint carries the hash of the run spec that wrote it: ``load()``
+      refuses one written under another spec (it is deleted and the run starts
+      from scratch, with a log line), so a run killed and rerun after a config
+      change never continues the old run.
     """
 
     def __init__(self, path: str | Path, spec: dict | None = None, every_s: float = 60.0,
@@ -131,39 +278,56 @@ class Checkpointer:
         from .specs import spec_hash
 
         self.path = Path(path)
+        self.prev = self.path.with_name(self.path.name + ".prev")
         self.every_s = every_s
         self.every_steps = every_steps
         self.spec_hash = spec_hash(spec) if spec is not None else None
         self._last = time.monotonic()
+        self.set_aside: list[Path] = []  # damaged files this checkpointer renamed
 
-    def load(self) -> dict | None:
-        if not self.path.exists():
+    def _set_aside(self, path: Path, why: str) -> None:
+        aside = path.with_name(path.name + ".corrupt")
+        try:
+            os.replace(path, aside)
+        except FileNotFoundError:  # another rank set it aside first
+            pass
+        self.set_aside.append(aside)
+        log.warning("checkpoint %s is damaged (%s): set aside as %s, not resumed", path, why, aside.name)
+
+    def _read(self, path: Path) -> dict | None:
+        try:
+            header, state = read_checkpoint_file(path)
+        except FileNotFoundError:
             return None
-        if zipfile.is_zipfile(self.path):  # torch.save's format
-            import torch
-
-            state = torch.load(self.path, map_location="cpu", weights_only=False)
-        else:
-            with open(self.path, "rb") as f:
-                state = pickle.load(f)
-        written = state.get("_spec_hash") if isinstance(state, dict) else None
+        except CheckpointDamaged as e:
+            self._set_aside(path, str(e))
+            return None
+        written = header.get("spec_hash")
         if self.spec_hash is not None and written != self.spec_hash:
             log.warning("checkpoint %s was written under another run spec (%s, now %s): "
-                        "discarded, starting from scratch", self.path, written, self.spec_hash)
-            self.path.unlink()
+                        "discarded, starting from scratch", path, written, self.spec_hash)
+            path.unlink(missing_ok=True)
+            return None
+        if not isinstance(state, dict):
+            self._set_aside(path, f"holds a {type(state).__name__}, not a run state")
             return None
         return state
 
+    def load(self) -> dict | None:
+        """The last good state, or None (start from scratch)."""
+        state = self._read(self.path)
+        if state is not None:
+            return state
+        state = self._read(self.prev)
+        if state is not None:
+            log.warning("resuming from the previous checkpoint %s (step %s)", self.prev,
+                        state.get("step", state.get("t", "?")))
+        elif self.set_aside:
+            log.warning("no good checkpoint left for %s: starting from scratch", self.path)
+        return state
+
     def save(self, state: dict) -> None:
-        state = {**state, "_spec_hash": self.spec_hash}
-        with atomic_output(self.path) as tmp:
-            # a state with tensors comes from a process that has torch; one without
-            # (the placement searches' rows) is pickled, so such jobs start without torch
-            if "torch" in sys.modules:
-                sys.modules["torch"].save(state, tmp)
-            else:
-                with open(tmp, "wb") as f:
-                    pickle.dump(state, f)
+        write_checkpoint_file(self.path, state, self.spec_hash, keep_previous=self.prev)
         self._last = time.monotonic()
 
     def maybe_save(self, step: int, state_fn: Callable[[], dict]) -> bool:
@@ -175,8 +339,8 @@ class Checkpointer:
         return True
 
     def clear(self) -> None:
-        if self.path.exists():
-            self.path.unlink()
+        for path in (self.path, self.prev):
+            path.unlink(missing_ok=True)
 
 
 class RunRecorder:

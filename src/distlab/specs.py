@@ -119,6 +119,11 @@ def validate_spec(spec: Any, schema: Mapping[str, Any], experiment: str) -> dict
     if not isinstance(spec, Mapping):
         raise SpecError(f"{experiment} spec: expected a JSON object, got {type(spec).__name__}")
     check(spec, schema, f"{experiment} spec")
+    from .checks import count_errors  # the config's count bounds hold for a spec given directly
+
+    big = count_errors(spec)
+    if big:
+        raise SpecError(f"{experiment} spec: key {big[0]}")
     return dict(spec)
 
 

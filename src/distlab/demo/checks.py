@@ -45,6 +45,11 @@ def check(config: dict[str, Any]) -> list[str]:
     if real.get("enabled"):
         if "diloco" in real.get("methods", []):
             out.append("demo.real.methods: diloco runs on the simulated backend only")
+    dd = d.get("demo") or {}
+    topk, chunk = dd.get("topk"), dd.get("chunk")
+    if isinstance(topk, int) and isinstance(chunk, int) and chunk > 0 and topk > chunk * chunk:
+        out.append(f"demo.demo.topk: {topk} is larger than a chunk x chunk tile ({chunk}^2 = {chunk * chunk}); "
+                   f"the optimizer would silently cap it at the tile's size")
     every = d.get("eval_every", 1)
     if d.get("steps", 0) and every > d.get("steps", 0):
         out.append("demo.eval_every: larger than demo.steps (the run would evaluate only at the start and end)")

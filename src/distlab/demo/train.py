@@ -97,6 +97,10 @@ def check_spec(spec: dict) -> None:
     if spec["method"] == "diloco" and spec["steps"] % int(spec.get("diloco", {}).get("H", 10)):
         raise specs.SpecError("demo spec: key 'diloco.H': steps must be a multiple of H, so the run "
                               "ends on a synchronisation")
+    dd = spec.get("demo") or {}
+    if "topk" in dd and "chunk" in dd and int(dd["topk"]) > int(dd["chunk"]) ** 2:
+        raise specs.SpecError(f"demo spec: key 'demo.topk': {dd['topk']} is larger than a chunk x chunk "
+                              f"tile ({dd['chunk']}^2); the optimizer would silently cap it")
     if "n_head" in spec["model"] and spec["model"].get("d_model", 128) % spec["model"]["n_head"]:
         raise specs.SpecError("demo spec: key 'model.n_head': must divide model.d_model")
 

@@ -230,5 +230,5 @@ def _run_one(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dic
                       processes=res.processes,
                       # a job of several seeds: the process's peak so far, earlier seeds included
                       peak_rss_scope="job" if shared else "run")
-    (Path(out_dir) / "checkpoint.pt").unlink(missing_ok=True)
+    Checkpointer(Path(out_dir) / "checkpoint.pt").clear()  # and the one before it
     return path

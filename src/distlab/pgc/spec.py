@@ -94,3 +94,12 @@ def check_spec(spec: dict) -> None:
 def nprocs(spec: dict) -> int:
     """Processes of a real job: a master and ``n`` workers."""
     return int(spec["n"]) + 1
+
+
+def expendable_ranks(spec: dict) -> tuple[list[int], int]:
+    """The ranks a real job may lose without ending, and how many of them: any of the
+    ``n`` workers (ranks 1..n), up to the ``n - wait_for`` the master does not wait for
+    (s; none under DGD).  The fork launcher lets that many die of a signal, the rank
+    process itself or its work child (see ``train._supervise_worker``)."""
+    n = int(spec["n"])
+    return list(range(1, n + 1)), 0 if spec["scheme"] == "dgd" else int(spec["s"])

@@ -65,7 +65,7 @@ from ..train.common import (DTYPES, buffer_numel, eval_columns, final_metrics, f
                             partition_grads, partition_grads_loop, seed_everything,
                             set_flat_buffers, set_flat_params, sgd_apply)
 from .coding import Scheme, make_scheme
-from .spec import CODING_MODES, SPEC_SCHEMA, check_spec, nprocs  # noqa: F401 (the trainer's interface)
+from .spec import CODING_MODES, SPEC_SCHEMA, check_spec, expendable_ranks, nprocs  # noqa: F401 (the trainer's interface)
 from .worker import CodedWorker
 
 # message metadata slots: fresh loss, compute seconds, staleness, model step, units,
@@ -445,7 +445,8 @@ def _supervise_worker() -> bool:
     """On a worker rank: fork; the child does the work and this process waits.
 
     torchrun tears the whole job down when one of *its* processes fails, which
-    would make every worker death fatal.  The child (the real worker) may die
+    would make every worker death fatal (the fork launcher lets up to s rank
+    processes die, see ``spec.expendable_ranks``).  The child (the real worker) may die
     (killed, crashed): this parent, the process torchrun watches, then reports
     it and exits 0, and the master decides whether the run can go on.  A child
     that fails with an exception (a bug, or the master gone) fails the parent
@@ -458,7 +459,9 @@ def _supervise_worker() -> bool:
     if pid == 0:
         from ..runtime.launch import die_with_parent
 
-        die_with_parent()  # a launcher stops the processes it started, not their children
+        # a launcher stops the processes it started, not their children; and a killed
+        # rank process takes its work child with it (the launcher tolerates that death)
+        die_with_parent(f"distlab-work{os.environ.get('RANK', '')}")
         return True
     _, status = os.waitpid(pid, 0)
     rank = os.environ.get("RANK", "?")

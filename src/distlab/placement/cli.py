@@ -63,8 +63,16 @@ def cmd_run(a):
 
     from .run import run
 
+    from ..runtime.deadline import JobTimeout, job_deadline
+    from ..specs import runtime_defaults
+
     logging.getLogger("distlab.placement").setLevel(logging.INFO)
-    run(a.spec, a.graph, a.profile, a.out, a.runtime)
+    try:  # a search is a simulated job: the same limit as a real job's
+        with job_deadline(float(runtime_defaults(a.runtime)["job_timeout_s"]), "placement search"):
+            run(a.spec, a.graph, a.profile, a.out, a.runtime)
+    except JobTimeout as e:
+        print(f"distlab: {e}", file=sys.stderr)
+        return 1
 
 
 @_guard

@@ -233,7 +233,7 @@ def _rank_child(target: Callable[[], object], rank: int, nprocs: int, threads: i
     """In a forked rank: wire its output and environment, run ``target``, never return."""
     code = 0
     try:
-        die_with_parent()
+        die_with_parent(f"distlab-rank{rank}")  # `ps` tells the ranks apart
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
         os.close(out_fd)
@@ -279,7 +279,7 @@ def _describe(status: int) -> str:
 
 
 def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, timeout_s: float,
-               stream: TextIO | None = None) -> None:
+               stream: TextIO | None = None, expendable: Sequence[int] = (), max_lost: int = 0) -> None:
     """Run ``target()`` in ``nprocs`` forked ranks of one torch.distributed job.
 
     Each rank finds the environment torchrun would give it (RANK, WORLD_SIZE,
@@ -290,6 +290,12 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
     stopped and RuntimeError names that rank and its cause first; past
     ``timeout_s`` the whole job is killed.  Call it from a process that has
     not run torch operations yet (forked OpenMP pools do not survive).
+
+    ``expendable`` ranks may die of a signal (kill -9 by an operator or the
+    OOM killer), up to ``max_lost`` of them, without ending the job: the death
+    is logged in one line and the others carry on (a job whose trainer
+    tolerates lost workers, such as gradient coding's master with s of them).
+    Any other failure, or one death more, stops the job as above.
     """
     from torch.distributed import TCPStore
     from datetime import timedelta
@@ -337,6 +343,7 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
     for t in readers:
         t.start()
     failures: dict[int, tuple[float, str]] = {}  # rank -> (when seen, how), before any was stopped
+    lost: dict[int, str] = {}                     # expendable ranks that died, tolerated
     store = None
     try:
         store = TCPStore("127.0.0.1", 0, nprocs, True, timedelta(seconds=max(timeout_s, 1.0)),
@@ -354,7 +361,16 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
                 if got == 0:
                     continue
                 rank = alive.pop(pid)
-                if status != 0:
+                if (status != 0 and rank in expendable and os.WIFSIGNALED(status)
+                        and len(lost) < max_lost and not failures):
+                    lost[rank] = _describe(status)
+                    line = (f"[launcher]: rank {rank} died of {lost[rank]}; the job carries on without it "
+                            f"({len(lost)} of at most {max_lost} such deaths tolerated)")
+                    with lock:
+                        out.write(line + "\n")
+                        out.flush()
+                        kept.append(line)
+                elif status != 0:
                     failures[rank] = (time.monotonic(), _describe(status))
                     settle = settle or time.monotonic() + _SETTLE_S
             if settle is not None and time.monotonic() > settle:

@@ -1,0 +1,60 @@
+"""A wall-clock deadline for a job that runs in this process (a simulated run).
+
+Real jobs are killed by their launcher after ``runtime.job_timeout_s``
+(:mod:`distlab.runtime.launch`); :func:`job_deadline` gives simulated jobs the
+same limit.  At the deadline a ``SIGALRM`` raises :class:`JobTimeout` in the
+main thread, so the run unwinds through its ``finally`` blocks and its last
+checkpoint stays for a rerun; should the process not return to Python code
+within ``grace_s`` (a long native call), a watchdog thread prints the same
+line and ends the process with exit code 124.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+
+class JobTimeout(BaseException):
+    """The job ran past its deadline (a BaseException, so no ``except Exception`` swallows it)."""
+
+
+def _message(what: str, timeout_s: float) -> str:
+    return (f"{what} ran past {timeout_s:g} s and was stopped (runtime.job_timeout_s); "
+            f"its last checkpoint, if any, is kept: a rerun continues from it")
+
+
+@contextmanager
+def job_deadline(timeout_s: float | None, what: str = "simulated job", grace_s: float = 30.0) -> Iterator[None]:
+    """Raise :class:`JobTimeout` in the body once ``timeout_s`` wall seconds have passed.
+
+    No deadline when ``timeout_s`` is None or not positive, or outside the main thread
+    (signals reach only the main thread)."""
+    if not timeout_s or timeout_s <= 0 or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    message = _message(what, float(timeout_s))
+
+    def on_alarm(signum, frame):  # noqa: ARG001
+        raise JobTimeout(message)
+
+    def hard_exit() -> None:
+        print(f"distlab: {message} (killed: it did not return to Python within {grace_s:g} s)",
+              file=sys.stderr, flush=True)
+        os._exit(124)
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, float(timeout_s))
+    watchdog = threading.Timer(float(timeout_s) + grace_s, hard_exit)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        watchdog.cancel()

@@ -1,0 +1,83 @@
+"""Simulated jobs have a job timeout, as real ones do (issue 21, item 3): past
+``runtime.job_timeout_s`` the job stops with one line naming the setting, and its
+checkpoint stays for a rerun."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, bin_path, pgc_spec
+from distlab.runtime.deadline import JobTimeout, job_deadline
+
+
+def test_the_deadline_interrupts_the_body_and_is_removed_afterwards():
+    with pytest.raises(JobTimeout, match="runtime.job_timeout_s"):
+        with job_deadline(0.2, "test job"):
+            while True:
+                time.sleep(0.01)
+    with job_deadline(5.0, "test job"):   # a body that ends in time is left alone
+        pass
+    time.sleep(0.05)                      # and no alarm is left armed
+    with job_deadline(None):
+        pass
+
+
+def test_a_deadline_is_not_swallowed_by_except_exception():
+    with pytest.raises(JobTimeout):
+        with job_deadline(0.2):
+            try:
+                while True:
+                    time.sleep(0.01)
+            except Exception:  # noqa: BLE001 - what a driver's own handler might do
+                pytest.fail("JobTimeout caught as an Exception")
+
+
+def test_a_simulated_job_past_its_timeout_stops_with_one_line(tmp_path, digits_dir):
+    """`distlab train` on the simulated backend, a run far longer than job_timeout_s = 3 s."""
+    spec = pgc_spec("pgc-cr", 1, steps=10**6, eval_every=10**6)
+    spec.pop("checkpoint", None)
+    out = tmp_path / "run"
+    runtime = {"timeout_s": 30, "job_timeout_s": 3, "checkpoint": {"every_s": 0, "every_steps": 5}}
+    env = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
+    r = subprocess.run([sys.executable, "-m", "distlab", "train", "--experiment", "pgc",
+                        "--spec", json.dumps(spec), "--runtime", json.dumps(runtime),
+                        "--data", str(digits_dir), "--out", str(out)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 1, r.stderr[-2000:]
+    lines = [ln for ln in r.stderr.splitlines() if "runtime.job_timeout_s" in ln]
+    assert len(lines) == 1 and lines[0].startswith("distlab: simulated pgc job ran past 3 s"), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    assert (out / "checkpoint.pt").exists() and not (out / "manifest.json").exists()
+
+
+def test_a_placement_search_past_its_timeout_stops_with_one_line(tmp_path):
+    """`distlab placement-run` (a simulated search) under job_timeout_s = 2 s, with far more
+    episodes than fit."""
+    import yaml
+
+    from distlab.placement import costs, graphs
+
+    p = yaml.safe_load((ROOT / "config/config.yaml").read_text())["placement"]
+    model = {"name": "bert", "batch": 1, "seq": 8, "layers": 1, "hidden": 16, "heads": 2, "ffn": 32,
+             "vocab": 30}
+    graphs.save_graph(graphs.extract(model), tmp_path / "g.json")
+    (tmp_path / "p.json").write_text(json.dumps(costs.profile(model, repeats=1, warmup=0)))
+    spec = {"method": "hsdag", "pair_name": p["default_pair"], "pair": p["pairs"][p["default_pair"]],
+            "model_name": "bert", "model": model, "seeds": [0, 1], "single_device": "allow",
+            "hsdag": dict(p["hsdag"], episodes=5000, samples=3), "rnn": p["rnn"], "placeto": p["placeto"]}
+    runtime = {"timeout_s": 30, "job_timeout_s": 2, "checkpoint": {"every_s": 0, "every_steps": 1}}
+    env = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
+    r = subprocess.run([sys.executable, "-m", "distlab", "placement-run", "--spec", json.dumps(spec),
+                        "--graph", str(tmp_path / "g.json"), "--profile", str(tmp_path / "p.json"),
+                        "--out", str(tmp_path / "run.json"), "--runtime", json.dumps(runtime)],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 1, r.stderr[-2000:]
+    lines = [ln for ln in r.stderr.splitlines() if "runtime.job_timeout_s" in ln]
+    assert len(lines) == 1 and lines[0].startswith("distlab: placement search ran past 2 s"), r.stderr[-2000:]
+    assert not (tmp_path / "run.json").exists()
