@@ -84,6 +84,12 @@ def test_the_tiny_baseline_runs_through_sbatch_and_equals_a_local_run(cluster, t
         assert "Partition=compute" in show, (jobs[job], show)
         assert "gres/gpu" not in show, (jobs[job], show)
 
+    # after this partial run, the README's report command for it works, with the workflow's description
+    r = _run(slurm, "baseline", "--report", "report.html", timeout=300)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    html = (slurm / "report.html").read_text()
+    assert "baseline_loss.png" in html and "How the workflow runs" in html
+
     # the same results as a local run of the same commit (times and provenance aside)
     here = tracked_copy(tmp_path / "local")
     r = _run(here, "--cores", "2", "results/baseline/summary.csv", timeout=300)
