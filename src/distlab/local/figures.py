@@ -75,6 +75,7 @@ def throughput_memory(throughput_csv: Path, out: Path) -> None:
         ax.set_xlabel("")
         ax.tick_params(axis="x", rotation=20)
         plots.label_provenance(ax, "measured", f"{df.seed.nunique()} interleaved repeats")
+    fig.suptitle("Training throughput and peak memory by method")
     plots.save(fig, out)
 
 
