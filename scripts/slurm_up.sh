@@ -13,8 +13,8 @@
 #   4. starts slurmctld and slurmd, or reconfigures them when the config changed;
 #   5. waits until the node is idle.
 # Environment: DISTLAB_SLURM_GPUS (GPUs declared without devices; default 8),
-#              DISTLAB_SLURM_ACCOUNTING=slurmdbd to point at a running slurmdbd
-#              on this host (default: none).
+#              DISTLAB_SLURM_ACCOUNTING=slurmdbd: with an accounting database (MariaDB
+#              and slurmdbd on this host, installed with apt if missing; default: none).
 set -euo pipefail
 
 log() { echo "slurm_up: $*" >&2; }
@@ -68,6 +68,33 @@ else
     GRES_LINE="NodeName=$HOST Name=gpu File=/var/lib/distlab-slurm/gpu[0-$((GPUS - 1))]"
 fi
 if [ "${DISTLAB_SLURM_ACCOUNTING:-none}" = slurmdbd ]; then
+    # an accounting database on this host: MariaDB, a slurm_acct_db for root, slurmdbd
+    if ! command -v slurmdbd >/dev/null || ! command -v mariadbd >/dev/null; then
+        log "installing slurmdbd and mariadb-server with apt"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq
+        apt-get install -y -qq --no-install-recommends slurmdbd mariadb-server >/dev/null
+    fi
+    install -d -o mysql -g mysql -m 0755 /run/mysqld
+    if ! mysqladmin ping >/dev/null 2>&1; then
+        log "starting mariadb"
+        (mysqld_safe >/dev/null 2>&1 &)
+        for _ in $(seq 100); do mysqladmin ping >/dev/null 2>&1 && break; sleep 0.2; done
+    fi
+    mysql -e "CREATE DATABASE IF NOT EXISTS slurm_acct_db;
+              CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'distlab';
+              GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
+    install -d -m 0755 /etc/slurm /run/slurm /var/log/slurm
+    DBD=$(mktemp)
+    printf '%s\n' "# written by distlab scripts/slurm_up.sh" "AuthType=auth/munge" "DbdHost=$HOST" \
+        "SlurmUser=root" "PidFile=/run/slurm/slurmdbd.pid" "LogFile=/var/log/slurm/slurmdbd.log" \
+        "StorageType=accounting_storage/mysql" "StorageHost=localhost" "StorageUser=slurm" \
+        "StoragePass=distlab" "StorageLoc=slurm_acct_db" >"$DBD"
+    cmp -s "$DBD" /etc/slurm/slurmdbd.conf || install -m 0600 "$DBD" /etc/slurm/slurmdbd.conf
+    rm -f "$DBD"
+    if ! { [ -s /run/slurm/slurmdbd.pid ] && [ "$(cat "/proc/$(cat /run/slurm/slurmdbd.pid)/comm" 2>/dev/null)" = slurmdbd ]; }; then
+        log "starting slurmdbd"; /usr/sbin/slurmdbd
+    fi
     ACCOUNTING="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=$HOST
 AccountingStorageTRES=gres/gpu
@@ -123,6 +150,10 @@ running() {  # the daemon whose pid file names a live process of that name
     pid=$(cat "$pidfile")
     [ -r "/proc/$pid/comm" ] && [ "$(cat "/proc/$pid/comm")" = "$name" ]
 }
+if [ "${DISTLAB_SLURM_ACCOUNTING:-none}" = slurmdbd ]; then  # the cluster, known to the database
+    for _ in $(seq 100); do sacctmgr -n list cluster >/dev/null 2>&1 && break; sleep 0.2; done
+    sacctmgr -n list cluster format=cluster | grep -qw distlab || sacctmgr -i add cluster distlab >/dev/null
+fi
 STAMP=/run/slurm/distlab-config.sha256   # the configuration the running daemons read
 WANT=$(cat /etc/slurm/slurm.conf /etc/slurm/gres.conf | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then changed=1; fi
