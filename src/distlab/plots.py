@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -122,15 +123,21 @@ def line_with_ci(
     return ax
 
 
-def coinciding(df: pd.DataFrame, x: str, y: str, hue: str, rtol: float = 1e-9) -> list[list]:
+def coinciding(df: pd.DataFrame, x: str, y: str, hue: str, tol: float = 0.002, log: bool = False) -> list[list]:
     """Groups (of two or more) of ``hue`` levels whose mean curves of ``y`` against ``x``
-    are identical (within ``rtol``): drawn, each hides the others."""
-    curves = {k: g.groupby(x)[y].mean() for k, g in df.groupby(hue, sort=False, observed=True)}
+    lie on top of each other when drawn: at every ``x`` they differ by at most ``tol``
+    of the range the curves span (in log10 on a log axis)."""
+    curves = {}
+    for k, g in df.groupby(hue, sort=False, observed=True):
+        c = g.groupby(x)[y].mean()
+        curves[k] = np.log10(c.where(c > 0)) if log else c
+    values = pd.concat(list(curves.values())) if curves else pd.Series(dtype=float)
+    span = float(np.nanmax(values) - np.nanmin(values)) if values.notna().any() else 0.0
     groups: list[list] = []
     for k, c in curves.items():
         for g in groups:
             ref = curves[g[0]]
-            if ref.index.equals(c.index) and np.allclose(ref.to_numpy(), c.to_numpy(), rtol=rtol, atol=0,
+            if ref.index.equals(c.index) and np.allclose(ref.to_numpy(), c.to_numpy(), rtol=0, atol=tol * span,
                                                          equal_nan=True):
                 g.append(k)
                 break
@@ -139,13 +146,14 @@ def coinciding(df: pd.DataFrame, x: str, y: str, hue: str, rtol: float = 1e-9) -
     return [g for g in groups if len(g) > 1]
 
 
-def note_coinciding(ax: Axes, groups: list[list], what: str = "curves") -> str:
+def note_coinciding(ax: Axes, groups: list[list], what: str = "curves", wrap: int = 60) -> str:
     """Add to ``ax``'s title a line saying which lines coincide (nothing when none do);
     returns that line."""
     if not groups:
         return ""
-    note = f"identical {what}, drawn on top of each other: " + "; ".join(" = ".join(str(k) for k in g)
+    note = f"{what} that lie on top of each other: " + "; ".join(" = ".join(str(k) for k in g)
                                                                          for g in groups)
+    note = textwrap.fill(note, width=int(wrap))
     title = ax.get_title()
     ax.set_title(f"{title}\n{note}" if title else note, fontsize=ax.title.get_fontsize())
     return note
@@ -317,7 +325,7 @@ def place_provenance(ax: Axes, text: Text, renderer=None) -> None:
 
 
 def _labels_overlap(fig: Figure, renderer) -> bool:
-    """An axes' title over another axes' x label or tick labels."""
+    """An axes' title over another axes' title, x label or tick labels."""
     axes = [a for a in fig.axes if a.get_visible()]
     for a in axes:
         if not a.title.get_text():
@@ -327,6 +335,7 @@ def _labels_overlap(fig: Figure, renderer) -> bool:
             if b is a:
                 continue
             boxes = [b.xaxis.label.get_window_extent(renderer)] if b.xaxis.label.get_text() else []
+            boxes += [b.title.get_window_extent(renderer)] if b.title.get_text() else []
             boxes += [tl.get_window_extent(renderer) for tl in b.get_xticklabels() if tl.get_text()]
             if any(t.overlaps(bx) for bx in boxes):
                 return True
@@ -366,7 +375,7 @@ def legibility_problems(fig: Figure) -> list[str]:
         if not named(a.xaxis, a.get_xticklabels()):
             problems.append(f"axes {i} ({a.get_title()!r}): no x label")
         shared = [b for b in a.get_shared_y_axes().get_siblings(a) if b is not a]
-        if not named(a.yaxis, a.get_yticklabels()) and not any(b.yaxis.label.get_text() for b in shared):
+        if not named(a.yaxis, a.get_yticklabels()) and not any(named(b.yaxis, b.get_yticklabels()) for b in shared):
             problems.append(f"axes {i} ({a.get_title()!r}): no y label")
         for t in a.texts:
             if t.get_bbox_patch() is not None and text_over_data(a, t, renderer):

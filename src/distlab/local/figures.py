@@ -95,6 +95,7 @@ def pc_cost(pc_csv: Path, out: Path) -> None:
         ax.set_xlabel("inference iterations T")
         ax.legend(title="PC variant")
         plots.label_provenance(ax, "measured", f"{int(df.n_layer.iloc[0])} layers, medians")
+    fig.suptitle("Predictive coding against the number of inference iterations T")
     plots.save(fig, out)
 
 
