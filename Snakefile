@@ -11,6 +11,7 @@ min_version("9.0")
 
 
 configfile: "config/config.yaml"
+report: "workflow/report/workflow.rst"
 
 
 # One pass first: duplicate YAML keys in every config file loaded, strict types,

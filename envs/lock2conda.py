@@ -2,7 +2,7 @@
 
 Snakemake copies only the YAML file into its conda folder, so the YAML must
 list every pinned package itself (a `-r requirements.txt` line cannot be
-resolved there).  tests/test_env.py checks the two stay equal:
+resolved there).  tests/test_repo.py (test_conda_environment_lists_the_lock) checks the two stay equal:
 
     python envs/lock2conda.py            # rewrite envs/distlab.yaml
 """
@@ -17,7 +17,7 @@ HEADER = """\
 # The pinned environment every rule runs in under
 #   snakemake --software-deployment-method conda
 # GENERATED from envs/requirements.txt by envs/lock2conda.py: do not edit by
-# hand (tests/test_env.py fails when the two differ).  The rules find the
+# hand (tests/test_repo.py fails when the two differ).  The rules find the
 # distlab package itself through PYTHONPATH (set in workflow/rules/common.smk).
 name: distlab
 channels:

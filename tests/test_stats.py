@@ -181,6 +181,20 @@ def test_tost_matches_statsmodels(margin):
     assert r.extra["t_upper"] == pytest.approx(t2) and r.extra["p_upper"] == pytest.approx(p2)
 
 
+def test_tost_matches_the_hand_formula():
+    # t = (mean(d) - bound) / (sd(d) / sqrt(n)), one-sided p from Student's t with n - 1 df
+    from scipy.stats import t as student
+
+    d = np.asarray(SMALL_A, float) - np.asarray(SMALL_B, float)
+    n, mean, se = d.size, d.mean(), d.std(ddof=1) / np.sqrt(d.size)
+    for margin in (0.5, 1.0, 2.0):
+        t_lo, t_hi = (mean + margin) / se, (mean - margin) / se
+        p_lo, p_hi = student.sf(t_lo, n - 1), student.cdf(t_hi, n - 1)
+        r = stats.tost(SMALL_A, SMALL_B, margin)
+        assert r.extra["t_lower"] == pytest.approx(t_lo) and r.extra["t_upper"] == pytest.approx(t_hi)
+        assert r.p_value == pytest.approx(max(p_lo, p_hi))
+
+
 def test_tost_sleep_data_matches_statsmodels():
     p_sm = ttost_paired(SLEEP_1, SLEEP_2, -3.0, 3.0)[0]
     assert stats.tost(SLEEP_1, SLEEP_2, 3.0).p_value == pytest.approx(p_sm)
@@ -204,6 +218,12 @@ def test_holm_hand_example_and_statsmodels():
     q = rng.uniform(0, 0.2, size=12)
     np.testing.assert_allclose(stats.holm(q), multipletests(q, method="holm")[1])
     assert stats.holm([0.6, 0.7]).max() == 1.0
+    # the hand formula: k-th smallest x (m - k + 1), running maximum, capped at 1
+    order = np.argsort(q, kind="stable")
+    hand = np.empty(q.size)
+    hand[order] = np.minimum(np.maximum.accumulate(q[order] * (q.size - np.arange(q.size))), 1.0)
+    np.testing.assert_allclose(stats.holm(q), hand)
+    assert stats.holm([]).size == 0
 
 
 # --- bootstrap ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Tables: CSV + hand-rolled GitHub Markdown, atomic writes, CI formatting."""
+"""Tables: CSV + GitHub Markdown (tabulate's pipe format), atomic writes, CI formatting."""
 
 from __future__ import annotations
 
@@ -22,11 +22,13 @@ def _df() -> pd.DataFrame:
 def test_markdown_table_format():
     md = tables.markdown_table(_df())
     assert md.splitlines() == [
-        "| scheme | s | time | ok |",
-        "| :--- | ---: | ---: | :--- |",
-        r"| gc\|cr | 1 | 0.1235 | True |",
-        "| pgc | 2 |  | False |",
+        "| scheme   |   s |   time | ok    |",
+        "|:---------|----:|-------:|:------|",
+        r"| gc\|cr   |   1 | 0.1235 | True  |",
+        "| pgc      |   2 |        | False |",
     ]
+    # a text cell that looks like a number stays as written (tabulate parses nothing)
+    assert "| 1.50 |" in tables.markdown_table(pd.DataFrame({"ci": ["1.50"]}))
 
 
 def test_write_table_roundtrip_and_markdown(tmp_path):
@@ -35,7 +37,7 @@ def test_write_table_roundtrip_and_markdown(tmp_path):
     back = pd.read_csv(csv)
     assert back["time"].iloc[0] == 0.123456  # CSV keeps full precision
     assert list(back.columns) == ["scheme", "s", "time", "ok"]
-    assert "| gc\\|cr | 1 | 0.12 | True |" in md.read_text()
+    assert "| gc\\|cr   |   1 |   0.12 | True  |" in md.read_text()
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["a", "b", "t.csv", "t.md"]  # no temp files left
 
 

@@ -2,8 +2,10 @@
 
 All writers are atomic (write a temporary file in the target directory, then
 ``os.replace``) so an interrupted Snakemake job never leaves a half-written
-output that looks complete.  Markdown is rendered here rather than with
-``DataFrame.to_markdown`` so the optional ``tabulate`` package is not needed.
+output that looks complete.  Markdown is laid out by ``DataFrame.to_markdown``
+(tabulate, pinned in the lock); the cells are formatted here first (floats with
+``floatfmt``, missing values empty, ``|`` escaped), so tabulate never re-parses a
+text cell that looks like a number.
 """
 
 from __future__ import annotations
@@ -62,15 +64,11 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
     Numeric columns are right-aligned, floats use ``floatfmt``, missing values
     are empty cells and ``|`` is escaped.
     """
-    header = [_cell(c, floatfmt) for c in df.columns]
-    align = [
-        "---:" if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
-        else ":---"
-        for c in df.columns
-    ]
-    rows = [[_cell(v, floatfmt) for v in row] for row in df.itertuples(index=False, name=None)]
-    lines = ["| " + " | ".join(cells) + " |" for cells in (header, align, *rows)]
-    return "\n".join(lines) + "\n"
+    align = ["right" if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+             else "left" for c in df.columns]
+    cells = pd.DataFrame([[_cell(v, floatfmt) for v in row] for row in df.itertuples(index=False, name=None)],
+                         columns=[_cell(c, floatfmt) for c in df.columns], dtype=object)
+    return cells.to_markdown(index=False, tablefmt="pipe", colalign=align, disable_numparse=True) + "\n"
 
 
 def write_table(

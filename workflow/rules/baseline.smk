@@ -23,7 +23,9 @@ rule baseline_train_sim:
         "benchmarks/baseline/simulated/{method}/seed{seed}.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: mem_for(input.data),
+        mem_mb=lambda w, input: job_mem_mb(baseline_spec(SIM, w.method, w.seed), input.data),
+        runtime=lambda w, input, attempt: job_runtime("baseline_train_sim", baseline_spec(SIM, w.method, w.seed),
+                                                      input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment baseline --spec {params.spec:q} "
@@ -51,8 +53,11 @@ rule baseline_train_dist:
         "benchmarks/baseline/{backend}/dgd/seed{seed}.tsv"
     threads: config["runtime"]["threads"]
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, config["baseline"]["n_workers"]),
-        gpu=lambda w: gpus_for(w.backend, config["baseline"]["n_workers"]),
+        mem_mb=lambda w, input: job_mem_mb(baseline_spec(w.backend, "dgd", w.seed), input.data),
+        gpu=lambda w: job_gpus(baseline_spec(w.backend, "dgd", w.seed)),
+        slurm_partition=lambda w: job_partition(baseline_spec(w.backend, "dgd", w.seed)),
+        runtime=lambda w, input, attempt: job_runtime("baseline_train_dist", baseline_spec(w.backend, "dgd", w.seed),
+                                                      input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "python -m distlab train --experiment baseline --spec {params.spec:q} --threads {threads} "

@@ -57,11 +57,6 @@ def runtime_json():
                     "checkpoint": rt["checkpoint"], "launcher": rt["launcher"]})
 
 
-def gpus_for(backend, processes):
-    """GPUs a job claims: one per process under NCCL, none otherwise."""
-    return int(processes) if backend == "nccl" else 0
-
-
 def data_mb(manifest):
     """Bytes of a prepared data set on disk (its split files), in MiB; 0 before it exists."""
     folder = os.path.dirname(manifest)
@@ -76,6 +71,33 @@ def data_mb(manifest):
 def mem_for(manifest, processes=1, base_mb=600, per_data=2.0):
     """A job's memory: each process holds the data set (plus working copies) and a model."""
     return int(processes * (base_mb + per_data * data_mb(manifest)))
+
+
+# A training job's batch request (profiles/slurm) from its run spec: distlab.jobs.
+from distlab import jobs as _jobs
+
+JOBS = config["jobs"]
+
+
+def job_mem_mb(spec, manifest, base_mb=None):
+    """MiB for the job: per process torch, the model's state, its activations, the data."""
+    return _jobs.mem_mb(spec, manifest, base_mb or JOBS["base_mb"])
+
+
+def job_runtime(rule, spec, manifest, attempt=1):
+    """Minutes for the job: runs x steps x jobs.step_s[rule] (with margin), x attempt on a retry."""
+    return _jobs.runtime_min(spec, manifest, JOBS, JOBS["step_s"].get(rule),
+                             config["runtime"]["job_timeout_s"], attempt)
+
+
+def job_gpus(spec):
+    """One GPU per rank under NCCL, none otherwise."""
+    return _jobs.gpus(spec)
+
+
+def job_partition(spec):
+    """jobs.partitions.gpu for a job with GPUs, jobs.partitions.cpu otherwise."""
+    return _jobs.partition(_jobs.gpus(spec), JOBS)
 
 
 # Summary tables the scorecard reads, by paper: each paper's rule file calls

@@ -26,7 +26,10 @@ rule demo_train_sim:
         f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=1200),
+        mem_mb=lambda w, input: job_mem_mb(demo_spec(w.dmethod, w.nw, None, SIM, seeds=config["seeds"]),
+                                           input.data, base_mb=1200),
+        runtime=lambda w, input, attempt: job_runtime(
+            "demo_train_sim", demo_spec(w.dmethod, w.nw, None, SIM, seeds=config["seeds"]), input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
@@ -41,7 +44,7 @@ rule demo_train_real:
         manifest=f"{DEMO_RUN}/manifest.json".replace("{dbackend}", DEMO_REAL_BACKEND),
         metrics=f"{DEMO_RUN}/metrics.csv".replace("{dbackend}", DEMO_REAL_BACKEND),
     params:
-        spec=lambda w: demo_spec(w.dmethod, w.nw, w.seed, DEMO_REAL_BACKEND, steps=DEMO["real"]["steps"]),
+        spec=lambda w: DEMO_REAL_SPEC(w),
         out=subpath(output.manifest, parent=True),
         data=subpath(input.data, parent=True),
     conda:
@@ -52,8 +55,10 @@ rule demo_train_real:
         f"benchmarks/demo/{DEMO_REAL_BACKEND}/n{{nw}}/{{dmethod}}/seed{{seed}}.tsv"
     threads: config["runtime"]["threads"]
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, int(w.nw), base_mb=1200),
-        gpu=lambda w: gpus_for(DEMO_REAL_BACKEND, w.nw),
+        mem_mb=lambda w, input: job_mem_mb(DEMO_REAL_SPEC(w), input.data, base_mb=1200),
+        gpu=lambda w: job_gpus(DEMO_REAL_SPEC(w)),
+        slurm_partition=lambda w: job_partition(DEMO_REAL_SPEC(w)),
+        runtime=lambda w, input, attempt: job_runtime("demo_train_real", DEMO_REAL_SPEC(w), input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "python -m distlab train --experiment demo --spec {params.spec:q} --runtime {resources.distlab_runtime:q} "
@@ -68,8 +73,7 @@ rule demo_train_sweep:
         manifest=f"{DEMO_SWEEP_RUN}/manifest.json",
         metrics=f"{DEMO_SWEEP_RUN}/metrics.csv",
     params:
-        spec=lambda w: demo_spec(w.dmethod, DEMO["sweep"]["n_workers"], w.seed, SIM, lr=w.lr,
-                                 steps=DEMO["sweep"]["steps"]),
+        spec=lambda w: DEMO_SWEEP_SPEC(w),
         out=subpath(output.manifest, parent=True),
         data=subpath(input.data, parent=True),
     conda:
@@ -80,7 +84,8 @@ rule demo_train_sweep:
         "benchmarks/demo/sweep/lr{lr}/{dmethod}/seed{seed}.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=1200),
+        mem_mb=lambda w, input: job_mem_mb(DEMO_SWEEP_SPEC(w), input.data, base_mb=1200),
+        runtime=lambda w, input, attempt: job_runtime("demo_train_sweep", DEMO_SWEEP_SPEC(w), input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "

@@ -55,3 +55,13 @@ DEMO_REAL_OUT = ([f"{PAPER}/figures/demo_real.png", f"{PAPER}/tables/demo_real.m
 register_tables("P4", {"demo_sim": f"{RESULTS}/demo/{SIM}/summary.csv",
                        **({"demo_real": f"{RESULTS}/demo/{DEMO_REAL_BACKEND}/summary.csv"} if DEMO_REAL else {})})
 register_outputs("P4", DEMO_FIGURES + DEMO_TABLES + DEMO_REAL_OUT)
+
+
+def DEMO_REAL_SPEC(w):
+    """The spec of one real run (its request, too: distlab.jobs)."""
+    return demo_spec(w.dmethod, w.nw, w.seed, DEMO_REAL_BACKEND, steps=DEMO["real"]["steps"])
+
+
+def DEMO_SWEEP_SPEC(w):
+    """The spec of one sweep run."""
+    return demo_spec(w.dmethod, DEMO["sweep"]["n_workers"], w.seed, SIM, lr=w.lr, steps=DEMO["sweep"]["steps"])

@@ -52,8 +52,9 @@ rule local_train:
         "benchmarks/local/{lgroup}/{lmethod}/seed{seed}.tsv"
     threads: LOCAL["threads"]
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, LOCAL["rc"]["sections"] + 1 if w.lmethod == "rc-par" else 1,
-                                        base_mb=700),
+        mem_mb=lambda w, input: job_mem_mb(local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed), input.data),
+        runtime=lambda w, input, attempt: job_runtime("local_train", local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed),
+                                                      input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment local --spec {params.spec:q} "
@@ -82,7 +83,9 @@ rule local_train_seeds:
         "benchmarks/local/{lrun}.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=700),
+        mem_mb=lambda w, input: job_mem_mb(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"]), input.data),
+        runtime=lambda w, input, attempt: job_runtime(
+            "local_train_seeds", local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"]), input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "

@@ -63,7 +63,9 @@ rule pgc_train_sim:
     threads: 1
     resources:
         # torch, the data set, and the coding-cost vectors (measured: 1.15 GB at ResNet-18's size)
-        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=1300),
+        mem_mb=lambda w, input: job_mem_mb(P1.run_spec(w, SIM, seeds=PGC_SEEDS), input.data, base_mb=1300),
+        runtime=lambda w, input, attempt: job_runtime("pgc_train_sim", P1.run_spec(w, SIM, seeds=PGC_SEEDS),
+                                                      input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment pgc --spec {params.spec:q} "
@@ -123,8 +125,9 @@ rule pgc_train_real:
         "benchmarks/pgc/{group}/s{s}/d{delay}/gloo/{scheme}/seed{seed}.tsv"
     threads: config["runtime"]["threads"]
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, config["pgc"]["real"]["n"] + 1),
-        gpu=0,
+        mem_mb=lambda w, input: job_mem_mb(P1.run_spec(w, "gloo"), input.data),
+        gpu=lambda w: job_gpus(P1.run_spec(w, "gloo")),
+        runtime=lambda w, input, attempt: job_runtime("pgc_train_real", P1.run_spec(w, "gloo"), input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "python -m distlab train --experiment pgc --spec {params.spec:q} --runtime {resources.distlab_runtime:q} "
@@ -155,7 +158,9 @@ rule pgc_train_sim_real:
     threads: 1
     resources:
         # torch, the data set, and the coding-cost vectors (measured: 1.15 GB at ResNet-18's size)
-        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=1300),
+        mem_mb=lambda w, input: job_mem_mb(P1.run_spec(w, SIM, seeds=PGC_REAL_SEEDS), input.data, base_mb=1300),
+        runtime=lambda w, input, attempt: job_runtime("pgc_train_sim_real", P1.run_spec(w, SIM, seeds=PGC_REAL_SEEDS),
+                                                      input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment pgc --spec {params.spec:q} "

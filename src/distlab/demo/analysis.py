@@ -225,6 +225,7 @@ def real_figure(real_summary, sim_summary, out) -> None:
     plots.bar_with_ci(d, "setting", "t", "source", ax=ax)
     ax.set_ylabel("time per step (s)")
     ax.set_xlabel("")
+    ax.set_title("Time per step: real processes vs the simulator's prediction")
     ax.tick_params(axis="x", rotation=20)
     plots.label_provenance(ax, str(r["backend"].iloc[0]), "bars: measured and simulated")
     plots.save(fig, out)

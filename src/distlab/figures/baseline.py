@@ -26,14 +26,17 @@ def make(inputs: dict, out_dir: Path, opts: dict) -> None:
     summary = pd.read_csv(inputs["summary"])
     steps["run"] = _run_label(steps)
     summary["run"] = _run_label(summary)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    plots.line_with_ci(steps, x="step", y="loss", hue="run", ax=axes[0])
-    for line in axes[0].lines:
-        line.set_marker("")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
+    plots.line_with_ci(steps, x="step", y="loss", hue="run", ax=axes[0], distinct=True)
     axes[0].set_ylabel("training loss (global mini-batch)")
+    axes[0].set_title("training loss")
+    # DGD's runs on both backends are the same arithmetic: their lines coincide (the title says so)
+    plots.note_coinciding(axes[0], plots.coinciding(steps, "step", "loss", "run"), "losses")
     ev = steps[steps["val_acc"].notna()]
-    plots.line_with_ci(ev, x="step", y="val_acc", hue="run", ax=axes[1])
+    plots.line_with_ci(ev, x="step", y="val_acc", hue="run", ax=axes[1], distinct=True)
     axes[1].set_ylabel("validation accuracy")
+    axes[1].set_title("validation accuracy")
+    plots.note_coinciding(axes[1], plots.coinciding(ev, "step", "val_acc", "run"), "accuracies")
     clocks = "; ".join(f"[{b}] {plots.provenance_text(b)}" for b in sorted(set(summary["backend"])))
     fig.text(0.01, 0.01, f"{clocks}; no times plotted; {summary['seed'].nunique()} seeds",
              fontsize=7, color="0.3")

@@ -92,16 +92,21 @@ def fig8(steps: pd.DataFrame, out: Path, opts: dict) -> None:
     ev = steps[steps["train_loss_full"].notna()]
     d = _with_label(_expand_dgd(ev, s_values))
     means = sorted(d["delay_mean"].unique())
-    fig, axes = plt.subplots(len(s_values), len(means), figsize=(6 * len(means), 3.2 * len(s_values)),
+    fig, axes = plt.subplots(len(s_values), len(means), figsize=(6.5 * len(means), 3.6 * len(s_values)),
                              squeeze=False, sharex=True)
     for i, s in enumerate(s_values):
         for j, mu in enumerate(means):
             ax = axes[i][j]
             sub = d[(d["s"] == s) & (d["delay_mean"] == mu)]
+            # eight schemes: each its own colour, dashes and marker; schemes whose curves lie
+            # on top of each other (those that recover the full gradient train as DGD does)
+            # are named in the title
             plots.line_with_ci(sub, x="step", y="train_loss_full", hue="Scheme", ax=ax,
-                               hue_order=_order(sub))
+                               hue_order=_order(sub), distinct=True)
             ax.set_yscale("log")
             ax.set_title(f"s = {s}, delay mean {mu:g} s", fontsize=9)
+            plots.note_coinciding(ax, plots.coinciding(sub, "step", "train_loss_full", "Scheme", log=True),
+                                  "losses")
             ax.set_ylabel("training loss (full train set)")
             if (i, j) != (0, 0):
                 ax.get_legend().remove()

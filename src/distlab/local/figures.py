@@ -74,6 +74,7 @@ def throughput_memory(throughput_csv: Path, out: Path) -> None:
         ax.set_xlabel("")
         ax.tick_params(axis="x", rotation=20)
         plots.label_provenance(ax, "measured", f"{df.seed.nunique()} interleaved repeats")
+    fig.suptitle("Training throughput and peak memory by method")
     plots.save(fig, out)
 
 
@@ -93,6 +94,7 @@ def pc_cost(pc_csv: Path, out: Path) -> None:
         ax.set_xlabel("inference iterations T")
         ax.legend(title="PC variant")
         plots.label_provenance(ax, "measured", f"{int(df.n_layer.iloc[0])} layers, medians")
+    fig.suptitle("Predictive coding against the number of inference iterations T")
     plots.save(fig, out)
 
 
