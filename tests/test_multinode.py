@@ -3,8 +3,8 @@
 `python -m distlab train ... --print-torchrun` prints the one-node command; the README
 says to run it on every node with the c10d rendezvous options in place of
 `--standalone --nnodes=1`.  Here two torchrun agents on this machine play the two
-nodes (rendezvous on 127.0.0.1), two ranks each, and the run must equal the one-node
-run of the same spec with four ranks (times aside).
+nodes (rendezvous on 127.0.0.1), one rank each, and the run must equal the one-node
+run of the same spec with two ranks (times aside).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ VARYING = {"time", "step_time"}
 
 def _spec():
     return {"experiment": "baseline", "method": "dgd", "backend": "gloo", "seed": 0, "model": {"name": "logreg"},
-            "n_workers": 4, "batch_size": 16, "lr": 0.1, "steps": 6, "eval_every": 3, "dtype": "float32",
+            "n_workers": 2, "batch_size": 16, "lr": 0.1, "steps": 6, "eval_every": 3, "dtype": "float32",
             "cluster": {"compute": {"mode": "calibrated", "unit_seconds": 0.5},
                         "network": {"latency_s": 0.001, "bandwidth_Bps": 1e9}, "straggler": {"model": "none"}}}
 
@@ -53,7 +53,7 @@ def test_two_torchrun_agents_equal_the_one_node_run(digits_dir, tmp_path):
          "--print-torchrun"], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=120)
     assert printed.returncode == 0, printed.stderr
     argv = shlex.split(printed.stdout.strip())
-    assert "--standalone" in argv and "--nnodes=1" in argv and "--nproc_per_node=4" in argv
+    assert "--standalone" in argv and "--nnodes=1" in argv and "--nproc_per_node=2" in argv
 
     # the one-node run: the printed command as it is
     r = subprocess.run(argv, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
@@ -61,9 +61,9 @@ def test_two_torchrun_agents_equal_the_one_node_run(digits_dir, tmp_path):
 
     # two "nodes": the README's rendezvous options in place of --standalone --nnodes=1,
     # nodes x processes per node = the spec's n_workers, the same --rdzv_id on both
-    rdzv = ["--nnodes=2", "--nproc_per_node=2", f"--rdzv_id={uuid.uuid4().hex[:12]}", "--rdzv_backend=c10d",
+    rdzv = ["--nnodes=2", "--nproc_per_node=1", f"--rdzv_id={uuid.uuid4().hex[:12]}", "--rdzv_backend=c10d",
             f"--rdzv_endpoint=127.0.0.1:{_free_port()}"]
-    node = [a for a in argv if a not in ("--standalone", "--nnodes=1", "--nproc_per_node=4")]
+    node = [a for a in argv if a not in ("--standalone", "--nnodes=1", "--nproc_per_node=2")]
     at = node.index("torch.distributed.run") + 1
     node = node[:at] + rdzv + node[at:]
     node[node.index("--out") + 1] = str(two)

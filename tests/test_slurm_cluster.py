@@ -5,7 +5,8 @@ root, starts a one-node one: .ci/run does so and sets DISTLAB_REQUIRE_SLURM=1, u
 which a missing cluster fails this test instead of skipping it).  The run includes
 real gloo jobs (two torchrun-style ranks each); every job but the target must have
 gone through sbatch and completed in the partition its request names, and the results
-must equal a local run's (times aside).
+must equal the local run's of the same commit (the session's tiny run, which the suite
+makes anyway; times aside).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def _rows(path):
 
 
 @pytest.mark.slow
-def test_the_tiny_baseline_runs_through_sbatch_and_equals_a_local_run(cluster, tmp_path):
+def test_the_tiny_baseline_runs_through_sbatch_and_equals_a_local_run(cluster, tiny_workflow, tmp_path):
     slurm = tracked_copy(tmp_path / "slurm")
     r = _run(slurm, "baseline", "--profile", "profiles/slurm",
              # poll often: the jobs here take seconds, the plugin's defaults suit hours
@@ -90,9 +91,8 @@ def test_the_tiny_baseline_runs_through_sbatch_and_equals_a_local_run(cluster, t
     html = (slurm / "report.html").read_text()
     assert "baseline_loss.png" in html and "How the workflow runs" in html
 
-    # the same results as a local run of the same commit (times and provenance aside)
-    here = tracked_copy(tmp_path / "local")
-    r = _run(here, "--cores", "2", "results/baseline/summary.csv", timeout=300)
+    # the same results as the local run of the same commit (times and provenance aside)
+    here, r = tiny_workflow
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     summary = "results/baseline/summary.csv"
     pd.testing.assert_frame_equal(_rows(slurm / summary), _rows(here / summary))

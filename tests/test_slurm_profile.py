@@ -71,8 +71,13 @@ def check_jobs(jobs: list[dict], config: dict) -> set[str]:
         if "slurm_partition" not in res:  # target rules (no shell) are not submitted
             continue
         gpus = int(res.get("gpu", 0))
+        if rule == "placement_profile":  # measured on one GPU when a device asks for it
+            cuda = any(d.get("measure_on_cuda") for pr in config["placement"]["pairs"].values()
+                       for d in pr["devices"])
+            assert gpus == int(cuda), (rule, res)
         if rule not in TRAINING:
-            assert gpus == 0 and res["slurm_partition"] == "compute", (rule, res)
+            assert res["slurm_partition"] == cfg["partitions"]["gpu" if gpus else "cpu"], (rule, res)
+            assert gpus == 0 or rule == "placement_profile", (rule, res)
             continue
         seen.add(rule)
         backend = spec.get("backend", "simulated")

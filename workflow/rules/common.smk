@@ -100,6 +100,11 @@ def job_partition(spec):
     return _jobs.partition(_jobs.gpus(spec), JOBS)
 
 
+def partition_for_gpus(gpus):
+    """jobs.partitions.gpu for a job that claims GPUs, jobs.partitions.cpu otherwise."""
+    return _jobs.partition(int(gpus), JOBS)
+
+
 # Summary tables the scorecard reads, by paper: each paper's rule file calls
 # register_tables(paper, {name: path}) for its own; scorecard_inputs(paper)
 # gives one paper's, so a paper's target needs only its own runs.

@@ -59,6 +59,9 @@ rule placement_profile:
     threads: 2
     resources:
         mem_mb=3000,
+        # a roofline device with measure_on_cuda is profiled on one GPU
+        gpu=lambda w: int(json.loads(placement_wf.profile_spec(PL, w.pl_model))["cuda"]),
+        slurm_partition=lambda w: partition_for_gpus(json.loads(placement_wf.profile_spec(PL, w.pl_model))["cuda"]),
     shell:
         "OMP_NUM_THREADS=1 python -m distlab placement-profile --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
 
