@@ -81,3 +81,16 @@ def test_a_placement_search_past_its_timeout_stops_with_one_line(tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if "runtime.job_timeout_s" in ln]
     assert len(lines) == 1 and lines[0].startswith("distlab: placement search ran past 2 s"), r.stderr[-2000:]
     assert not (tmp_path / "run.json").exists()
+
+
+def test_a_deadline_inside_a_deferred_section_strikes_when_it_ends():
+    from distlab.runtime.deadline import deadline_deferred
+
+    reached = []
+    with pytest.raises(JobTimeout):
+        with job_deadline(0.05):
+            with deadline_deferred():
+                time.sleep(0.3)          # the deadline falls here
+                reached.append("end of section")
+            reached.append("after")      # never: it strikes as the section ends
+    assert reached == ["end of section"]

@@ -23,6 +23,28 @@ class JobTimeout(BaseException):
     """The job ran past its deadline (a BaseException, so no ``except Exception`` swallows it)."""
 
 
+_deferred = {"depth": 0, "pending": None}  # inside deadline_deferred(): the timeout waits
+
+
+@contextmanager
+def deadline_deferred() -> Iterator[None]:
+    """A section the deadline does not interrupt (a checkpoint being put in place): a
+    deadline that falls inside raises :class:`JobTimeout` when the section ends.
+
+    (Blocking SIGALRM would not do: the kernel hands a process's signal to any thread
+    that does not block it, and Python runs the handler in the main thread anyway.)"""
+    _deferred["depth"] += 1
+    try:
+        yield
+    except BaseException:
+        _deferred["depth"] -= 1
+        raise
+    _deferred["depth"] -= 1
+    if _deferred["depth"] == 0 and _deferred["pending"] is not None:
+        message, _deferred["pending"] = _deferred["pending"], None
+        raise JobTimeout(message)
+
+
 def _message(what: str, timeout_s: float) -> str:
     return (f"{what} ran past {timeout_s:g} s and was stopped (runtime.job_timeout_s); "
             f"its last checkpoint, if any, is kept: a rerun continues from it")
@@ -40,6 +62,9 @@ def job_deadline(timeout_s: float | None, what: str = "simulated job", grace_s: 
     message = _message(what, float(timeout_s))
 
     def on_alarm(signum, frame):  # noqa: ARG001
+        if _deferred["depth"]:
+            _deferred["pending"] = message
+            return
         raise JobTimeout(message)
 
     def hard_exit() -> None:
@@ -58,3 +83,4 @@ def job_deadline(timeout_s: float | None, what: str = "simulated job", grace_s: 
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
         watchdog.cancel()
+        _deferred["pending"] = None
