@@ -166,6 +166,19 @@ def _checkpoint_temp(path: Path, state: Any, spec_hash: str | None) -> str:
     return tmp_name
 
 
+def _keep_as(target: Path, previous: Path) -> None:
+    """``previous`` becomes the file now at ``target``, which stays in place meanwhile (a
+    hard link renamed over ``previous``), so a kill at any instant leaves ``target``."""
+    link = previous.with_name(f".{previous.name}.{os.getpid()}.link")
+    try:
+        link.unlink(missing_ok=True)
+        os.link(target, link)
+        os.replace(link, previous)
+    except OSError:  # no hard links here: a rename (for an instant, only `previous` exists)
+        link.unlink(missing_ok=True)
+        os.replace(target, previous)
+
+
 def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = None,
                           keep_previous: str | Path | None = None) -> None:
     """Write ``state`` to ``path`` with a header carrying the SHA-256 of its content.
@@ -184,7 +197,7 @@ def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = 
         tmp_name = _checkpoint_temp(target, state, spec_hash)
         try:
             if keep_previous is not None and target.exists():
-                os.replace(target, keep_previous)
+                _keep_as(target, Path(keep_previous))
             os.replace(tmp_name, target)
             _fsync_dir(target.parent)
         finally:
