@@ -81,3 +81,35 @@ def test_a_placement_search_past_its_timeout_stops_with_one_line(tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if "runtime.job_timeout_s" in ln]
     assert len(lines) == 1 and lines[0].startswith("distlab: placement search ran past 2 s"), r.stderr[-2000:]
     assert not (tmp_path / "run.json").exists()
+
+
+def test_a_deadline_inside_a_deferred_section_strikes_when_it_ends():
+    from distlab.runtime.deadline import deadline_deferred
+
+    reached = []
+    with pytest.raises(JobTimeout):
+        with job_deadline(0.05):
+            with deadline_deferred():
+                time.sleep(0.3)          # the deadline falls here
+                reached.append("end of section")
+            reached.append("after")      # never: it strikes as the section ends
+    assert reached == ["end of section"]
+
+
+def test_a_deadline_striking_at_any_instant_leaves_nothing_armed():
+    """Deadlines shorter than the set-up, or falling as the body ends: whatever happens,
+    afterwards the alarm handler is the old one and no watchdog is left to kill the process."""
+    import signal
+    import threading
+
+    before = signal.getsignal(signal.SIGALRM)
+    for i in range(300):
+        try:
+            with job_deadline(1e-6 * (i % 30 + 1)):
+                pass
+        except JobTimeout:
+            pass
+        assert signal.getsignal(signal.SIGALRM) is before
+    time.sleep(0.05)
+    assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()
+                and not t.finished.is_set()]

@@ -180,7 +180,7 @@ def duplicate_key_errors(path: str | Path) -> list[str]:
                 if k == "<<":
                     continue
                 if k in seen:
-                    out.append(f"{_key(keys + (k,))}: duplicate key in {name} (lines {seen[k]} and {line}); "
+                    out.append(f"{_key(keys + (k,))}: duplicate key {k!r} in {name} (lines {seen[k]} and {line}); "
                                f"YAML would keep the last value silently")
                 else:
                     seen[k] = line

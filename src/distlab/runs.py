@@ -24,10 +24,8 @@ import logging
 import os
 import pickle
 import platform
-import signal
 import subprocess
 import sys
-import threading
 import time
 from importlib import metadata
 from pathlib import Path
@@ -168,21 +166,17 @@ def _checkpoint_temp(path: Path, state: Any, spec_hash: str | None) -> str:
     return tmp_name
 
 
-class _SignalsDeferred:
-    """Hold back SIGALRM (the job deadline) and SIGTERM while a checkpoint is put in place."""
-
-    SIGNALS = {getattr(signal, "SIGALRM", None), getattr(signal, "SIGTERM", None)} - {None}
-
-    def __enter__(self):
-        self.old = None
-        if threading.current_thread() is threading.main_thread() and hasattr(signal, "pthread_sigmask"):
-            self.old = signal.pthread_sigmask(signal.SIG_BLOCK, self.SIGNALS)
-        return self
-
-    def __exit__(self, *exc):
-        if self.old is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, self.old)
-        return False
+def _keep_as(target: Path, previous: Path) -> None:
+    """``previous`` becomes the file now at ``target``, which stays in place meanwhile (a
+    hard link renamed over ``previous``), so a kill at any instant leaves ``target``."""
+    link = previous.with_name(f".{previous.name}.{os.getpid()}.link")
+    try:
+        link.unlink(missing_ok=True)
+        os.link(target, link)
+        os.replace(link, previous)
+    except OSError:  # no hard links here: a rename (for an instant, only `previous` exists)
+        link.unlink(missing_ok=True)
+        os.replace(target, previous)
 
 
 def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = None,
@@ -196,12 +190,14 @@ def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = 
     (and the folder fsync'ed), so a kill at any instant leaves the old file or
     the new one, never a half-written one under the final name.  With
     ``keep_previous``, the file replaced is renamed there first."""
+    from .runtime.deadline import deadline_deferred
+
     target = Path(path)
-    with _SignalsDeferred():
+    with deadline_deferred():  # a job timeout waits until the file is in place
         tmp_name = _checkpoint_temp(target, state, spec_hash)
         try:
             if keep_previous is not None and target.exists():
-                os.replace(target, keep_previous)
+                _keep_as(target, Path(keep_previous))
             os.replace(tmp_name, target)
             _fsync_dir(target.parent)
         finally:
