@@ -64,10 +64,12 @@ rule placement_profile:
 
 
 rule placement_run:
-    """One method, one model, one device pair, every seed, on the simulator."""
+    """One method, one model, one device pair, every seed, on the simulator.  Its spec holds
+    only its own learner's options, so a learner's setting reruns only that learner's runs.
+    It scores with the stored profile (profile.source: stored) or this run's measurement."""
     input:
         graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
-        profile=f"{PL_DIR}/profiles/{{pl_model}}.json",
+        profile=lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model),
     output:
         f"{PL_DIR}/runs/{{pair}}/{{pl_model}}/{{pl_method}}.json",
     params:
@@ -179,11 +181,11 @@ rule placement_fig_curves:
 
 
 rule placement_fig_placement:
-    """One learned placement (HSDAG, first model, default pair, first seed) as a schedule."""
+    """One learned placement (the ablated HSDAG variant, first model, default pair, first seed)."""
     input:
-        run=f"{PL_DIR}/runs/{PL.get('default_pair', '')}/{PL_PIC_MODEL}/hsdag.json",
+        run=f"{PL_DIR}/runs/{PL.get('default_pair', '')}/{PL_PIC_MODEL}/{PL.get('ablation_of', 'hsdag')}.json",
         graph=f"{PL_DIR}/graphs/{PL_PIC_MODEL}.json",
-        profile=f"{PL_DIR}/profiles/{PL_PIC_MODEL}.json",
+        profile=placement_wf.profile_path(PL, PL_DIR, PL_PIC_MODEL) if PL else "",
     output:
         report(f"{PAPER}/figures/placement_learned.png", category="Device placement (HSDAG)",
                caption="../report/placement_learned.rst", labels={"figure": "learned placement"}),
@@ -253,7 +255,7 @@ rule placement_bench_sim:
     """Simulator evaluations per second on one graph (measured, never asserted)."""
     input:
         graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
-        profile=f"{PL_DIR}/profiles/{{pl_model}}.json",
+        profile=lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model),
     output:
         f"{RESULTS}/bench/placement_sim_{{pl_model}}.csv",
     params:
