@@ -117,6 +117,7 @@ class HSDAGNet(nn.Module):
         # ``max_levels=None``: to the fixed point; every level that does not stop merges at
         # least two clusters, so it is reached within n levels
         levels = (x.shape[0] if self.max_levels is None else self.max_levels) if self.pooling else 0
+        self.merged_levels = 0  # levels that merged something (the last forward pass)
         for _ in range(levels):
             n = h.shape[0]
             hg = self.gnn(h, _norm_adj(adj))
@@ -148,6 +149,7 @@ class HSDAGNet(nn.Module):
             adj = ((s.t() @ adj @ s) > 0).float()
             adj.fill_diagonal_(0.0)
             assign = label[assign]
+            self.merged_levels += 1
         else:
             h = self.gnn(h, _norm_adj(adj)) if not self.pooling else h
         return self.policy(h), assign, self.out_trans(h)

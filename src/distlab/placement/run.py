@@ -39,6 +39,9 @@ def run_seed(problem: Problem, spec: dict[str, Any], seed: int) -> dict[str, Any
     t0 = time.perf_counter()
     opts = dict(spec.get("options") or {})
     if algo in ("rnn", "placeto", "hsdag"):
+        import torch
+
+        torch.set_num_threads(1)  # the same numbers whatever the machine's core count
         opts["reward"] = spec.get("reward", "latency")
         opts["drop_features"] = list(spec.get("drop_features") or [])
 
