@@ -101,3 +101,19 @@ def test_parsing_to_fixed_point():
     assert net(x, adj)[1].tolist() == assign.tolist()
     net.max_levels = merged - 1              # one level fewer leaves more clusters
     assert net(x, adj)[0].shape[0] > logits.shape[0]
+
+
+def test_without_self_loops_parsing_to_fixed_point_leaves_one_cluster():
+    """The released config scores no self-loop (``link_ignore_self_loop``): every node joins a
+    neighbour, so parsing to the fixed point ends with one cluster on a connected graph."""
+    p = _alternating()
+    from distlab.placement.features import coarse_features
+
+    x = torch.from_numpy(coarse_features(p.graph, p.group, p.cedges))
+    adj = hsdag._dense_adj(p.n_groups, p.cedges)
+    torch.manual_seed(0)
+    released = hsdag.HSDAGNet(x.shape[1], 2, hidden=16, max_levels=None, self_loops=False)
+    logits, assign, _ = released(x, adj)
+    assert logits.shape[0] == 1 and set(assign.tolist()) == {0}
+    one = hsdag.HSDAGNet(x.shape[1], 2, hidden=16, max_levels=1, self_loops=False)
+    assert one(x, adj)[0].shape[0] <= p.n_groups // 2      # each level at least halves the nodes

@@ -55,6 +55,9 @@ def check(config: Mapping[str, Any]) -> list[str]:
     base = p.get("ablation_of", "hsdag")
     if p.get("ablations") and base not in methods:
         errs.append(f"placement.ablation_of: {base!r} must be in placement.methods to compare against")
+    for m in p.get("other_pair_methods") or []:
+        if m not in methods:
+            errs.append(f"placement.other_pair_methods: {m!r} is not in placement.methods")
     for c in p.get("controls") or []:
         if c not in methods:
             errs.append(f"placement.controls: {c!r} is not in placement.methods")

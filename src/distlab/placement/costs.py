@@ -52,10 +52,24 @@ def profile(spec: dict[str, Any], repeats: int, warmup: int, device: str = "cpu"
         raise CostError(f"profile.clock: {clock!r} is not 'thread_cpu' or 'wall'")
     if device.startswith("cuda"):
         clock = "wall"  # kernels run on the GPU: only wall time (after a synchronize) sees them
+    model, inputs = graphs.build_model(spec)
+    return profile_module(model, inputs, repeats, warmup, device, threads, clock, spec)
+
+
+def profile_module(model, inputs, repeats: int, warmup: int, device: str = "cpu", threads: int = 1,
+                   clock: str = "thread_cpu", spec: Any = None) -> dict[str, Any]:
+    """``profile`` of any module ``torch.fx`` can trace, on example ``inputs``."""
+    import torch
+
+    from . import graphs
+
+    if repeats < 1 or warmup < 0:
+        raise CostError(f"profile: repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
+    if device.startswith("cuda"):
+        clock = "wall"
     now = time.thread_time if clock == "thread_cpu" else time.perf_counter
     torch.set_num_threads(threads)
-    model, inputs = graphs.build_model(spec)
-    gm = graphs.trace(model).to(device)
+    gm = (model if isinstance(model, torch.fx.GraphModule) else graphs.trace(model)).to(device)
     inputs = tuple(x.to(device) for x in inputs)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     names, calls = [], []

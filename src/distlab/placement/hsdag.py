@@ -10,7 +10,11 @@ Pipeline on the coarse graph (``coarsen.py``, ``features.py``):
    self-loops included, gets a score ``sigmoid(MLP(h_u ⊙ h_v))``; every node
    keeps its highest-scoring edge (its dominant edge); the connected
    components of the dominant edges are the clusters.  A node whose dominant
-   edge is its self-loop stays alone, so the number of clusters is learned.
+   edge is its self-loop stays alone, so the number of clusters is learned
+   (the paper's text).  ``self_loops: false`` is the released config
+   (``link_ignore_self_loop = True``): no self-loop is scored, so every node
+   with a neighbour joins one, and parsing to the fixed point ends in one
+   cluster per connected component;
    The clusters become the nodes of the next level (sum pooling through
    DeepSets MLPs, scaled by the mean score of the cluster's dominant edges so
    that the edge scorer receives gradients); repeated until a level merges
@@ -98,7 +102,7 @@ class GCN(nn.Module):
 
 class HSDAGNet(nn.Module):
     def __init__(self, in_dim: int, n_devices: int, hidden: int = 128, gcn_layers: int = 2,
-                 max_levels: int | None = 8, pooling: bool = True):
+                 max_levels: int | None = 8, pooling: bool = True, self_loops: bool = True):
         super().__init__()
         self.input_trans = MLP(in_dim, hidden, hidden)
         self.gnn = GCN(hidden, gcn_layers)
@@ -108,7 +112,7 @@ class HSDAGNet(nn.Module):
         self.post_norm = nn.LayerNorm(hidden)
         self.out_trans = nn.Linear(hidden, in_dim)
         self.policy = nn.Sequential(nn.Linear(hidden, 128), nn.ReLU(), nn.Linear(128, n_devices))
-        self.max_levels, self.pooling = max_levels, pooling
+        self.max_levels, self.pooling, self.self_loops = max_levels, pooling, self_loops
 
     def forward(self, x: torch.Tensor, adj: torch.Tensor):
         """Returns (logits [C, D], cluster of each input node [N], cluster embeddings [C, in_dim])."""
@@ -124,18 +128,24 @@ class HSDAGNet(nn.Module):
             # score of every edge and self-loop: sigmoid(MLP(h_u * h_v)), as a dense matrix
             iu, iv = torch.nonzero(torch.triu(adj, 1), as_tuple=True)
             loops = torch.arange(n)
-            su, sv = torch.cat([iu, loops]), torch.cat([iv, loops])
+            if self.self_loops:
+                su, sv = torch.cat([iu, loops]), torch.cat([iv, loops])
+            else:  # the released config (link_ignore_self_loop): a node must join a neighbour
+                su, sv = iu, iv
             score = torch.sigmoid(self.edge_net(hg[su] * hg[sv])).squeeze(-1)
             dense = torch.full((n, n), -1.0)
             dense[su, sv] = score.detach()
             dense[sv, su] = score.detach()
-            # dominant edge of every node: its best incident edge (self-loop included;
-            # ties go to the lowest neighbour index)
+            # dominant edge of every node: its best incident edge (self-loop included when
+            # self_loops; ties go to the lowest neighbour index); a node without any stays alone
             dom = dense.argmax(dim=1)
+            alone = dense.max(dim=1).values < 0
+            dom[alone] = loops[alone]
             idx = torch.full((n, n), -1, dtype=torch.long)
             idx[su, sv] = torch.arange(su.numel())
             idx[sv, su] = torch.arange(su.numel())
-            dom_score = score[idx[loops, dom]]
+            pick = idx[loops, dom]
+            dom_score = torch.where(alone, torch.ones(n), score[pick.clamp(min=0)] if score.numel() else torch.ones(n))
             label = _components(n, np.stack([np.arange(n), dom.numpy()], axis=1))
             c = int(label.max()) + 1
             if c == n:
@@ -214,7 +224,7 @@ def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[s
     adj = _dense_adj(problem.n_groups, problem.cedges)
     net = HSDAGNet(x0.shape[1], problem.n_devices, hidden=int(opts.get("hidden", 128)),
                    gcn_layers=int(opts.get("gcn_layers", 2)), max_levels=_levels(opts.get("max_levels", 8)),
-                   pooling=bool(opts.get("pooling", True)))
+                   pooling=bool(opts.get("pooling", True)), self_loops=bool(opts.get("self_loops", True)))
     optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
     samples = int(opts.get("samples", 20))
     state_update = bool(opts.get("state_update", True))

@@ -61,12 +61,21 @@ def method_info(pl: dict, method: str) -> dict[str, Any]:
     return {"algo": LEARNERS[base], "options": dict(pl[base]), "reward": reward, "drop_features": drop}
 
 
+def pair_methods(pl: dict, pair: str) -> list[str]:
+    """The methods of one pair: all of them (with controls and ablations) on the default pair;
+    on the others, those of ``other_pair_methods`` (default: all) with their controls."""
+    if pair == pl["default_pair"]:
+        return all_methods(pl) + ablation_methods(pl)
+    keep = set(pl.get("other_pair_methods") or pl["methods"])
+    return [m for m in all_methods(pl) if (m[: -len(CONTROL)] if m.endswith(CONTROL) else m) in keep]
+
+
 def runs(pl: dict, root: str) -> list[str]:
-    """Every run file: all methods (and controls) on every pair, the ablations on the default pair."""
+    """Every run file: the methods of each pair (``pair_methods``) on every model."""
     out = []
     for pair in pairs(pl):
         for model in models(pl):
-            methods = all_methods(pl) + (ablation_methods(pl) if pair == pl["default_pair"] else [])
+            methods = pair_methods(pl, pair)
             out += [f"{root}/runs/{pair}/{model}/{m}.json" for m in methods]
     return out
 
