@@ -207,10 +207,12 @@ rule placement_fig_placement:
 
 
 rule placement_real:
-    """Two CPU devices (one thread each): measured latency of three placements vs the simulator."""
+    """Two CPU devices (two processes, one pinned core each): every method's best placement on the
+    default pair, and CPU-only, executed; measured latency against the simulator (this run's profile)."""
     input:
         graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
         profile=f"{PL_DIR}/profiles/{{pl_model}}.json",
+        runs=lambda w: [f"{PL_DIR}/runs/{PL['default_pair']}/{w.pl_model}/{m}.json" for m in PL["methods"]],
     output:
         f"{PL_DIR}/real/{{pl_model}}.json",
     params:
@@ -227,7 +229,7 @@ rule placement_real:
         mem_mb=3000,
     shell:
         "OMP_NUM_THREADS=1 python -m distlab placement-real --spec {params.spec:q} --graph {input.graph:q} "
-        "--profile {input.profile:q} --out {output:q} > {log:q} 2>&1"
+        "--profile {input.profile:q} --runs {input.runs:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule placement_table_real:

@@ -101,7 +101,7 @@ def cmd_real(a):
 
     from .realexec import compare
 
-    res = compare(a.spec, a.graph, a.profile)
+    res = compare(a.spec, a.graph, a.profile, a.runs or [])
     atomic_write_text(a.out, json.dumps(res, indent=1))
 
 
@@ -198,6 +198,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--spec", type=_json, required=True)
     q.add_argument("--graph", type=Path, required=True)
     q.add_argument("--profile", type=Path, required=True)
+    q.add_argument("--runs", nargs="*", default=[], help="run files whose best placements are executed")
     q.add_argument("--out", type=Path, required=True)
     q.set_defaults(func=cmd_real)
 

@@ -37,13 +37,14 @@ def summarize(run_files: list[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
         for r in res["rows"]:
             key = {"pair": spec["pair_name"], "model": spec["model_name"], "method": spec["method"],
                    "seed": int(r["seed"])}
+            devices = " + ".join(device_label(d, i) for i, d in enumerate(spec["pair"]["devices"]))
             rows.append({**key, "latency_ms": r["latency_s"] * 1e3,
                          "final_median_ms": r.get("final_median_s", r["latency_s"]) * 1e3,
                          "evaluations": r["evaluations"],
                          "evals_to_1pct": r["evals_to_1pct"], "frac_on_device1": r["frac_on_device1"],
                          "clusters_mean": r["clusters_mean"], "n_nodes": res["n_nodes"],
                          "n_edges": res["n_edges"], "n_groups": res["n_groups"], "wall_s": r["wall_s"],
-                         "clock": res["clock"]})
+                         "clock": res["clock"], "devices": devices})
             c = np.asarray(r["curve"]) * 1e3
             curves.append(pd.DataFrame({**key, "evaluation": np.arange(1, len(c) + 1), "best_ms": c}))
     df = pd.DataFrame(rows)
@@ -69,7 +70,8 @@ def main_table(df: pd.DataFrame, methods: tuple[str, ...]) -> pd.DataFrame:
     out = []
     for pair in sorted(df.pair.unique()):
         for m in [x for x in methods if x in set(df.method)]:
-            row: dict[str, Any] = {"pair": pair, "method": label(m)}
+            row: dict[str, Any] = {"pair": pair, "devices": df[df.pair == pair].devices.iloc[0]
+                                   if "devices" in df else "", "method": label(m)}
             for model in sorted(df.model.unique()):
                 s = df[(df.pair == pair) & (df.method == m) & (df.model == model)]
                 if s.empty:
@@ -217,7 +219,8 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
         ax.set_title(model)
         ax.set_xlabel("evaluations")
         ax.set_ylabel("best latency so far (ms)")
-        plots.label_provenance(ax, "simulated", f"{opts['default_pair']}, mean ± 95% t CI over seeds")
+        plots.label_provenance(ax, "simulated", f"{opts['default_pair']} (second device modelled), "
+                               "mean ± 95% t CI over seeds; dashed: constant-reward control")
     axes[0][0].legend(fontsize=6)
     plots.save(fig, out)
 
