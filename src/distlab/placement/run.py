@@ -83,6 +83,7 @@ def run_seed(problem: Problem, spec: dict[str, Any], seed: int) -> dict[str, Any
         "frac_on_device1": float(np.mean(place[~problem.sim.pinned] == 1)),
         "wall_s": wall, "curve": curve.tolist(), "placement": place.tolist(),
         "clusters_mean": float(info.get("clusters_mean", np.nan)),
+        **({"heft_estimate_s": info["estimate_s"]} if "estimate_s" in info else {}),
     }
 
 
