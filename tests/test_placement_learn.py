@@ -117,3 +117,31 @@ def test_without_self_loops_parsing_to_fixed_point_leaves_one_cluster():
     assert logits.shape[0] == 1 and set(assign.tolist()) == {0}
     one = hsdag.HSDAGNet(x.shape[1], 2, hidden=16, max_levels=1, self_loops=False)
     assert one(x, adj)[0].shape[0] <= p.n_groups // 2      # each level at least halves the nodes
+
+
+def test_a_run_is_the_same_twice_whatever_the_thread_count(tmp_path):
+    """Same spec, stored profile and seeds: identical best latencies, curves and placements
+    (what makes two runs of one commit give the same verdicts), even when the caller's torch
+    used more threads."""
+    import json
+
+    from distlab.placement import costs, graphs
+    from distlab.placement.run import run
+
+    model = {"name": "bert", "batch": 1, "seq": 8, "layers": 1, "hidden": 16, "heads": 2, "ffn": 32, "vocab": 30}
+    g = graphs.extract(model)
+    graphs.save_graph(g, tmp_path / "g.json")
+    (tmp_path / "p.json").write_text(json.dumps(costs.profile(model, repeats=1, warmup=0)))
+    pair = {"devices": [{"name": "cpu", "kind": "profiled"},
+                        {"name": "gpu", "kind": "roofline", "peak_gflops": 1, "mem_gbps": 1, "launch_us": 10}],
+            "link": {"gbps": 1, "latency_us": 10}}
+    spec = {"method": "hsdag_corrected", "algo": "hsdag", "options": dict(CORRECTED, max_levels=1, pooling=True),
+            "reward": "latency", "drop_features": [], "pair_name": "p", "pair": pair, "model_name": "bert",
+            "model": model, "seeds": [0, 1], "budget": 20, "single_device": "allow", "sim_order": "rank"}
+    rows = []
+    for i, threads in enumerate((1, 2)):
+        torch.set_num_threads(threads)
+        res = json.loads(run(spec, tmp_path / "g.json", tmp_path / "p.json", tmp_path / f"r{i}.json").read_text())
+        rows.append([{k: v for k, v in r.items() if k != "wall_s"} for r in res["rows"]])
+    torch.set_num_threads(1)
+    assert rows[0] == rows[1]
