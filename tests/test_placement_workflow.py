@@ -168,7 +168,7 @@ def test_tiny_placement_end_to_end(tiny_workflow):
     assert (curves.groupby(["pair", "model", "method", "seed"]).best_ms.apply(
         lambda c: bool(np.all(np.diff(c.to_numpy()) <= 0)))).all()
     card = pd.read_csv(paper / "scorecard/P2.csv")
-    assert set(card.verdict) <= {"reproduced", "not reproduced", "inconclusive", "not run"}
+    assert set(card.verdict) <= {"reproduced", "not reproduced", "inconclusive", "not testable here", "not run"}
     real = pd.read_csv(paper / "tables/placement_sim_error.csv")
-    assert set(real.placement) == {"cpu_only", "heft", "alternate_groups"}
-    assert (real.measured_ms > 0).all() and (real.simulated_ms > 0).all()
+    assert set(real.placement) == {"cpu_only"} | set(tiny["methods"])   # every method's best placement
+    assert (real.measured_ms > 0).all() and (real.simulated_ms > 0).all() and real.measured.all()
