@@ -201,7 +201,7 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
     shown = ["random"] + [x for m in learners for x in (m, m + CONTROL)]
     c = c[(c.pair == opts["default_pair"]) & c.method.isin(shown)]
     models = sorted(c.model.unique())
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(5.0 * len(models), 3.8), squeeze=False)
     colours = {m: f"C{i}" for i, m in enumerate(["random"] + learners)}
     for ax, model in zip(axes[0], models):
         for method in shown:
@@ -220,8 +220,7 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
         ax.set_title(model)
         ax.set_xlabel("evaluations")
         ax.set_ylabel("best latency so far (ms)")
-        plots.label_provenance(ax, "simulated", f"{opts['default_pair']} (second device modelled), "
-                               "mean ± 95% t CI over seeds; dashed: constant-reward control")
+        plots.label_provenance(ax, "simulated", "2nd device modelled; dashed: control")
     axes[0][0].legend(fontsize=6)
     plots.save(fig, out)
 
