@@ -252,6 +252,7 @@ def test_two_processes_pinned_apart_compute_the_same_output(tiny_graph):
     with TwoProcessExecutor(TINY_BERT, tiny_graph) as ex:
         assert ex.cores[0] != ex.cores[1] or ex.cores == (None, None)
         assert ex.run(np.zeros(n, dtype=np.int64), outputs=True) > 0
+        assert ex.last_cpu[0] > 0 and ex.last_cpu[1] >= 0             # each device's own CPU time
         ref = {k: v.clone() for k, v in ex.last_outputs.items()}
         for place in (np.arange(n) % 2, np.ones(n, dtype=np.int64)):   # split, and all on device 1
             assert ex.run(place, outputs=True) > 0

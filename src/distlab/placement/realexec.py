@@ -185,7 +185,7 @@ def _worker(d: int, spec: dict[str, Any], graph: dict[str, Any], core: int | Non
         pl, want_outputs = msg[1], msg[2]
         ctrl.send("ready")
         ctrl.recv()                              # go
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         env, got = {}, {}
         it = iter(inputs)
 
@@ -213,12 +213,13 @@ def _worker(d: int, spec: dict[str, Any], graph: dict[str, Any], core: int | Non
                     sent = _to_shared(out)               # one copy, on this device's own thread
                     for dst in dests:
                         outboxes[dst].put((i, sent))
+        cpu = time.thread_time() - c0            # this device's own work, waiting for a core excluded
         if d == host:
             results = {s_: (env[s_] if pl[s_] == host else fetch(s_)) for s_ in sinks}
             dt = time.perf_counter() - t0
-            ctrl.send(("done", dt, {k: v.clone() for k, v in results.items()} if want_outputs else None))
+            ctrl.send(("done", dt, {k: v.clone() for k, v in results.items()} if want_outputs else None, cpu))
         else:
-            ctrl.send(("done", None, None))
+            ctrl.send(("done", None, None, cpu))
 
 
 def _to_shared(x):
@@ -273,6 +274,7 @@ class TwoProcessExecutor:
         res = [c.recv() for c in self.ctrls]
         if outputs:
             self.last_outputs = res[0][2]
+        self.last_cpu = [float(r[3]) for r in res]  # each device's thread CPU time of the run
         return float(res[0][1])
 
     def close(self) -> None:
@@ -396,6 +398,7 @@ def compare(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Pa
         placements["heft"] = prob.best_placement
         placements["alternate_groups"] = prob.expand(np.arange(prob.n_groups) % 2)
     times: dict[str, list[float]] = {k: [] for k in placements}
+    cpus: dict[str, list[list[float]]] = {k: [] for k in placements}
     with TwoProcessExecutor(spec["model"], graph) as ex:
         cores = ex.cores
         for _ in range(int(spec["warmup"])):
@@ -404,13 +407,23 @@ def compare(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Pa
         for _ in range(int(spec["repeats"])):
             for name, place in placements.items():
                 times[name].append(ex.run(place))
+                cpus[name].append(ex.last_cpu)
     rows = []
     for name, place in placements.items():
         t = np.asarray(times[name])
         real = float(np.median(t))
         simulated = float(prob.sim.evaluate(place)[0])
         q = np.quantile(t, [0.25, 0.75])
+        # each device's busy time: measured as its thread CPU time (robust to a loaded machine),
+        # simulated as the compute of its operators under the two-CPU pair
+        cpu = np.median(np.asarray(cpus[name]), axis=0)
+        pl = place.copy()
+        pl[prob.sim.pinned] = 0
+        busy = [float(prob.sim.compute[pl == d, d].sum()) for d in range(2)]
         rows.append({"model": spec["model_name"], "placement": name, "measured_ms": real * 1e3,
+                     "device_cpu_ms": "/".join(f"{c * 1e3:.1f}" for c in cpu),
+                     "simulated_busy_ms": "/".join(f"{b * 1e3:.1f}" for b in busy),
+                     "busy_error_pct": (sum(busy) / max(float(cpu.sum()), 1e-12) - 1) * 100,
                      "measured_iqr_ms": float(q[1] - q[0]) * 1e3, "rounds": len(t),
                      "simulated_ms": simulated * 1e3, "error_pct": (simulated / real - 1) * 100,
                      "frac_on_device1": float(np.mean(place[~prob.sim.pinned] == 1)), "measured": True})
