@@ -379,8 +379,9 @@ def compare(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Pa
     """Measured vs simulated latency of every method's best placement of one model (and
     CPU-only) on two CPU devices: two processes pinned to two cores.  Rounds interleave the
     placements (each round runs each once) so a slow spell of the machine lands on all of them;
-    each placement's latency is the median of its rounds.  The simulated latency uses this
-    run's measured profile for both devices, the measured process link, and the topological
+    each placement's latency is the median of its rounds, and so is each device's thread CPU
+    time (its own work, which a loaded machine does not inflate), compared with the simulated
+    busy time of its operators.  The simulated latency uses this run's measured profile for both devices, the measured process link, and the topological
     queue (what each device process does)."""
     import os
     import platform
