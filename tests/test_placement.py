@@ -244,6 +244,22 @@ def test_two_cpu_devices_compute_the_same_output(tiny_graph):
         torch.testing.assert_close(v, ref[k])
 
 
+def test_two_processes_pinned_apart_compute_the_same_output(tiny_graph):
+    """The workflow's real backend: two device processes, each pinned to its own core."""
+    from distlab.placement.realexec import TwoProcessExecutor
+
+    n = tiny_graph["n_nodes"]
+    with TwoProcessExecutor(TINY_BERT, tiny_graph) as ex:
+        assert ex.cores[0] != ex.cores[1] or ex.cores == (None, None)
+        assert ex.run(np.zeros(n, dtype=np.int64), outputs=True) > 0
+        assert ex.last_cpu[0] > 0 and ex.last_cpu[1] >= 0             # each device's own CPU time
+        ref = {k: v.clone() for k, v in ex.last_outputs.items()}
+        for place in (np.arange(n) % 2, np.ones(n, dtype=np.int64)):   # split, and all on device 1
+            assert ex.run(place, outputs=True) > 0
+            for k, v in ex.last_outputs.items():
+                torch.testing.assert_close(v, ref[k])
+
+
 # ------------------------------------------------------------------ config checks
 
 def _cfg(**over):
@@ -263,7 +279,8 @@ def test_default_config_passes_checks():
 @pytest.mark.parametrize("over, key", [
     ({"default_pair": "nope"}, "placement.default_pair"),
     ({"methods": ["hsdag"]}, "placement.methods"),
-    ({"methods": ["cpu_only"], "ablations": ["hsdag_no_shape"]}, "placement.ablations"),
+    ({"methods": ["cpu_only"], "ablations": ["no_shape"]}, "placement.ablation_of"),
+    ({"controls": ["hsdag_corrected"], "methods": ["cpu_only", "hsdag"]}, "placement.controls"),
     ({"real": {"enabled": True, "models": ["vgg"], "repeats": 1, "warmup": 0}}, "placement.real.models"),
     ({"seeds": [0]}, "placement.seeds"),
 ])

@@ -67,10 +67,12 @@ rule placement_profile:
 
 
 rule placement_run:
-    """One method, one model, one device pair, every seed, on the simulator."""
+    """One method, one model, one device pair, every seed, on the simulator.  Its spec holds
+    only its own learner's options, so a learner's setting reruns only that learner's runs.
+    It scores with the stored profile (profile.source: stored) or this run's measurement."""
     input:
         graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
-        profile=f"{PL_DIR}/profiles/{{pl_model}}.json",
+        profile=lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model),
     output:
         f"{PL_DIR}/runs/{{pair}}/{{pl_model}}/{{pl_method}}.json",
     params:
@@ -182,11 +184,11 @@ rule placement_fig_curves:
 
 
 rule placement_fig_placement:
-    """One learned placement (HSDAG, first model, default pair, first seed) as a schedule."""
+    """One learned placement (the ablated HSDAG variant, first model, default pair, first seed)."""
     input:
-        run=f"{PL_DIR}/runs/{PL.get('default_pair', '')}/{PL_PIC_MODEL}/hsdag.json",
+        run=f"{PL_DIR}/runs/{PL.get('default_pair', '')}/{PL_PIC_MODEL}/{PL.get('ablation_of', 'hsdag')}.json",
         graph=f"{PL_DIR}/graphs/{PL_PIC_MODEL}.json",
-        profile=f"{PL_DIR}/profiles/{PL_PIC_MODEL}.json",
+        profile=placement_wf.profile_path(PL, PL_DIR, PL_PIC_MODEL) if PL else "",
     output:
         report(f"{PAPER}/figures/placement_learned.png", category="Device placement (HSDAG)",
                caption="../report/placement_learned.rst", labels={"figure": "learned placement"}),
@@ -208,10 +210,12 @@ rule placement_fig_placement:
 
 
 rule placement_real:
-    """Two CPU devices (one thread each): measured latency of three placements vs the simulator."""
+    """Two CPU devices (two processes, one pinned core each): every method's best placement on the
+    default pair, and CPU-only, executed; measured latency against the simulator (this run's profile)."""
     input:
         graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
         profile=f"{PL_DIR}/profiles/{{pl_model}}.json",
+        runs=lambda w: [f"{PL_DIR}/runs/{PL['default_pair']}/{w.pl_model}/{m}.json" for m in PL["methods"]],
     output:
         f"{PL_DIR}/real/{{pl_model}}.json",
     params:
@@ -228,7 +232,7 @@ rule placement_real:
         mem_mb=3000,
     shell:
         "OMP_NUM_THREADS=1 python -m distlab placement-real --spec {params.spec:q} --graph {input.graph:q} "
-        "--profile {input.profile:q} --out {output:q} > {log:q} 2>&1"
+        "--profile {input.profile:q} --runs {input.runs:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule placement_table_real:
@@ -256,7 +260,7 @@ rule placement_bench_sim:
     """Simulator evaluations per second on one graph (measured, never asserted)."""
     input:
         graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
-        profile=f"{PL_DIR}/profiles/{{pl_model}}.json",
+        profile=lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model),
     output:
         f"{RESULTS}/bench/placement_sim_{{pl_model}}.csv",
     params:

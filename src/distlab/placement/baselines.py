@@ -3,10 +3,10 @@
 * ``cpu_only`` / ``gpu_only``: every operator on device 0 / device 1 (one
   evaluation; deterministic, so every seed gets the same value);
 * ``random``: uniform random device per co-location group, best of the budget;
-* ``heft``: HEFT list scheduling (Topcuoglu et al. 2002) on the operator
-  graph: upward ranks from mean compute and transfer costs, then each operator
-  in rank order to the device giving the earliest finish; its placement is
-  then scored by the simulator (one evaluation);
+* ``heft``: HEFT (Topcuoglu et al. 2002) on the operator graph: upward ranks
+  from mean compute and communication costs, then each operator in rank order
+  to the device of earliest finish time with insertion, on the simulator's own
+  cost model; its placement is then scored by the simulator (one evaluation);
 * the learned baselines (the RNN placer, Placeto) live in
   :mod:`distlab.placement.learned`; this module needs no torch, so the jobs
   of the four above start without it.
@@ -36,32 +36,31 @@ def random_search(problem: Problem, opts: dict[str, Any], seed: int) -> dict[str
 
 
 def heft(problem: Problem) -> dict[str, Any]:
+    """HEFT (Topcuoglu, Hariri and Wu 2002) on the simulator's own cost model.
+
+    1. Upward ranks from the mean compute cost over the devices and the mean communication
+       cost of each edge (``Simulator.upward_rank``); operators in decreasing rank.
+    2. Each operator in turn to the device of earliest finish time, with insertion: on each
+       device the earliest idle slot after its inputs arrive that is long enough, transfers
+       booked on the sender's bus likewise (``sim.RankSchedule``, the engine of the
+       simulator's ``order="rank"``); a result's finish is its arrival on the host.
+
+    The schedule's makespan is HEFT's estimate; it equals the simulator's score of HEFT's
+    placement under ``order="rank"`` (tested).  The placement is then scored by the
+    problem's simulator (one evaluation), whatever its order, like every other method's.
+    """
+    from .sim import RankSchedule
+
     sim = problem.sim
-    n, k = sim.n, sim.k
-    comp, xfer = sim.compute, sim.transfer
-    mean_c = comp.mean(1)
-    comm = xfer * (k - 1) / k  # expected cost of an edge under a uniform placement
-    rank = np.zeros(n)
-    for v in range(n - 1, -1, -1):
-        s = sim.succs[v]
-        rank[v] = mean_c[v] + (max(comm[v] + rank[w] for w in s) if s.size else 0.0)
-    order = sorted(range(n), key=lambda v: (-rank[v], v))
-    place = np.zeros(n, dtype=np.int64)
-    finish = np.zeros(n)
-    dev_free = np.zeros(k)
-    done = np.zeros(n, bool)
-    for v in order:
-        assert all(done[u] for u in sim.preds[v]), "rank order must be topological"
-        options = [sim.host] if sim.pinned[v] else range(k)
+    sched = RankSchedule(sim)
+    for v in sim.rank_order():
+        options = [sim.host] if sim.pinned[v] else range(sim.k)
         best = None
         for d in options:
-            ready = max([finish[u] + (0.0 if place[u] == d else xfer[u]) for u in sim.preds[v]],
-                        default=0.0)
-            eft = max(ready, dev_free[d]) + comp[v, d]
+            eft = sched.copy().dispatch(v, d)
             if best is None or eft < best[0]:
                 best = (eft, d)
-        finish[v], place[v] = best
-        dev_free[place[v]] = finish[v]
-        done[v] = True
+        sched.dispatch(v, best[1])
+    place = np.asarray(sched.place, dtype=np.int64)
     problem.evaluate(place)
-    return {}
+    return {"estimate_s": sched.latency()}

@@ -52,15 +52,32 @@ def check(config: Mapping[str, Any]) -> list[str]:
     methods = p.get("methods") or []
     if "cpu_only" not in methods:
         errs.append("placement.methods: cpu_only is needed (speedups are against it)")
-    if p.get("ablations") and "hsdag" not in methods:
-        errs.append("placement.ablations: need hsdag in placement.methods to compare against")
+    base = p.get("ablation_of", "hsdag")
+    if p.get("ablations") and base not in methods:
+        errs.append(f"placement.ablation_of: {base!r} must be in placement.methods to compare against")
+    for m in p.get("other_pair_methods") or []:
+        if m not in methods:
+            errs.append(f"placement.other_pair_methods: {m!r} is not in placement.methods")
+    for c in p.get("controls") or []:
+        if c not in methods:
+            errs.append(f"placement.controls: {c!r} is not in placement.methods")
+    for v in ("hsdag", "hsdag_corrected"):
+        if v in methods and not isinstance(p.get(v), Mapping):
+            errs.append(f"placement.{v}: method {v} needs its options")
+    budget = p.get("budget")
+    if isinstance(budget, int):
+        for v in ("hsdag", "hsdag_corrected", "rnn"):
+            opts = p.get(v)
+            if v in methods and isinstance(opts, Mapping) and isinstance(opts.get("samples"), int) \
+                    and opts["samples"] > budget:
+                errs.append(f"placement.{v}.samples: {opts['samples']} is more than the budget {budget}")
     if "gpu_only" in methods and any(len(pr.get("devices") or []) < 2 for pr in pairs.values()):
         errs.append("placement.methods: gpu_only needs a second device in every pair")
     real = p.get("real") or {}
     for m in real.get("models") or []:
         if m not in models:
             errs.append(f"placement.real.models: {m!r} is not one of placement.models {sorted(models)}")
-    learned = {"rnn", "placeto", "hsdag"} & set(methods)
+    learned = {"rnn", "placeto", "hsdag", "hsdag_corrected"} & set(methods)
     if learned and len(p.get("seeds") or []) < 2:
         errs.append("placement.seeds: learned methods need at least 2 seeds for an interval")
     for name, m in models.items():

@@ -109,7 +109,7 @@ def cmd_real(a):
 
     from .realexec import compare
 
-    res = compare(a.spec, a.graph, a.profile)
+    res = compare(a.spec, a.graph, a.profile, a.runs or [])
     atomic_write_text(a.out, json.dumps(res, indent=1))
 
 
@@ -127,7 +127,43 @@ def cmd_bench(a):
     sim_speed(a.graph, a.profile, a.spec, a.out)
 
 
+def cmd_place(a):
+    import torch
+
+    from . import api
+
+    torch.set_num_threads(1)
+    model = api.load_factory(a.model)()
+    inputs = api.example_inputs(a.input_shape, a.input_dtype, a.input_high)
+    pair = api.default_pair() if a.pair is None else a.pair
+    placed = api.place(model, inputs, method=a.method, pair=pair, budget=a.budget, seed=a.seed,
+                       repeats=a.repeats)
+    placed.save(a.out)
+    with torch.no_grad():
+        ref, got = model(*inputs), placed.module(*inputs)
+    same = all(torch.allclose(x, y, rtol=1e-5, atol=1e-6) for x, y in
+               zip(torch.utils._pytree.tree_leaves(ref), torch.utils._pytree.tree_leaves(got)))
+    counts = {d: list(placed.placement.values()).count(d) for d in dict.fromkeys(placed.placement.values())}
+    print(f"{a.model}: {len(placed.placement)} operators placed by {a.method}: {counts}; simulated "
+          f"{placed.latency_s * 1e3:.3f} ms; torch devices {placed.torch_devices}; "
+          f"placed output {'equals' if same else 'DIFFERS FROM'} the original's; wrote {a.out}")
+    return 0 if same else 1
+
+
 def register(sub: argparse._SubParsersAction) -> None:
+    q = sub.add_parser("place", help="place your own model (package.module:factory) on a device pair")
+    q.add_argument("--model", required=True, help="package.module:factory; the factory returns an nn.Module")
+    q.add_argument("--input-shape", nargs="+", required=True, help="one per input, e.g. 1,3,224,224")
+    q.add_argument("--input-dtype", nargs="+", default=None, help="torch dtype per input (default float32)")
+    q.add_argument("--input-high", type=int, default=2, help="integer inputs are drawn from [0, high)")
+    q.add_argument("--method", default="heft", help="cpu_only, gpu_only, heft, random, rnn, placeto, hsdag, hsdag_corrected")
+    q.add_argument("--pair", type=_json, default=None, help="a device pair as JSON (default: the config's default pair)")
+    q.add_argument("--budget", type=int, default=200)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--repeats", type=int, default=5, help="profiling rounds per operator")
+    q.add_argument("--out", type=Path, required=True, help="the name -> device JSON")
+    q.set_defaults(func=cmd_place)
+
     q = sub.add_parser("placement-graph", help="trace a model's operator graph")
     q.add_argument("--spec", type=_json, required=True)
     q.add_argument("--out", type=Path, required=True)
@@ -170,6 +206,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--spec", type=_json, required=True)
     q.add_argument("--graph", type=Path, required=True)
     q.add_argument("--profile", type=Path, required=True)
+    q.add_argument("--runs", nargs="*", default=[], help="run files whose best placements are executed")
     q.add_argument("--out", type=Path, required=True)
     q.set_defaults(func=cmd_real)
 

@@ -1,8 +1,9 @@
 """Per-operator cost model: profiled CPU times and roofline devices.
 
 * ``profile``: every compute node of a traced model is executed on its real
-  inputs ``warmup + repeats`` times on one thread; its cost is the median of
-  the ``repeats`` timed calls.  ``clock: thread_cpu`` (default) times the
+  inputs in ``warmup + repeats`` interleaved rounds (each round times every
+  operator once) on one thread; its cost is the median of the ``repeats``
+  timed calls, stored with a distribution-free 95 % CI of that median.  ``clock: thread_cpu`` (default) times the
   calling thread's CPU time, which on a shared machine does not count the
   time spent waiting for a core (wall time does; ``clock: wall``); with torch
   limited to one thread an operator's work is all on the calling thread.  The result is a data artifact of its own
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import json
 import platform
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -52,41 +52,77 @@ def profile(spec: dict[str, Any], repeats: int, warmup: int, device: str = "cpu"
         raise CostError(f"profile.clock: {clock!r} is not 'thread_cpu' or 'wall'")
     if device.startswith("cuda"):
         clock = "wall"  # kernels run on the GPU: only wall time (after a synchronize) sees them
+    model, inputs = graphs.build_model(spec)
+    return profile_module(model, inputs, repeats, warmup, device, threads, clock, spec)
+
+
+def profile_module(model, inputs, repeats: int, warmup: int, device: str = "cpu", threads: int = 1,
+                   clock: str = "thread_cpu", spec: Any = None) -> dict[str, Any]:
+    """``profile`` of any module ``torch.fx`` can trace, on example ``inputs``."""
+    import torch
+
+    from . import graphs
+
+    if repeats < 1 or warmup < 0:
+        raise CostError(f"profile: repeats must be >= 1 and warmup >= 0 (got {repeats}, {warmup})")
+    if device.startswith("cuda"):
+        clock = "wall"
     now = time.thread_time if clock == "thread_cpu" else time.perf_counter
     torch.set_num_threads(threads)
-    model, inputs = graphs.build_model(spec)
-    gm = graphs.trace(model).to(device)
+    gm = (model if isinstance(model, torch.fx.GraphModule) else graphs.trace(model)).to(device)
     inputs = tuple(x.to(device) for x in inputs)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    names, seconds, spreads = [], [], []
+    names, calls = [], []
     for node, fn, args, kwargs, _ in graphs.walk(gm, inputs):
         if node.op == "get_attr":
             continue
         names.append(node.name)
-        if fn is None:
-            seconds.append(0.0)
-            spreads.append(0.0)
-            continue
-        with torch.no_grad():
-            for _ in range(warmup):
-                fn(*args, **kwargs)
-            sync()
-            times = []
-            for _ in range(repeats):
+        calls.append(None if fn is None else (fn, args, kwargs))
+    # interleaved rounds: each round times every operator once, in graph order, so a slow
+    # spell of the machine lands on all operators alike instead of on a few
+    times = np.zeros((repeats, len(calls)))
+    with torch.no_grad():
+        for r in range(warmup + repeats):
+            for i, c in enumerate(calls):
+                if c is None:
+                    continue
+                fn, args, kwargs = c
+                sync()
                 t0 = now()
                 fn(*args, **kwargs)
                 sync()
-                times.append(now() - t0)
-        seconds.append(statistics.median(times))
-        q = np.quantile(times, [0.25, 0.75]) if len(times) > 1 else [times[0], times[0]]
-        spreads.append(float(q[1] - q[0]))
+                if r >= warmup:
+                    times[r - warmup, i] = now() - t0
+    seconds = np.median(times, axis=0)
+    q = np.quantile(times, [0.25, 0.75], axis=0)
+    lo, hi = median_ci(times)
+    total = times.sum(axis=1)
+    tlo, thi = median_ci(total[:, None])
     return {
         "model": spec, "device": device, "threads": threads, "repeats": repeats, "warmup": warmup,
-        "clock": clock, "load_avg_1min": _loadavg(),
+        "clock": clock, "interleaved": True, "load_avg_1min": _loadavg(),
         "host": platform.node(), "processor": platform.processor() or platform.machine(),
-        "torch": torch.__version__, "names": names, "seconds": seconds, "iqr_seconds": spreads,
-        "total_seconds": float(sum(seconds)),
+        "torch": torch.__version__, "names": names, "seconds": seconds.tolist(),
+        "iqr_seconds": (q[1] - q[0]).tolist(), "ci95_low_seconds": lo.tolist(), "ci95_high_seconds": hi.tolist(),
+        "total_seconds": float(seconds.sum()),
+        "round_total_seconds": {"median": float(np.median(total)), "ci95": [float(tlo[0]), float(thi[0])]},
     }
+
+
+def median_ci(x: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Distribution-free CI of the median of each column of ``x`` ``[repeats, k]``: the order
+    statistics ``(j, n + 1 - j)`` with ``P(j <= Bin(n, 1/2) < n + 1 - j) >= level``
+    (the whole range when ``n`` is too small for the level)."""
+    from math import comb
+
+    x = np.sort(np.asarray(x, dtype=float), axis=0)
+    n = x.shape[0]
+    cdf = np.cumsum([comb(n, i) / 2.0**n for i in range(n + 1)])
+    j = 0  # largest 0-based j whose interval (x_(j), x_(n-1-j)) covers: 1 - 2 P(Bin <= j) >= level
+    for cand in range(1, n // 2):
+        if 1 - 2 * cdf[cand] >= level:
+            j = cand
+    return x[j], x[n - 1 - j]
 
 
 def _loadavg() -> float | None:
@@ -98,9 +134,13 @@ def _loadavg() -> float | None:
         return None
 
 
-def load_profile(path: str | Path, graph: dict[str, Any]) -> np.ndarray:
-    """Per-node seconds of a profile, checked against the graph's node names."""
+def load_profile(path: str | Path, graph: dict[str, Any], model: dict[str, Any] | None = None) -> np.ndarray:
+    """Per-node seconds of a profile, checked against the graph's node names (and, given
+    ``model``, against the model spec it was measured for)."""
     prof = json.loads(Path(path).read_text())
+    if model is not None and prof.get("model") != model:
+        raise CostError(f"profile {path} was measured for {prof.get('model')}, not {model}: measure it again "
+                        "(rule placement_profile) and store it (docs/placement.md)")
     names = [n["name"] for n in graph["nodes"]]
     if prof["names"] != names:
         raise CostError(f"profile {path} does not match the graph ({len(prof['names'])} vs {len(names)} "

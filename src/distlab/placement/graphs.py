@@ -168,7 +168,13 @@ def walk(gm: fx.GraphModule, inputs: tuple[torch.Tensor, ...]
 def extract(spec: dict[str, Any]) -> dict[str, Any]:
     """The operator graph of a model spec as a JSON-able dict."""
     model, inputs = build_model(spec)
-    gm = trace(model)
+    return extract_module(model, inputs, spec)
+
+
+def extract_module(model: torch.nn.Module | fx.GraphModule, inputs: tuple[torch.Tensor, ...],
+                   spec: Any = None) -> dict[str, Any]:
+    """The operator graph of any module ``torch.fx`` can trace, run on ``inputs``."""
+    gm = model if isinstance(model, fx.GraphModule) else trace(model)
     nodes: list[dict[str, Any]] = []
     index: dict[str, int] = {}
     folded: dict[str, int] = {}  # get_attr node -> its bytes (added to consumers)

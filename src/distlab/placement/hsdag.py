@@ -10,17 +10,24 @@ Pipeline on the coarse graph (``coarsen.py``, ``features.py``):
    self-loops included, gets a score ``sigmoid(MLP(h_u ⊙ h_v))``; every node
    keeps its highest-scoring edge (its dominant edge); the connected
    components of the dominant edges are the clusters.  A node whose dominant
-   edge is its self-loop stays alone, so the number of clusters is learned.
+   edge is its self-loop stays alone, so the number of clusters is learned
+   (the paper's text).  ``self_loops: false`` is the released config
+   (``link_ignore_self_loop = True``): no self-loop is scored, so every node
+   with a neighbour joins one, and parsing to the fixed point ends in one
+   cluster per connected component;
    The clusters become the nodes of the next level (sum pooling through
    DeepSets MLPs, scaled by the mean score of the cluster's dominant edges so
    that the edge scorer receives gradients); repeated until a level merges
-   nothing (or ``max_levels``);
+   nothing (``max_levels: fixed_point``, the released loop) or for
+   ``max_levels`` levels;
 4. policy per cluster: Linear(·, 128) → ReLU → Linear(128, #devices) →
    softmax; one device sampled per cluster and copied to its operators;
-5. REINFORCE, reward 1 / latency: per episode ``samples`` placements; the
-   released code's loss is ``-(Σ_t log π_t) · Σ_i γ^i r_(T-1-i)`` (no
-   baseline); ``baseline: moving_average`` uses ``-(Σ_t log π_t (r_t - b))``
-   with ``b`` an exponential moving average of the rewards.  Between samples
+5. REINFORCE, reward 1 / latency: per episode ``samples`` placements
+   (``loss_of``): the released code's loss ``-(Σ_t log π_t) · Σ_i γ^i r_(T-1-i)``
+   (``advantage: none``, the "as released" variant); ``normalised`` (the
+   "corrected" variant) uses per-sample advantages against the episode's mean
+   reward over its standard deviation.  ``reward: constant`` is the negative
+   control: the same learner, every reward replaced by the run's first.  Between samples
    of an episode the node features move by the (detached) cluster embedding
    of their cluster, as in the released code (``state_update``).
 """
@@ -95,7 +102,7 @@ class GCN(nn.Module):
 
 class HSDAGNet(nn.Module):
     def __init__(self, in_dim: int, n_devices: int, hidden: int = 128, gcn_layers: int = 2,
-                 max_levels: int = 8, pooling: bool = True):
+                 max_levels: int | None = 8, pooling: bool = True, self_loops: bool = True):
         super().__init__()
         self.input_trans = MLP(in_dim, hidden, hidden)
         self.gnn = GCN(hidden, gcn_layers)
@@ -105,30 +112,40 @@ class HSDAGNet(nn.Module):
         self.post_norm = nn.LayerNorm(hidden)
         self.out_trans = nn.Linear(hidden, in_dim)
         self.policy = nn.Sequential(nn.Linear(hidden, 128), nn.ReLU(), nn.Linear(128, n_devices))
-        self.max_levels, self.pooling = max_levels, pooling
+        self.max_levels, self.pooling, self.self_loops = max_levels, pooling, self_loops
 
     def forward(self, x: torch.Tensor, adj: torch.Tensor):
         """Returns (logits [C, D], cluster of each input node [N], cluster embeddings [C, in_dim])."""
         h = self.input_trans(x)
         assign = np.arange(x.shape[0])
-        for _ in range(self.max_levels if self.pooling else 0):
+        # ``max_levels=None``: to the fixed point; every level that does not stop merges at
+        # least two clusters, so it is reached within n levels
+        levels = (x.shape[0] if self.max_levels is None else self.max_levels) if self.pooling else 0
+        self.merged_levels = 0  # levels that merged something (the last forward pass)
+        for _ in range(levels):
             n = h.shape[0]
             hg = self.gnn(h, _norm_adj(adj))
             # score of every edge and self-loop: sigmoid(MLP(h_u * h_v)), as a dense matrix
             iu, iv = torch.nonzero(torch.triu(adj, 1), as_tuple=True)
             loops = torch.arange(n)
-            su, sv = torch.cat([iu, loops]), torch.cat([iv, loops])
+            if self.self_loops:
+                su, sv = torch.cat([iu, loops]), torch.cat([iv, loops])
+            else:  # the released config (link_ignore_self_loop): a node must join a neighbour
+                su, sv = iu, iv
             score = torch.sigmoid(self.edge_net(hg[su] * hg[sv])).squeeze(-1)
             dense = torch.full((n, n), -1.0)
             dense[su, sv] = score.detach()
             dense[sv, su] = score.detach()
-            # dominant edge of every node: its best incident edge (self-loop included;
-            # ties go to the lowest neighbour index)
+            # dominant edge of every node: its best incident edge (self-loop included when
+            # self_loops; ties go to the lowest neighbour index); a node without any stays alone
             dom = dense.argmax(dim=1)
+            alone = dense.max(dim=1).values < 0
+            dom[alone] = loops[alone]
             idx = torch.full((n, n), -1, dtype=torch.long)
             idx[su, sv] = torch.arange(su.numel())
             idx[sv, su] = torch.arange(su.numel())
-            dom_score = score[idx[loops, dom]]
+            pick = idx[loops, dom]
+            dom_score = torch.where(alone, torch.ones(n), score[pick.clamp(min=0)] if score.numel() else torch.ones(n))
             label = _components(n, np.stack([np.arange(n), dom.numpy()], axis=1))
             c = int(label.max()) + 1
             if c == n:
@@ -142,9 +159,61 @@ class HSDAGNet(nn.Module):
             adj = ((s.t() @ adj @ s) > 0).float()
             adj.fill_diagonal_(0.0)
             assign = label[assign]
+            self.merged_levels += 1
         else:
             h = self.gnn(h, _norm_adj(adj)) if not self.pooling else h
         return self.policy(h), assign, self.out_trans(h)
+
+
+def _levels(v) -> int | None:
+    """``max_levels``: a number of parsing levels, or ``fixed_point`` (None: until a level merges nothing)."""
+    if v == "fixed_point" or v is None:
+        return None
+    return int(v)
+
+
+def _reward(lat: float, opts: dict[str, Any], first: list) -> float:
+    """1 / latency, or (``reward: constant``, the negative control) the reward of the
+    run's first sample for every sample: the same learner, with nothing to learn from."""
+    r = 1.0 / lat
+    if opts.get("reward", "latency") == "constant":
+        if not first:
+            first.append(r)
+        return first[0]
+    return r
+
+
+def loss_of(lp: torch.Tensor, rewards: list[float], opts: dict[str, Any], state: dict) -> torch.Tensor:
+    """The policy-gradient loss of one episode's samples.
+
+    * ``advantage: none`` (the released code): ``-(Σ_t log π_t) · Σ_i γ^i r_(T-1-i)``, one
+      return for every sample, no baseline;
+    * ``advantage: moving_average``: ``-Σ_t log π_t (r_t - b)``, ``b`` an exponential moving
+      average of the episodes' mean rewards;
+    * ``advantage: normalised`` (the corrected learner): per-sample advantages against the
+      episode's mean reward, divided by the episode's standard deviation,
+      ``-Σ_t log π_t (r_t - mean r) / (std r + ε)``.  A constant reward gives zero
+      advantages (no update), so its control samples the initial policy.
+    """
+    kind = opts.get("advantage", opts.get("baseline", "none"))
+    r = torch.tensor(rewards, dtype=torch.float64)
+    if kind == "none":
+        gamma = float(opts.get("discount", 0.95))
+        ret = sum(float(v) * gamma**i for i, v in enumerate(reversed(rewards)))
+        return -lp.sum() * ret
+    if kind == "moving_average":
+        decay = float(opts.get("baseline_decay", 0.9))
+        if state.get("baseline") is None:
+            state["baseline"] = float(r.mean())
+        adv = r - state["baseline"]
+        state["baseline"] = decay * state["baseline"] + (1 - decay) * float(r.mean())
+        return -(lp * adv.float()).sum()
+    if kind == "normalised":
+        adv = r - r.mean()
+        sd = float(r.std(unbiased=False)) if r.numel() > 1 else 0.0
+        adv = adv / (sd + 1e-12) if sd > 1e-12 * max(float(r.abs().mean()), 1e-300) else torch.zeros_like(r)
+        return -(lp * adv.float()).mean()
+    raise ValueError(f"hsdag.advantage: {kind!r} is not 'none', 'moving_average' or 'normalised'")
 
 
 def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[str, Any]:
@@ -154,14 +223,13 @@ def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[s
     x0 = torch.from_numpy(coarse_features(problem.graph, problem.group, problem.cedges, drop))
     adj = _dense_adj(problem.n_groups, problem.cedges)
     net = HSDAGNet(x0.shape[1], problem.n_devices, hidden=int(opts.get("hidden", 128)),
-                   gcn_layers=int(opts.get("gcn_layers", 2)), max_levels=int(opts.get("max_levels", 8)),
-                   pooling=bool(opts.get("pooling", True)))
+                   gcn_layers=int(opts.get("gcn_layers", 2)), max_levels=_levels(opts.get("max_levels", 8)),
+                   pooling=bool(opts.get("pooling", True)), self_loops=bool(opts.get("self_loops", True)))
     optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
-    samples, gamma = int(opts.get("samples", 20)), float(opts.get("discount", 0.95))
-    use_baseline = opts.get("baseline", "none") == "moving_average"
-    decay = float(opts.get("baseline_decay", 0.9))
+    samples = int(opts.get("samples", 20))
     state_update = bool(opts.get("state_update", True))
-    baseline = None
+    state: dict = {}
+    first: list = []
     clusters_seen = []
     episode = 0
     while problem.left > 0:
@@ -173,25 +241,19 @@ def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[s
             act = dist.sample()
             logps.append(dist.log_prob(act).sum())
             lat = float(problem.evaluate_groups(act.numpy()[assign])[0])
-            rewards.append(1.0 / lat)
+            rewards.append(_reward(lat, opts, first))
             clusters_seen.append(int(logits.shape[0]))
             if state_update:
                 x = x + emb.detach()[torch.from_numpy(assign)]
-        r = torch.tensor(rewards)
-        lp = torch.stack(logps)
-        if use_baseline:
-            if baseline is None:
-                baseline = float(r.mean())
-            loss = -(lp * (r - baseline)).sum()
-            baseline = decay * baseline + (1 - decay) * float(r.mean())
-        else:
-            ret = sum(float(v) * gamma**i for i, v in enumerate(reversed(rewards)))
-            loss = -lp.sum() * ret
+        loss = loss_of(torch.stack(logps), rewards, opts, state)
         optim.zero_grad()
         loss.backward()
         optim.step()
         episode += 1
         if log:
-            log(f"episode {episode}: best {problem.best * 1e3:.3f} ms, clusters {clusters_seen[-1]}")
+            lats = 1.0 / np.asarray(rewards) if opts.get("reward", "latency") != "constant" else None
+            log(f"episode {episode}: best {problem.best * 1e3:.3f} ms"
+                + (f", episode mean {lats.mean() * 1e3:.3f} ms" if lats is not None else "")
+                + f", clusters {clusters_seen[-1]}, evaluations {len(problem.history)}")
     return {"episodes": episode, "clusters_mean": float(np.mean(clusters_seen)),
             "clusters_last": clusters_seen[-1]}

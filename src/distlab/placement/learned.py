@@ -54,17 +54,34 @@ class RNNPlacer(nn.Module):
         return torch.stack(acts, 1), logp
 
 
-def rnn(problem: Problem, opts: dict[str, Any], seed: int) -> dict[str, Any]:
+def _constant(opts: dict[str, Any]):
+    """``reward: constant`` (the negative control): every reward the learner sees is the
+    first one it saw.  The evaluations and the best placement found are scored as usual."""
+    if opts.get("reward", "latency") != "constant":
+        return lambda r: r
+    first: list = []
+
+    def f(r):
+        r = np.asarray(r, dtype=float)
+        if not first:
+            first.append(float(r.flat[0]))
+        return np.full_like(r, first[0])
+    return f
+
+
+def rnn(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[str, Any]:
     torch.manual_seed(seed)
     x = torch.from_numpy(coarse_features(problem.graph, problem.group, problem.cedges))
     net = RNNPlacer(x.shape[1], problem.n_devices, int(opts.get("hidden", 64)))
     optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
     samples, decay = int(opts.get("samples", 20)), float(opts.get("baseline_decay", 0.9))
+    seen = _constant(opts)
     baseline = None
     updates = 0
     while problem.left > 0:
         acts, logp = net.sample(x, min(samples, problem.left))
-        r = torch.from_numpy(1.0 / problem.evaluate_groups(acts.numpy())).float()
+        lat = problem.evaluate_groups(acts.numpy())
+        r = torch.from_numpy(seen(1.0 / lat)).float()
         baseline = float(r.mean()) if baseline is None else baseline
         loss = -(logp * (r - baseline)).sum()
         baseline = decay * baseline + (1 - decay) * float(r.mean())
@@ -72,6 +89,9 @@ def rnn(problem: Problem, opts: dict[str, Any], seed: int) -> dict[str, Any]:
         loss.backward()
         optim.step()
         updates += 1
+        if log:
+            log(f"update {updates}: best {problem.best * 1e3:.3f} ms, batch mean {np.mean(lat) * 1e3:.3f} ms, "
+                f"evaluations {len(problem.history)}")
     return {"updates": updates}
 
 
@@ -93,7 +113,7 @@ class PlacetoNet(nn.Module):
         return self.head(torch.cat([up[i], down[i], (up + down).mean(0)]))
 
 
-def placeto(problem: Problem, opts: dict[str, Any], seed: int) -> dict[str, Any]:
+def placeto(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[str, Any]:
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     g, k = problem.n_groups, problem.n_devices
@@ -109,6 +129,7 @@ def placeto(problem: Problem, opts: dict[str, Any], seed: int) -> dict[str, Any]
     net = PlacetoNet(x.shape[1], k, int(opts.get("hidden", 64)))
     optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
     gamma, decay = float(opts.get("discount", 0.95)), float(opts.get("baseline_decay", 0.9))
+    seen = _constant(opts)
     baseline = None
     episodes = 0
     while problem.left > 1:
@@ -129,7 +150,7 @@ def placeto(problem: Problem, opts: dict[str, Any], seed: int) -> dict[str, Any]
             place = place.copy()
             place[i] = int(a)
             lat = float(problem.evaluate_groups(place)[0])
-            rewards.append((prev - lat) / scale)
+            rewards.append(float(seen((prev - lat) / scale)))
             prev = lat
             visited[i] = 1.0
         ret, returns = 0.0, []
@@ -144,6 +165,9 @@ def placeto(problem: Problem, opts: dict[str, Any], seed: int) -> dict[str, Any]
         loss.backward()
         optim.step()
         episodes += 1
+        if log:
+            log(f"episode {episodes}: best {problem.best * 1e3:.3f} ms, end of episode {prev * 1e3:.3f} ms, "
+                f"evaluations {len(problem.history)}")
     if problem.left == 1:  # the last evaluation: the best placement seen, re-scored
         problem.evaluate(problem.best_placement)
     return {"episodes": episodes}

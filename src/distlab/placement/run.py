@@ -28,56 +28,62 @@ from .problem import Problem
 
 log = logging.getLogger("distlab.placement")
 
-METHODS = ("cpu_only", "gpu_only", "random", "heft", "rnn", "placeto", "hsdag")
-ABLATIONS = {"hsdag_no_shape": "shape", "hsdag_no_node_id": "node_id",
-             "hsdag_no_structural": "structural"}
+ALGOS = ("cpu_only", "gpu_only", "random", "heft", "rnn", "placeto", "hsdag")
 DETERMINISTIC = ("cpu_only", "gpu_only", "heft")
-
-
-def budget_of(spec: dict[str, Any]) -> int:
-    h = spec["hsdag"]
-    return int(h["episodes"]) * int(h["samples"])
+FINAL_FRACTION = 0.1  # the learned policy's latency: median of the last 10 % of a run's samples
 
 
 def run_seed(problem: Problem, spec: dict[str, Any], seed: int) -> dict[str, Any]:
-    method = spec["method"]
+    algo = spec["algo"]
     problem.reset()
     t0 = time.perf_counter()
-    if method == "cpu_only":
+    opts = dict(spec.get("options") or {})
+    if algo in ("rnn", "placeto", "hsdag"):
+        import torch
+
+        torch.set_num_threads(1)  # the same numbers whatever the machine's core count
+        opts["reward"] = spec.get("reward", "latency")
+        opts["drop_features"] = list(spec.get("drop_features") or [])
+
+    def progress(msg: str) -> None:
+        log.info("%s %s %s seed %d: %s", spec["pair_name"], spec["model_name"], spec["method"], seed, msg)
+
+    if algo == "cpu_only":
         info = baselines.single_device(problem, 0)
-    elif method == "gpu_only":
+    elif algo == "gpu_only":
         info = baselines.single_device(problem, 1)
-    elif method == "heft":
+    elif algo == "heft":
         info = baselines.heft(problem)
-    elif method == "random":
-        info = baselines.random_search(problem, {}, seed)
-    elif method == "rnn":  # the learned methods import torch; the others start without it
+    elif algo == "random":
+        info = baselines.random_search(problem, opts, seed)
+    elif algo == "rnn":  # the learned methods import torch; the others start without it
         from . import learned
 
-        info = learned.rnn(problem, spec["rnn"], seed)
-    elif method == "placeto":
+        info = learned.rnn(problem, opts, seed, log=progress)
+    elif algo == "placeto":
         from . import learned
 
-        info = learned.placeto(problem, spec["placeto"], seed)
-    elif method == "hsdag" or method in ABLATIONS:
+        info = learned.placeto(problem, opts, seed, log=progress)
+    elif algo == "hsdag":
         from . import hsdag
 
-        opts = dict(spec["hsdag"])
-        if method in ABLATIONS:
-            opts["drop_features"] = [ABLATIONS[method]]
-        info = hsdag.train(problem, opts, seed)
+        info = hsdag.train(problem, opts, seed, log=progress)
     else:
-        raise ValueError(f"method: {method!r} is not one of {METHODS + tuple(ABLATIONS)}")
+        raise ValueError(f"algo: {algo!r} is not one of {ALGOS}")
     wall = time.perf_counter() - t0
     curve = problem.curve()
     best = float(curve[-1])
     within = int(np.argmax(curve <= best * 1.01)) + 1
     place = problem.best_placement
+    hist = np.asarray(problem.history, dtype=float)
+    tail = hist[-max(1, int(round(len(hist) * FINAL_FRACTION))):]
     return {
         "seed": seed, "latency_s": best, "evaluations": len(curve), "evals_to_1pct": within,
+        "final_median_s": float(np.median(tail)),
         "frac_on_device1": float(np.mean(place[~problem.sim.pinned] == 1)),
         "wall_s": wall, "curve": curve.tolist(), "placement": place.tolist(),
         "clusters_mean": float(info.get("clusters_mean", np.nan)),
+        **({"heft_estimate_s": info["estimate_s"]} if "estimate_s" in info else {}),
     }
 
 
@@ -87,11 +93,12 @@ def run(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Path, 
     from distlab.tables import atomic_write_text
 
     graph = load_graph(graph_path)
-    prof = costs.load_profile(profile_path, graph)
-    budget = 1 if spec["method"] in DETERMINISTIC else budget_of(spec)
+    prof = costs.load_profile(profile_path, graph, spec.get("model"))
+    det = spec["algo"] in DETERMINISTIC
+    budget = 1 if det else int(spec["budget"])
     # the single-device rule is about what a search may return: the single-device
     # baselines themselves (and HEFT's one schedule) are always scored as they are
-    rule = "allow" if spec["method"] in DETERMINISTIC else spec.get("single_device", "allow")
+    rule = "allow" if det else spec.get("single_device", "allow")
     problem = Problem.build(graph, spec["pair"], prof, budget, rule,
                             cuda=costs.load_cuda_profile(profile_path, graph),
                             order=spec.get("sim_order", "topological"))
@@ -105,7 +112,7 @@ def run(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Path, 
     for seed in spec["seeds"]:
         if seed in done:
             continue
-        if spec["method"] in DETERMINISTIC and rows:
+        if det and rows:
             # one evaluation decides it: every seed shares the value
             rows.append({**rows[0], "seed": seed})
         else:
@@ -113,7 +120,7 @@ def run(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Path, 
         log.info("%s %s %s seed %d: %.3f ms", spec["pair_name"], spec["model_name"], spec["method"],
                  seed, rows[-1]["latency_s"] * 1e3)
         ck.save({"rows": rows})
-    result = {"spec": spec, "clock": "simulated", "n_nodes": graph["n_nodes"],
+    result = {"spec": spec, "clock": "simulated", "profile": str(profile_path), "n_nodes": graph["n_nodes"],
               "n_edges": graph["n_edges"], "n_groups": problem.n_groups,
               "n_coarse_edges": len(problem.cedges), "rows": rows}
     atomic_write_text(out, json.dumps(result))

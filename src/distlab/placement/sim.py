@@ -27,15 +27,31 @@ device's queue is ordered by the time an operator became ready (FIFO,
 work-conserving: a ready operator never waits behind one whose inputs are
 still in flight).  It runs a heap-based event loop per placement, slower than
 the default single pass; both are tested on hand-computed schedules.
+
+``order="rank"`` is list scheduling with insertion, the schedule HEFT
+(Topcuoglu et al. 2002) builds: operators are dispatched in decreasing
+*upward rank* (mean compute over the devices plus, along the longest path to
+the exit, the mean cost of every edge: an edge costs its producer's transfer
+when its ends sit on different devices; a result's trip back to the host is
+an edge to a virtual exit on the host), whatever the placement; each goes
+into the earliest idle slot of its device that starts no earlier than its
+inputs are there and is long enough, and each transfer likewise into the
+earliest idle slot of its sender's bus.  HEFT (``baselines.heft``) chooses
+devices with this very engine (``RankSchedule``), so its schedule's estimate
+is the simulator's score of its placement under this order, to the bit.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 
 from dataclasses import dataclass
 
 import numpy as np
+
+
+ORDERS = ("topological", "ready", "rank")
 
 
 class PlacementError(ValueError):
@@ -53,8 +69,8 @@ class Trace:
 class Simulator:
     def __init__(self, n: int, edges, compute: np.ndarray, transfer: np.ndarray,
                  pinned: np.ndarray | None = None, host: int = 0, order: str = "topological"):
-        if order not in ("topological", "ready"):
-            raise PlacementError(f"order: {order!r} is not 'topological' or 'ready'")
+        if order not in ORDERS:
+            raise PlacementError(f"order: {order!r} is not one of {ORDERS}")
         self.order = order
         compute = np.asarray(compute, dtype=float)
         transfer = np.asarray(transfer, dtype=float)
@@ -102,6 +118,8 @@ class Simulator:
         place = self._check(place)
         if self.order == "ready":
             return np.array([self._run_ready(p.tolist())[0] for p in place])
+        if self.order == "rank":
+            return np.array([self._run_rank(p.tolist())[0] for p in place])
         if place.shape[0] < 64:  # the scalar loop is faster than numpy on small batches
             return np.array([self._run_one(p.tolist())[0] for p in place])
         return self._run(place, trace=False)[0]
@@ -110,7 +128,7 @@ class Simulator:
         place = self._check(place)
         if place.shape[0] != 1:
             raise PlacementError("trace takes one placement")
-        run = self._run_ready if self.order == "ready" else self._run_one
+        run = {"ready": self._run_ready, "rank": self._run_rank}.get(self.order, self._run_one)
         lat, start, finish, transfers = run(place[0].tolist())
         return Trace(lat, np.array(start), np.array(finish), transfers)
 
@@ -120,10 +138,46 @@ class Simulator:
                            self.compute.tolist(), self.transfer.tolist(), set(self.sinks.tolist()))
         return self._lists
 
+    # ------------------------------------------------------------ rank order
+    def upward_rank(self) -> np.ndarray:
+        """HEFT's upward rank of every operator: ``rank(v) = mean_d compute[v, d] +
+        max over successors w of (transfer[v] + rank(w))``; a result (no successor) has the
+        virtual exit on the host as its successor: ``rank = mean compute + transfer``.
+        ``transfer[v]`` is the mean cost of an edge from ``v`` over pairs of distinct devices
+        (one link model, so it is the same for every pair)."""
+        if not hasattr(self, "_rank"):
+            mean_c = self.compute.mean(axis=1)
+            rank = np.zeros(self.n)
+            for v in range(self.n - 1, -1, -1):
+                s = self.succs[v]
+                tail = max(rank[w] for w in s.tolist()) if s.size else 0.0
+                rank[v] = mean_c[v] + (self.transfer[v] + tail)
+            self._rank = rank
+            self._rank_order = sorted(range(self.n), key=lambda v: (-rank[v], v))
+        return self._rank
+
+    def rank_order(self) -> list[int]:
+        self.upward_rank()
+        return list(self._rank_order)
+
+    def _run_rank(self, pl: list[int]):
+        sched = RankSchedule(self)
+        for v in self.rank_order():
+            sched.dispatch(v, pl[v])
+        return sched.latency(), sched.start, sched.finish, sched.transfers
+
     def _run_ready(self, pl: list[int]):
-        """Event-driven loop, device queues in order of readiness (Placeto's discipline)."""
+        """Event-driven loop, device queues in order of readiness (Placeto's discipline).
+
+        Events ``(time, seq, kind, a, b)`` in a heap, ties in the order they were pushed:
+        kind 0 device ``a`` is free, 1 operator ``a`` finished, 2 bus ``a`` is free,
+        3 output ``a`` arrived on device ``b``.  A finish frees its device, and an arrival its
+        bus, at the same instant: that event would be the very next one popped, so it is
+        handled in place instead of pushed.  Written out flat (no helper calls) for speed.
+        """
         preds, succs, comp, xfer, sinks = self._lists_once()
         n, k, host, inf = self.n, self.k, self.host, float("inf")
+        push, pop = heapq.heappush, heapq.heappop
         remaining = [len(p) for p in preds]
         arrive = [[inf] * k for _ in range(n)]
         start_l, finish_l, transfers = [0.0] * n, [0.0] * n, []
@@ -132,68 +186,79 @@ class Simulator:
         busq: list[list] = [[] for _ in range(k)]
         dev_on, bus_on = [False] * k, [False] * k
         seq = 0
-
-        def push(t, kind, a, b=0):
-            nonlocal seq
-            seq += 1
-            heapq.heappush(events, (t, seq, kind, a, b))
-
-        def ready(v, t):
-            d = pl[v]
-            heapq.heappush(devq[d], (t, v))
-            if not dev_on[d]:
-                dev_on[d] = True
-                push(t, 0, d)
-
-        def resolved(w, t):
-            remaining[w] -= 1
-            if remaining[w] == 0:
-                ready(w, t)
-
         for v in range(n):
             if not preds[v]:
-                ready(v, 0.0)
+                d = pl[v]
+                push(devq[d], (0.0, v))
+                if not dev_on[d]:
+                    dev_on[d] = True
+                    seq += 1
+                    push(events, (0.0, seq, 0, d, 0))
         while events:
-            t, _, kind, a, b = heapq.heappop(events)
-            if kind == 0:                       # device a is free: run its earliest-ready op
-                if not devq[a]:
-                    dev_on[a] = False
-                    continue
-                _, v = heapq.heappop(devq[a])
-                fin = t + comp[v][a]
-                start_l[v], finish_l[v] = t, fin
-                push(fin, 1, v)
-                push(fin, 0, a)
-            elif kind == 1:                     # op a finished
+            t, _, kind, a, b = pop(events)
+            if kind == 1:                       # op a finished on device d
                 d = pl[a]
                 arrive[a][d] = t
-                dests = set()
+                dests = None
                 for w in succs[a]:
-                    if pl[w] == d:
-                        resolved(w, t)
-                    else:
-                        dests.add(pl[w])
-                if a in sinks and d != host:
-                    dests.add(host)
-                for dst in sorted(dests):
-                    heapq.heappush(busq[d], (t, a, dst))
+                    dw = pl[w]
+                    if dw == d:
+                        remaining[w] -= 1
+                        if remaining[w] == 0:
+                            push(devq[d], (t, w))
+                    elif dests is None:
+                        dests = [dw]
+                    elif dw not in dests:
+                        dests.append(dw)
+                if d != host and a in sinks:
+                    if dests is None:
+                        dests = [host]
+                    elif host not in dests:
+                        dests.append(host)
+                if dests:
+                    if len(dests) > 1:
+                        dests.sort()
+                    bq = busq[d]
+                    for dst in dests:
+                        push(bq, (t, a, dst))
                     if not bus_on[d]:
                         bus_on[d] = True
-                        push(t, 2, d)
-            elif kind == 2:                     # bus a is free: send its earliest output
-                if not busq[a]:
-                    bus_on[a] = False
-                    continue
-                _, v, dst = heapq.heappop(busq[a])
-                done = t + xfer[v]
-                transfers.append((v, a, dst, t, done))
-                push(done, 3, v, dst)
-                push(done, 2, a)
-            else:                               # output a arrived on device b
+                        seq += 1
+                        push(events, (t, seq, 2, d, 0))
+                a, kind = d, 0                  # then device d is free (the next event in order)
+            elif kind == 3:                     # output a arrived on device b
                 arrive[a][b] = t
                 for w in succs[a]:
                     if pl[w] == b:
-                        resolved(w, t)
+                        remaining[w] -= 1
+                        if remaining[w] == 0:
+                            push(devq[b], (t, w))
+                            if not dev_on[b]:
+                                dev_on[b] = True
+                                seq += 1
+                                push(events, (t, seq, 0, b, 0))
+                a, kind = pl[a], 2              # then the sender's bus is free
+            if kind == 0:                       # device a is free: run its earliest-ready op
+                q = devq[a]
+                if not q:
+                    dev_on[a] = False
+                    continue
+                v = pop(q)[1]
+                fin = t + comp[v][a]
+                start_l[v] = t
+                finish_l[v] = fin
+                seq += 1
+                push(events, (fin, seq, 1, v, 0))
+            else:                               # bus a is free: send its earliest output
+                q = busq[a]
+                if not q:
+                    bus_on[a] = False
+                    continue
+                _, v, dst = pop(q)
+                done = t + xfer[v]
+                transfers.append((v, a, dst, t, done))
+                seq += 1
+                push(events, (done, seq, 3, v, dst))
         lat = max(arrive[v][host] for v in sinks)
         return lat, start_l, finish_l, transfers
 
@@ -278,3 +343,107 @@ class Simulator:
                     transfers.append((v, int(dv[0]), d, float(t0[0]), float(done[0])))
         lat = avail[:, self.sinks, host].max(axis=1)
         return lat, start_all, finish_all, transfers
+
+
+class Timeline:
+    """One device's or one bus's busy time: the end of its last booking (``free``) and the
+    idle gaps before it (sorted, disjoint), for insertion-based scheduling."""
+
+    __slots__ = ("free", "gs", "ge")
+
+    def __init__(self):
+        self.free, self.gs, self.ge = 0.0, [], []
+
+    def copy(self) -> Timeline:
+        t = Timeline()
+        t.free, t.gs, t.ge = self.free, list(self.gs), list(self.ge)
+        return t
+
+    def slot(self, t: float, dur: float) -> tuple[float, int]:
+        """Earliest start >= ``t`` of an idle interval of length ``dur``: (start, gap index or -1)."""
+        gs, ge = self.gs, self.ge
+        i = bisect.bisect_left(ge, t + dur)  # earlier gaps end too soon
+        while i < len(gs):
+            s = gs[i] if gs[i] > t else t
+            if s + dur <= ge[i]:
+                return s, i
+            i += 1
+        return (t if t > self.free else self.free), -1
+
+    def book(self, s: float, dur: float, i: int) -> None:
+        e = s + dur
+        if i < 0:
+            if s > self.free:
+                self.gs.append(self.free)
+                self.ge.append(s)
+            self.free = e
+            return
+        g0, g1 = self.gs[i], self.ge[i]
+        new = [(a, b) for a, b in ((g0, s), (e, g1)) if b > a]
+        self.gs[i:i + 1] = [a for a, _ in new]
+        self.ge[i:i + 1] = [b for _, b in new]
+
+
+class RankSchedule:
+    """The partial schedule of ``order="rank"``: operators dispatched one at a time onto a
+    device, each into the earliest idle slot after its inputs arrive; a missing input is sent
+    on its producer's bus (earliest idle slot after the producer finishes), once per
+    destination device; a result on another device is sent back to the host when dispatched."""
+
+    def __init__(self, sim: Simulator):
+        self.sim = sim
+        n, k = sim.n, sim.k
+        preds, succs, comp, xfer, sinks = sim._lists_once()
+        self.preds, self.comp, self.xfer, self.sinks = preds, comp, xfer, sinks
+        self.dev = [Timeline() for _ in range(k)]
+        self.bus = [Timeline() for _ in range(k)]
+        self.place = [-1] * n
+        self.start, self.finish = [0.0] * n, [0.0] * n
+        self.arrive: list[dict[int, float]] = [{} for _ in range(n)]
+        self.host_at: dict[int, float] = {}
+        self.transfers: list[tuple[int, int, int, float, float]] = []
+
+    def copy(self) -> RankSchedule:
+        c = RankSchedule.__new__(RankSchedule)
+        c.sim, c.preds, c.comp, c.xfer, c.sinks = self.sim, self.preds, self.comp, self.xfer, self.sinks
+        c.dev = [t.copy() for t in self.dev]
+        c.bus = [t.copy() for t in self.bus]
+        c.place, c.start, c.finish = list(self.place), list(self.start), list(self.finish)
+        c.arrive = [dict(a) for a in self.arrive]
+        c.host_at = dict(self.host_at)
+        c.transfers = list(self.transfers)
+        return c
+
+    def _send(self, u: int, dst: int) -> float:
+        a = self.arrive[u].get(dst)
+        if a is None:
+            src = self.place[u]
+            bus, x = self.bus[src], self.xfer[u]
+            s, i = bus.slot(self.finish[u], x)
+            bus.book(s, x, i)
+            a = s + x
+            self.arrive[u][dst] = a
+            self.transfers.append((u, src, dst, s, a))
+        return a
+
+    def dispatch(self, v: int, d: int) -> float:
+        """Schedule ``v`` on device ``d``; returns its finish (for a result: its arrival on the
+        host), the earliest finish time HEFT compares."""
+        place, finish = self.place, self.finish
+        t = 0.0
+        for u in self.preds[v]:
+            a = finish[u] if place[u] == d else self._send(u, d)
+            if a > t:
+                t = a
+        c = self.comp[v][d]
+        s, i = self.dev[d].slot(t, c)
+        self.dev[d].book(s, c, i)
+        place[v], self.start[v], finish[v] = d, s, s + c
+        if v in self.sinks:
+            h = self.sim.host
+            self.host_at[v] = finish[v] if d == h else self._send(v, h)
+            return self.host_at[v]
+        return finish[v]
+
+    def latency(self) -> float:
+        return max(self.host_at.values())

@@ -20,38 +20,98 @@ def pairs(pl: dict) -> list[str]:
     return list(pl.get("run_pairs") or pl["pairs"])
 
 
+LEARNERS = {"rnn": "rnn", "placeto": "placeto", "hsdag": "hsdag", "hsdag_corrected": "hsdag"}
+DETERMINISTIC = ("cpu_only", "gpu_only", "heft")
+CONTROL = "_const"          # <learner>_const: the same learner fed a constant reward
+
+
+def all_methods(pl: dict) -> list[str]:
+    """The methods, each learner's constant-reward control beside it, and the ablations of
+    ``ablation_of`` (``<ablation_of>_<ablation>``), in the order of the config."""
+    out = []
+    for m in pl["methods"]:
+        out.append(m)
+        if m in (pl.get("controls") or []):
+            out.append(m + CONTROL)
+    return out
+
+
+def ablation_methods(pl: dict) -> list[str]:
+    base = pl.get("ablation_of", "hsdag")
+    return [f"{base}_{a}" for a in (pl.get("ablations") or [])]
+
+
+def method_info(pl: dict, method: str) -> dict[str, Any]:
+    """What a method runs: ``{"algo", "options", "reward", "drop_features"}``; only its own
+    learner's options, so a learner's setting reruns only that learner's runs."""
+    if method in DETERMINISTIC:
+        return {"algo": method}
+    if method == "random":
+        return {"algo": "random", "options": {"batch": 100}}
+    reward, base = "latency", method
+    if method.endswith(CONTROL) and method[: -len(CONTROL)] in LEARNERS:
+        reward, base = "constant", method[: -len(CONTROL)]
+    drop: list[str] = []
+    if base not in LEARNERS:
+        abl = pl.get("ablation_of", "hsdag")
+        tail = base[len(abl) + 1:]
+        if not base.startswith(abl + "_") or tail not in (pl.get("ablations") or []):
+            raise ValueError(f"placement: unknown method {method!r}")
+        base, drop = abl, [tail[3:] if tail.startswith("no_") else tail]
+    return {"algo": LEARNERS[base], "options": dict(pl[base]), "reward": reward, "drop_features": drop}
+
+
+def pair_methods(pl: dict, pair: str) -> list[str]:
+    """The methods of one pair: all of them (with controls and ablations) on the default pair;
+    on the others, those of ``other_pair_methods`` (default: all) with their controls."""
+    if pair == pl["default_pair"]:
+        return all_methods(pl) + ablation_methods(pl)
+    keep = set(pl.get("other_pair_methods") or pl["methods"])
+    return [m for m in all_methods(pl) if (m[: -len(CONTROL)] if m.endswith(CONTROL) else m) in keep]
+
+
 def runs(pl: dict, root: str) -> list[str]:
-    """Every run file: all methods on every pair, the ablations on the default pair."""
+    """Every run file: the methods of each pair (``pair_methods``) on every model."""
     out = []
     for pair in pairs(pl):
         for model in models(pl):
-            methods = list(pl["methods"]) + (list(pl["ablations"]) if pair == pl["default_pair"] else [])
+            methods = pair_methods(pl, pair)
             out += [f"{root}/runs/{pair}/{model}/{m}.json" for m in methods]
     return out
 
 
 def run_spec(pl: dict, pair: str, model: str, method: str) -> str:
-    return as_json({
-        "method": method, "pair_name": pair, "pair": pl["pairs"][pair],
-        "model_name": model, "model": pl["models"][model], "seeds": pl["seeds"],
-        "single_device": pl["single_device"], "sim_order": pl.get("sim_order", "topological"),
-        "hsdag": pl["hsdag"], "rnn": pl["rnn"],
-        "placeto": pl["placeto"],
-    })
+    info = method_info(pl, method)
+    spec = {"method": method, **info, "pair_name": pair, "pair": pl["pairs"][pair], "seeds": pl["seeds"],
+            "model_name": model, "model": pl["models"][model], "sim_order": pl.get("sim_order", "topological")}
+    if method not in DETERMINISTIC:  # one evaluation decides a deterministic method: no budget
+        spec.update(budget=int(pl["budget"]), single_device=pl["single_device"])
+    return as_json(spec)
+
+
+def profile_path(pl: dict, root: str, model: str) -> str:
+    """The profile the simulated runs score with: a stored one (``profile.source: stored``,
+    ``data/placement/profiles/<model>.json``, versioned with the code) or this run's measurement."""
+    if pl["profile"].get("source", "measured") == "stored":
+        return f"data/placement/profiles/{model}.json"
+    return f"{root}/profiles/{model}.json"
 
 
 def profile_spec(pl: dict, model: str) -> str:
     cuda = any(d.get("measure_on_cuda", False) for pr in pl["pairs"].values() for d in pr["devices"])
-    return as_json({"model": pl["models"][model], **pl["profile"], "cuda": cuda})
+    prof = {k: v for k, v in pl["profile"].items() if k != "source"}
+    return as_json({"model": pl["models"][model], **prof, "cuda": cuda})
 
 
 def options(pl: dict) -> str:
-    return as_json({"methods": pl["methods"], "default_pair": pl["default_pair"]})
+    return as_json({"methods": all_methods(pl), "learners": [m for m in pl["methods"] if m in LEARNERS],
+                    "controls": list(pl.get("controls") or []), "ablations": ablation_methods(pl),
+                    "ablation_of": pl.get("ablation_of", "hsdag"), "default_pair": pl["default_pair"]})
 
 
 def tables(paper: str) -> dict[str, list[str]]:
-    main = [f"{paper}/tables/placement_{t}.{ext}" for t in ("main", "graphs", "convergence", "headline")
-            for ext in ("csv", "md")]
+    main = [f"{paper}/tables/placement_{t}.{ext}"
+            for t in ("main", "graphs", "convergence", "headline", "learning") for ext in ("csv", "md")]
     return {"main": main,
             "ablation": [f"{paper}/tables/placement_ablation.{ext}" for ext in ("csv", "md")],
             "real": [f"{paper}/tables/placement_sim_error.{ext}" for ext in ("csv", "md")],

@@ -1,0 +1,190 @@
+"""Place a user's own model: any ``nn.Module`` that ``torch.fx`` can trace.
+
+    from distlab.placement.api import place
+    placed = place(model, (x,), method="heft")        # or "random", "hsdag_corrected", ...
+    placed.placement                                  # {fx node name: device name}
+    placed.save("placement.json")
+    y = placed.module(x)                              # runs each operator on its torch device
+
+or from the command line::
+
+    python -m distlab place --model package.module:factory --input-shape 1,3,224,224 \\
+        --method heft --out placement.json
+
+Steps: trace (``graphs.extract_module``; weights are not nodes), profile every operator on
+this CPU (one thread, median of interleaved rounds), build the device pair of the config
+(device 0 profiled, the others *modelled* rooflines), search, and return the placement as a
+name -> device mapping with a module that runs it.  The placed module is a
+``torch.fx.GraphModule`` interpreted node by node: each operator runs on the torch device of
+its placed device (``torch_devices``: the host is ``cpu``; a second device is ``cuda`` when a
+GPU is there, else ``cpu``), its inputs moved there first, each module's weights copied to
+every device that runs it, and the outputs moved back to the host.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import fx
+
+from . import costs, graphs
+from .problem import Problem
+
+SEARCHED = ("random", "rnn", "placeto", "hsdag", "hsdag_corrected")
+
+
+def default_pair() -> dict[str, Any]:
+    """The default config's paper-like pair (CPU + a modelled integrated GPU)."""
+    from distlab.yamlio import load_yaml_strict as load_yaml
+
+    root = Path(__file__).resolve().parents[3]
+    cfg = load_yaml(root / "config" / "config.yaml")["placement"]
+    return cfg["pairs"][cfg["default_pair"]]
+
+
+def torch_devices(pair: dict[str, Any], cuda_available: bool | None = None) -> list[str]:
+    """The torch device that runs each device of a pair: the host on ``cpu``; any other
+    device on ``cuda:<i>`` when GPUs are there (one each, wrapping around), else on ``cpu``."""
+    if cuda_available is None:
+        cuda_available = torch.cuda.is_available()
+    n_gpu = torch.cuda.device_count() if cuda_available else 0
+    out = []
+    for i, _ in enumerate(pair["devices"]):
+        out.append("cpu" if i == 0 or not cuda_available or n_gpu == 0 else f"cuda:{(i - 1) % n_gpu}")
+    return out
+
+
+class PlacedModule(torch.nn.Module):
+    """A traced module that runs every operator on its placed torch device."""
+
+    def __init__(self, gm: fx.GraphModule, node_device: dict[str, str], host: str = "cpu"):
+        super().__init__()
+        self.gm, self.node_device, self.host = gm, dict(node_device), host
+        self._mods: dict[tuple[str, str], torch.nn.Module] = {}
+        for node in gm.graph.nodes:
+            if node.op == "call_module":
+                dev = node_device[node.name]
+                key = (node.target, dev)
+                if key not in self._mods:
+                    self._mods[key] = copy.deepcopy(gm.get_submodule(node.target)).to(dev)
+
+    def forward(self, *inputs):
+        env: dict[str, Any] = {}
+        it = iter(inputs)
+
+        def on(x, dev):
+            return x.to(dev) if isinstance(x, torch.Tensor) else x
+
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                env[node.name] = next(it)
+                continue
+            if node.op == "get_attr":
+                env[node.name] = graphs._fetch_attr(self.gm, node.target)
+                continue
+            if node.op == "output":
+                out = fx.node.map_arg(node.args[0], lambda n: env[n.name])
+                return torch.utils._pytree.tree_map(lambda x: on(x, self.host), out)
+            dev = self.node_device[node.name]
+            args = torch.utils._pytree.tree_map(lambda x: on(x, dev),
+                                                fx.node.map_arg(node.args, lambda n: env[n.name]))
+            kwargs = torch.utils._pytree.tree_map(lambda x: on(x, dev),
+                                                  fx.node.map_arg(node.kwargs, lambda n: env[n.name]))
+            if node.op == "call_module":
+                env[node.name] = self._mods[(node.target, dev)](*args, **kwargs)
+            else:
+                env[node.name] = graphs.node_callable(self.gm, node)(*args, **kwargs)
+        raise RuntimeError("the traced graph has no output")
+
+
+@dataclass
+class Placed:
+    placement: dict[str, str]          # fx node name -> device name of the pair
+    module: PlacedModule
+    latency_s: float                   # simulated latency of the placement
+    method: str
+    pair: dict[str, Any]
+    torch_devices: dict[str, str]      # device name -> torch device
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"placement": self.placement, "simulated_latency_s": self.latency_s, "method": self.method,
+                "clock": "simulated", "devices": [d["name"] for d in self.pair["devices"]],
+                "modelled": [d["name"] for d in self.pair["devices"] if d.get("kind") == "roofline"],
+                "torch_devices": self.torch_devices, **self.info}
+
+    def save(self, path: str | Path) -> Path:
+        from distlab.tables import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.to_json(), indent=1))
+        return Path(path)
+
+
+def place(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], method: str = "heft",
+          pair: dict[str, Any] | None = None, budget: int = 200, seed: int = 0,
+          options: dict[str, Any] | None = None, repeats: int = 5, order: str = "rank",
+          cuda_available: bool | None = None) -> Placed:
+    """Place ``model`` (evaluated on ``example_inputs``) on a device pair with ``method``
+    (``cpu_only``, ``gpu_only``, ``heft`` or a searched method with ``budget`` simulator
+    evaluations; a learner takes ``options``, defaulting to the config's)."""
+    model = model.eval()
+    if not isinstance(example_inputs, tuple):
+        example_inputs = (example_inputs,)
+    pair = pair or default_pair()
+    gm = graphs.trace(model)
+    with torch.no_grad():
+        graph = graphs.extract_module(gm, example_inputs, {"name": type(model).__name__})
+        prof = costs.profile_module(gm, example_inputs, repeats=repeats, warmup=1)
+    det = method in ("cpu_only", "gpu_only", "heft")
+    problem = Problem.build(graph, pair, np.asarray(prof["seconds"]), 1 if det else budget, order=order)
+    spec = {"algo": "hsdag" if method.startswith("hsdag") else method, "options": _options(method, options),
+            "pair_name": "user", "model_name": graph["model"]["name"], "method": method}
+    from .run import run_seed
+
+    row = run_seed(problem, spec, seed)
+    names = [n["name"] for n in graph["nodes"]]
+    dev_names = [d["name"] for d in pair["devices"]]
+    placement = {nm: dev_names[int(d)] for nm, d in zip(names, row["placement"])}
+    tdev = torch_devices(pair, cuda_available)
+    node_device = {nm: tdev[int(d)] for nm, d in zip(names, row["placement"])}
+    return Placed(placement, PlacedModule(gm, node_device, tdev[0]), row["latency_s"], method, pair,
+                  dict(zip(dev_names, tdev)), {"evaluations": row["evaluations"], "n_nodes": graph["n_nodes"]})
+
+
+def _options(method: str, options: dict[str, Any] | None) -> dict[str, Any]:
+    if options is not None or method not in ("rnn", "placeto", "hsdag", "hsdag_corrected"):
+        return dict(options or {})
+    from distlab.yamlio import load_yaml_strict as load_yaml
+
+    root = Path(__file__).resolve().parents[3]
+    return dict(load_yaml(root / "config" / "config.yaml")["placement"][method])
+
+
+def load_factory(ref: str):
+    """``package.module:factory`` -> the callable (it returns the ``nn.Module``)."""
+    mod, _, name = ref.partition(":")
+    if not mod or not name:
+        raise ValueError(f"--model: {ref!r} is not package.module:factory")
+    obj = importlib.import_module(mod)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def example_inputs(shapes: list[str], dtypes: list[str] | None = None, high: int = 2) -> tuple[torch.Tensor, ...]:
+    """Random example inputs from ``1,3,224,224``-style shapes (integer dtypes draw from [0, high))."""
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for i, s in enumerate(shapes):
+        shape = tuple(int(x) for x in s.split(","))
+        dt = getattr(torch, (dtypes or [])[i] if dtypes and i < len(dtypes) else "float32")
+        out.append(torch.randint(0, high, shape, generator=g, dtype=dt) if not dt.is_floating_point
+                   else torch.randn(shape, generator=g, dtype=dt))
+    return tuple(out)
