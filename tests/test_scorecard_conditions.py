@@ -210,3 +210,12 @@ def test_the_bigram_floor_equals_an_independent_count():
     # the smoothing is chosen on val alone: the alpha that scores val best
     best = min(floors.ALPHAS, key=lambda a: _by_hand(train, val, a)[1])
     assert table.loc["val", "bigram_alpha"] == best
+
+
+def test_a_condition_whose_selection_matches_nothing_is_not_run():
+    runs = pd.DataFrame({"method": "demo", "n": 2, "seed": range(3), "steps": 600})
+    cond = {"h": {"kind": "horizon", "statement": "N = 4 runs past the horizon", "table": "runs",
+                  "metric": "steps", "a": {"method": "demo", "n": 4}, "test": "each_at_least",
+                  "value": 600, "threshold": "t"}}
+    res = scorecard.evaluate_conditions(cond, {"runs": runs}, STATS)["h"]
+    assert res.status == "not run" and "no rows" in res.measured

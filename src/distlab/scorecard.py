@@ -591,6 +591,8 @@ def evaluate_condition(cond: dict[str, Any], tables: Mapping[str, pd.DataFrame],
             if cond["metric"] not in rows.columns:
                 raise ValueError(f"table {cond['table']!r} has no column {cond['metric']!r}")
             vals = rows[cond["metric"]].to_numpy(float)
+            if vals.size == 0:
+                return result("not run", f"no rows of {cond['table']!r} match {cond['a']}")
             bound = b[VALUE] + m if test == "each_at_least" else b[VALUE] - m
             worst = float(np.nanmin(vals) if test == "each_at_least" else np.nanmax(vals))
             ok = not np.isnan(vals).any() and (worst >= bound if test == "each_at_least" else worst <= bound)
