@@ -231,13 +231,15 @@ def _gloo_worker(rank: int, world: int, init: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
         calls = {"n": 0}
-        real = dist.all_gather
+        real = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
         def counting(*a, **k):
             calls["n"] += 1
             return real(*a, **k)
 
-        dist.all_gather = counting
+        # one all-gather straight into a tensor, never the list form (which needs a stacking copy)
+        dist.all_gather_single = dist.all_gather_into_tensor = counting
+        dist.all_gather = None
         m = _model()
         opt = DeMo(m.parameters(), lr=LR, compression_decay=DECAY, compression_topk=TOPK, compression_chunk=CHUNK)
         for step in range(STEPS):
