@@ -3,6 +3,7 @@ OLMo bytes arithmetic, and a tiny end-to-end `demo` run in a temporary copy."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 
@@ -72,12 +73,26 @@ def test_tiny_demo_end_to_end(tiny_workflow):
     assert {"time_wan", "time_datacenter", "cum_bytes"} <= set(steps.columns)
     assert any((work / "benchmarks/demo").rglob("*.tsv")) and any((work / "logs/demo").rglob("*.log"))
 
-    # nothing left to do; a changed learning rate reruns that method's runs only
+    # the learning rates come from the sweep, chosen on the validation split, compared on the test split
+    chosen = json.loads((work / "results/demo/sweep/chosen_lr.json").read_text())
+    sweep = pd.read_csv(work / "results/demo/sweep/summary.csv")
+    for m in tiny["sweep"]["methods"]:
+        s = sweep[sweep["method"] == m].groupby("lr")["final_val_loss"].mean()
+        assert chosen[m] == float(s.idxmin())
+    for follower, leader in tiny["lr_follows"].items():
+        assert chosen[follower] == chosen[leader]
+    for _, row in sim.iterrows():
+        assert row["lr"] == chosen[row["method"]]
+    assert {"final_test_loss", "gap_test", "gap_shrink_late", "steps"} <= set(sim.columns)
+    assert set(zip(sim["n_workers"], sim["method"])) >= {(3, "adamw"), (3, "demo-allmean")}
+    assert (paper / "figures/demo_gap_steps.png").stat().st_size > 0
+
+    # nothing left to do; a new sweep point runs that point's jobs (one per method, every seed)
     r = smk("demo", "-n", *cfg, cwd=work)
     assert "Nothing to be done" in r.stdout + r.stderr
-    variant = tiny_variant(work, "demo_lr", lambda c: c["demo"]["lr"].__setitem__("powersgd", 0.002))
+    variant = tiny_variant(work, "demo_lr", lambda c: c["demo"]["sweep"]["lrs"].append(0.002))
     r = smk("demo", "-n", "--quiet", "rules", "--configfile", variant, cwd=work)
     assert r.returncode == 0, r.stderr
     counts = {line.split()[0]: int(line.split()[1]) for line in r.stdout.splitlines()
               if len(line.split()) == 2 and line.split()[1].isdigit()}
-    assert counts.get("demo_train_sim") == 1 and "demo_train_real" not in counts   # one job, both seeds
+    assert counts.get("demo_train_sweep") == len(tiny["sweep"]["methods"])
