@@ -158,16 +158,25 @@ def test_every_problem_is_listed_at_once():
 
 
 def test_a_claims_typo_is_refused_with_the_config(tmp_path):
-    claims = yaml.safe_load(CLAIMS.read_text())
+    doc = yaml.safe_load(CLAIMS.read_text())
+    claims = doc["claims"]
     claims[0]["tset"] = "less"
     bad = tmp_path / "claims.yaml"
-    bad.write_text(yaml.safe_dump(claims))
+    bad.write_text(yaml.safe_dump(doc))
     errors = config_errors(_default(), SCHEMA_DIR, bad)
     assert any("tset" in e and claims[0]["id"] in e for e in errors)
-    claims = yaml.safe_load(CLAIMS.read_text())
-    claims.append(dict(claims[0]))
-    bad.write_text(yaml.safe_dump(claims))
+    doc = yaml.safe_load(CLAIMS.read_text())
+    doc["claims"].append(dict(doc["claims"][0]))
+    bad.write_text(yaml.safe_dump(doc))
     assert any("duplicated id" in e for e in config_errors(_default(), SCHEMA_DIR, bad))
+    # a precondition that names no condition, and a duplicated key, are refused too
+    doc = yaml.safe_load(CLAIMS.read_text())
+    doc["claims"][0]["preconditions"] = ["no.such.condition"]
+    bad.write_text(yaml.safe_dump(doc))
+    assert any("no.such.condition" in e and doc["claims"][0]["id"] in e
+               for e in config_errors(_default(), SCHEMA_DIR, bad))
+    bad.write_text(CLAIMS.read_text().replace("claims:\n", "claims:\n- id: x\n  id: y\n", 1))
+    assert any("duplicate key 'id'" in e for e in config_errors(_default(), SCHEMA_DIR, bad))
 
 
 @pytest.mark.slow

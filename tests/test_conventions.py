@@ -173,9 +173,10 @@ def test_papers_are_separate_families():
 
 def test_by_construction_claims_are_labelled_and_not_counted():
     claims = _claims(2)
-    claims[0]["by_construction"] = True
+    claims[0]["by_construction"] = "the clock charges a fewer units"
     df = scorecard.evaluate_claims(claims, {"t": _table([3.0, 3.0])}, STATS).set_index("id")
     assert df.loc["c0", "verdict"] == "by construction"
+    assert "holds by construction: the clock charges a fewer units" in df.loc["c0", "reason"]
     assert math.isnan(df.loc["c0", "p_holm"])
     assert df.loc["c1", "verdict"] == "reproduced"
 
@@ -183,7 +184,8 @@ def test_by_construction_claims_are_labelled_and_not_counted():
 def test_a_claim_against_a_constant():
     table = pd.DataFrame({"k": "ratio", "seed": range(5), "m": [35.0, 36.5, 34.2, 35.9, 36.1]})
     base = {"id": "r", "paper": "P4", "source": "s", "statement": "≥ 30× fewer bytes",
-            "table": "t", "metric": "m", "a": {"k": "ratio"}, "value": 30}
+            "table": "t", "metric": "m", "a": {"k": "ratio"}, "value": 30,
+            "threshold": "a made-up constant"}
     df = scorecard.evaluate_claims([{**base, "test": "greater"}], {"t": table}, STATS)
     assert df.iloc[0]["verdict"] == "reproduced"
     assert "35" in df.iloc[0]["ours"]

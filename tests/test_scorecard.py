@@ -46,6 +46,8 @@ def claim(**kw):
         "b": {"scheme": "gc", "s": 2, "delay_mean": 1},
     }
     base.update(kw)
+    if ("margin" in kw or "value" in kw) and "threshold" not in kw:
+        base["threshold"] = "test: a made-up threshold"
     return {k: v for k, v in base.items() if v is not ...}
 
 
@@ -200,8 +202,10 @@ def test_write_and_main_scorecard(tmp_path):
         assert df.verdict.tolist() == ["reproduced", "not run"]
     text = md.read_text()
     assert text.startswith("# Reproduction scorecard\n")
-    assert "**2 claims:** 1 reproduced · 0 not reproduced · 0 inconclusive · 0 by construction · 1 not run" in text
-    assert "| claim | paper's figure | ours (95 % t CI) | seeds | p raw / Holm | verdict | reason |" in text
+    assert ("**2 claims:** 1 reproduced · 0 not reproduced · 0 inconclusive · 0 not testable here · "
+            "0 by construction · 1 not run") in text
+    assert ("| claim | paper's figure | ours (95 % t CI) | seeds | p raw / Holm | preconditions | verdict "
+            "| reason |") in text
     assert "P1: Fig. 7; paper: 2x faster" in text
     back = pd.read_csv(csv)
     assert list(back.columns) == list(scorecard.COLUMNS)
@@ -212,6 +216,6 @@ def test_load_claims_validates(tmp_path):
     p = tmp_path / "claims.yaml"
     p.write_text(yaml.safe_dump({"claims": [claim(id="ok")]}))
     assert [c["id"] for c in scorecard.load_claims(p)] == ["ok"]
-    p.write_text(yaml.safe_dump([claim(id="k", margin=0.1)]))
+    p.write_text(yaml.safe_dump([claim(id="k", margin=-0.1)]))
     with pytest.raises(scorecard.ClaimError, match="claim 'k': bad key 'margin'"):
         scorecard.load_claims(p)

@@ -6,6 +6,7 @@ that changing one experiment's setting reruns exactly that experiment.
 
 Commands:
   prepare-data   build one data set into a directory (train/val/test + manifest)
+  data-floors    unigram and bigram cross-entropy floors of a prepared text data set
   train          one training run of an experiment, either backend; for gloo/nccl
                  it launches itself under torchrun (--print-torchrun shows how)
   summarize      run directories -> a per-step table and a run-level table
@@ -42,6 +43,16 @@ def cmd_prepare_data(a: argparse.Namespace) -> int:
     manifest = prepare_dataset(a.spec, a.out, seed=a.seed)
     log.info("data set %s ready in %s: %s", manifest["name"], a.out,
              {k: v["size"] for k, v in manifest["splits"].items()})
+    return 0
+
+
+def cmd_data_floors(a: argparse.Namespace) -> int:
+    from .data.floors import floors_of_prepared
+    from .tables import write_table
+
+    table = floors_of_prepared(a.data)
+    write_table(table, a.out)
+    log.info("floors of %s (nats/byte):\n%s", a.data, table.to_string(index=False))
     return 0
 
 
@@ -170,7 +181,7 @@ def cmd_scorecard(a: argparse.Namespace) -> int:
     if a.claims is None or a.stats is None:
         raise SpecError("scorecard: --claims and --stats are required unless --merge is given")
     tables = dict(t.split("=", 1) for t in a.table)
-    main_scorecard(a.claims, tables, a.stats, a.md, a.csv, paper=a.paper)
+    main_scorecard(a.claims, tables, a.stats, a.md, a.csv, paper=a.paper, conditions_out=a.conditions_csv)
     return 0
 
 
@@ -192,6 +203,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", type=Path, required=True)
     q.add_argument("--seed", type=int, default=0)
     q.set_defaults(func=cmd_prepare_data)
+
+    q = sub.add_parser("data-floors", help="n-gram floors of a prepared text data set")
+    q.add_argument("--data", type=Path, required=True)
+    q.add_argument("--out", type=Path, required=True)
+    q.set_defaults(func=cmd_data_floors)
 
     q = sub.add_parser("train", help="one training run")
     q.add_argument("--experiment", choices=sorted(TRAINERS), required=True)
@@ -231,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="per-paper scorecard CSVs to merge into one (no evaluation)")
     q.add_argument("--md", type=Path, required=True)
     q.add_argument("--csv", type=Path, required=True)
+    q.add_argument("--conditions-csv", type=Path, default=None,
+                   help="where to write the evaluated preconditions and negative controls")
     q.set_defaults(func=cmd_scorecard)
 
     q = sub.add_parser("report", help="the reproduction write-up")

@@ -28,6 +28,11 @@ def data_manifest(name):
     return f"{RESULTS}/data/{name}/manifest.json"
 
 
+def floors_table(name):
+    """The unigram/bigram floors of a text data set (rule data_floors)."""
+    return f"{RESULTS}/data/{name}/floors.csv"
+
+
 def cluster_spec(straggler, compute=None):
     return {
         "compute": compute or config["cluster"]["compute"],

@@ -28,3 +28,33 @@ rule data:
     """Every configured data set."""
     input:
         [data_manifest(name) for name in config["datasets"]],
+
+
+rule data_floors:
+    """Unigram and bigram cross-entropy floors of a text data set, fitted on its train split.
+
+    A language model's quality claims are testable only once its held-out loss
+    is below the bigram floor by a stated margin (config/claims.yaml: conditions)."""
+    input:
+        manifest=f"{RESULTS}/data/{{dataset}}/manifest.json",
+    output:
+        f"{RESULTS}/data/{{dataset}}/floors.csv",
+    params:
+        data=lambda w: f"{RESULTS}/data/{w.dataset}",
+    conda:
+        ENV
+    log:
+        "logs/data/{dataset}_floors.log",
+    benchmark:
+        "benchmarks/data/{dataset}_floors.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab data-floors --data {params.data:q} --out {output:q} > {log:q} 2>&1"
+
+
+# the language-model papers' quality conditions read their data set's floors
+for _section, _paper in (("local_learning", "P3"), ("demo", "P4")):
+    if _section in config and config["datasets"].get(config[_section]["dataset"], {}).get("kind") == "text":
+        register_tables(_paper, {f"floors_{config[_section]['dataset']}": floors_table(config[_section]["dataset"])})

@@ -11,6 +11,7 @@ rule scorecard_paper:
     output:
         md=f"{PAPER}/scorecard/{{paper}}.md",
         csv=f"{PAPER}/scorecard/{{paper}}.csv",
+        conditions=f"{PAPER}/scorecard/{{paper}}_conditions.csv",
     wildcard_constraints:
         paper="foundation|P1|P2|P3|P4",
     params:
@@ -27,13 +28,15 @@ rule scorecard_paper:
         mem_mb=1000,
     shell:
         "python -m distlab scorecard --paper {wildcards.paper:q} --claims {input.claims:q} {params.tables:q} "
-        "--stats {params.stats:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
+        "--stats {params.stats:q} --md {output.md:q} --csv {output.csv:q} "
+        "--conditions-csv {output.conditions:q} > {log:q} 2>&1"
 
 
 rule scorecard:
     """Every paper's scorecard section in one table."""
     input:
-        [f"{PAPER}/scorecard/{p}.csv" for p in scorecard_papers()],
+        parts=[f"{PAPER}/scorecard/{p}.csv" for p in scorecard_papers()],
+        conditions=[f"{PAPER}/scorecard/{p}_conditions.csv" for p in scorecard_papers()],
     output:
         md=report(f"{PAPER}/scorecard.md", category="Scorecard", caption="../report/scorecard.rst"),
         csv=f"{PAPER}/scorecard.csv",
@@ -47,7 +50,7 @@ rule scorecard:
     resources:
         mem_mb=1000,
     shell:
-        "python -m distlab scorecard --merge {input:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
+        "python -m distlab scorecard --merge {input.parts:q} --md {output.md:q} --csv {output.csv:q} > {log:q} 2>&1"
 
 
 rule figures:
