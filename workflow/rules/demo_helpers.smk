@@ -80,5 +80,6 @@ DEMO_TABLES = [f"{PAPER}/tables/demo_results.csv", f"{PAPER}/tables/demo_results
 DEMO_REAL_OUT = ([f"{PAPER}/figures/demo_real.png", f"{PAPER}/tables/demo_real.md"] if DEMO_REAL else [])
 
 register_tables("P4", {"demo_sim": f"{RESULTS}/demo/{SIM}/summary.csv",
+                       "demo_bytes": f"{PAPER}/tables/demo_bytes.csv",
                        **({"demo_real": f"{RESULTS}/demo/{DEMO_REAL_BACKEND}/summary.csv"} if DEMO_REAL else {})})
 register_outputs("P4", DEMO_FIGURES + DEMO_TABLES + DEMO_REAL_OUT)
