@@ -190,7 +190,26 @@ class DeMo(Optimizer):
     * ``bucket_cap_bytes``: split the payload into all-gathers of at most this
       many bytes (None: one all-gather a step);
     * ``ledger``: a :class:`distlab.runtime.ledger.ByteLedger` charged with
-      every all-gather of :meth:`step`.
+      every all-gather of :meth:`step`;
+    * ``mean``: ``"senders"`` (the reference: at each index, the mean over the
+      workers that sent it) or ``"all"`` (a plain mean over all N workers,
+      Algorithm 1's "synchronize" read literally; the ablation).
+
+    Use in a data-parallel script.  ``step()`` communicates (one all-gather of
+    every rank's compressed momentum); the gradients must stay each rank's
+    own, so nothing may all-reduce them during the backward::
+
+        model = build().to(device)          # same initial weights on every rank
+        opt = DeMo(model.parameters(), lr=1e-3)
+        for x, y in loader:                 # each rank its own shard
+            opt.zero_grad()
+            loss_fn(model(x), y).backward() # no DDP wrapper: gradients stay local
+            opt.step()
+
+    With a ``DistributedDataParallel``-wrapped model, run the forward and
+    backward inside ``ddp_model.no_sync()``; otherwise DDP all-reduces every
+    gradient on top of DeMo's all-gathers (the full dense traffic DeMo
+    exists to avoid).  ``examples/demo_ddp.py`` runs both on torchrun.
     """
 
     def __init__(self, params, lr: float = 1e-3, compression_decay: float = 0.999,
