@@ -60,7 +60,7 @@ def _n_params(spec) -> int:
 @pytest.mark.parametrize("n", [2, 4])
 def test_bytes_per_step_are_exact_for_every_method(tmp_path, pydoc_dir, n):
     results = {}
-    for method in ("adamw", "demo", "demo-compact", "powersgd", "diloco"):
+    for method in ("adamw", "demo", "demo-compact", "demo-allmean", "powersgd", "diloco"):
         spec = spec_for(method, n_workers=n)
         man, m = _run(spec, pydoc_dir, tmp_path / f"{method}{n}")
         results[method] = (man, m)
@@ -71,7 +71,7 @@ def test_bytes_per_step_are_exact_for_every_method(tmp_path, pydoc_dir, n):
     assert (m["payload_bytes"] == grad).all()
     assert np.allclose(m["bytes"], 2 * (n - 1) / n * grad) and (m["rounds"] == 2 * (n - 1)).all()
     model = train.build_lm(MODEL, 256, torch.float32, 0)
-    for method, enc in (("demo", "reference"), ("demo-compact", "compact")):
+    for method, enc in (("demo", "reference"), ("demo-compact", "compact"), ("demo-allmean", "reference")):
         payload = DeMo(model.parameters(), lr=1e-3, compression_topk=8, encoding=enc).payload_nbytes() + 4
         man, m = results[method]
         assert (m["payload_bytes"] == payload).all() and man["payload_bytes_per_step"] == payload
