@@ -90,7 +90,7 @@ def test_tiny_demo_end_to_end(tiny_workflow):
     for _, row in sim.iterrows():
         assert row["lr"] == chosen[row["method"]]
     assert {"final_test_loss", "gap_test", "gap_shrink_late", "steps"} <= set(sim.columns)
-    assert set(zip(sim["n_workers"], sim["method"])) >= {(3, "adamw"), (3, "demo-allmean")}
+    assert set(zip(sim["n_workers"], sim["method"])) >= {(4, "adamw"), (4, "demo"), (4, "demo-allmean")}
     assert (paper / "figures/demo_gap_steps.png").stat().st_size > 0
 
     # nothing left to do; a new sweep point runs that point's jobs (one per method, every seed)
