@@ -218,7 +218,7 @@ def _plt():
     return plots, plt
 
 
-def _band(ax, df: pd.DataFrame, x: str, y: str, label: str) -> None:
+def _band(ax, df: pd.DataFrame, x: str, y: str, label: str, color: str | None = None) -> None:
     """Mean over seeds at each eval step, with a 95 % t band (x averaged too)."""
     pts = []
     for step, g in df.groupby("step"):
@@ -230,7 +230,7 @@ def _band(ax, df: pd.DataFrame, x: str, y: str, label: str) -> None:
     if not pts:
         return
     a = np.array(pts)
-    (line,) = ax.plot(a[:, 0], a[:, 1], marker="o", markersize=3, label=label)
+    (line,) = ax.plot(a[:, 0], a[:, 1], marker="o", markersize=3, label=label, color=color)
     ax.fill_between(a[:, 0], a[:, 2], a[:, 3], color=line.get_color(), alpha=0.2, linewidth=0)
 
 
@@ -254,7 +254,7 @@ def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
             for m in methods:
                 d = steps[(steps["n_workers"] == n) & (steps["method"] == m)]
                 x = {"loss_steps": "step", "loss_bytes": "cum_bytes"}.get(kind, f"time_{net}")
-                _band(ax, d, x, "val_loss", LABELS[m])
+                _band(ax, d, x, "val_loss", LABELS[m], color=f"C{METHOD_ORDER.index(m)}")
             if kind == "loss_bytes":
                 ax.set_xscale("log")
                 ax.set_xlabel("cumulative bytes sent per worker (ring collectives)")
@@ -283,8 +283,8 @@ def gap_figure(steps_csv, out, note: str = "") -> None:
         ax = axes[0][j]
         for m in METHOD_ORDER:
             sel = d[(d["n_workers"] == n) & (d["method"] == m)]
-            if len(sel):
-                _band(ax, sel, "step", "gap", LABELS[m])
+            if len(sel):  # one colour per method in every panel
+                _band(ax, sel, "step", "gap", LABELS[m], color=f"C{METHOD_ORDER.index(m)}")
         ax.axhline(0.0, color="black", linewidth=0.8)
         ax.axvline(LATE * d["step"].max(), color="grey", linewidth=0.8, linestyle=":")
         ax.set_xlabel("step (dotted: start of the last third)")
