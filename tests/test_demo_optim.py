@@ -41,11 +41,13 @@ def _as_matrix(a: np.ndarray) -> np.ndarray:
 
 
 def loop_reference(params0: dict, grads_of, world: int, steps: int, lr=LR, decay=DECAY, topk=TOPK,
-                   chunk=CHUNK, wd=0.0) -> dict:
+                   chunk=CHUNK, wd=0.0, mean="senders") -> dict:
     """The DeMo equations, one parameter, one tile, one worker at a time.
 
     ``grads_of(params, rank, step)`` returns {name: gradient array}; ``lr`` is
-    one rate or {name: rate} (param groups).
+    one rate or {name: rate} (param groups).  ``mean``: "senders" divides each
+    index's sum by the workers that sent it (the reference), "all" by ``world``
+    (Algorithm 1's "synchronize" read literally).
     """
     params = {k: v.copy() for k, v in params0.items()}
     delta = [{k: np.zeros_like(v) for k, v in params.items()} for _ in range(world)]
@@ -82,8 +84,9 @@ def loop_reference(params0: dict, grads_of, world: int, steps: int, lr=LR, decay
                         for a, v in zip(idx, val):
                             total[a] += v
                             hits[a] += 1
-                    mean = np.where(hits > 0, total / np.maximum(hits, 1), 0.0)
-                    u = scipy.fft.idctn(mean.reshape(n1, n2), type=2, norm="ortho")
+                    avg = (np.where(hits > 0, total / np.maximum(hits, 1), 0.0) if mean == "senders"
+                           else total / world)
+                    u = scipy.fft.idctn(avg.reshape(n1, n2), type=2, norm="ortho")
                     P[i * n1:(i + 1) * n1, j * n2:(j + 1) * n2] -= plr * np.sign(u)
     return params
 
@@ -201,6 +204,62 @@ def test_follows_the_reference_trajectory_in_process(world):
         assert _max_diff(m, ref) < 1e-9
 
 
+def test_plain_mean_over_all_workers_follows_its_loop_statement():
+    """``mean="all"`` (Algorithm 1 read literally) against the loop with a division by N; at N = 3
+    it differs from the reference's per-index mean, so the ablation compares two real variants."""
+    ref_all = loop_reference(_np_params(_model()), _grads_fn(Net), 3, 6, mean="all")
+    models, _ = run_replicas(Net, 3, 6, mean="all")
+    for m in models:
+        assert _max_diff(m, ref_all) < 1e-9
+    ref_senders = loop_reference(_np_params(_model()), _grads_fn(Net), 3, 6)
+    assert max(float(np.abs(ref_all[n] - ref_senders[n]).max()) for n in ref_all) > LR
+    with pytest.raises(ValueError, match="mean"):
+        DeMo(_model().parameters(), mean="median")
+
+
+class _NoHostSync(torch.overrides.TorchFunctionMode):
+    """Raises on every call that reads a tensor's value on the host (a device sync on a GPU)."""
+
+    BANNED = {torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.__bool__, torch.Tensor.__int__,
+              torch.Tensor.__float__, torch.Tensor.__index__, torch.Tensor.numpy, torch.Tensor.nonzero,
+              torch.nonzero}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.BANNED:
+            raise AssertionError(f"host sync in the step: {getattr(func, '__name__', func)}")
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("mean", ["senders", "all"])
+def test_a_step_reads_no_device_value_on_the_host(mean):
+    """On a GPU, ``.item()``, ``.tolist()``, ``bool(t)`` and ``nonzero`` wait for the device; the step
+    must use none of them (CPU check by interception; with a parameter no worker sent as well)."""
+    models, opts = run_replicas(Net, 2, 1, mean=mean)      # layout built, scratch allocated
+    for m, o in zip(models, opts):
+        o.zero_grad()
+        _loss(m, *_batch(Net, 0, 1)).backward()
+        m.fc3.bias.grad = None                              # nobody sends it: its weight is 0 on the device
+    before = models[0].fc3.bias.detach().clone()
+    with _NoHostSync():
+        gathered = torch.stack([o.encode() for o in opts])
+        for o in opts:
+            o.apply(gathered)
+    assert torch.equal(models[0].fc3.bias, before)
+    with pytest.raises(AssertionError, match="host sync"), _NoHostSync():
+        bool(torch.ones(()) > 0)                            # the interception does fire
+    if torch.cuda.is_available():                           # where a GPU exists, CUDA's own check too
+        m = _model().cuda()
+        o = DeMo(m.parameters(), lr=LR)
+        for i in range(2):                                  # the first step builds the layout
+            o.zero_grad()
+            _loss(m, *(t.cuda() for t in _batch(Net, 0, 0))).backward()
+            torch.cuda.set_sync_debug_mode("error" if i else "default")
+            try:
+                o.step()
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+
+
 def test_world_size_one_step_needs_no_process_group():
     m = _model()
     ref = reference_for(Net, 1, STEPS)
@@ -231,13 +290,15 @@ def _gloo_worker(rank: int, world: int, init: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     try:
         calls = {"n": 0}
-        real = dist.all_gather
+        real = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
 
         def counting(*a, **k):
             calls["n"] += 1
             return real(*a, **k)
 
-        dist.all_gather = counting
+        # one all-gather straight into a tensor, never the list form (which needs a stacking copy)
+        dist.all_gather_single = dist.all_gather_into_tensor = counting
+        dist.all_gather = None
         m = _model()
         opt = DeMo(m.parameters(), lr=LR, compression_decay=DECAY, compression_topk=TOPK, compression_chunk=CHUNK)
         for step in range(STEPS):

@@ -60,7 +60,7 @@ def _n_params(spec) -> int:
 @pytest.mark.parametrize("n", [2, 4])
 def test_bytes_per_step_are_exact_for_every_method(tmp_path, pydoc_dir, n):
     results = {}
-    for method in ("adamw", "demo", "demo-compact", "powersgd", "diloco"):
+    for method in ("adamw", "demo", "demo-compact", "demo-allmean", "powersgd", "diloco"):
         spec = spec_for(method, n_workers=n)
         man, m = _run(spec, pydoc_dir, tmp_path / f"{method}{n}")
         results[method] = (man, m)
@@ -71,7 +71,7 @@ def test_bytes_per_step_are_exact_for_every_method(tmp_path, pydoc_dir, n):
     assert (m["payload_bytes"] == grad).all()
     assert np.allclose(m["bytes"], 2 * (n - 1) / n * grad) and (m["rounds"] == 2 * (n - 1)).all()
     model = train.build_lm(MODEL, 256, torch.float32, 0)
-    for method, enc in (("demo", "reference"), ("demo-compact", "compact")):
+    for method, enc in (("demo", "reference"), ("demo-compact", "compact"), ("demo-allmean", "reference")):
         payload = DeMo(model.parameters(), lr=1e-3, compression_topk=8, encoding=enc).payload_nbytes() + 4
         man, m = results[method]
         assert (m["payload_bytes"] == payload).all() and man["payload_bytes_per_step"] == payload
@@ -274,3 +274,97 @@ def test_paper_config_runs_shrunk(tmp_path, monkeypatch):
                                               "straggler": {"model": "none"}})
         man, m = _run(spec, tmp_path / "data", tmp_path / method)
         assert len(m) == 2 and np.isfinite(man["final"]["val_loss"])
+
+
+def test_a_resumed_multi_seed_job_skips_the_seeds_that_had_finished(tmp_path, pydoc_dir, monkeypatch):
+    """Killed during seed 1, the job reruns: seed 0 is not trained again, seed 1 resumes."""
+    base = {k: v for k, v in spec_for("demo", steps=6).items() if k != "seed"}
+    job = specs.validate_spec({**base, "seeds": [0, 1]}, train.SPEC_SCHEMA, "demo")
+    rt = {"checkpoint": {"every_s": 0, "every_steps": 1}}
+    real = train._worker_grad
+    calls = {"n": 0}
+
+    def dying(method, w, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2 * 6 + 2 * 3 + 1:  # seed 1, step 3, first worker
+            raise KeyboardInterrupt("killed")
+        return real(method, w, *a, **k)
+
+    monkeypatch.setattr(train, "_worker_grad", dying)
+    with pytest.raises(KeyboardInterrupt):
+        train.run_simulated(job, pydoc_dir, tmp_path / "job", rt)
+    seed0 = tmp_path / "job/seed0/manifest.json"
+    assert seed0.exists() and (tmp_path / "job/seed1/checkpoint.pt").exists()
+    before = seed0.read_bytes()
+    monkeypatch.setattr(train, "_worker_grad", real)
+    trained = []
+    one = train._run_simulated_one
+    monkeypatch.setattr(train, "_run_simulated_one", lambda s, *a: trained.append(s["seed"]) or one(s, *a))
+    train.run_simulated(job, pydoc_dir, tmp_path / "job", rt)
+    assert trained == [1] and seed0.read_bytes() == before
+    man = json.loads((tmp_path / "job/seed1/manifest.json").read_text())
+    assert man["resumed"] == 1
+    alone = _run(spec_for("demo", steps=6, seed=1), pydoc_dir, tmp_path / "alone")[1]
+    resumed = pd.read_csv(tmp_path / "job/seed1/metrics.csv")
+    assert np.array_equal(alone["loss"].to_numpy(), resumed["loss"].to_numpy())
+    # a finished seed of another spec (another lr) is not taken for this job's
+    trained.clear()
+    train.run_simulated({**job, "lr": 2e-3}, pydoc_dir, tmp_path / "job", rt)
+    assert trained == [0, 1]
+
+
+def test_the_learning_rate_can_come_from_the_sweeps_choice(tmp_path, pydoc_dir):
+    choice = tmp_path / "chosen.json"
+    choice.write_text(json.dumps({"demo": 0.003, "adamw": 0.001}))
+    spec = spec_for("demo", lr={"sweep": str(choice), "method": "demo"})
+    man, _ = _run(spec, pydoc_dir, tmp_path / "r")
+    assert man["spec"]["lr"] == 0.003 and man["spec"]["lr_chosen_by"].endswith("chosen.json:demo")
+    assert {"val_loss", "test_loss", "curve_val_loss"} <= set(man["final"])
+    with pytest.raises(specs.SpecError, match="lr.method"):
+        train.resolve_lr(spec_for("demo", lr={"sweep": str(choice), "method": "diloco"}))
+    with pytest.raises(specs.SpecError, match="lr.sweep"):
+        train.resolve_lr(spec_for("demo", lr={"sweep": str(tmp_path / "none.json"), "method": "demo"}))
+
+
+@pytest.mark.slow
+def test_a_killed_gloo_job_resumes_from_its_time_based_checkpoints(tmp_path, pydoc_dir):
+    """Real processes checkpoint on checkpoint.every_s (agreed across ranks), print progress every
+    10 % of the steps, and a rerun after SIGKILL resumes and ends where an uninterrupted run ends."""
+    import signal
+    import time
+
+    spec = spec_for("demo", backend="gloo", steps=150, eval_every=50)
+
+    def cmd(out, every_s):
+        return [sys.executable, "-m", "distlab", "train", "--experiment", "demo", "--threads", "2",
+                "--spec", json.dumps(spec), "--runtime",
+                json.dumps({"timeout_s": 60, "job_timeout_s": 600,
+                            "checkpoint": {"every_s": every_s, "every_steps": 0}}),
+                "--data", str(pydoc_dir), "--out", str(out)]
+
+    r = subprocess.run(cmd(tmp_path / "full", 0), env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    progress = [x for x in r.stderr.splitlines() if " step " in x and "/150" in x]   # the ranks' lines
+    assert len(progress) >= 10, r.stderr[-2000:]
+    out = tmp_path / "killed"
+    proc = subprocess.Popen(cmd(out, 0.05), env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and not (
+            (out / "checkpoint.rank0.pt").exists() and (out / "checkpoint.rank1.pt").exists()):
+        time.sleep(0.05)
+    time.sleep(0.3)
+    assert proc.poll() is None, "the run finished before it could be killed; make it longer"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "manifest.json").exists()
+    r = subprocess.run(cmd(out, 0.05), env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "resumed at step" in r.stderr
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["resumed"] == 1 and man["params_max_abs_diff_across_ranks"] == 0.0
+    full = pd.read_csv(tmp_path / "full/metrics.csv")
+    resumed = pd.read_csv(out / "metrics.csv")
+    assert len(resumed) == 150
+    assert np.allclose(full["loss"], resumed["loss"], atol=1e-6)
+    assert not list(out.glob("checkpoint*"))

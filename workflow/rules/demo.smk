@@ -8,9 +8,11 @@ include: "demo_helpers.smk"
 
 rule demo_train_sim:
     """One method, N workers, every seed on the simulated cluster (measured compute, modelled
-    network), one after another in one process; each seed has its own run directory."""
+    network), one after another in one process; each seed has its own run directory.  The learning
+    rate is the sweep's choice (demo.lr_from_sweep) or demo.lr."""
     input:
         data=data_manifest(DEMO["dataset"]),
+        choice=demo_choice_input(),
     output:
         manifests=[f"{DEMO_SIM_JOB}/seed{k}/manifest.json" for k in config["seeds"]],
         metrics=[f"{DEMO_SIM_JOB}/seed{k}/metrics.csv" for k in config["seeds"]],
@@ -40,6 +42,7 @@ rule demo_train_real:
     """One method on N torchrun processes (gloo on CPU, NCCL on GPUs); wall-clock time."""
     input:
         data=data_manifest(DEMO["dataset"]),
+        choice=demo_choice_input(),
     output:
         manifest=f"{DEMO_RUN}/manifest.json".replace("{dbackend}", DEMO_REAL_BACKEND),
         metrics=f"{DEMO_RUN}/metrics.csv".replace("{dbackend}", DEMO_REAL_BACKEND),
@@ -66,22 +69,23 @@ rule demo_train_real:
 
 
 rule demo_train_sweep:
-    """One point of the learning-rate sweep (simulated cluster)."""
+    """One point of the learning-rate sweep (simulated cluster): one method at one lr, every sweep
+    seed, at the comparison's horizon (demo.steps)."""
     input:
         data=data_manifest(DEMO["dataset"]),
     output:
-        manifest=f"{DEMO_SWEEP_RUN}/manifest.json",
-        metrics=f"{DEMO_SWEEP_RUN}/metrics.csv",
+        manifests=[f"{DEMO_SWEEP_JOB}/seed{k}/manifest.json" for k in DEMO["sweep"]["seeds"]],
+        metrics=[f"{DEMO_SWEEP_JOB}/seed{k}/metrics.csv" for k in DEMO["sweep"]["seeds"]],
     params:
         spec=lambda w: DEMO_SWEEP_SPEC(w),
-        out=subpath(output.manifest, parent=True),
+        out=DEMO_SWEEP_JOB,
         data=subpath(input.data, parent=True),
     conda:
         ENV
     log:
-        "logs/demo/sweep/lr{lr}/{dmethod}/seed{seed}.log",
+        "logs/demo/sweep/lr{lr}/{dmethod}.log",
     benchmark:
-        "benchmarks/demo/sweep/lr{lr}/{dmethod}/seed{seed}.tsv"
+        "benchmarks/demo/sweep/lr{lr}/{dmethod}.tsv"
     threads: 1
     resources:
         mem_mb=lambda w, input: job_mem_mb(DEMO_SWEEP_SPEC(w), input.data, base_mb=1200),
@@ -138,6 +142,30 @@ rule demo_fig_loss_steps:
         mem_mb=1500,
     shell:
         "python -m distlab demo-figure --kind loss_steps --steps {input:q} --note {params.note:q} "
+        "--out {output:q} > {log:q} 2>&1"
+
+
+rule demo_fig_gap_steps:
+    """Each method's validation-loss gap to AdamW-DDP (paired by seed) against steps: has it stopped
+    shrinking by the end?"""
+    input:
+        f"{RESULTS}/demo/{SIM}/steps.csv",
+    output:
+        report(f"{PAPER}/figures/demo_gap_steps.png", category="DeMo", caption="../report/demo_gap_steps.rst",
+               labels={"figure": "gap to AdamW vs steps"}),
+    params:
+        note=f"{len(config['seeds'])} seeds, 95% t band",
+    conda:
+        ENV
+    log:
+        "logs/demo/fig_gap_steps.log",
+    benchmark:
+        "benchmarks/demo/fig_gap_steps.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+    shell:
+        "python -m distlab demo-figure --kind gap_steps --steps {input:q} --note {params.note:q} "
         "--out {output:q} > {log:q} 2>&1"
 
 
@@ -273,16 +301,20 @@ rule demo_bytes_table:
     resources:
         mem_mb=1000,
     shell:
-        "python -m distlab demo-bytes --claims {input.claims:q} --claim-id demo.bytes.reduction_30x "
+        "python -m distlab demo-bytes --claims {input.claims:q} --claim-id demo.bytes.olmo1b_k32 "
         "--chunk {params.chunk} --topk 32 1 --csv {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
 
 
 rule demo_table_sweep:
-    """The learning-rate sweep: final validation loss per method and lr."""
+    """The learning-rate sweep: final loss on the validation split per method and lr; the lowest mean
+    per method is the choice (followers such as demo-compact take their leader's)."""
     input:
         f"{RESULTS}/demo/sweep/summary.csv",
     output:
-        f"{PAPER}/tables/demo_sweep.md",
+        md=f"{PAPER}/tables/demo_sweep.md",
+        choice=DEMO_LR_CHOICE,
+    params:
+        follows=as_json(DEMO.get("lr_follows", {})),
     conda:
         ENV
     log:
@@ -293,7 +325,8 @@ rule demo_table_sweep:
     resources:
         mem_mb=1000,
     shell:
-        "python -m distlab demo-table --kind sweep --summary {input:q} --md {output:q} > {log:q} 2>&1"
+        "python -m distlab demo-table --kind sweep --summary {input:q} --follows {params.follows:q} "
+        "--choice {output.choice:q} --md {output.md:q} > {log:q} 2>&1"
 
 
 rule demo_bench:
@@ -308,7 +341,7 @@ rule demo_bench:
         spec=as_json({"model": DEMO["model"], "large_model": DEMO["bench"]["large_model"],
                       "repeats": DEMO["bench"]["repeats"], "steps": DEMO["bench"]["steps"],
                       "lr": DEMO["lr"]["demo"], "demo": DEMO["demo"],
-                      "run": json.loads(demo_spec("demo", 2, 0, "gloo"))}),
+                      "run": json.loads(demo_spec("demo", 2, 0, "gloo", lr=DEMO["lr"]["demo"]))}),
         data=subpath(input.data, parent=True),
     conda:
         ENV

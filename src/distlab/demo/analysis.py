@@ -9,6 +9,7 @@ each step recorded (``compute_s``, ``rounds``, ``bytes``):
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from ..stats import t_interval
 from ..summarize import collect
 from ..tables import atomic_write_text, markdown_table
 
-METHOD_ORDER = ["adamw", "demo", "demo-compact", "diloco", "powersgd"]
+METHOD_ORDER = ["adamw", "demo", "demo-compact", "demo-allmean", "diloco", "powersgd"]
 LABELS = {"adamw": "AdamW-DDP", "demo": "DeMo", "demo-compact": "DeMo (compact)",
+          "demo-allmean": "DeMo (plain mean, ablation)",
           "diloco": "DiLoCo", "powersgd": "PowerSGD"}
 RUN_KEYS = ["method", "n_workers", "backend", "seed", "lr"]
 
@@ -56,14 +58,18 @@ def summarize(run_dirs: list[str | Path], networks: dict) -> tuple[pd.DataFrame,
     base = base.drop_duplicates(subset=["n_workers", "backend", "seed"])
     runs = runs.merge(base, on=["n_workers", "backend", "seed"], how="left")
     runs["bytes_reduction"] = runs["_ab"] / runs["bytes_per_step"]
+    # like with like against the paper's DDP figure (~2 bytes a parameter): AdamW's fp32 payload
+    # (gradients and the 4-byte loss) counted at 2 bytes an element
+    runs["bytes_reduction_bf16"] = (runs["_ap"] / 2) / runs["payload_bytes_per_step"]
     runs["payload_reduction"] = runs["_ap"] / runs["payload_bytes_per_step"]
     runs["step_time_vs_adamw"] = runs["step_time_median"] / runs["_at"]
     runs = runs.drop(columns=["_ab", "_ap", "_at"])
-    # the evaluation after the last step closes each curve
+    # the evaluation after the last step (on the curve's windows) closes each curve
+    curve_col = "final_curve_val_loss" if "final_curve_val_loss" in runs else "final_val_loss"
     last = steps.groupby(RUN_KEYS, sort=False).tail(1).copy()
-    last = last.merge(runs[RUN_KEYS + ["final_val_loss"]], on=RUN_KEYS, how="left")
+    last = last.merge(runs[RUN_KEYS + [curve_col]], on=RUN_KEYS, how="left")
     last["step"] += 1
-    last["val_loss"] = last.pop("final_val_loss")
+    last["val_loss"] = last.pop(curve_col)
     last["cum_bytes"] += last["bytes"]
     last["cum_payload_bytes"] += last["payload_bytes"]
     for name in networks:
@@ -72,7 +78,39 @@ def summarize(run_dirs: list[str | Path], networks: dict) -> tuple[pd.DataFrame,
         if col in last:
             last[col] = np.nan
     steps = pd.concat([steps, last], ignore_index=True).sort_values(RUN_KEYS + ["step"]).reset_index(drop=True)
-    return steps, runs
+    return steps, _gaps(steps, runs)
+
+
+LATE = 2 / 3  # the horizon check looks at the last third of training
+
+
+def _gaps(steps: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Per run, against AdamW-DDP of the same N, backend and seed (lr: AdamW's own, the one run):
+
+    * ``gap_test`` = final test loss - AdamW's; ``gap_val`` likewise on the validation split;
+    * ``late_val_drop`` = the curve's validation loss at the first evaluation at or after
+      2/3 of the steps minus its last value (how much it still fell in the last third);
+    * ``gap_shrink_late`` = ``late_val_drop`` - AdamW's: how much the gap to AdamW shrank over the
+      last third of training (near 0 once the comparison is past its horizon)."""
+    ev = steps[steps["val_loss"].notna()]
+    drops = []
+    for key, g in ev.groupby(RUN_KEYS, sort=False):
+        g = g.sort_values("step")
+        end = int(g["step"].max())
+        late = g[g["step"] >= LATE * end]
+        drops.append({**dict(zip(RUN_KEYS, key)), "late_val_drop":
+                      float(late["val_loss"].iloc[0] - g["val_loss"].iloc[-1]) if len(late) else np.nan,
+                      "late_from_step": int(late["step"].iloc[0]) if len(late) else -1})
+    runs = runs.merge(pd.DataFrame(drops), on=RUN_KEYS, how="left")
+    cols = [c for c in ("final_test_loss", "final_val_loss", "late_val_drop") if c in runs]
+    base = runs[runs["method"] == "adamw"][["n_workers", "backend", "seed", *cols]]
+    base = base.drop_duplicates(subset=["n_workers", "backend", "seed"]).rename(columns={c: f"_a_{c}" for c in cols})
+    runs = runs.merge(base, on=["n_workers", "backend", "seed"], how="left")
+    if "final_test_loss" in runs:
+        runs["gap_test"] = runs["final_test_loss"] - runs["_a_final_test_loss"]
+    runs["gap_val"] = runs["final_val_loss"] - runs["_a_final_val_loss"]
+    runs["gap_shrink_late"] = runs["late_val_drop"] - runs["_a_late_val_drop"]
+    return runs.drop(columns=[f"_a_{c}" for c in cols])
 
 
 def main_summarize(run_dirs, networks: dict, steps_out, summary_out) -> None:
@@ -97,6 +135,10 @@ def results_table(summary: str | Path, out_csv, out_md, networks: dict) -> pd.Da
     for (n, method), g in s.groupby(["n_workers", "method"], sort=True):
         row = {"N": int(n), "method": LABELS.get(method, method), "seeds": len(g),
                "lr": float(g["lr"].iloc[0]),
+               "steps": int(g["steps"].iloc[0]),
+               "final test loss": _ci(g["final_test_loss"]) if "final_test_loss" in g else "n/a",
+               "gap to AdamW (test)": _ci(g["gap_test"]) if "gap_test" in g else "n/a",
+               "gap shrink, last third": _ci(g["gap_shrink_late"]),
                "final val loss": _ci(g["final_val_loss"]),
                "wire bytes/step": f"{g['bytes_per_step'].mean():.4g}",
                "payload bytes/step": f"{g['payload_bytes_per_step'].mean():.4g}",
@@ -109,8 +151,11 @@ def results_table(summary: str | Path, out_csv, out_md, networks: dict) -> pd.Da
     df = df.sort_values(["N", "_o"]).drop(columns="_o")
     write_csv(df, out_csv)
     atomic_write_text(out_md, "# DeMo and baselines (simulated cluster; times simulated)\n\n"
-                      "Mean [95 % t interval over seeds].  Bytes per worker per step (wire: the ring "
-                      "collective's; payload: what the worker contributes).\n\n" + markdown_table(df))
+                      "Mean [95 % t interval over seeds].  Losses in nats/byte on the whole test (and "
+                      "validation) split after the last step; each method at its learning rate (lr).  Gap: "
+                      "paired by seed with AdamW-DDP; its shrink over the last third of training is measured "
+                      "on the validation curve.  Bytes per worker per step (wire: the ring collective's; "
+                      "payload: what the worker contributes).\n\n" + markdown_table(df))
     return df
 
 
@@ -133,20 +178,31 @@ def real_table(real_summary, sim_summary, out_md) -> pd.DataFrame:
     return df
 
 
-def sweep_table(summary, out_md) -> pd.DataFrame:
-    """Final validation loss per method and learning rate (mean [95 % t CI] over the sweep's seeds)."""
+def sweep_table(summary, out_md, choice_out=None, follows: dict | None = None) -> pd.DataFrame:
+    """Final loss on the validation split per method and learning rate (mean [95 % t CI] over the
+    sweep's seeds); the lowest mean per method is its choice, written to ``choice_out`` as
+    ``{method: lr}`` with each follower (``follows``: {follower: leader}) at its leader's value."""
     s = pd.read_csv(summary)
     rows = []
     for (method, lr), g in s.groupby(["method", "lr"], sort=True):
-        rows.append({"method": LABELS.get(method, method), "lr": lr, "seeds": len(g),
+        rows.append({"method": method, "lr": lr, "seeds": len(g), "steps": int(g["steps"].iloc[0]),
                      "final val loss": _ci(g["final_val_loss"]), "_mean": g["final_val_loss"].mean()})
     df = pd.DataFrame(rows)
     best = df.loc[df.groupby("method")["_mean"].idxmin()]
+    chosen = {str(r["method"]): float(r["lr"]) for _, r in best.iterrows()}
+    for follower, leader in (follows or {}).items():
+        if leader not in chosen:
+            raise ValueError(f"lr_follows: {follower} follows {leader!r}, which the sweep did not run")
+        chosen[follower] = chosen[leader]
     df["best"] = df.index.isin(best.index)
+    df["method"] = df["method"].map(lambda m: LABELS.get(m, m))
     df = df.drop(columns="_mean")
-    atomic_write_text(out_md, "# Learning-rate sweep (simulated cluster)\n\nThe lowest mean final "
-                      "validation loss per method is marked; config/config.yaml demo.lr holds the chosen "
-                      "values (docs/demo.md).\n\n" + markdown_table(df))
+    if choice_out is not None:
+        atomic_write_text(choice_out, json.dumps(chosen, indent=1, sort_keys=True) + "\n")
+    atomic_write_text(out_md, "# Learning-rate sweep (simulated cluster)\n\nFinal loss on the whole "
+                      "validation split (nats/byte); the lowest mean per method is marked and is the "
+                      "learning rate of that method's runs (the comparison itself is on the test split).  "
+                      f"Followers: {follows or {}}.\n\nChosen: {chosen}\n\n" + markdown_table(df))
     return df
 
 
@@ -161,7 +217,7 @@ def _plt():
     return plots, plt
 
 
-def _band(ax, df: pd.DataFrame, x: str, y: str, label: str) -> None:
+def _band(ax, df: pd.DataFrame, x: str, y: str, label: str, color: str | None = None) -> None:
     """Mean over seeds at each eval step, with a 95 % t band (x averaged too)."""
     pts = []
     for step, g in df.groupby("step"):
@@ -173,7 +229,7 @@ def _band(ax, df: pd.DataFrame, x: str, y: str, label: str) -> None:
     if not pts:
         return
     a = np.array(pts)
-    (line,) = ax.plot(a[:, 0], a[:, 1], marker="o", markersize=3, label=label)
+    (line,) = ax.plot(a[:, 0], a[:, 1], marker="o", markersize=3, label=label, color=color)
     ax.fill_between(a[:, 0], a[:, 2], a[:, 3], color=line.get_color(), alpha=0.2, linewidth=0)
 
 
@@ -197,7 +253,7 @@ def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
             for m in methods:
                 d = steps[(steps["n_workers"] == n) & (steps["method"] == m)]
                 x = {"loss_steps": "step", "loss_bytes": "cum_bytes"}.get(kind, f"time_{net}")
-                _band(ax, d, x, "val_loss", LABELS[m])
+                _band(ax, d, x, "val_loss", LABELS[m], color=f"C{METHOD_ORDER.index(m)}")
             if kind == "loss_bytes":
                 ax.set_xscale("log")
                 ax.set_xlabel("cumulative bytes sent per worker (ring collectives)")
@@ -208,6 +264,32 @@ def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
             ax.set_ylabel("validation loss (nats/byte)")
             ax.set_title(f"N = {n} workers" + (f", {networks[net]['label']}" if net else ""))
             plots.label_provenance(ax, "simulated", note)
+    axes[0][0].legend(fontsize=7)
+    plots.save(fig, out)
+
+
+def gap_figure(steps_csv, out, note: str = "") -> None:
+    """Each method's validation-loss gap to AdamW-DDP (paired by seed, same N) against steps."""
+    plots, plt = _plt()
+    steps = _eval_rows(pd.read_csv(steps_csv))
+    keys = ["n_workers", "backend", "seed", "step"]
+    base = steps[steps["method"] == "adamw"][keys + ["val_loss"]].drop_duplicates(subset=keys)
+    d = steps[steps["method"] != "adamw"].merge(base.rename(columns={"val_loss": "_a"}), on=keys, how="inner")
+    d["gap"] = d["val_loss"] - d["_a"]
+    ns = sorted(d["n_workers"].unique())
+    fig, axes = plt.subplots(1, max(1, len(ns)), figsize=(4.2 * max(1, len(ns)), 3.2), squeeze=False, sharey=True)
+    for j, n in enumerate(ns):
+        ax = axes[0][j]
+        for m in METHOD_ORDER:
+            sel = d[(d["n_workers"] == n) & (d["method"] == m)]
+            if len(sel):  # one colour per method in every panel
+                _band(ax, sel, "step", "gap", LABELS[m], color=f"C{METHOD_ORDER.index(m)}")
+        ax.axhline(0.0, color="black", linewidth=0.8)
+        ax.axvline(LATE * d["step"].max(), color="grey", linewidth=0.8, linestyle=":")
+        ax.set_xlabel("step (dotted: start of the last third)")
+        ax.set_ylabel("validation loss - AdamW-DDP's (nats/byte)")
+        ax.set_title(f"N = {n} workers")
+        plots.label_provenance(ax, "simulated", note)
     axes[0][0].legend(fontsize=7)
     plots.save(fig, out)
 
@@ -270,16 +352,21 @@ def bytes_table(out_csv, out_md, claims_path, claim_id: str, topks=(32, 1), chun
     df = pd.DataFrame(rows)
     for size in ("olmo-300m", "olmo-1b"):
         sel = df["model"] == size
-        ref = float(df[sel & (df["encoding"] == "fp32 gradients")]["bytes"].iloc[0])
-        df.loc[sel, "fewer than fp32 AdamW-DDP"] = ref / df.loc[sel, "bytes"]
-    write_csv(df, out_csv)
+        for dt, col in (("fp32", "reduction_vs_fp32_ddp"), ("bf16", "reduction_vs_bf16_ddp")):
+            ref = float(df[sel & (df["encoding"] == f"{dt} gradients")]["bytes"].iloc[0])
+            df.loc[sel, col] = ref / df.loc[sel, "bytes"]
+    df["seed"] = 0  # arithmetic, not a run: one row per setting (the scorecard pairs rows by seed)
+    df["fewer than fp32 AdamW-DDP"] = df["reduction_vs_fp32_ddp"]
+    df["fewer than bf16 AdamW-DDP"] = df["reduction_vs_bf16_ddp"]
+    write_csv(df.drop(columns=["fewer than fp32 AdamW-DDP", "fewer than bf16 AdamW-DDP"]), out_csv)
     from ..scorecard import load_claims
 
     claims = load_claims(claims_path)
     paper = next((c.get("paper_value") for c in claims if c.get("id") == claim_id), None)
     view = df.assign(k=df["k"].map(lambda v: "" if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)),
                      MB=df["MB"].map(lambda v: f"{v:.4g}"),
-                     **{"fewer than fp32 AdamW-DDP": df["fewer than fp32 AdamW-DDP"].map(lambda v: f"{v:.1f}x")})
+                     **{c: df[c].map(lambda v: f"{v:.1f}x") for c in ("fewer than fp32 AdamW-DDP",
+                                                                       "fewer than bf16 AdamW-DDP")})
     text = ("# Bytes per worker per step: DeMo and AdamW-DDP at OLMo scale (arithmetic, not a run)\n\n"
             "Shapes from the models built on the `meta` device (OLMo-1B: 1,176,764,416 parameters).  "
             "Accounting rule: the payload one worker contributes per step (for a ring all-gather each "
@@ -288,7 +375,7 @@ def bytes_table(out_csv, out_md, claims_path, claim_id: str, topks=(32, 1), chun
             "the reference encoding is int64 index + fp32 value (12 bytes a coefficient), ours packs "
             "12-bit indices with bf16 values (3.5 bytes); 1 MB = 10^6 bytes.\n\n"
             + markdown_table(view[["model", "params", "method", "k", "encoding", "MB",
-                                   "fewer than fp32 AdamW-DDP"]])
+                                   "fewer than bf16 AdamW-DDP", "fewer than fp32 AdamW-DDP"]])
             + (f"\n\nThe paper (`{claim_id}` in config/claims.yaml): {paper}\n" if paper else "\n"))
     atomic_write_text(out_md, text)
     return df

@@ -27,17 +27,28 @@ def check(config: dict[str, Any]) -> list[str]:
     lr = d.get("lr", {}) or {}
     sweep = d.get("sweep", {}) or {}
     real = d.get("real", {}) or {}
-    needed = set(d.get("methods", []))
+    more = d.get("more_workers") or {}
+    needed = set(d.get("methods", [])) | set(more.get("methods", []))
     if real.get("enabled"):
         needed |= set(real.get("methods", []))
     for m in sorted(needed):
         if m not in lr:
             out.append(f"demo.lr.{m}: method {m!r} is configured but has no learning rate")
+    follows = d.get("lr_follows") or {}
+    if d.get("lr_from_sweep"):
+        for m in sorted(needed):
+            leader = follows.get(m, m)
+            if leader not in sweep.get("methods", []):
+                out.append(f"demo.sweep.methods: {m!r} takes the sweep's choice for {leader!r} "
+                           f"(demo.lr_from_sweep), which the sweep does not run")
+    for f, leader in follows.items():
+        if leader in follows:
+            out.append(f"demo.lr_follows.{f}: follows {leader!r}, itself a follower (one level only)")
     model = d.get("model", {}) or {}
     if model.get("d_model", 128) % model.get("n_head", 4):
         out.append("demo.model.n_head: must divide demo.model.d_model")
     H = (d.get("diloco") or {}).get("H", 1)
-    for key, steps, methods in (("demo.steps", d.get("steps", 0), d.get("methods", [])),
+    for key, steps, methods in (("demo.steps", d.get("steps", 0), d.get("methods", []) + more.get("methods", [])),
                                 ("demo.sweep.steps", sweep.get("steps", 0), sweep.get("methods", []))):
         if "diloco" in methods and not _divides(int(steps), int(H)):
             out.append(f"{key}: DiLoCo synchronises every demo.diloco.H = {H} steps; the run must end on "

@@ -27,17 +27,19 @@ def _table(a) -> int:
     if a.kind == "results":
         results_table(a.summary, a.csv, a.md, a.networks)
     elif a.kind == "sweep":
-        sweep_table(a.summary, a.md)
+        sweep_table(a.summary, a.md, a.choice, a.follows)
     else:
         real_table(a.summary, a.sim_summary, a.md)
     return 0
 
 
 def _figure(a) -> int:
-    from .analysis import figure, real_figure
+    from .analysis import figure, gap_figure, real_figure
 
     if a.kind == "real":
         real_figure(a.summary, a.sim_summary, a.out)
+    elif a.kind == "gap_steps":
+        gap_figure(a.steps, a.out, a.note)
     else:
         figure(a.kind, a.steps, a.out, a.networks, a.note)
     return 0
@@ -72,10 +74,12 @@ def register(sub) -> None:
     q.add_argument("--networks", type=_json, default={})
     q.add_argument("--csv", type=Path)
     q.add_argument("--md", type=Path, required=True)
+    q.add_argument("--choice", type=Path, help="sweep: where to write the chosen lr per method (JSON)")
+    q.add_argument("--follows", type=_json, default={}, help="sweep: {follower: leader} learning rates")
     q.set_defaults(func=_table)
 
     q = sub.add_parser("demo-figure", help="one DeMo figure")
-    q.add_argument("--kind", choices=["loss_steps", "loss_bytes", "loss_time", "real"], required=True)
+    q.add_argument("--kind", choices=["loss_steps", "gap_steps", "loss_bytes", "loss_time", "real"], required=True)
     q.add_argument("--steps", type=Path)
     q.add_argument("--summary", type=Path)
     q.add_argument("--sim-summary", type=Path)

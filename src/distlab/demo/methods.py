@@ -11,6 +11,9 @@ same ledger rule.
 * ``adamw`` — AdamW on the mean gradient: one flattened all-reduce a step.
 * ``demo`` / ``demo-compact`` — :class:`distlab.demo.DeMo`, reference or
   compact payload: one all-gather a step.
+* ``demo-allmean`` — the ablation: DeMo with the plain mean over all N
+  workers at each index (``mean="all"``, Algorithm 1's "synchronize" read
+  literally) instead of the reference's mean over the workers that sent it.
 * ``powersgd`` — rank-r PowerSGD with error feedback (Vogels et al., 2019)
   feeding AdamW: matrices (the documented reshape) travel as ``P = M Q`` and
   ``Q = M^T P`` (two all-reduces a step), vectors and the rest dense in the
@@ -37,7 +40,7 @@ from torch import nn
 from .optim import DeMo
 from .transforms import matrix_shape
 
-METHODS = ("adamw", "demo", "demo-compact", "diloco", "powersgd")
+METHODS = ("adamw", "demo", "demo-compact", "demo-allmean", "diloco", "powersgd")
 
 
 def _params(model: nn.Module) -> list[nn.Parameter]:
@@ -123,7 +126,8 @@ class DeMoMethod(Method):
                   compression_topk=int(d.get("topk", 32)), compression_chunk=int(d.get("chunk", 64)),
                   weight_decay=float(d.get("weight_decay", 0.0)),
                   encoding="compact" if spec["method"] == "demo-compact" else "reference",
-                  value_dtype=d.get("value_dtype", "bfloat16"))
+                  value_dtype=d.get("value_dtype", "bfloat16"),
+                  mean="all" if spec["method"] == "demo-allmean" else "senders")
         # one DeMo state (momentum) per worker over the same parameters
         self.opts = [DeMo(_params(model), **kw) for _ in range(n_local)]
         self.payloads: list[torch.Tensor | None] = [None] * n_local
@@ -277,6 +281,7 @@ class DiLoCo(Method):
 
 
 def make_method(model: nn.Module, n_local: int, spec: dict, comm) -> Method:
-    cls = {"adamw": AdamWDDP, "demo": DeMoMethod, "demo-compact": DeMoMethod, "powersgd": PowerSGD,
+    cls = {"adamw": AdamWDDP, "demo": DeMoMethod, "demo-compact": DeMoMethod, "demo-allmean": DeMoMethod,
+           "powersgd": PowerSGD,
            "diloco": DiLoCo}[spec["method"]]
     return cls(model, n_local, spec, comm)

@@ -106,6 +106,7 @@ class _TileGroup:
     hits: torch.Tensor | None = None    # (tiles, n1*n2) apply's scratch, zero between steps: senders per position
     base: torch.Tensor | None = None    # (tiles, 1) int64: element offset of each tile's corner in ``coeff``
     stride: torch.Tensor | None = None  # (tiles, 1) int64: row stride (its member's cols) of each tile
+    owner: torch.Tensor | None = None   # (tiles,) int64: the member index (payload mask bit) of each tile
 
     @property
     def numel(self) -> int:
@@ -115,6 +116,8 @@ class _TileGroup:
         """Within-tile positions ``(tiles, m)`` -> element offsets in ``coeff``."""
         return self.base + torch.div(idx, self.n2, rounding_mode="floor") * self.stride + idx % self.n2
 
+
+MEANS = ("senders", "all")
 
 _ORDER_AS = {torch.float32: torch.int32, torch.float64: torch.int64,
              torch.float16: torch.int16, torch.bfloat16: torch.int16}
@@ -164,6 +167,14 @@ def _tiles_of(x: torch.Tensor, m: _Member, tg: _TileGroup) -> torch.Tensor:
     return x.view(m.rows // tg.n1, tg.n1, m.cols // tg.n2, tg.n2).permute(0, 2, 1, 3)
 
 
+def _gather_into(out: torch.Tensor, part: torch.Tensor, group) -> None:
+    """All-gather ``part`` of every rank into the rows of ``out`` ``(world, n)``: one
+    collective into one tensor (``all_gather_single``, torch's new name for
+    ``all_gather_into_tensor``): no list of buffers, no stacking copy."""
+    fn = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    fn(out.view(-1), part, group=group)
+
+
 class DeMo(Optimizer):
     """DeMo as a ``torch.optim.Optimizer``: ``loss.backward(); opt.step()`` on every rank.
 
@@ -179,14 +190,33 @@ class DeMo(Optimizer):
     * ``bucket_cap_bytes``: split the payload into all-gathers of at most this
       many bytes (None: one all-gather a step);
     * ``ledger``: a :class:`distlab.runtime.ledger.ByteLedger` charged with
-      every all-gather of :meth:`step`.
+      every all-gather of :meth:`step`;
+    * ``mean``: ``"senders"`` (the reference: at each index, the mean over the
+      workers that sent it) or ``"all"`` (a plain mean over all N workers,
+      Algorithm 1's "synchronize" read literally; the ablation).
+
+    Use in a data-parallel script.  ``step()`` communicates (one all-gather of
+    every rank's compressed momentum); the gradients must stay each rank's
+    own, so nothing may all-reduce them during the backward::
+
+        model = build().to(device)          # same initial weights on every rank
+        opt = DeMo(model.parameters(), lr=1e-3)
+        for x, y in loader:                 # each rank its own shard
+            opt.zero_grad()
+            loss_fn(model(x), y).backward() # no DDP wrapper: gradients stay local
+            opt.step()
+
+    With a ``DistributedDataParallel``-wrapped model, run the forward and
+    backward inside ``ddp_model.no_sync()``; otherwise DDP all-reduces every
+    gradient on top of DeMo's all-gathers (the full dense traffic DeMo
+    exists to avoid).  ``examples/demo_ddp.py`` runs both on torchrun.
     """
 
     def __init__(self, params, lr: float = 1e-3, compression_decay: float = 0.999,
                  compression_topk: int = 32, compression_chunk: int = 64, weight_decay: float = 0.0,
                  process_group: dist.ProcessGroup | None = None, *, encoding: str = "reference",
                  value_dtype: str = "bfloat16", bucket_cap_bytes: int | None = None,
-                 ledger=None) -> None:
+                 ledger=None, mean: str = "senders") -> None:
         if not lr > 0:
             raise ValueError(f"DeMo: lr must be > 0, got {lr}")
         if compression_topk <= 0:
@@ -201,6 +231,8 @@ class DeMo(Optimizer):
             raise ValueError(f"DeMo: encoding must be one of {pl.ENCODINGS}, got {encoding!r}")
         if value_dtype not in pl.VALUE_DTYPES:
             raise ValueError(f"DeMo: value_dtype must be one of {sorted(pl.VALUE_DTYPES)}, got {value_dtype!r}")
+        if mean not in MEANS:
+            raise ValueError(f"DeMo: mean must be one of {MEANS}, got {mean!r}")
         if bucket_cap_bytes is not None and bucket_cap_bytes < 1:
             raise ValueError(f"DeMo: bucket_cap_bytes must be >= 1 or None, got {bucket_cap_bytes}")
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
@@ -212,6 +244,8 @@ class DeMo(Optimizer):
         self.value_dtype = pl.VALUE_DTYPES[value_dtype]
         self.bucket_cap_bytes = bucket_cap_bytes
         self.ledger = ledger
+        self.mean = mean
+        self._masks: dict[tuple[bool, ...], torch.Tensor] = {}
         self._layout: list[_TileGroup] | None = None
         self._members: list[_Member] = []
         self.last_payload_nbytes = 0
@@ -255,7 +289,7 @@ class DeMo(Optimizer):
             tg.coeff = torch.zeros(tg.elements, dtype=tg.dtype, device=tg.device)
             tg.work = torch.empty_like(tg.coeff) if tg.n1 > 1 else None
             tg.tiled = torch.empty((tg.tiles, tg.numel), dtype=tg.dtype, device=tg.device)
-            base, stride = [], []
+            base, stride, owner = [], [], []
             for m in tg.members:
                 st = self.state[m.param]
                 view = tg.coeff[m.span].view(m.rows, m.cols)
@@ -267,9 +301,12 @@ class DeMo(Optimizer):
                 b = torch.arange(m.cols // tg.n2, dtype=torch.int64)[None, :] * tg.n2
                 base.append((m.offset + a + b).reshape(-1))
                 stride.append(torch.full((m.tiles,), m.cols, dtype=torch.int64))
+                owner.append(torch.full((m.tiles,), m.index, dtype=torch.int64))
+            tg.owner = torch.cat(owner).to(tg.device)
             tg.base = torch.cat(base).to(tg.device)[:, None]
             tg.stride = torch.cat(stride).to(tg.device)[:, None]
         self._members = members
+        self._masks = {}
         self._by_param = {id(m.param): (tg, m) for tg in groups.values() for m in tg.members}
         self._nbytes = off
         self._layout = list(groups.values())
@@ -327,7 +364,7 @@ class DeMo(Optimizer):
             if m.param.grad.is_sparse:
                 raise RuntimeError("DeMo does not support sparse gradients")
             self.state[m.param]["step"] += 1
-        parts = [pl.pack_mask(present).to(layout[0].device if layout else "cpu")]
+        parts = [self._mask_bytes(present, layout[0].device if layout else torch.device("cpu"))]
         for tg in layout:
             idx, val = self._encode_group(tg, present)
             parts.append(pl.pack_indices(idx, self.encoding, tg.numel))
@@ -337,6 +374,14 @@ class DeMo(Optimizer):
             raise AssertionError(f"DeMo payload has {out.numel()} bytes, layout says {self._nbytes}")
         self.last_payload_nbytes = out.numel()
         return out
+
+    def _mask_bytes(self, present: list[bool], device: torch.device) -> torch.Tensor:
+        """The payload's presence mask, on the payload's device; built once per pattern (a host
+        list, known without looking at any device tensor), so a step copies nothing to the device."""
+        key = tuple(present)
+        if key not in self._masks:
+            self._masks[key] = pl.pack_mask(present).to(device)
+        return self._masks[key]
 
     def _encode_group(self, tg: _TileGroup, present: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
         c = tg.coeff
@@ -370,16 +415,21 @@ class DeMo(Optimizer):
     def apply(self, gathered: torch.Tensor) -> None:
         """Global phase: ``gathered`` is every worker's payload, ``(N, nbytes)`` uint8.
 
-        At each index, the mean over the workers that sent it; inverse DCT;
-        decoupled weight decay and the sign step on every parameter that at
-        least one worker sent."""
+        At each index, the mean over the workers that sent it (``mean="senders"``,
+        the reference's choice) or over all N workers (``mean="all"``, Algorithm 1's
+        "synchronize" read literally); inverse DCT; decoupled weight decay and the
+        sign step on every parameter that at least one worker sent.
+
+        No host synchronisation: which parameters were sent is read from the
+        payloads on the device and enters the arithmetic as weights (a parameter
+        no worker sent gets a zero update and no decay), never as a Python branch."""
         layout = self.layout
         if gathered.dim() != 2 or gathered.shape[1] != self._nbytes or gathered.dtype != torch.uint8:
             raise ValueError(f"DeMo.apply expects (N, {self._nbytes}) uint8 payloads, "
                              f"got {tuple(gathered.shape)} {gathered.dtype}")
         n = gathered.shape[0]
         present = pl.unpack_mask(gathered[:, :pl.mask_nbytes(len(self._members))], len(self._members))
-        any_present = present.any(0).tolist()
+        any_present = present.any(0)                                   # (members,) bool, on the device
         for tg in layout:
             count = tg.tiles * tg.k
             idx = pl.unpack_indices(gathered[:, tg.idx_off:tg.idx_off + tg.idx_len], count,
@@ -395,34 +445,33 @@ class DeMo(Optimizer):
                 tg.total = torch.zeros(tg.elements, dtype=tg.dtype, device=tg.device)
                 tg.hits = torch.zeros((tg.tiles, tg.numel), dtype=torch.int32, device=tg.device)
             total, hits = tg.total, tg.hits
-            mine = torch.tensor([m.index for m in tg.members for _ in range(m.tiles)], device=present.device) \
-                if not bool(present.all()) else None
-            if mine is None:
-                w = torch.ones(idx.shape, dtype=torch.int32, device=tg.device)
-            else:
-                w = present[:, mine].T.to(torch.int32).to(tg.device)      # (tiles, N)
-                w = w.repeat_interleave(tg.k, dim=1)                       # (tiles, N*k)
-            hits.scatter_add_(-1, idx, w)
-            # each entry's share of the mean at its index: value / (how many workers sent that index)
-            share = val * w / hits.gather(-1, idx).clamp_min(1)
+            # w: 1 where the entry's worker sent the entry's parameter (its mask bit), else 0
+            w = present.to(tg.device)[:, tg.owner].T.to(torch.int32)          # (tiles, N)
+            w = w.unsqueeze(-1).expand(tg.tiles, n, tg.k).reshape(tg.tiles, n * tg.k)
+            if self.mean == "senders":
+                hits.scatter_add_(-1, idx, w)
+                # each entry's share of the mean at its index: value / (how many workers sent it)
+                share = val * w / hits.gather(-1, idx).clamp_min(1)
+            else:  # every worker counts, a worker that did not send an index contributes zero
+                share = val * w / n
             flat = tg.flat_index(idx).reshape(-1)
             total.scatter_add_(0, flat, share.reshape(-1))
             upd = tg.tiled.view(-1)  # encode's scratch is free here: it takes the update
             if tg.n1 == 1:  # one product over the whole group
                 _inverse(total, upd, None, tg.members[0], tg)
             for m in tg.members:
-                if not any_present[m.index]:
-                    continue
                 sl = m.span
                 if tg.n1 != 1:
                     _inverse(total[sl], upd[sl], tg.work[sl], m, tg)
                 lr, wd = m.group["lr"], m.group["weight_decay"]
                 p = m.param
-                if wd != 0:
-                    p.mul_(1.0 - lr * wd)
+                if wd != 0:  # decay only a parameter some worker sent: factor 1 - lr*wd or 1
+                    p.mul_(1.0 - (lr * wd) * any_present[m.index].to(p.dtype))
+                # nothing sent: every coefficient is 0, its sign 0, the parameter unchanged
                 p.view(m.rows, m.cols).add_(upd[sl].view(m.rows, m.cols).sign_(), alpha=-lr)
             total.index_fill_(0, flat, 0.0)
-            hits.scatter_(-1, idx, 0)
+            if self.mean == "senders":
+                hits.scatter_(-1, idx, 0)
 
     # -------------------------------------------------------------- collective
     def all_gather(self, payload: torch.Tensor) -> torch.Tensor:
@@ -432,14 +481,20 @@ class DeMo(Optimizer):
         if world == 1:
             return payload.unsqueeze(0)
         cap = self.bucket_cap_bytes or payload.numel()
+        if cap >= payload.numel():  # one collective straight into the (world, nbytes) result: no stack
+            out = torch.empty((world, payload.numel()), dtype=payload.dtype, device=payload.device)
+            _gather_into(out, payload.contiguous(), self.process_group)
+            if self.ledger is not None:
+                self.ledger.all_gather(payload.numel(), world)
+            return out
         pieces = []
         for lo in range(0, payload.numel(), cap):
             part = payload[lo:lo + cap].contiguous()
-            out = [torch.empty_like(part) for _ in range(world)]
-            dist.all_gather(out, part, group=self.process_group)
+            out = torch.empty((world, part.numel()), dtype=part.dtype, device=part.device)
+            _gather_into(out, part, self.process_group)
             if self.ledger is not None:
                 self.ledger.all_gather(part.numel(), world)
-            pieces.append(torch.stack(out))
+            pieces.append(out)
         return torch.cat(pieces, dim=1)
 
     def step(self, closure: Callable[[], float] | None = None):

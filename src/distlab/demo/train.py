@@ -13,13 +13,22 @@ gradient, and the method communicates and updates (:mod:`distlab.demo.methods`).
   latency + bytes / bandwidth``.
 * ``gloo`` / ``nccl`` — one worker per torchrun process; wall-clock time.
 
-Validation loss is the mean over a fixed set of windows of the validation
-text (the same for every run), every ``eval_every`` steps and at the end,
-outside the timed region.
+Validation loss during training is the mean over a fixed set of windows of
+the validation text (the same for every run), every ``eval_every`` steps,
+outside the timed region.  At the end every non-overlapping window of the
+whole validation split and of the whole test split is evaluated
+(``final.val_loss``, ``final.test_loss``): the learning rate is chosen on the
+first, methods are compared on the second.
+
+``lr`` is a number, or ``{"sweep": path, "method": name}``: the value chosen
+for ``name`` in a sweep's choice file (``{"method": lr, ...}``, written by
+``distlab demo-table --kind sweep``); the run's manifest records the number
+and where it came from (``lr_chosen_by``).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -62,7 +71,10 @@ SPEC_SCHEMA = {
         },
         "n_workers": specs.POS_INT,
         "batch_size": specs.POS_INT,
-        "lr": specs.POS_NUM,
+        "lr": {"oneOf": [specs.POS_NUM, {
+            "type": "object", "additionalProperties": False, "required": ["sweep", "method"],
+            "properties": {"sweep": {"type": "string", "minLength": 1}, "method": {"enum": list(METHODS)}}}]},
+        "lr_chosen_by": {"type": "string"},
         "steps": specs.POS_INT,
         "eval_every": specs.POS_INT,
         "eval_batches": specs.POS_INT,
@@ -82,6 +94,22 @@ SPEC_SCHEMA = {
         "cluster": specs.CLUSTER,
     },
 }
+
+
+def resolve_lr(spec: dict) -> dict:
+    """The spec with ``lr`` a number: a ``{"sweep", "method"}`` lr is read from the sweep's choice file."""
+    lr = spec["lr"]
+    if not isinstance(lr, dict):
+        return spec
+    path = Path(lr["sweep"])
+    try:
+        chosen = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise specs.SpecError(f"demo spec: key 'lr.sweep': cannot read the sweep's choice {path}: {e}") from e
+    if lr["method"] not in chosen:
+        raise specs.SpecError(f"demo spec: key 'lr.method': {lr['method']!r} is not in {path} "
+                              f"(it has {sorted(chosen)})")
+    return {**spec, "lr": float(chosen[lr["method"]]), "lr_chosen_by": f"{path}:{lr['method']}"}
 
 
 def nprocs(spec: dict) -> int:
@@ -133,7 +161,35 @@ def _setup(spec: dict, data_dir: Path, device: torch.device):
     block = int(spec["model"].get("block_size", 128))
     bs = int(spec["batch_size"])
     evals = [text_batch(val, block, bs, EVAL_SEED, 0, i) for i in range(int(spec.get("eval_batches", 4)))]
-    return seed, model, train, evals, block, bs
+    finals = {"val_loss": split_windows(val, block), "test_loss": split_windows(load_split(data_dir, "test")["tokens"], block)}
+    return seed, model, train, evals, finals, block, bs
+
+
+def split_windows(tokens: torch.Tensor, block: int, batch: int = 256) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Every non-overlapping window of a split (inputs, next-byte targets), in batches."""
+    n = (len(tokens) - 1) // block
+    if n < 1:
+        raise specs.SpecError(f"demo spec: key 'model.block_size': a split of {len(tokens)} tokens has no "
+                              f"window of {block + 1}")
+    x = tokens[:n * block].long().view(n, block)
+    y = tokens[1:n * block + 1].long().view(n, block)
+    return [(x[i:i + batch], y[i:i + batch]) for i in range(0, n, batch)]
+
+
+@torch.no_grad()
+def evaluate_splits(model: torch.nn.Module, finals: dict, device) -> dict:
+    """Mean loss per byte over every window of each split (windows weighted by their size)."""
+    was = model.training
+    model.eval()
+    out = {}
+    for name, batches in finals.items():
+        tot = cnt = 0.0
+        for x, y in batches:
+            tot += float(lm_loss(model(x.to(device)), y.to(device))) * x.numel()
+            cnt += x.numel()
+        out[name] = tot / cnt
+    model.train(was)
+    return out
 
 
 @torch.no_grad()
@@ -201,12 +257,13 @@ class DistComm(SimComm):
         import torch.distributed as dist
 
         (x,) = xs
-        out = [torch.empty_like(x) for _ in range(self.n)]
-        dist.all_gather(out, x.contiguous())
+        out = torch.empty((self.n, *x.shape), dtype=x.dtype, device=x.device)
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        gather(out.view(-1), x.contiguous().view(-1))  # straight into the stack: no list, no copy
         self.ledger.all_gather(x.numel() * x.element_size(), self.n)
         self.rounds += self.n - 1
         self.payload += x.numel() * x.element_size()
-        return torch.stack(out)
+        return out
 
 
 # ------------------------------------------------------------------ runs
@@ -222,23 +279,52 @@ def _worker_grad(method, w: int, worker_id: int, train, spec, block, bs, seed, s
     return time.perf_counter() - t0
 
 
+def pick_device(backend: str = "simulated") -> torch.device:
+    """Where a simulated job's N workers run: this process's GPU if it has one (paper scale), else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def finished(out_dir: Path, spec: dict) -> bool:
+    """A run directory that holds the complete result of this very spec (manifest and metrics)."""
+    man = out_dir / "manifest.json"
+    if not (man.exists() and (out_dir / "metrics.csv").exists()):
+        return False
+    try:
+        written = json.loads(man.read_text()).get("spec")
+    except (OSError, json.JSONDecodeError):
+        return False
+    return specs.spec_hash(written) == specs.spec_hash(spec) if written is not None else False
+
+
 def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dict | None = None) -> Path:
     """One run directory, or with ``seeds`` one per seed (``out_dir/seed{k}``), run one
-    after another in this process (one Python and torch start-up for all of them)."""
+    after another in this process (one Python and torch start-up for all of them).  A seed
+    whose directory already holds this spec's finished run is skipped (a killed and rerun
+    job retrains only what had not finished)."""
     check_spec(spec)
+    spec = resolve_lr(spec)
     if "seeds" in spec:
         for one in specs.each_seed(spec):
-            _run_simulated_one(one, data_dir, Path(out_dir) / f"seed{one['seed']}", runtime)
+            d = Path(out_dir) / f"seed{one['seed']}"
+            if finished(d, one):
+                print(f"demo {one['method']} seed {one['seed']}: finished earlier ({d}), skipped", flush=True)
+                continue
+            _run_simulated_one(one, data_dir, d, runtime)
         return Path(out_dir)
     return _run_simulated_one(spec, data_dir, Path(out_dir), runtime)
+
+
+def _progress_every(steps: int) -> int:
+    """Progress lines at least every 10 % of the steps."""
+    return max(1, steps // 10)
 
 
 def _run_simulated_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | None) -> Path:
     runtime = specs.runtime_defaults(runtime)
     out_dir = Path(out_dir)
     # the N workers share this process's accelerator if it has one (paper scale), else the CPU
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    seed, model, train, evals, block, bs = _setup(spec, Path(data_dir), device)
+    device = pick_device()
+    seed, model, train, evals, finals, block, bs = _setup(spec, Path(data_dir), device)
     n = int(spec["n_workers"])
     cl = spec["cluster"]
     cluster = SimulatedCluster(n, ComputeModel.from_config(cl["compute"]), NetworkModel(**cl["network"]),
@@ -269,18 +355,32 @@ def _run_simulated_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime:
         rec.log(step=step, time=cluster.now, step_time=step_time, loss=loss, val_loss=val,
                 bytes=cluster.ledger.pop_step(), payload_bytes=payload, rounds=rounds,
                 compute_s=max(secs) + shared, collective_s=coll_s)
-        if step % 50 == 0 or step == steps - 1:
+        if step % _progress_every(steps) == 0 or step == steps - 1:
             print(f"demo {spec['method']} seed {seed} step {step}/{steps} loss {loss:.4f}", flush=True)
         ckpt.maybe_save(step, lambda: {"step": step, "model": model.state_dict(),
                                        "method": method.state_dict(), "cluster": cluster.state_dict(),
                                        "recorder": rec.state_dict()})
-    final = evaluate(method.eval_model(), evals, device)
-    out = rec.finish(final={"val_loss": final}, n_workers=n, cluster=cluster.describe(),
+    final = {**evaluate_splits(method.eval_model(), finals, device),
+             "curve_val_loss": evaluate(method.eval_model(), evals, device)}  # the curve's last point
+    out = rec.finish(final=final, n_workers=n, cluster=cluster.describe(),
                      simulator_overhead_s=cluster.overhead_s, compute_measured_s=cluster.measured_compute_s,
                      bytes_total=cluster.ledger.total_bytes, payload_bytes_per_step=method.payload_nbytes(),
                      n_params=sum(p.numel() for p in model.parameters()))
     ckpt.clear()
     return out
+
+
+def _due(ckpt: Checkpointer, step: int, ctx) -> bool:
+    """Whether every rank saves now: due on any rank (steps or wall seconds) means due on all."""
+    import torch.distributed as tdist
+
+    if ckpt.every_s <= 0 and ckpt.every_steps <= 0:
+        return False
+    mine = (ckpt.every_steps > 0 and step % ckpt.every_steps == 0) or \
+        (ckpt.every_s > 0 and time.monotonic() - ckpt._last >= ckpt.every_s)
+    flag = torch.tensor([int(mine)], device=ctx.device)
+    tdist.all_reduce(flag, op=tdist.ReduceOp.MAX)
+    return bool(flag.item())
 
 
 def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dict | None = None):
@@ -290,19 +390,23 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path, runti
     from ..runtime import dist
 
     check_spec(spec)
+    spec = resolve_lr(spec)
     runtime = specs.runtime_defaults(runtime)
     ctx = dist.init_from_env(spec["backend"], float(runtime["timeout_s"]))
     try:
         if ctx.world_size != int(spec["n_workers"]):
             raise ValueError(f"launched {ctx.world_size} processes for n_workers={spec['n_workers']}")
-        seed, model, train, evals, block, bs = _setup(spec, Path(data_dir), ctx.device)
+        seed, model, train, evals, finals, block, bs = _setup(spec, Path(data_dir), ctx.device)
         comm = DistComm(ctx)
         method = make_method(model, 1, spec, comm)
         rec = RunRecorder(out_dir, spec, backend=ctx.backend, clock="measured")
         # each rank keeps its own state (DeMo's momentum differs between ranks): one file per rank,
-        # saved at the same steps on every rank (step cadence only, so the files always agree)
-        ckpt = Checkpointer(Path(out_dir) / f"checkpoint.rank{ctx.rank}.pt", spec=spec, every_s=0,
-                            every_steps=int(runtime["checkpoint"].get("every_steps", 0)))
+        # saved at the same steps on every rank: a save is due when any rank finds it due (the
+        # runtime's every_steps, or every_s of wall time), agreed by a one-element all-reduce
+        # outside the timed step and outside the byte ledger
+        cp = runtime["checkpoint"]
+        ckpt = Checkpointer(Path(out_dir) / f"checkpoint.rank{ctx.rank}.pt", spec=spec,
+                            every_s=float(cp.get("every_s", 0) or 0), every_steps=int(cp.get("every_steps", 0) or 0))
         steps, every = int(spec["steps"]), int(spec.get("eval_every", 10))
         state = ckpt.load()
         mine = torch.tensor([state["step"] + 1 if state is not None else 0], device=ctx.device)
@@ -316,6 +420,8 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path, runti
             method.load_state_dict(state["method"])
             rec.load_state_dict(state["recorder"])
             start, elapsed = int(mine), float(state["elapsed"])
+            if ctx.is_master:
+                print(f"demo {spec['method']} seed {seed}: resumed at step {start}/{spec['steps']}", flush=True)
         params = [p for p in model.parameters()]
         dist.broadcast_(ctx, [p.data for p in params], src=0)
         ctx.ledger.pop_step()
@@ -332,15 +438,19 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path, runti
             rounds, _, payload = comm.pop()
             rec.log(step=step, time=elapsed, step_time=step_time, loss=loss, val_loss=val,
                     bytes=ctx.ledger.pop_step(), payload_bytes=payload, rounds=rounds, compute_s=secs)
-            ckpt.maybe_save(step, lambda: {"step": step, "model": model.state_dict(),
-                                           "method": method.state_dict(), "recorder": rec.state_dict(),
-                                           "elapsed": elapsed})
+            if ctx.is_master and (step % _progress_every(steps) == 0 or step == steps - 1):
+                print(f"demo {spec['method']} seed {seed} step {step}/{steps} loss {loss:.4f} "
+                      f"step {step_time * 1e3:.1f} ms", flush=True)
+            if _due(ckpt, step, ctx):
+                ckpt.save({"step": step, "model": model.state_dict(), "method": method.state_dict(),
+                           "recorder": rec.state_dict(), "elapsed": elapsed})
         diff = dist.params_max_abs_diff(ctx, [p.data for p in params])
-        final = evaluate(method.eval_model(), evals, ctx.device) if ctx.is_master else np.nan
+        final = ({**evaluate_splits(method.eval_model(), finals, ctx.device),
+                  "curve_val_loss": evaluate(method.eval_model(), evals, ctx.device)} if ctx.is_master else {})
         ctx.barrier()
         ckpt.clear()
         if ctx.is_master:
-            return rec.finish(final={"val_loss": final}, n_workers=ctx.world_size,
+            return rec.finish(final=final, n_workers=ctx.world_size,
                               params_max_abs_diff_across_ranks=diff, bytes_total=ctx.ledger.total_bytes,
                               payload_bytes_per_step=method.payload_nbytes(),
                               n_params=sum(p.numel() for p in model.parameters()))
