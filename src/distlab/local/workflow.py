@@ -59,7 +59,9 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
 
 
 # (group, method) pairs of the untimed jobs, as the rule's wildcard ``lrun`` = "group/method"
-UNTIMED_RUNS = r"rc/rc-seq|rc/rc-pc-T\d+|pc/bp|pc/pc-fixed|pc/pc-fixed-trunc|pc/pc-strict"
+UNTIMED_RUNS_ALL_SEEDS = r"rc/rc-seq|pc/bp|pc/pc-fixed|pc/pc-fixed-trunc|pc/pc-strict"
+HYBRID_RUNS = r"rc/rc-pc-T\d+"  # rc.hybrid.seeds
+UNTIMED_RUNS = f"{UNTIMED_RUNS_ALL_SEEDS}|{HYBRID_RUNS}"
 
 
 def seeds_spec(c: dict, group: str, method: str, seeds: list[int]) -> dict:
@@ -84,7 +86,7 @@ def seeds_of(c: dict, group: str, method: str, seeds: list[int]) -> list[int]:
     if group == "rc" and method in PARALLEL:
         return list(c["rc"].get("parallel_seeds") or seeds)
     if group == "rc" and method.startswith("rc-pc-T"):
-        return list(c["rc"]["hybrid"].get("seeds") or seeds)
+        return list((c["rc"].get("hybrid") or {}).get("seeds") or seeds)
     return list(seeds)
 
 
