@@ -194,3 +194,18 @@ def test_the_coordinator_averages_the_reports_under_plain_sgd(pydoc, mode):
     gap = float((mean_step - sum_step).abs().max())
     assert gap > 1e-2  # a coordinator that summed would be this far off: the test can tell
     assert float((got - mean_step).abs().max()) < 1e-6 < gap
+
+
+def test_the_cosine_to_backprop_is_one_for_one_section_and_below_for_several(pydoc):
+    s = spec_for(sections=1, eval_every=2, steps=3)
+    data = data_for(pydoc, s)
+    ev = rc.Evaluator(data, s)
+    res = rc.train_rc_sequential(s, data, split_gpt(build_gpt(MODEL, 3), 1), evaluator=ev)
+    cos = [r["cos0"] for r in res.rows if "cos0" in r]
+    assert len(cos) == 2 and all(c == pytest.approx(1.0, abs=1e-5) for c in cos)
+    s2 = spec_for(sections=2, delay=0, eval_every=2, steps=3)
+    res = rc.train_rc_sequential(s2, data, split_gpt(build_gpt(MODEL, 3), 2), evaluator=ev)
+    row = res.rows[-1]
+    assert row["cos1"] == pytest.approx(1.0, abs=1e-5)  # the top section's local loss is the loss
+    assert row["cos0"] < 0.999  # the lower section's is not
+    assert {"probe0", "probe1"} <= set(row)

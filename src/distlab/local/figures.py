@@ -159,10 +159,14 @@ def probes(steps_csv: Path, out: Path) -> None:
                   key=lambda c: int(c[5:]))
     d = steps[steps.group == "rc"].dropna(subset=cols[:1])
     methods = [m for m in _order(d.method) if m not in ("rc-par", "rc-thread", "rc-async")]
+    coss = sorted((c for c in steps.columns if c.startswith("cos") and c[3:].isdigit()),
+                  key=lambda c: int(c[3:]))
     plots.set_style()
-    fig, axes = plt.subplots(1, len(methods), figsize=(3.6 * len(methods), 3.2), squeeze=False,
-                             sharey=True)
-    for ax, m in zip(axes[0], methods):
+    rows = 2 if coss else 1
+    fig, axes = plt.subplots(rows, len(methods), figsize=(3.6 * len(methods), 3.2 * rows),
+                             squeeze=False, sharey="row")
+    for j, m in enumerate(methods):
+        ax = axes[0][j]
         dm = d[d.method == m]
         long = pd.concat([dm.assign(section=f"section {c[5:]}", loss=dm[c]) for c in cols
                           if dm[c].notna().any()])
@@ -172,6 +176,21 @@ def probes(steps_csv: Path, out: Path) -> None:
         ax.set_ylabel("probe loss: readout on the section's output (nats/byte)")
         ax.legend(fontsize=7)
         plots.label_provenance(ax, "measured", f"{dm.seed.nunique()} seeds, mean, 95% t band")
+        if rows == 2:
+            ax = axes[1][j]
+            dc = steps[(steps.group == "rc") & (steps.method == m)]
+            have = [c for c in coss if c in dc and dc[c].notna().any()]
+            if have:
+                long = pd.concat([dc.dropna(subset=[c]).assign(section=f"section {c[3:]}", cos=lambda x, c=c: x[c])
+                                  for c in have])
+                plots.line_with_ci(long, "step", "cos", "section", ax=ax)
+                ax.legend(fontsize=7)
+            else:
+                ax.text(0.5, 0.5, "BP: its own gradient (cosine 1)" if m == "bp" else "no cosines recorded",
+                        ha="center", va="center", transform=ax.transAxes, fontsize=8)
+            ax.set_xlabel("step")
+            ax.set_ylabel("cos(section's RC gradient, BP gradient)")
+            plots.label_provenance(ax, "measured", "same batch and weights")
     plots.save(fig, out)
 
 

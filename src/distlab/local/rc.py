@@ -96,6 +96,8 @@ class SectionTrainer:
         self.params = list(self.section.parameters())
         self.readout_params = list(self.readout.parameters())
         self.opt = make_optimizer(self.params, spec)
+        self.keep_grad = False  # set for one update to keep its block gradient (last_grad)
+        self.last_grad: torch.Tensor | None = None
 
     def step(self, h_in: torch.Tensor, y: torch.Tensor,
              emit: Callable[[torch.Tensor], None] | None, t: int = 0) -> tuple[float, torch.Tensor]:
@@ -119,6 +121,10 @@ class SectionTrainer:
             gamma, eps = feedback
             h.backward(-gamma * eps, retain_graph=True)  # reaches the blocks only, not the readout
         loss.backward()
+        if self.keep_grad:
+            self.last_grad = flat([p.grad if p.grad is not None else torch.zeros_like(p)
+                                   for p in self.params])
+            self.keep_grad = False
         set_lr([self.opt], self.spec, t)
         self.opt.step()
         return float(loss.detach()), flat([p.grad for p in self.readout_params])
@@ -305,6 +311,26 @@ def feedback_errors(outs: list[torch.Tensor], ins: list[torch.Tensor], top_grad:
     return eps
 
 
+def bp_section_grads(split: Split, data: TextData, batches: dict[int, int]) -> dict[int, torch.Tensor]:
+    """Backprop's gradient of each section's blocks on the batch it trains on this tick
+    (``batches``: section -> batch index), at the current weights."""
+    out: dict[int, torch.Tensor] = {}
+    by_batch: dict[int, list[int]] = {}
+    for k, b in batches.items():
+        by_batch.setdefault(b, []).append(k)
+    for b, ks in by_batch.items():
+        x, y = data.train_batch(b)
+        params = [list(split.sections[k].parameters()) for k in ks]
+        grads = torch.autograd.grad(lm_loss(split.forward(x), y), [p for ps in params for p in ps],
+                                    allow_unused=True)
+        i = 0
+        for k, ps in zip(ks, params):
+            out[k] = flat([g if g is not None else torch.zeros_like(p)
+                           for g, p in zip(grads[i:i + len(ps)], ps)])
+            i += len(ps)
+    return out
+
+
 def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick | None = None,
                         evaluator: Evaluator | None = None, ckpt=None) -> Result:
     """All K sections in this process, one after another within each tick (deterministic).
@@ -331,6 +357,16 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
     resume = Resume(ckpt, split.gpt, [w.opt for w in workers] + [coord.opt],
                     get_extra=lambda: [list(q) for q in fifo], set_extra=set_fifo)
     for t in range(resume.start(res), ticks):
+        # at evaluation ticks: the cosine between each section's RC gradient and backprop's
+        # gradient of its blocks on the same batch and weights (outside the timed tick)
+        probe_cos = evaluator is not None and eval_due(t, spec)
+        bp_g: dict[int, torch.Tensor] = {}
+        if probe_cos:
+            batches = {k: (t if fb is not None else t - k * d) for k in range(K)
+                       if fb is not None or active(k, t, d)}
+            bp_g = bp_section_grads(split, data, batches)
+            for k in batches:
+                workers[k].keep_grad = True
         t0 = time.perf_counter()
         losses, reports = {}, []
         if fb is not None:
@@ -369,6 +405,11 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
         coord.update(reports, t)
         res.train_s += time.perf_counter() - t0
         row = _row(t, spec, res.train_s, losses)
+        for k, g in bp_g.items():
+            rcg = workers[k].last_grad
+            if rcg is not None:
+                row[f"cos{k}"] = float(torch.nn.functional.cosine_similarity(rcg, g, dim=0))
+                workers[k].last_grad = None
         _end_tick(t, row, spec, res, evaluator, split, resume, on_tick)
     return _own_peak(res)
 
