@@ -209,3 +209,24 @@ def test_the_cosine_to_backprop_is_one_for_one_section_and_below_for_several(pyd
     assert row["cos1"] == pytest.approx(1.0, abs=1e-5)  # the top section's local loss is the loss
     assert row["cos0"] < 0.999  # the lower section's is not
     assert {"probe0", "probe1"} <= set(row)
+
+
+def test_separate_heads_train_each_head_by_its_own_section_only(pydoc):
+    """The ablation: with a head per section, the last section's head (the model's readout)
+    moves by its own report alone, so it differs from the consensus head; with one section
+    the two are the same run."""
+    s = spec_for(sections=2, delay=0, optimizer="sgd", lr=0.5, lr_warmup=0, steps=1)
+    data = data_for(pydoc, s)
+    shared, sep = split_gpt(build_gpt(MODEL, 3), 2), split_gpt(build_gpt(MODEL, 3), 2)
+    ref = copy.deepcopy(shared)
+    rc.train_rc_sequential(s, data, shared)
+    rc.train_rc_sequential(dict(s, heads="separate"), data, sep)
+    x, y = data.train_batch(0)
+    read = list(ref.readout.parameters())
+    h = ref.sections[1](ref.sections[0](x).detach())
+    top = flat(torch.autograd.grad(lm_loss(ref.readout(h), y), read))
+    want = flat([p.detach() for p in read]) - 0.5 * top
+    got = flat([p.detach() for p in sep.readout.parameters()])
+    assert float((got - want).abs().max()) < 1e-6
+    assert float((got - flat([p.detach() for p in shared.readout.parameters()])).abs().max()) > 1e-3
+    assert method_label(dict(s, heads="separate")) == "rc-heads"

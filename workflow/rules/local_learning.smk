@@ -19,7 +19,7 @@ LOCAL_BENCH = {"throughput": f"{RESULTS}/local/bench/throughput.csv",
 
 wildcard_constraints:
     lgroup=r"rc|pc",
-    lmethod=r"bp|rc-seq|rc-par|rc-async|rc-pc-T\d+|pc-fixed|pc-fixed-trunc|pc-strict",
+    lmethod=r"bp|rc-seq|rc-heads|rc-par|rc-async|rc-pc-T\d+|pc-fixed|pc-fixed-trunc|pc-strict",
 
 
 from distlab.local import workflow as local_wf

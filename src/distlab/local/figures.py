@@ -17,8 +17,8 @@ import yaml
 from .. import plots, stats
 from ..tables import fmt_ci, write_table
 
-ORDER = ["bp", "rc-seq", "rc-par", "rc-async", "rc-thread", "pc-fixed", "pc-fixed-trunc", "pc-strict"]
-NAMES = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-par": "RC (parallel, lock-step)",
+ORDER = ["bp", "rc-seq", "rc-heads", "rc-par", "rc-async", "rc-thread", "pc-fixed", "pc-fixed-trunc", "pc-strict"]
+NAMES = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-heads": "RC, a head per section (ablation)", "rc-par": "RC (parallel, lock-step)",
          "rc-async": "RC (asynchronous)", "rc-thread": "RC (threads, lock-step)",
          "pc-fixed": "PC (fixed prediction)",
          "pc-fixed-trunc": "PC (fixed prediction, truncated T)", "pc-strict": "PC (strict)"}

@@ -31,6 +31,7 @@ readout's) is the ``feedback`` option of :func:`train_rc_sequential`.
 
 from __future__ import annotations
 
+import copy
 import logging
 import multiprocessing as mp
 import os
@@ -88,11 +89,11 @@ def exit_reason(code: int | None) -> str:
 class SectionTrainer:
     """One section: its blocks, its optimizer, and the readout it reports through."""
 
-    def __init__(self, k: int, split: Split, spec: dict) -> None:
+    def __init__(self, k: int, split: Split, spec: dict, readout: torch.nn.Module | None = None) -> None:
         self.k = k
         self.spec = spec
         self.section = split.sections[k]
-        self.readout = split.readout
+        self.readout = split.readout if readout is None else readout
         self.params = list(self.section.parameters())
         self.readout_params = list(self.readout.parameters())
         self.opt = make_optimizer(self.params, spec)
@@ -341,8 +342,15 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
     (:func:`feedback_errors`), and each section trains on its readout loss plus ``gamma``
     times the error that reached it.  T = 0 or gamma = 0 is RC."""
     K, d, ticks = schedule(spec)
-    workers = [SectionTrainer(k, split, spec) for k in range(K)]
-    coord = Coordinator(split.readout, spec)
+    if spec.get("heads", "shared") == "separate":
+        # the ablation: every section its own head (a copy of the initial readout), trained by
+        # its own report alone; the model's output is the last section's head (split.readout)
+        heads = [copy.deepcopy(split.readout) for _ in range(K - 1)] + [split.readout]
+    else:
+        heads = [split.readout] * K
+    workers = [SectionTrainer(k, split, spec, heads[k]) for k in range(K)]
+    coords = [Coordinator(h, spec) for h in heads[:-1] if h is not split.readout] + [Coordinator(split.readout, spec)]
+    coord = coords[-1]
     fifo: list[deque] = [deque() for _ in range(K - 1)]  # section k's outputs awaiting k + 1
     fb = spec.get("feedback")
     if fb is not None and d != 0:
@@ -354,8 +362,21 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
             q.clear()
             q.extend(items)
 
-    resume = Resume(ckpt, split.gpt, [w.opt for w in workers] + [coord.opt],
-                    get_extra=lambda: [list(q) for q in fifo], set_extra=set_fifo)
+    separate = len(coords) > 1
+    own_heads = [h for h in heads[:-1]] if separate else []
+
+    def get_extra():
+        return {"fifo": [list(q) for q in fifo], "heads": [h.state_dict() for h in own_heads]}
+
+    def set_extra(extra) -> None:
+        if isinstance(extra, list):  # a checkpoint written before the heads ablation
+            extra = {"fifo": extra, "heads": []}
+        set_fifo(extra["fifo"])
+        for h, st in zip(own_heads, extra["heads"]):
+            h.load_state_dict(st)
+
+    resume = Resume(ckpt, split.gpt, [w.opt for w in workers] + [c.opt for c in coords],
+                    get_extra=get_extra, set_extra=set_extra)
     for t in range(resume.start(res), ticks):
         # at evaluation ticks: the cosine between each section's RC gradient and backprop's
         # gradient of its blocks on the same batch and weights (outside the timed tick)
@@ -382,7 +403,7 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
             for k in range(K):
                 extra = None if k == K - 1 else (float(fb["gamma"]), eps[k])
                 losses[k], g = workers[k].update(outs[k], y, t, extra)
-                reports.append(g)
+                reports.append((k, g))
         else:
             new: list[torch.Tensor | None] = [None] * K
             for k in range(K):
@@ -397,12 +418,16 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
                     h_in = fifo[k - 1].popleft()
                 emit = None if k == K - 1 else (lambda h, k=k: new.__setitem__(k, h))
                 losses[k], g = workers[k].step(h_in, y, emit, t)
-                reports.append(g)
+                reports.append((k, g))
             if d > 0:
                 for k in range(K - 1):
                     if new[k] is not None:
                         fifo[k].append(new[k])
-        coord.update(reports, t)
+        if separate:  # each head its own section's report
+            for k, g in reports:
+                coords[k].update([g], t)
+        else:
+            coord.update([g for _, g in reports], t)
         res.train_s += time.perf_counter() - t0
         row = _row(t, spec, res.train_s, losses)
         for k, g in bp_g.items():

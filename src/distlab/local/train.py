@@ -63,6 +63,7 @@ SPEC_SCHEMA = {
         "lr_warmup": {"type": "integer", "minimum": 0, "maximum": 100000},
         "optimizer": {"enum": ["adamw", "sgd"]},
         "staleness_bound": {"type": "integer", "minimum": 0, "maximum": 1000},
+        "heads": {"enum": ["shared", "separate"]},  # separate: the per-section heads ablation
         "feedback": {  # the RC + PC hybrid: PC-style error from above, T iterations
             "type": "object",
             "additionalProperties": False,
@@ -120,6 +121,8 @@ def check_spec(spec: dict) -> None:
     if "feedback" in spec and (spec["method"] != "rc" or spec.get("mode") != "sequential"
                                or int(spec.get("delay", 0)) != 0):
         raise ValueError("feedback: the RC + PC hybrid is sequential RC with delay 0")
+    if spec.get("heads", "shared") == "separate" and spec.get("mode") != "sequential":
+        raise ValueError("heads: separate heads (the ablation) run in the sequential mode")
     for key in ("lr", "weight_decay"):
         if key in spec and not math.isfinite(float(spec[key])):
             raise ValueError(f"{key}: must be finite, got {spec[key]}")
@@ -163,6 +166,8 @@ def method_label(spec: dict) -> str:
     if spec["method"] == "rc":
         if "feedback" in spec:
             return f"rc-pc-T{int(spec['feedback']['T'])}"
+        if spec.get("heads") == "separate":
+            return "rc-heads"
         return {"parallel": "rc-thread" if spec.get("concurrency") == "thread" else "rc-par",
                 "async": "rc-async"}.get(spec["mode"], "rc-seq")
     if spec["method"] == "pc":

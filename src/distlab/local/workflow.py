@@ -41,6 +41,9 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
         h = g["hybrid"]
         out.update(method="rc", sections=g["sections"], delay=0, mode="sequential",
                    feedback={"T": int(method[len("rc-pc-T"):]), "eta": h["eta"], "gamma": h["gamma"]})
+    elif method == "rc-heads":  # the ablation: a head per section instead of the consensus
+        out.update(method="rc", sections=g["sections"], delay=g["delay"], mode="sequential",
+                   heads="separate")
     elif method.startswith("rc"):
         mode = {"rc-par": "parallel", "rc-thread": "parallel", "rc-async": "async"}.get(method, "sequential")
         out.update(method="rc", sections=g["sections"], delay=g["delay"], mode=mode)
@@ -59,7 +62,7 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
 
 
 # (group, method) pairs of the untimed jobs, as the rule's wildcard ``lrun`` = "group/method"
-UNTIMED_RUNS_ALL_SEEDS = r"rc/rc-seq|pc/bp|pc/pc-fixed|pc/pc-fixed-trunc|pc/pc-strict"
+UNTIMED_RUNS_ALL_SEEDS = r"rc/rc-seq|rc/rc-heads|pc/bp|pc/pc-fixed|pc/pc-fixed-trunc|pc/pc-strict"
 HYBRID_RUNS = r"rc/rc-pc-T\d+"  # rc.hybrid.seeds
 UNTIMED_RUNS = f"{UNTIMED_RUNS_ALL_SEEDS}|{HYBRID_RUNS}"
 
