@@ -138,11 +138,16 @@ def _section_pid(pid: int, name: str, wait: float = 60.0) -> int:
 def test_the_cli_names_a_killed_section_in_one_line(pydoc, tmp_path, mode):
     spec = spec_for(mode=mode, concurrency="process", steps=100000, eval_every=100000)
     proc = _cli(pydoc, tmp_path / "run", spec)
-    victim = _section_pid(proc.pid, "rc-section-2")
-    time.sleep(0.5)
-    os.kill(victim, signal.SIGKILL)
-    t0 = time.monotonic()
-    out, err = proc.communicate(timeout=60)
+    try:
+        victim = _section_pid(proc.pid, "rc-section-2")
+        time.sleep(0.5)
+        os.kill(victim, signal.SIGKILL)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # never leave a run behind (its sections die with it)
+            proc.kill()
+            proc.wait()
     assert time.monotonic() - t0 < 20 and proc.returncode != 0
     assert "Traceback" not in err
     lines = [ln for ln in err.splitlines() if "rc-section" in ln]
