@@ -108,7 +108,9 @@ def _async_worker(k: int, spec: dict, data_dir: str, sh: AsyncShared, act_locks,
                 with act_locks[k - 1]:
                     h_in = sh.act[k - 1].clone()
                     batch, made = sh.act_meta[k - 1].tolist()
-                age = int(sh.steps[k - 1]) - (made + 1)  # updates below since it was produced
+                # updates section k-1 completed after the one that produced it (the producer
+                # publishes during its update, before counting it: 0 while that one runs)
+                age = max(0, int(sh.steps[k - 1]) - (made + 1))
                 sh.age[k, 0] += age
                 sh.age[k, 1] = max(float(sh.age[k, 1]), float(age))
                 sh.age[k, 2] += 1
