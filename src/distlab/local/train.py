@@ -116,7 +116,7 @@ def check_spec(spec: dict) -> None:
     m = spec["model"]
     if m["d_model"] % m["n_head"]:
         raise ValueError(f"model.d_model: {m['d_model']} is not divisible by model.n_head = {m['n_head']}")
-    if spec["method"] == "rc" and m["n_layer"] % spec["sections"]:
+    if "sections" in spec and m["n_layer"] % spec["sections"]:
         raise ValueError(f"sections: {spec['sections']} does not divide model.n_layer = {m['n_layer']}")
     if "feedback" in spec and (spec["method"] != "rc" or spec.get("mode") != "sequential"
                                or int(spec.get("delay", 0)) != 0):

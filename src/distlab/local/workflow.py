@@ -37,6 +37,8 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
     }
     if method == "bp":
         out.update(method="bp", save_model=(group == "rc"))
+        if group == "rc":  # probes at RC's section boundaries (BP trains the whole network)
+            out.update(sections=g["sections"])
     elif method.startswith("rc-pc-T"):  # the hybrid: lock-step chain, error from above
         h = g["hybrid"]
         out.update(method="rc", sections=g["sections"], delay=0, mode="sequential",
