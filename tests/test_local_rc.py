@@ -103,9 +103,9 @@ def test_staleness_is_exactly_the_delay(pydoc, monkeypatch):
     seen = []
     orig = rc.SectionTrainer.step
 
-    def spy(self, h_in, y, emit):
+    def spy(self, h_in, y, emit, t=0):
         seen.append((self.k, int(y.sum())))
-        return orig(self, h_in, y, emit)
+        return orig(self, h_in, y, emit, t)
 
     monkeypatch.setattr(rc.SectionTrainer, "step", spy)
     s = spec_for(model=dict(MODEL, n_layer=6), sections=3, delay=2, steps=7)
@@ -137,8 +137,12 @@ def test_parallel_computes_the_sequential_arithmetic(pydoc, delay, concurrency):
         assert a["active_sections"] == b["active_sections"]
         assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
     assert r_par.processes == (3 if concurrency == "process" else 1)
-    assert len(r_par.rss_per_process_mb) == r_par.processes
-    assert r_par.peak_rss_mb == pytest.approx(sum(r_par.rss_per_process_mb))
+    assert len(r_par.per_process) == r_par.processes
+    mem = r_par.memory
+    assert mem["pss_mb"] == pytest.approx(sum(p["pss_mb"] for p in r_par.per_process))
+    assert mem["max_rss_mb"] == max(p["peak_rss_mb"] for p in r_par.per_process)
+    # each page once: the processes' PSS adds up to less than their resident sets do
+    assert 0 < mem["uss_mb"] <= mem["pss_mb"] <= sum(p["rss_mb"] for p in r_par.per_process) + 1e-6
 
 
 def test_rc_differs_from_bp_and_both_learn(pydoc):
@@ -159,11 +163,11 @@ def test_a_worker_failure_fails_the_run_naming_it(pydoc, monkeypatch):
     calls = {"n": 0}
     orig = rc.SectionTrainer.step
 
-    def boom(self, h_in, y, emit):
+    def boom(self, h_in, y, emit, t=0):
         calls["n"] += 1
         if self.k == 1:
             raise RuntimeError("section exploded")
-        return orig(self, h_in, y, emit)
+        return orig(self, h_in, y, emit, t)
 
     monkeypatch.setattr(rc.SectionTrainer, "step", boom)
     data = data_for(pydoc, s)

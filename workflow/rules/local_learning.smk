@@ -6,15 +6,20 @@
 LOCAL = config["local_learning"]
 LOCAL_RUN = f"{RESULTS}/local/{{lgroup}}/{{lmethod}}/seed{{seed}}"
 LOCAL_FIGURES = {name: f"{PAPER}/figures/local_{name}.png"
-                 for name in ("loss_tokens", "loss_time", "throughput_memory", "pc_cost", "nonident")}
+                 for name in ("loss_tokens", "loss_time", "throughput_memory", "pc_cost", "nonident",
+                              "probes", "hybrid")}
+LOCAL_MAP = {"figure": f"{PAPER}/figures/local_throughput_map.png",
+             "csv": f"{PAPER}/tables/local_throughput_map.csv",
+             "md": f"{PAPER}/tables/local_throughput_map.md"}
 LOCAL_TABLES = [f"{PAPER}/tables/local_main.csv", f"{PAPER}/tables/local_main.md"]
 LOCAL_BENCH = {"throughput": f"{RESULTS}/local/bench/throughput.csv",
-               "pc_cost": f"{RESULTS}/local/bench/pc_cost.csv"}
+               "pc_cost": f"{RESULTS}/local/bench/pc_cost.csv",
+               "map": f"{RESULTS}/local/bench/map.csv"}
 
 
 wildcard_constraints:
     lgroup=r"rc|pc",
-    lmethod=r"bp|rc-seq|rc-par|pc-fixed|pc-strict",
+    lmethod=r"bp|rc-seq|rc-heads|rc-par|rc-async|rc-pc-T\d+|pc-fixed|pc-fixed-trunc|pc-strict",
 
 
 from distlab.local import workflow as local_wf
@@ -26,12 +31,15 @@ LOCAL_NONIDENT_SPEC = {**local_wf.spec(LOCAL, "rc", "bp", config["seeds"][0]),
 
 
 register_tables("P3", {"local_runs": f"{RESULTS}/local/runs.csv",
-                       "local_throughput": LOCAL_BENCH["throughput"]})
+                       "local_throughput": LOCAL_BENCH["throughput"],
+                       "local_staleness": f"{RESULTS}/local/staleness.csv"})
+# the throughput map is its own target (rule local_map), not part of the paper's outputs
 register_outputs("P3", list(LOCAL_FIGURES.values()) + LOCAL_TABLES)
 
 
 rule local_train:
-    """A timed run (BP or parallel RC on the deep model), one seed, the section's cores."""
+    """A timed run (BP, lock-step or asynchronous parallel RC on the deep model), one seed,
+    the section's cores."""
     input:
         data=data_manifest(LOCAL["dataset"]),
     output:
@@ -45,7 +53,7 @@ rule local_train:
         ENV
     wildcard_constraints:
         lgroup="rc",
-        lmethod="bp|rc-par",
+        lmethod="bp|rc-par|rc-async",
     log:
         "logs/local/{lgroup}/{lmethod}/seed{seed}.log",
     benchmark:
@@ -70,7 +78,35 @@ rule local_train_seeds:
         manifests=[f"{RESULTS}/local/{{lrun}}/seed{k}/manifest.json" for k in config["seeds"]],
         metrics=[f"{RESULTS}/local/{{lrun}}/seed{k}/metrics.csv" for k in config["seeds"]],
     wildcard_constraints:
-        lrun=local_wf.UNTIMED_RUNS,
+        lrun=local_wf.UNTIMED_RUNS_ALL_SEEDS,
+    params:
+        spec=lambda w: as_json(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"])),
+        out=f"{RESULTS}/local/{{lrun}}",
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        "logs/local/{lrun}.log",
+    benchmark:
+        "benchmarks/local/{lrun}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=700),
+        distlab_runtime=runtime_json(),
+    shell:
+        "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "
+        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+rule local_train_hybrid:
+    """The RC + PC hybrid at one T: its seeds (rc.hybrid.seeds) in one one-thread job."""
+    input:
+        data=data_manifest(LOCAL["dataset"]),
+    output:
+        manifests=[f"{RESULTS}/local/{{lrun}}/seed{k}/manifest.json" for k in local_wf.seeds_of(LOCAL, "rc", "rc-pc-T0", config["seeds"])],
+        metrics=[f"{RESULTS}/local/{{lrun}}/seed{k}/metrics.csv" for k in local_wf.seeds_of(LOCAL, "rc", "rc-pc-T0", config["seeds"])],
+    wildcard_constraints:
+        lrun=local_wf.HYBRID_RUNS,
     params:
         spec=lambda w: as_json(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"])),
         out=f"{RESULTS}/local/{{lrun}}",
@@ -99,6 +135,7 @@ rule local_summarize:
     output:
         steps=f"{RESULTS}/local/steps.csv",
         runs=f"{RESULTS}/local/runs.csv",
+        staleness=f"{RESULTS}/local/staleness.csv",
     conda:
         ENV
     log:
@@ -110,7 +147,7 @@ rule local_summarize:
         mem_mb=1000,
     shell:
         "python -m distlab local-summarize --runs {input:q} --steps-out {output.steps:q} "
-        "--summary-out {output.runs:q} > {log:q} 2>&1"
+        "--summary-out {output.runs:q} --staleness-out {output.staleness:q} > {log:q} 2>&1"
 
 
 rule local_bench_throughput:
@@ -135,6 +172,97 @@ rule local_bench_throughput:
     shell:
         "python -m distlab local-bench throughput --options {params.options:q} --data {params.data:q} "
         "--out {output:q} > {log:q} 2>&1"
+
+
+rule local_bench_map:
+    """The throughput map: BP and RC (lock-step processes, asynchronous, threads) at the
+    benchmark shape and with width, sections or sequence length varied one at a time."""
+    input:
+        data=data_manifest(LOCAL["dataset"]),
+    output:
+        LOCAL_BENCH["map"],
+    params:
+        options=as_json({"specs": local_wf.map_specs(LOCAL), "repeats": LOCAL["bench"]["map"]["repeats"],
+                         "warmup": LOCAL["bench"]["map"]["warmup"], "measure": LOCAL["bench"]["map"]["measure"]}),
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        "logs/local/bench_map.log",
+    benchmark:
+        "benchmarks/local/bench_map.tsv"
+    threads: LOCAL["threads"]
+    resources:
+        mem_mb=lambda w, input: mem_for(input.data, max(LOCAL["bench"]["map"].get("sections", [])
+                                                        + [LOCAL["rc"]["sections"]]) + 1, base_mb=900),
+    shell:
+        "python -m distlab local-bench throughput --options {params.options:q} --data {params.data:q} "
+        "--out {output:q} > {log:q} 2>&1"
+
+
+rule local_fig_throughput_map:
+    """The map's figure and table: RC's tokens/s over BP's at each point, and where the
+    paper's ratio holds here."""
+    input:
+        map=LOCAL_BENCH["map"],
+        claims="config/claims.yaml",
+    output:
+        fig=report(LOCAL_MAP["figure"], category="Local credit assignment",
+                   caption="../report/local_throughput_map.rst", labels={"figure": "throughput map"}),
+        csv=LOCAL_MAP["csv"],
+        md=LOCAL_MAP["md"],
+    conda:
+        ENV
+    log:
+        "logs/local/fig_throughput_map.log",
+    benchmark:
+        "benchmarks/local/fig_throughput_map.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab local-map --input {input.map:q} --claims {input.claims:q} --out {output.fig:q} "
+        "--csv {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
+
+
+rule local_fig_probes:
+    """Per-section probe losses over training (the readout on each section's output)."""
+    input:
+        f"{RESULTS}/local/steps.csv",
+    output:
+        report(LOCAL_FIGURES["probes"], category="Local credit assignment",
+               caption="../report/local_probes.rst", labels={"figure": "probe losses"}),
+    conda:
+        ENV
+    log:
+        "logs/local/fig_probes.log",
+    benchmark:
+        "benchmarks/local/fig_probes.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab local-figure probes --input {input:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule local_fig_hybrid:
+    """Quality of the RC + PC hybrid against its inference iterations T."""
+    input:
+        f"{RESULTS}/local/runs.csv",
+    output:
+        report(LOCAL_FIGURES["hybrid"], category="Local credit assignment",
+               caption="../report/local_hybrid.rst", labels={"figure": "RC + PC vs T"}),
+    conda:
+        ENV
+    log:
+        "logs/local/fig_hybrid.log",
+    benchmark:
+        "benchmarks/local/fig_hybrid.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab local-figure hybrid --input {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule local_bench_pc_cost:
@@ -293,6 +421,7 @@ rule local_table:
         runs=f"{RESULTS}/local/runs.csv",
         throughput=LOCAL_BENCH["throughput"],
         claims="config/claims.yaml",
+        floors=floors_table(LOCAL["dataset"]),
     output:
         csv=LOCAL_TABLES[0],
         md=report(LOCAL_TABLES[1], category="Local credit assignment",
@@ -310,7 +439,8 @@ rule local_table:
         mem_mb=1000,
     shell:
         "python -m distlab local-table --runs {input.runs:q} --throughput {input.throughput:q} "
-        "--claims {input.claims:q} --options {params.options:q} --csv {output.csv:q} --md {output.md:q} "
+        "--claims {input.claims:q} --floors {input.floors:q} --options {params.options:q} "
+        "--csv {output.csv:q} --md {output.md:q} "
         "> {log:q} 2>&1"
 
 
@@ -319,3 +449,10 @@ rule local_learning:
     input:
         list(LOCAL_FIGURES.values()) + LOCAL_TABLES,
         f"{PAPER}/scorecard/P3.md",
+
+
+rule local_map:
+    """The throughput map (its own target: 28 fresh-process measurements, longer than the
+    rest of local_learning on 2 cores)."""
+    input:
+        list(LOCAL_MAP.values()),

@@ -49,25 +49,32 @@ def measure_one(spec: dict, data_dir: str, warmup: int, measure: int, timeout: f
         res = train_bp(spec, data, split)
     elif spec.get("mode") == "sequential":
         res = train_rc_sequential(spec, data, split)
+    elif spec.get("mode") == "async":
+        from .rc_async import train_rc_async
+
+        res = train_rc_async(spec, data_dir, data, split, timeout=timeout)
     else:
         res = train_rc_parallel(spec, data_dir, data, split, timeout=timeout)
+    # tokens and time between the end of the warm-up and the end (asynchronous rows count
+    # the tokens section 0 has read, so the same formula holds)
     t0 = res.rows[warmup - 1]["time"] if warmup > 0 else 0.0
     seconds = res.rows[-1]["time"] - t0
-    tokens = measure * int(spec["batch_size"]) * int(m["block_size"])
-    return {"tokens_per_s": tokens / seconds, "seconds": seconds, "peak_rss_mb": res.peak_rss_mb,
-            "processes": res.processes,
-            "rss_per_process_mb": res.rss_per_process_mb}
+    tokens = res.rows[-1]["tokens"] - (res.rows[warmup - 1]["tokens"] if warmup > 0 else 0)
+    return {"tokens_per_s": tokens / seconds, "seconds": seconds, "processes": res.processes,
+            **res.memory}
 
 
 def cpu_threads(spec: dict) -> int:
     """Threads a measurement uses: the process's, or every section worker's."""
-    if spec.get("mode") == "parallel":
+    if spec.get("mode") in ("parallel", "async"):
         return int(spec.get("worker_threads", 1)) * int(spec["sections"])
     return int(spec.get("threads", 1))
 
 
 def throughput(specs: dict[str, dict], data_dir: str, repeats: int, warmup: int, measure: int,
                timeout: float, out: Path) -> pd.DataFrame:
+    """One row per (name, repeat); a name ``method@point`` (the map) gives its point's
+    width, sections and sequence length columns too."""
     names = list(specs)
     rows = []
     for r in range(repeats):
@@ -81,13 +88,19 @@ def throughput(specs: dict[str, dict], data_dir: str, repeats: int, warmup: int,
             if proc.returncode != 0:
                 raise RuntimeError(f"throughput measurement {name!r} failed:\n{proc.stderr[-2000:]}")
             got = json.loads(proc.stdout.strip().splitlines()[-1])
-            log.info("repeat %d %s: %.0f tokens/s, peak RSS %.0f MB", r, name,
-                     got["tokens_per_s"], got["peak_rss_mb"])
-            rows.append({"method": name, "seed": r, "tokens_per_s": got["tokens_per_s"],
-                         "seconds": got["seconds"], "peak_rss_mb": got["peak_rss_mb"],
+            log.info("repeat %d %s: %.0f tokens/s, PSS %.0f MB, largest peak RSS %.0f MB", r, name,
+                     got["tokens_per_s"], got["pss_mb"], got["max_rss_mb"])
+            method, _, point = name.partition("@")
+            sp = specs[name]
+            rows.append({"method": method, "point": point or "base", "seed": r,
+                         "tokens_per_s": got["tokens_per_s"], "seconds": got["seconds"],
+                         "pss_mb": got["pss_mb"], "uss_mb": got["uss_mb"],
+                         "max_rss_mb": got["max_rss_mb"], "rss_sum_mb": got["rss_sum_mb"],
                          "processes": got["processes"], "order": order.index(name),
-                         "n_layer": specs[name]["model"]["n_layer"],
-                         "cpu_threads": cpu_threads(specs[name])})
+                         "n_layer": sp["model"]["n_layer"], "d_model": sp["model"]["d_model"],
+                         "block_size": sp["model"]["block_size"],
+                         "sections": int(sp.get("sections", 1)) if sp["method"] == "rc" else 0,
+                         "cpu_threads": cpu_threads(sp)})
     df = pd.DataFrame(rows)
     write_csv(df, out)
     return df

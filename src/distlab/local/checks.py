@@ -50,16 +50,41 @@ def check(config: dict[str, Any]) -> list[str]:
     if isinstance(steps, int) and isinstance(k, int) and isinstance(rc.get("delay"), int) \
             and (k - 1) * rc["delay"] >= steps:
         out.append(f"{S}.rc.delay: with {k} sections the last one would start after all {steps} steps")
-    for v in (m.split("-", 1)[1] for m in pc.get("methods") or [] if m.startswith("pc-")):
+    for m in (m for m in pc.get("methods") or [] if m.startswith("pc-")):
+        v = m.split("-")[1]
         if v not in (pc.get("variants") or {}):
-            out.append(f"{S}.pc.variants.{v}: method pc-{v} is configured but has no settings (eta, beta)")
+            out.append(f"{S}.pc.variants.{v}: method {m} is configured but has no settings (eta, beta)")
+    pl = (pc.get("model") or {}).get("n_layer")
+    T = pc.get("T")
+    if isinstance(pl, int) and isinstance(T, int):
+        methods = pc.get("methods") or []
+        if "pc-fixed" in methods and T < pl + 1:
+            out.append(f"{S}.pc.methods: pc-fixed at T = {T} < n_layer + 1 = {pl + 1} is truncated "
+                       "(the lowest layers get no error): name it pc-fixed-trunc")
+        if "pc-fixed-trunc" in methods and T >= pl + 1:
+            out.append(f"{S}.pc.methods: pc-fixed-trunc at T = {T} >= n_layer + 1 = {pl + 1} is not "
+                       "truncated (it equals BP): name it pc-fixed")
+    hybrid = rc.get("hybrid") or {}
+    extra_h = sorted(set(hybrid.get("seeds") or []) - set(config.get("seeds") or []))
+    if extra_h:
+        out.append(f"{S}.rc.hybrid.seeds: {extra_h} are not among the configured seeds")
     par = rc.get("parallel_seeds") or []
     extra = sorted(set(par) - set(config.get("seeds") or []))
     if extra:
         out.append(f"{S}.rc.parallel_seeds: {extra} are not among the configured seeds")
     methods = bench.get("methods") or []
-    if "bp" not in methods or not ({"rc-par", "rc-thread"} & set(methods)):
-        out.append(f"{S}.bench.methods: must include bp and a parallel RC (rc-par or rc-thread)")
+    if "bp" not in methods or not ({"rc-par", "rc-thread", "rc-async"} & set(methods)):
+        out.append(f"{S}.bench.methods: must include bp and a parallel RC (rc-par, rc-async or rc-thread)")
+    grid = bench.get("map") or {}
+    if grid and "bp" not in (grid.get("methods") or []):
+        out.append(f"{S}.bench.map.methods: must include bp (every ratio is to BP's)")
+    for kk in grid.get("sections") or []:
+        if isinstance(bl, int) and isinstance(kk, int) and kk > 0 and bl % kk:
+            out.append(f"{S}.bench.map.sections: {kk} sections do not divide bench.model.n_layer = {bl}")
+    hd = (bench.get("model") or {}).get("n_head")
+    for dd in grid.get("d_model") or []:
+        if isinstance(hd, int) and isinstance(dd, int) and hd > 0 and dd % hd:
+            out.append(f"{S}.bench.map.d_model: {dd} is not divisible by bench.model.n_head = {hd}")
     if "rc-par" in (rc.get("methods") or []) and rc.get("concurrency") == "thread" and "rc-thread" not in methods:
         out.append(f"{S}.bench.methods: rc.concurrency is thread, so the benchmark needs rc-thread")
     for key, m in ((f"{S}.rc.model", rc.get("model")), (f"{S}.pc.model", pc.get("model")),

@@ -3,8 +3,10 @@
   local-summarize   run directories -> steps table + runs table
   local-bench       throughput and memory (interleaved, repeated) or PC cost against T
   local-nonident    the non-identifiability demonstrations (toy and trained model)
-  local-figure      one figure (loss-tokens, loss-time, throughput-memory, pc-cost, nonident)
+  local-figure      one figure (loss-tokens, loss-time, throughput-memory, pc-cost, nonident,
+                    probes, hybrid)
   local-table       the main table (ours beside the paper's values)
+  local-map         the throughput map (RC over BP across width, sections, sequence length)
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def _json(text: str):
 def cmd_summarize(a: argparse.Namespace) -> int:
     from .summary import summarize
 
-    summarize([Path(p) for p in a.runs], a.steps_out, a.summary_out)
+    summarize([Path(p) for p in a.runs], a.steps_out, a.summary_out, a.staleness_out)
     return 0
 
 
@@ -54,6 +56,8 @@ FIGURES = {
     "throughput-memory": "throughput_memory",
     "pc-cost": "pc_cost",
     "nonident": "nonident_figure",
+    "probes": "probes",
+    "hybrid": "hybrid_vs_T",
 }
 
 
@@ -67,7 +71,15 @@ def cmd_figure(a: argparse.Namespace) -> int:
 def cmd_table(a: argparse.Namespace) -> int:
     from . import figures
 
-    figures.main_table(a.runs, a.throughput, a.claims, a.options, a.csv, a.md)
+    figures.main_table(a.runs, a.throughput, a.claims, a.options, a.csv, a.md, a.floors)
+    return 0
+
+
+def cmd_map(a: argparse.Namespace) -> int:
+    from . import figures
+
+    target = figures._p3_claims(a.claims).get("local.rc.throughput", {}).get("paper_value")
+    figures.throughput_map(a.input, a.out, a.csv, a.md, None if target is None else float(target))
     return 0
 
 
@@ -76,6 +88,7 @@ def register(sub) -> None:
     q.add_argument("--runs", nargs="+", required=True)
     q.add_argument("--steps-out", type=Path, required=True)
     q.add_argument("--summary-out", type=Path, required=True)
+    q.add_argument("--staleness-out", type=Path, default=None)
     q.set_defaults(func=cmd_summarize)
 
     q = sub.add_parser("local-bench", help="local learning: throughput/memory or PC cost")
@@ -106,4 +119,14 @@ def register(sub) -> None:
     q.add_argument("--options", type=_json, required=True)
     q.add_argument("--csv", type=Path, required=True)
     q.add_argument("--md", type=Path, required=True)
+    q.add_argument("--floors", type=Path, default=None, help="the data set's floors.csv")
     q.set_defaults(func=cmd_table)
+
+    q = sub.add_parser("local-map", help="local learning: the throughput map's figure and table")
+    q.add_argument("--input", type=Path, required=True)
+    q.add_argument("--out", type=Path, required=True)
+    q.add_argument("--csv", type=Path, required=True)
+    q.add_argument("--md", type=Path, required=True)
+    q.add_argument("--claims", type=Path, required=True,
+                   help="config/claims.yaml: the paper's ratio (local.rc.throughput) drawn as a line")
+    q.set_defaults(func=cmd_map)

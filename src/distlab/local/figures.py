@@ -16,14 +16,24 @@ import pandas as pd
 from .. import plots, stats
 from ..tables import fmt_ci, write_table
 
-ORDER = ["bp", "rc-seq", "rc-par", "pc-fixed", "pc-strict"]
-NAMES = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-par": "RC (parallel)",
-         "pc-fixed": "PC (fixed prediction)", "pc-strict": "PC (strict)"}
+ORDER = ["bp", "rc-seq", "rc-heads", "rc-par", "rc-async", "rc-thread", "pc-fixed", "pc-fixed-trunc", "pc-strict"]
+NAMES = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-heads": "RC, a head per section (ablation)", "rc-par": "RC (parallel, lock-step)",
+         "rc-async": "RC (asynchronous)", "rc-thread": "RC (threads, lock-step)",
+         "pc-fixed": "PC (fixed prediction)",
+         "pc-fixed-trunc": "PC (fixed prediction, truncated T)", "pc-strict": "PC (strict)"}
+
+
+def _name(method: str) -> str:
+    if method.startswith("rc-pc-T"):
+        return f"RC + PC feedback, T = {method[len('rc-pc-T'):]}"
+    return NAMES.get(method, method)
 
 
 def _order(present) -> list[str]:
     present = list(dict.fromkeys(present))
-    return [m for m in ORDER if m in present] + [m for m in present if m not in ORDER]
+    rest = sorted((m for m in present if m not in ORDER),
+                  key=lambda m: (not m.startswith("rc-pc-T"), int(m[7:]) if m[7:].isdigit() else 0, m))
+    return [m for m in ORDER if m in present] + rest
 
 
 def _groups(steps: pd.DataFrame) -> list[str]:
@@ -68,8 +78,12 @@ def throughput_memory(throughput_csv: Path, out: Path) -> None:
     order = list(dict.fromkeys(df.method))
     plots.bar_with_ci(df, "method", "tokens_per_s", None, ax=axes[0], order=order)
     axes[0].set_ylabel("training tokens / s")
-    plots.bar_with_ci(df, "method", "peak_rss_mb", None, ax=axes[1], order=order)
-    axes[1].set_ylabel("peak RSS, all processes (MiB)")
+    mem = pd.concat([df.assign(measure="PSS summed (each page once)", mb=df["pss_mb"]),
+                     df.assign(measure="peak RSS of the largest process", mb=df["max_rss_mb"]),
+                     df.assign(measure="peak RSS summed (pages counted per process)", mb=df["rss_sum_mb"])])
+    plots.bar_with_ci(mem, "method", "mb", "measure", ax=axes[1], order=order)
+    axes[1].set_ylabel("memory (MiB)")
+    axes[1].legend(fontsize=6)
     for ax in axes:
         ax.set_xlabel("")
         ax.tick_params(axis="x", rotation=20)
@@ -138,6 +152,111 @@ def nonident_figure(json_path: Path, out: Path) -> None:
     plots.save(fig, out)
 
 
+def probes(steps_csv: Path, out: Path) -> None:
+    """Per-section probe losses (the readout on each section's output, validation windows)
+    over training, one panel per method of the deep model."""
+    steps = pd.read_csv(steps_csv)
+    cols = sorted((c for c in steps.columns if c.startswith("probe") and c[5:].isdigit()),
+                  key=lambda c: int(c[5:]))
+    d = steps[steps.group == "rc"].dropna(subset=cols[:1])
+    methods = [m for m in _order(d.method) if m not in ("rc-par", "rc-thread", "rc-async")]
+    coss = sorted((c for c in steps.columns if c.startswith("cos") and c[3:].isdigit()),
+                  key=lambda c: int(c[3:]))
+    plots.set_style()
+    rows = 2 if coss else 1
+    fig, axes = plt.subplots(rows, len(methods), figsize=(3.6 * len(methods), 3.2 * rows),
+                             squeeze=False, sharey="row")
+    for j, m in enumerate(methods):
+        ax = axes[0][j]
+        dm = d[d.method == m]
+        long = pd.concat([dm.assign(section=f"section {c[5:]}", loss=dm[c]) for c in cols
+                          if dm[c].notna().any()])
+        plots.line_with_ci(long, "step", "loss", "section", ax=ax)
+        ax.set_title(_name(m), fontsize=9)
+        ax.set_xlabel("step")
+        ax.set_ylabel("probe loss: readout on the section's output (nats/byte)")
+        ax.legend(fontsize=7)
+        plots.label_provenance(ax, "measured", f"{dm.seed.nunique()} seeds, mean, 95% t band")
+        if rows == 2:
+            ax = axes[1][j]
+            dc = steps[(steps.group == "rc") & (steps.method == m)]
+            have = [c for c in coss if c in dc and dc[c].notna().any()]
+            if have:
+                long = pd.concat([dc.dropna(subset=[c]).assign(section=f"section {c[3:]}", cos=lambda x, c=c: x[c])
+                                  for c in have])
+                plots.line_with_ci(long, "step", "cos", "section", ax=ax)
+                ax.legend(fontsize=7)
+            else:
+                ax.text(0.5, 0.5, "BP: its own gradient (cosine 1)" if m == "bp" else "no cosines recorded",
+                        ha="center", va="center", transform=ax.transAxes, fontsize=8)
+            ax.set_xlabel("step")
+            ax.set_ylabel("cos(section's RC gradient, BP gradient)")
+            plots.label_provenance(ax, "measured", "same batch and weights")
+    plots.save(fig, out)
+
+
+def hybrid_vs_T(runs_csv: Path, out: Path) -> None:
+    """Quality of the RC + PC hybrid against its inference iterations T, beside BP and RC."""
+    runs = pd.read_csv(runs_csv)
+    g = runs[runs.group == "rc"]
+    h = g[g.method.str.startswith("rc-pc-T")]
+    plots.set_style()
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    if len(h):
+        agg = h.groupby("feedback_T").final_test_loss.agg(["mean", "std", "count"]).reset_index()
+        half = [stats.t_interval(h[h.feedback_T == T].final_test_loss.to_numpy()) for T in agg.feedback_T]
+        ax.errorbar(agg.feedback_T, agg["mean"], yerr=[[m - c.low for m, c in zip(agg["mean"], half)],
+                                                      [c.high - m for m, c in zip(agg["mean"], half)]],
+                    marker="o", capsize=3, label="RC + PC feedback (lock-step chain)")
+    for m, style in (("bp", "--"), ("rc-seq", ":")):
+        r = g[g.method == m]
+        if len(r):
+            ax.axhline(r.final_test_loss.mean(), ls=style, color="0.3", lw=1,
+                       label=f"{_name(m)} ({len(r)} seeds)")
+    ax.set_xlabel("PC inference iterations T (T >= K: exact backprop error)")
+    ax.set_ylabel("held-out test loss (nats/byte)")
+    ax.legend(fontsize=7)
+    plots.label_provenance(ax, "measured", f"{h.seed.nunique() if len(h) else 0} seeds, 95% t interval")
+    plots.save(fig, out)
+
+
+def map_ratios(map_csv: Path) -> pd.DataFrame:
+    """RC's throughput over BP's at every point of the map (paired by repeat)."""
+    df = pd.read_csv(map_csv)
+    rows = []
+    for point, d in df.groupby("point", sort=False):
+        for m in [m for m in d.method.unique() if m != "bp"]:
+            p = stats.pair_by_seed(d, "tokens_per_s", {"method": m}, {"method": "bp"})
+            r = (p["a"] / p["b"]).to_numpy()
+            first = d.iloc[0]
+            rows.append({"point": point, "d_model": int(first.d_model), "sections": int(d[d.method == m].sections.iloc[0]),
+                         "block_size": int(first.block_size), "method": m, "ratio_vs_bp": float(np.mean(r)),
+                         "repeats": len(r), "bp_tokens_per_s": float(p["b"].mean()),
+                         "tokens_per_s": float(p["a"].mean())})
+    return pd.DataFrame(rows)
+
+
+def throughput_map(map_csv: Path, out: Path, table_csv: Path | None = None, table_md: Path | None = None,
+                   target: float | None = None) -> None:
+    r = map_ratios(map_csv)
+    if table_csv is not None:
+        t = r.assign(at_least_target=(r.ratio_vs_bp >= target) if target else None)
+        write_table(t, table_csv, table_md)
+    plots.set_style()
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * r.point.nunique() + 2), 3.4))
+    import seaborn as sns
+    sns.barplot(data=r, x="point", y="ratio_vs_bp", hue="method", ax=ax, errorbar=None)
+    ax.axhline(1.0, color="0.5", lw=0.8)
+    if target:
+        ax.axhline(target, color="C3", lw=1, ls="--", label=f"paper: {target:g}x")
+    ax.set_ylabel("tokens/s over BP's (BP on all cores)")
+    ax.set_xlabel("d = width, K = sections, T = sequence length (24 layers)")
+    ax.tick_params(axis="x", rotation=25)
+    ax.legend(fontsize=7)
+    plots.label_provenance(ax, "measured", "provisional: shared 2-core machine")
+    plots.save(fig, out)
+
+
 # ----------------------------------------------------------------------- main table
 
 
@@ -161,31 +280,41 @@ def _paired(df: pd.DataFrame, metric: str, a: str, b: str) -> pd.DataFrame:
 
 
 def main_table(runs_csv: Path, throughput_csv: Path, claims_path: Path, options: dict,
-               csv_out: Path, md_out: Path) -> pd.DataFrame:
-    """One row per method: throughput ratio to BP (CI over repeats), peak memory, held-out loss
-    (CI over seeds), the non-inferiority and TOST verdicts against BP, and the paper's values."""
+               csv_out: Path, md_out: Path, floors_csv: Path | None = None) -> pd.DataFrame:
+    """One row per method: throughput ratio to BP (CI over repeats), memory, held-out loss
+    (CI over seeds) and its distance to the data's bigram floor (test split), the
+    non-inferiority and TOST verdicts against BP, and the paper's values."""
     runs = pd.read_csv(runs_csv)
+    floor = None
+    if floors_csv is not None:
+        f = pd.read_csv(floors_csv)
+        floor = float(f[f.split == "test"].bigram_nats.iloc[0])
     thr = pd.read_csv(throughput_csv)
     claims = _p3_claims(claims_path)
     paper = {cid: c.get("paper_value") for cid, c in claims.items()}
     alpha = float(options["alpha"])
     rows = []
-    thr_of = {"rc-par": options.get("throughput_method", "rc-par"), "bp": "bp", "rc-seq": "rc-seq"}
+    thr_of = {"rc-par": "rc-par", "rc-async": "rc-async", "bp": "bp", "rc-seq": "rc-seq"}
     for group in sorted(runs.group.unique()):
         g = runs[runs.group == group]
         for method in _order(g.method):
             r = g[g.method == method]
             ci = stats.t_interval(r["final_test_loss"].to_numpy())
-            row = {"group": group, "n_layer": int(r.n_layer.iloc[0]), "method": NAMES.get(method, method),
-                   "seeds": len(r), "test_loss": fmt_ci(ci.estimate, ci.low, ci.high),
-                   "run_tokens_per_s": float(r.tokens_per_s.median()),
-                   "run_peak_rss_mb": float(r.peak_rss_mb.median())}
+            row = {"group": group, "n_layer": int(r.n_layer.iloc[0]), "method": _name(method),
+                   "seeds": len(r), "test_loss": fmt_ci(ci.estimate, ci.low, ci.high)}
+            if floor is not None:
+                fl = stats.t_interval(r["final_test_loss"].to_numpy() - floor)
+                row["minus_bigram_floor"] = fmt_ci(fl.estimate, fl.low, fl.high)
+            row.update({"run_tokens_per_s": float(r.tokens_per_s.median()),
+                        "run_pss_mb": float(r.pss_mb.median()),
+                        "run_max_rss_mb": float(r.max_rss_mb.median())})
             tm = thr_of.get(method)
             if tm in set(thr.method) and "bp" in set(thr.method) and int(r.n_layer.iloc[0]) == int(thr.n_layer.iloc[0]):
                 p = stats.pair_by_seed(thr, "tokens_per_s", {"method": tm}, {"method": "bp"})
                 rc = stats.t_interval((p["a"] / p["b"]).to_numpy())
                 row["throughput_ratio_vs_bp"] = fmt_ci(rc.estimate, rc.low, rc.high)
-                row["bench_peak_rss_mb"] = float(thr[thr.method == tm].peak_rss_mb.median())
+                row["bench_pss_mb"] = float(thr[thr.method == tm].pss_mb.median())
+                row["bench_max_rss_mb"] = float(thr[thr.method == tm].max_rss_mb.median())
                 if method == "rc-par" and "bp-1thread" in set(thr.method):
                     # the ratio's two factors: RC's parallel speed-up over BP on one core (at most
                     # the cores it has), and BP's own speed-up from that core to the timed jobs' cores
@@ -194,8 +323,11 @@ def main_table(runs_csv: Path, throughput_csv: Path, claims_path: Path, options:
                         q = stats.pair_by_seed(thr, "tokens_per_s", {"method": a}, {"method": b})
                         qi = stats.t_interval((q["a"] / q["b"]).to_numpy())
                         row[col] = fmt_ci(qi.estimate, qi.low, qi.high)
-            if method != "bp" and "bp" in set(g.method):
-                p = _paired(g, "final_test_loss", method, "bp")
+            p = _paired(g, "final_test_loss", method, "bp") if method != "bp" and "bp" in set(g.method) else None
+            if p is not None and len(p) < 2:  # one seed (the hybrid's, a timed parallel run's)
+                d = (p["a"] - p["b"]).to_numpy()
+                row["loss_minus_bp"] = f"{float(d[0]):+.3f} (one seed)" if len(d) else ""
+            elif p is not None:
                 margin = _margin(claims, group)
                 ni = stats.noninferiority(p["a"], p["b"], margin, higher_is_better=False)
                 eq = stats.tost(p["a"], p["b"], margin)
@@ -207,7 +339,8 @@ def main_table(runs_csv: Path, throughput_csv: Path, claims_path: Path, options:
                                   + "; " + ("equivalent" if eq.p_value < alpha else "equivalence not shown")
                                   + f" (margin {margin:g} nats, α {alpha:g})")
             key = {"rc-par": "local.rc.throughput", "rc-seq": "local.rc.noninferior",
-                   "pc-fixed": "local.pc.noninferior", "pc-strict": "local.pc.noninferior"}.get(method)
+                   "pc-fixed-trunc": "local.pc.noninferior", "pc-fixed": "local.pc.noninferior",
+                   "pc-strict": "local.pc.noninferior"}.get(method)
             if key and key in paper:
                 row["paper"] = _paper_text(method, paper)
             rows.append(row)

@@ -115,11 +115,28 @@ def lm_loss(logits: torch.Tensor, y: torch.Tensor, reduction: str = "mean") -> t
 
 
 def make_optimizer(params, spec: dict) -> torch.optim.Optimizer:
-    """AdamW with the spec's lr, betas and weight decay (single-tensor path: the
-    arithmetic is the same however the parameters are grouped)."""
+    """The spec's optimizer: AdamW (default; lr, betas, weight decay; single-tensor path: the
+    arithmetic is the same however the parameters are grouped) or plain SGD (``optimizer:
+    sgd``, no momentum: an update is exactly ``-lr * grad``, which the consensus tests use)."""
+    if spec.get("optimizer", "adamw") == "sgd":
+        return torch.optim.SGD(list(params), lr=float(spec["lr"]), foreach=False)
     return torch.optim.AdamW(list(params), lr=float(spec["lr"]),
                              betas=tuple(spec.get("betas", (0.9, 0.95))),
                              weight_decay=float(spec.get("weight_decay", 0.0)), foreach=False)
+
+
+def lr_at(spec: dict, step: int) -> float:
+    """The learning rate of update ``step`` (0-based): a linear warm-up over ``lr_warmup``
+    updates (the deep GPT at a large rate needs it), then constant."""
+    lr, warm = float(spec["lr"]), int(spec.get("lr_warmup", 0))
+    return lr * min(1.0, (step + 1) / warm) if warm > 0 else lr
+
+
+def set_lr(opts, spec: dict, step: int) -> None:
+    lr = lr_at(spec, step)
+    for opt in opts:
+        for group in opt.param_groups:
+            group["lr"] = lr
 
 
 class TextData:

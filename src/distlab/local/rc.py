@@ -23,14 +23,19 @@ The *same* tick arithmetic runs in one process, section after section
 (:func:`train_rc_sequential`, deterministic, for tests and statistics) and in
 K concurrent workers (:func:`train_rc_parallel`: OS processes with
 shared-memory buffers and a barrier, or threads), which compute the same
-numbers: the parallel mode changes the time, not the result.
+numbers: the lock-step parallel mode changes the time, not the result.  The
+free-running asynchronous mode (sections never wait for each other) is
+:mod:`.rc_async`; the RC + PC hybrid (an error signal from above besides the
+readout's) is the ``feedback`` option of :func:`train_rc_sequential`.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import multiprocessing as mp
-import resource
+import os
+import signal
 import sys
 import threading
 import time
@@ -42,8 +47,9 @@ from typing import Callable
 import torch
 
 from ..runtime.launch import die_with_parent
+from . import memory
 from .model import (Split, TextData, build_gpt, flat, heldout_loss, lm_loss, load_flat,
-                    make_optimizer, split_gpt)
+                    make_optimizer, set_lr, split_gpt)
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +62,25 @@ class Result:
 
     rows: list[dict] = field(default_factory=list)
     train_s: float = 0.0
-    peak_rss_mb: float = 0.0
-    rss_per_process_mb: list[float] = field(default_factory=list)
+    memory: dict = field(default_factory=dict)  # memory.combine of the run's processes
+    per_process: list[dict] = field(default_factory=list)  # memory.snapshot of each process
     processes: int = 1
+    staleness: list[dict] = field(default_factory=list)  # per section (asynchronous mode)
 
 
-def peak_rss_self_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+class SectionFailure(RuntimeError):
+    """A section worker died or stopped reporting; the message names it in one line."""
+
+
+def exit_reason(code: int | None) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 # ----------------------------------------------------------------------- the pieces
@@ -71,25 +89,44 @@ def peak_rss_self_mb() -> float:
 class SectionTrainer:
     """One section: its blocks, its optimizer, and the readout it reports through."""
 
-    def __init__(self, k: int, split: Split, spec: dict) -> None:
+    def __init__(self, k: int, split: Split, spec: dict, readout: torch.nn.Module | None = None) -> None:
         self.k = k
+        self.spec = spec
         self.section = split.sections[k]
-        self.readout = split.readout
+        self.readout = split.readout if readout is None else readout
         self.params = list(self.section.parameters())
         self.readout_params = list(self.readout.parameters())
         self.opt = make_optimizer(self.params, spec)
+        self.keep_grad = False  # set for one update to keep its block gradient (last_grad)
+        self.last_grad: torch.Tensor | None = None
 
     def step(self, h_in: torch.Tensor, y: torch.Tensor,
-             emit: Callable[[torch.Tensor], None] | None) -> tuple[float, torch.Tensor]:
+             emit: Callable[[torch.Tensor], None] | None, t: int = 0) -> tuple[float, torch.Tensor]:
         """Forward, hand the detached output on (``emit``), local loss, update the
-        blocks; returns (local loss, readout gradient as a flat vector)."""
+        blocks (update ``t`` of the learning-rate schedule); returns (local loss, readout
+        gradient as a flat vector)."""
         h = self.section(h_in)
         if emit is not None:
             emit(h.detach())
+        return self.update(h, y, t)
+
+    def update(self, h: torch.Tensor, y: torch.Tensor, t: int,
+               feedback: tuple[float, torch.Tensor] | None = None) -> tuple[float, torch.Tensor]:
+        """The local loss of output ``h`` through the readout; with ``feedback`` = (gamma,
+        eps), also the PC-style error from above: the surrogate ``-gamma <h, eps>`` whose
+        gradient is ``gamma`` times the error sent back (eps ~ -dL/dh)."""
         loss = lm_loss(self.readout(h), y)
         for p in self.params + self.readout_params:
             p.grad = None
+        if feedback is not None:
+            gamma, eps = feedback
+            h.backward(-gamma * eps, retain_graph=True)  # reaches the blocks only, not the readout
         loss.backward()
+        if self.keep_grad:
+            self.last_grad = flat([p.grad if p.grad is not None else torch.zeros_like(p)
+                                   for p in self.params])
+            self.keep_grad = False
+        set_lr([self.opt], self.spec, t)
         self.opt.step()
         return float(loss.detach()), flat([p.grad for p in self.readout_params])
 
@@ -98,10 +135,11 @@ class Coordinator:
     """Holds the readout's optimizer; averages the reports and updates the readout."""
 
     def __init__(self, readout: torch.nn.Module, spec: dict) -> None:
+        self.spec = spec
         self.params = list(readout.parameters())
         self.opt = make_optimizer(self.params, spec)
 
-    def update(self, reports: list[torch.Tensor]) -> None:
+    def update(self, reports: list[torch.Tensor], t: int = 0) -> None:
         if not reports:
             return
         g = torch.stack(reports).mean(0)
@@ -110,6 +148,7 @@ class Coordinator:
             n = p.numel()
             p.grad = g[i:i + n].view_as(p).clone()
             i += n
+        set_lr([self.opt], self.spec, t)
         self.opt.step()
 
     def vector(self) -> torch.Tensor:
@@ -130,7 +169,8 @@ def eval_due(t: int, spec: dict) -> bool:
 
 
 class Evaluator:
-    """Held-out loss of the full model on fixed validation windows (and the test split at the end)."""
+    """Held-out loss of the full model on fixed validation windows (and the test split at the
+    end), and the *probe* losses: the readout applied to each section's output."""
 
     def __init__(self, data: TextData, spec: dict) -> None:
         ev = spec["eval"]
@@ -139,6 +179,24 @@ class Evaluator:
 
     def val_loss(self, split: Split) -> float:
         return heldout_loss(split.forward, self.val)
+
+    @torch.no_grad()
+    def probes(self, split: Split) -> dict[str, float]:
+        """``probe{k}``: validation loss of the readout on section k's output (the last one
+        is the model's own loss)."""
+        totals = [0.0] * len(split.sections)
+        count = 0
+        for x, y in self.val:
+            h = x
+            for k, sec in enumerate(split.sections):
+                h = sec(h)
+                totals[k] += float(lm_loss(split.readout(h), y, reduction="sum"))
+            count += y.numel()
+        return {f"probe{k}": v / count for k, v in enumerate(totals)}
+
+    def at_eval(self, split: Split) -> dict[str, float]:
+        probes = self.probes(split)
+        return {"val_loss": probes[f"probe{len(split.sections) - 1}"], **probes}
 
     def final(self, split: Split) -> dict:
         ev = self.spec["eval"]
@@ -152,7 +210,7 @@ def _end_tick(t: int, row: dict, spec: dict, res: "Result", evaluator, split, re
     """What every sequential engine does after a tick: evaluate when due, record the
     row, let the checkpoint see the tick, report it."""
     if evaluator is not None and eval_due(t, spec):
-        row["val_loss"] = evaluator.val_loss(split)
+        row.update(evaluator.at_eval(split))
     res.rows.append(row)
     resume.tick(t + 1, res)
     if on_tick:
@@ -160,9 +218,9 @@ def _end_tick(t: int, row: dict, spec: dict, res: "Result", evaluator, split, re
 
 
 def _own_peak(res: "Result") -> "Result":
-    """A one-process engine's peak memory, recorded on its result."""
-    res.peak_rss_mb = peak_rss_self_mb()
-    res.rss_per_process_mb = [res.peak_rss_mb]
+    """A one-process engine's memory (read at the end of training), recorded on its result."""
+    res.per_process = [memory.snapshot()]
+    res.memory = memory.combine(res.per_process)
     return res
 
 
@@ -224,6 +282,7 @@ def train_bp(spec: dict, data: TextData, split: Split, on_tick: Tick | None = No
         for p in params:
             p.grad = None
         loss.backward()
+        set_lr([opt], spec, t)
         opt.step()
         res.train_s += time.perf_counter() - t0
         row = _row(t, spec, res.train_s, {0: float(loss.detach())})
@@ -234,13 +293,68 @@ def train_bp(spec: dict, data: TextData, split: Split, on_tick: Tick | None = No
 # ----------------------------------------------------------------------- RC, sequential
 
 
+def feedback_errors(outs: list[torch.Tensor], ins: list[torch.Tensor], top_grad: torch.Tensor,
+                    T: int, eta: float) -> list[torch.Tensor]:
+    """PC's fixed-prediction error relaxation at the section boundaries: ``eps[k]`` at
+    section k's output, ``T`` Jacobi iterations of step ``eta`` (the errors of the previous
+    iteration, every section at once), starting from zero.  The top error tends to
+    ``-top_grad`` (dL/dh of the last section's output); each iteration carries it one
+    section further down through the vector-Jacobian product of the section above
+    (``ins[k + 1]`` is section k + 1's input, with its graph).  With ``eta`` = 1 and
+    ``T`` >= K it is the exact backprop error ``-dL/dh_k`` at every boundary."""
+    K = len(outs)
+    eps = [torch.zeros_like(h) for h in outs]
+    for _ in range(T):
+        back = [torch.autograd.grad(outs[k + 1], ins[k + 1], grad_outputs=eps[k + 1], retain_graph=True)[0]
+                for k in range(K - 1)]
+        eps = [e - eta * (e - b) for e, b in zip(eps[:K - 1], back)] + \
+              [eps[K - 1] - eta * (eps[K - 1] + top_grad)]
+    return eps
+
+
+def bp_section_grads(split: Split, data: TextData, batches: dict[int, int]) -> dict[int, torch.Tensor]:
+    """Backprop's gradient of each section's blocks on the batch it trains on this tick
+    (``batches``: section -> batch index), at the current weights."""
+    out: dict[int, torch.Tensor] = {}
+    by_batch: dict[int, list[int]] = {}
+    for k, b in batches.items():
+        by_batch.setdefault(b, []).append(k)
+    for b, ks in by_batch.items():
+        x, y = data.train_batch(b)
+        params = [list(split.sections[k].parameters()) for k in ks]
+        grads = torch.autograd.grad(lm_loss(split.forward(x), y), [p for ps in params for p in ps],
+                                    allow_unused=True)
+        i = 0
+        for k, ps in zip(ks, params):
+            out[k] = flat([g if g is not None else torch.zeros_like(p)
+                           for g, p in zip(grads[i:i + len(ps)], ps)])
+            i += len(ps)
+    return out
+
+
 def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick | None = None,
                         evaluator: Evaluator | None = None, ckpt=None) -> Result:
-    """All K sections in this process, one after another within each tick (deterministic)."""
+    """All K sections in this process, one after another within each tick (deterministic).
+
+    With ``spec["feedback"]`` = {T, eta, gamma} (the RC + PC hybrid; lock-step chain,
+    ``delay`` 0): every section first runs forward on the tick's batch, then the error of
+    the top section's loss relaxes down the section boundaries for T iterations
+    (:func:`feedback_errors`), and each section trains on its readout loss plus ``gamma``
+    times the error that reached it.  T = 0 or gamma = 0 is RC."""
     K, d, ticks = schedule(spec)
-    workers = [SectionTrainer(k, split, spec) for k in range(K)]
-    coord = Coordinator(split.readout, spec)
+    if spec.get("heads", "shared") == "separate":
+        # the ablation: every section its own head (a copy of the initial readout), trained by
+        # its own report alone; the model's output is the last section's head (split.readout)
+        heads = [copy.deepcopy(split.readout) for _ in range(K - 1)] + [split.readout]
+    else:
+        heads = [split.readout] * K
+    workers = [SectionTrainer(k, split, spec, heads[k]) for k in range(K)]
+    coords = [Coordinator(h, spec) for h in heads[:-1] if h is not split.readout] + [Coordinator(split.readout, spec)]
+    coord = coords[-1]
     fifo: list[deque] = [deque() for _ in range(K - 1)]  # section k's outputs awaiting k + 1
+    fb = spec.get("feedback")
+    if fb is not None and d != 0:
+        raise ValueError("feedback: the RC + PC hybrid runs the lock-step chain (delay: 0)")
     res = Result()
 
     def set_fifo(saved: list[list[torch.Tensor]]) -> None:
@@ -248,32 +362,79 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
             q.clear()
             q.extend(items)
 
-    resume = Resume(ckpt, split.gpt, [w.opt for w in workers] + [coord.opt],
-                    get_extra=lambda: [list(q) for q in fifo], set_extra=set_fifo)
+    separate = len(coords) > 1
+    own_heads = [h for h in heads[:-1]] if separate else []
+
+    def get_extra():
+        return {"fifo": [list(q) for q in fifo], "heads": [h.state_dict() for h in own_heads]}
+
+    def set_extra(extra) -> None:
+        if isinstance(extra, list):  # a checkpoint written before the heads ablation
+            extra = {"fifo": extra, "heads": []}
+        set_fifo(extra["fifo"])
+        for h, st in zip(own_heads, extra["heads"]):
+            h.load_state_dict(st)
+
+    resume = Resume(ckpt, split.gpt, [w.opt for w in workers] + [c.opt for c in coords],
+                    get_extra=get_extra, set_extra=set_extra)
     for t in range(resume.start(res), ticks):
+        # at evaluation ticks: the cosine between each section's RC gradient and backprop's
+        # gradient of its blocks on the same batch and weights (outside the timed tick)
+        probe_cos = evaluator is not None and eval_due(t, spec)
+        bp_g: dict[int, torch.Tensor] = {}
+        if probe_cos:
+            batches = {k: (t if fb is not None else t - k * d) for k in range(K)
+                       if fb is not None or active(k, t, d)}
+            bp_g = bp_section_grads(split, data, batches)
+            for k in batches:
+                workers[k].keep_grad = True
         t0 = time.perf_counter()
-        new: list[torch.Tensor | None] = [None] * K
         losses, reports = {}, []
-        for k in range(K):
-            if not active(k, t, d):
-                continue
-            x, y = data.train_batch(t - k * d)
-            if k == 0:
-                h_in = x
-            elif d == 0:
-                h_in = new[k - 1]
-            else:
-                h_in = fifo[k - 1].popleft()
-            emit = None if k == K - 1 else (lambda h, k=k: new.__setitem__(k, h))
-            losses[k], g = workers[k].step(h_in, y, emit)
-            reports.append(g)
-        if d > 0:
-            for k in range(K - 1):
-                if new[k] is not None:
-                    fifo[k].append(new[k])
-        coord.update(reports)
+        if fb is not None:
+            x, y = data.train_batch(t)
+            ins, outs = [x], []
+            for k in range(K):
+                outs.append(workers[k].section(ins[-1]))
+                if k < K - 1:
+                    ins.append(outs[-1].detach().requires_grad_(True))
+            top = outs[-1].detach().requires_grad_(True)
+            top_grad = torch.autograd.grad(lm_loss(split.readout(top), y), top)[0]
+            eps = feedback_errors(outs, ins, top_grad, int(fb["T"]), float(fb["eta"]))
+            for k in range(K):
+                extra = None if k == K - 1 else (float(fb["gamma"]), eps[k])
+                losses[k], g = workers[k].update(outs[k], y, t, extra)
+                reports.append((k, g))
+        else:
+            new: list[torch.Tensor | None] = [None] * K
+            for k in range(K):
+                if not active(k, t, d):
+                    continue
+                x, y = data.train_batch(t - k * d)
+                if k == 0:
+                    h_in = x
+                elif d == 0:
+                    h_in = new[k - 1]
+                else:
+                    h_in = fifo[k - 1].popleft()
+                emit = None if k == K - 1 else (lambda h, k=k: new.__setitem__(k, h))
+                losses[k], g = workers[k].step(h_in, y, emit, t)
+                reports.append((k, g))
+            if d > 0:
+                for k in range(K - 1):
+                    if new[k] is not None:
+                        fifo[k].append(new[k])
+        if separate:  # each head its own section's report
+            for k, g in reports:
+                coords[k].update([g], t)
+        else:
+            coord.update([g for _, g in reports], t)
         res.train_s += time.perf_counter() - t0
         row = _row(t, spec, res.train_s, losses)
+        for k, g in bp_g.items():
+            rcg = workers[k].last_grad
+            if rcg is not None:
+                row[f"cos{k}"] = float(torch.nn.functional.cosine_similarity(rcg, g, dim=0))
+                workers[k].last_grad = None
         _end_tick(t, row, spec, res, evaluator, split, resume, on_tick)
     return _own_peak(res)
 
@@ -300,9 +461,28 @@ class Shared:
         self.losses = z(K, dtype=torch.float64)
         self.active = z(K, dtype=torch.int64)
         self.params = [z(sum(p.numel() for p in s.parameters())) for s in split.sections]
-        self.rss = z(K, dtype=torch.float64)
+        self.mem = z(K, len(MEM_KEYS), dtype=torch.float64)  # each worker's memory.snapshot
         self.ready = z(K, dtype=torch.int64)  # set by each worker once it is built
         self.errors: list[str] = []  # thread workers' failures (processes report exit codes)
+
+
+MEM_KEYS = ("rss_mb", "pss_mb", "uss_mb", "peak_rss_mb")
+STOPPED = 3  # a worker's exit code when it stops because another one failed (not a cause)
+
+
+def _stop_quietly(k: int, e: BaseException, barrier, sh: Shared) -> None:
+    """A worker's end on an error: one line, no traceback.  A broken barrier means another
+    participant failed first: this worker is not the cause and says so only in its exit code."""
+    if isinstance(e, threading.BrokenBarrierError):
+        if threading.current_thread() is threading.main_thread() or mp.parent_process() is not None:
+            os._exit(STOPPED)
+        return
+    line = f"rc-section-{k}: {type(e).__name__}: {e}"
+    print(line, file=sys.stderr, flush=True)
+    barrier.abort()
+    if threading.current_thread() is threading.main_thread() or mp.parent_process() is not None:
+        os._exit(1)  # a process: its exit code tells the coordinator
+    sh.errors.append(line)  # a thread: report it
 
 
 def _worker(k: int, spec: dict, data_dir: str, sh: Shared, barrier, ready, threads: int,
@@ -335,10 +515,9 @@ def _worker(k: int, spec: dict, data_dir: str, sh: Shared, barrier, ready, threa
                     h_in = x
                 else:
                     if d == 0 and not ready[k - 1].acquire(timeout=timeout):
-                        raise TimeoutError(f"section {k}: no activations from section {k - 1} "
-                                           f"after {timeout} s")
+                        raise TimeoutError(f"no activations from rc-section-{k - 1} after {timeout} s")
                     h_in = sh.acts[k - 1][(t - d) % slots].clone()
-                loss, g = w.step(h_in, y, None if k == K - 1 else (lambda h: emit(h, t)))
+                loss, g = w.step(h_in, y, None if k == K - 1 else (lambda h: emit(h, t)), t)
                 sh.grads[k].copy_(g)
                 sh.losses[k] = loss
             sh.active[k] = int(on)
@@ -347,14 +526,80 @@ def _worker(k: int, spec: dict, data_dir: str, sh: Shared, barrier, ready, threa
             barrier.wait(timeout)  # A: reports in
             barrier.wait(timeout)  # B: the consensus readout is out
             load_flat(read_params, sh.readout)
-        sh.rss[k] = peak_rss_self_mb()
+        snap = memory.snapshot()
+        sh.mem[k] = torch.tensor([snap[key] for key in MEM_KEYS], dtype=torch.float64)
         barrier.wait(timeout)  # C: final state written
-    except BaseException as e:
-        traceback.print_exc()
-        barrier.abort()
-        if threading.current_thread() is threading.main_thread() or mp.parent_process() is not None:
-            raise  # a process: its exit code tells the coordinator
-        sh.errors.append(f"rc-section-{k}: {type(e).__name__}: {e}")  # a thread: report it
+    except BaseException as e:  # noqa: BLE001 - every failure ends the worker in one line
+        _stop_quietly(k, e, barrier, sh)
+
+
+class PollBarrier:
+    """The lock-step barrier of K section processes and the coordinator, on shared counters.
+
+    ``multiprocessing.Barrier`` is a condition variable over semaphores: a participant killed
+    inside it (SIGKILL, the OOM killer) leaves its counts behind, and the next ``abort`` or
+    ``notify_all`` waits for it forever.  Here every counter has one writer: worker k bumps
+    ``arrive[k]`` and polls ``release``; the coordinator polls the arrivals (and the workers'
+    exit codes, so a dead one is named at once) and bumps ``release``.  Nobody holds a lock a
+    dead process could take with it."""
+
+    POLL_S = 0.0002
+
+    def __init__(self, k: int) -> None:
+        self.arrive = torch.zeros(k, dtype=torch.int64).share_memory_()
+        self.release = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self.broken = torch.zeros(1, dtype=torch.int64).share_memory_()
+
+    def party(self, k: int) -> "_Party":
+        return _Party(self, k)
+
+    def abort(self) -> None:
+        self.broken[0] = 1
+
+    def coordinator_wait(self, timeout: float, check: Callable[[], None]) -> None:
+        n = int(self.release[0]) + 1
+        t0 = time.monotonic()
+        polls = 0
+        while int(self.arrive.min()) < n:
+            if int(self.broken[0]):
+                raise threading.BrokenBarrierError("a section aborted the barrier")
+            polls += 1
+            if polls % 50 == 0:
+                check()
+                if time.monotonic() - t0 > timeout:
+                    self.abort()
+                    late = [f"rc-section-{k}" for k in range(len(self.arrive)) if int(self.arrive[k]) < n]
+                    raise threading.BrokenBarrierError(f"{', '.join(late)} did not reach the barrier "
+                                                       f"within {timeout} s")
+            time.sleep(self.POLL_S)
+        self.release[0] = n
+
+
+class _Party:
+    def __init__(self, barrier: PollBarrier, k: int) -> None:
+        self.b, self.k = barrier, k
+
+    def wait(self, timeout: float) -> None:
+        b = self.b
+        n = int(b.arrive[self.k]) + 1
+        b.arrive[self.k] = n
+        t0 = time.monotonic()
+        while int(b.release[0]) < n:
+            if int(b.broken[0]):
+                raise threading.BrokenBarrierError()
+            if time.monotonic() - t0 > timeout:
+                raise TimeoutError(f"the coordinator did not release the barrier within {timeout} s")
+            time.sleep(b.POLL_S)
+
+    def abort(self) -> None:
+        self.b.abort()
+
+
+def dead_sections(workers: list) -> list[str]:
+    """``"rc-section-k was killed by SIGKILL"`` for each process that ended abnormally by its
+    own failure (not one that stopped because another failed first)."""
+    return [f"{w.name} {exit_reason(w.exitcode)}" for w in workers
+            if w.exitcode not in (None, 0, STOPPED)]
 
 
 def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
@@ -362,7 +607,8 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
                       timeout: float = 60.0) -> Result:
     """K concurrent section workers (``spec["concurrency"]``: ``process`` or ``thread``) and
     this process as the coordinator.  ``split`` is the coordinator's copy of the model: its
-    readout is the consensus and its sections receive the workers' parameters for evaluation."""
+    readout is the consensus and its sections receive the workers' parameters for evaluation.
+    A failed worker fails the run with :class:`SectionFailure`, one line naming it."""
     K, d, ticks = schedule(spec)
     mode = spec.get("concurrency", "process")
     threads = int(spec.get("worker_threads", 1))
@@ -380,9 +626,11 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
                              else "spawn")
         sys.stdout.flush()
         sys.stderr.flush()
-        barrier, ready = ctx.Barrier(K + 1), [ctx.Semaphore(0) for _ in range(K)]
+        ready = [ctx.Semaphore(0) for _ in range(K)]
+        poll = PollBarrier(K)
+        barrier = poll
         workers = [ctx.Process(target=_worker, name=f"rc-section-{k}", daemon=True,
-                               args=(k, spec, str(data_dir), sh, barrier, ready, threads, timeout, None))
+                               args=(k, spec, str(data_dir), sh, poll.party(k), ready, threads, timeout, None))
                    for k in range(K)]
     else:
         torch.set_num_threads(threads)
@@ -395,6 +643,18 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
     res = Result(processes=K + 1 if use_procs else 1)
     for w in workers:
         w.start()
+    def check() -> None:
+        dead = dead_sections(workers)
+        if dead:
+            barrier.abort()
+            raise SectionFailure(f"RC parallel run failed: {', '.join(dead)}")
+
+    def wait() -> None:
+        if use_procs:
+            barrier.coordinator_wait(timeout, check)
+        else:
+            barrier.wait(timeout)
+
     section_params = [list(s.parameters()) for s in split.sections]
     try:
         # start-up (a spawned interpreter imports torch; slow on a busy machine) is not timed and
@@ -407,12 +667,12 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
                 why = f"{', '.join(dead)} died during start-up" if dead else "start-up timed out"
                 raise threading.BrokenBarrierError(why)
             time.sleep(0.05)
-        barrier.wait(timeout)
+        wait()
         for t in range(ticks):
             t0 = time.perf_counter()
-            barrier.wait(timeout)  # A
+            wait()  # A
             act = sh.active.tolist()
-            coord.update([sh.grads[k].clone() for k in range(K) if act[k]])
+            coord.update([sh.grads[k].clone() for k in range(K) if act[k]], t)
             sh.readout.copy_(coord.vector())
             res.train_s += time.perf_counter() - t0
             losses = {k: float(sh.losses[k]) for k in range(K) if act[k]}
@@ -421,31 +681,34 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
                 for k in range(K):
                     load_flat(section_params[k], sh.params[k])
                 if evaluator is not None:
-                    row["val_loss"] = evaluator.val_loss(split)
+                    row.update(evaluator.at_eval(split))
             res.rows.append(row)
             if on_tick:
                 on_tick(t, row)
-            barrier.wait(timeout)  # B
-        barrier.wait(timeout)  # C
+            wait()  # B
+        # memory now, while every process is alive (PSS splits a shared page among the
+        # processes mapping it at the moment it is read; the workers read theirs before C)
+        res.per_process = [memory.snapshot()]
+        wait()  # C
     except threading.BrokenBarrierError as e:
         for w in workers:  # give a failing worker a moment to finish dying
             w.join(timeout=2)
-        dead = [f"{w.name} (exit code {w.exitcode})" for w in workers
-                if use_procs and w.exitcode not in (None, 0)] + list(sh.errors)
-        raise RuntimeError("RC parallel run failed: " + (", ".join(dead) if dead else str(e) or
-                           f"a section worker did not reach the barrier within {timeout} s")) from e
+        dead = (dead_sections(workers) if use_procs else []) + list(sh.errors)
+        why = ", ".join(dead) if dead else (str(e) or f"a section worker did not reach the barrier "
+                                                      f"within {timeout} s")
+        raise SectionFailure(f"RC parallel run failed: {why}") from None
+    except SectionFailure:
+        for w in workers:  # a failed run: stop the others now
+            if use_procs and w.is_alive():
+                w.kill()
+        raise
     finally:
-        if any(w.is_alive() for w in workers):
-            barrier.abort()
         for w in workers:
             w.join(timeout=10)
             if use_procs and w.is_alive():
                 w.kill()
                 w.join()
-    own = peak_rss_self_mb()
     if use_procs:
-        res.rss_per_process_mb = [own] + [float(x) for x in sh.rss]
-    else:
-        res.rss_per_process_mb = [own]
-    res.peak_rss_mb = sum(res.rss_per_process_mb)
+        res.per_process += [dict(zip(MEM_KEYS, sh.mem[k].tolist())) for k in range(K)]
+    res.memory = memory.combine(res.per_process)
     return res

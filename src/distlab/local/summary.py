@@ -2,8 +2,11 @@
 
 * steps table: every run's per-step rows, with ``group``, ``method``, ``seed``;
 * runs table (the scorecard's input): one row per run with the held-out
-  losses, the run's own measured tokens/s and training seconds, and the peak
-  RSS of all of its processes summed.
+  losses, the run's own measured tokens/s and training seconds, and its memory:
+  PSS and USS summed over its processes (each page once), the peak RSS of its
+  largest process, and the old upper bound (peak RSS summed);
+* staleness table: one row per section of every asynchronous run (readout
+  staleness of the applied reports, reports dropped, activation age).
 """
 
 from __future__ import annotations
@@ -17,7 +20,12 @@ from ..runs import write_csv
 
 
 def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    steps, runs = [], []
+    steps, runs, _ = collect_all(run_dirs)
+    return steps, runs
+
+
+def collect_all(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    steps, runs, stale = [], [], []
     for d in run_dirs:
         d = Path(d)
         if d.name == "manifest.json":
@@ -35,21 +43,31 @@ def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
             "final_train_loss": float(metrics["loss"].tail(max(1, len(metrics) // 10)).mean()),
             "tokens_per_s": float(manifest["tokens_per_s"]),
             "train_s": float(manifest["train_s"]),
-            "peak_rss_mb": float(manifest["peak_rss_mb"]),
+            **{k: float(v) for k, v in manifest["memory"].items()},
             "processes": int(manifest.get("processes", 1)),
+            "feedback_T": int(spec["feedback"]["T"]) if "feedback" in spec else -1,
             "steps": int(spec["steps"]),
             "tokens": int(metrics["tokens"].iloc[-1]),
         })
+        for st in manifest.get("staleness") or []:
+            stale.append({**keys, **st})
     if not runs:
         raise ValueError("local summarize: no runs given")
     runs_df = pd.DataFrame(runs).sort_values(["group", "method", "seed"]).reset_index(drop=True)
     dup = runs_df.duplicated(["group", "method", "seed"])
     if dup.any():
         raise ValueError(f"local summarize: duplicate runs {runs_df[dup][['group', 'method', 'seed']].to_dict('records')}")
-    return pd.concat(steps, ignore_index=True), runs_df
+    stale_df = pd.DataFrame(stale, columns=["group", "method", "seed", "n_layer", "section", "bound",
+                                            "applied", "dropped", "readout_staleness_mean",
+                                            "readout_staleness_max", "activation_age_mean",
+                                            "activation_age_max", "updates"])
+    return pd.concat(steps, ignore_index=True), runs_df, stale_df
 
 
-def summarize(run_dirs: list[Path], steps_out: Path, summary_out: Path) -> None:
-    steps, runs = collect(run_dirs)
+def summarize(run_dirs: list[Path], steps_out: Path, summary_out: Path,
+              staleness_out: Path | None = None) -> None:
+    steps, runs, stale = collect_all(run_dirs)
     write_csv(steps, steps_out)
     write_csv(runs, summary_out)
+    if staleness_out is not None:
+        write_csv(stale, staleness_out)

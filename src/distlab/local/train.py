@@ -27,9 +27,10 @@ from ..runs import Checkpointer, RunRecorder
 from ..specs import each_seed, runtime_defaults
 from ..tables import atomic_output
 from . import pc as pcmod
-from .model import TextData, build_gpt, lm_loss, make_optimizer, seed_everything, split_gpt
-from .rc import (Evaluator, Result, Resume, _end_tick, _own_peak, train_bp, train_rc_parallel,
-                 train_rc_sequential, _row)
+from .model import (TextData, build_gpt, lm_loss, make_optimizer, seed_everything, set_lr,
+                    split_gpt)
+from .rc import (Evaluator, Result, Resume, SectionFailure, _end_tick, _own_peak, train_bp,
+                 train_rc_parallel, train_rc_sequential, _row)
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ SPEC_SCHEMA = {
     "properties": {
         "experiment": {"const": "local"},
         "method": {"enum": ["bp", "rc", "pc"]},
-        "mode": {"enum": ["sequential", "parallel"]},
+        "mode": {"enum": ["sequential", "parallel", "async"]},
         "variant": {"enum": list(pcmod.VARIANTS)},
         "group": {"type": "string", "pattern": "^[a-z0-9_]+$"},
         "seed": {"type": "integer", "minimum": 0},
@@ -59,6 +60,18 @@ SPEC_SCHEMA = {
         "batch_size": _pos_int,
         "steps": _pos_int,
         "lr": _pos_num,
+        "lr_warmup": {"type": "integer", "minimum": 0, "maximum": 100000},
+        "optimizer": {"enum": ["adamw", "sgd"]},
+        "staleness_bound": {"type": "integer", "minimum": 0, "maximum": 1000},
+        "heads": {"enum": ["shared", "separate"]},  # separate: the per-section heads ablation
+        "feedback": {  # the RC + PC hybrid: PC-style error from above, T iterations
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"T": {"type": "integer", "minimum": 0, "maximum": 1000},
+                           "eta": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                           "gamma": {"type": "number", "minimum": 0}},
+            "required": ["T", "eta", "gamma"],
+        },
         "betas": {"type": "array", "items": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
                   "minItems": 2, "maxItems": 2},
         "weight_decay": {"type": "number", "minimum": 0},
@@ -103,8 +116,13 @@ def check_spec(spec: dict) -> None:
     m = spec["model"]
     if m["d_model"] % m["n_head"]:
         raise ValueError(f"model.d_model: {m['d_model']} is not divisible by model.n_head = {m['n_head']}")
-    if spec["method"] == "rc" and m["n_layer"] % spec["sections"]:
+    if "sections" in spec and m["n_layer"] % spec["sections"]:
         raise ValueError(f"sections: {spec['sections']} does not divide model.n_layer = {m['n_layer']}")
+    if "feedback" in spec and (spec["method"] != "rc" or spec.get("mode") != "sequential"
+                               or int(spec.get("delay", 0)) != 0):
+        raise ValueError("feedback: the RC + PC hybrid is sequential RC with delay 0")
+    if spec.get("heads", "shared") == "separate" and spec.get("mode") != "sequential":
+        raise ValueError("heads: separate heads (the ablation) run in the sequential mode")
     for key in ("lr", "weight_decay"):
         if key in spec and not math.isfinite(float(spec[key])):
             raise ValueError(f"{key}: must be finite, got {spec[key]}")
@@ -130,6 +148,7 @@ def train_pc(spec: dict, data: TextData, split, on_tick=None, evaluator=None, ck
         for p in params:
             if p.grad is not None:
                 p.grad.div_(n_tok)
+        set_lr([opt], spec, t)
         opt.step()
         res.train_s += time.perf_counter() - t0
         row = _row(t, spec, res.train_s, {0: info["loss"] / n_tok})
@@ -139,9 +158,21 @@ def train_pc(spec: dict, data: TextData, split, on_tick=None, evaluator=None, ck
 
 
 def method_label(spec: dict) -> str:
+    """The method's name in tables and figures: ``rc-pc-T<n>`` for the hybrid, and a
+    fixed-prediction PC with fewer than L + 1 iterations is ``pc-fixed-trunc`` (it equals
+    BP only at T >= L + 1; below, the lowest layers get no error)."""
+    if "label" in spec:
+        return spec["label"]
     if spec["method"] == "rc":
-        return "rc-par" if spec["mode"] == "parallel" else "rc-seq"
+        if "feedback" in spec:
+            return f"rc-pc-T{int(spec['feedback']['T'])}"
+        if spec.get("heads") == "separate":
+            return "rc-heads"
+        return {"parallel": "rc-thread" if spec.get("concurrency") == "thread" else "rc-par",
+                "async": "rc-async"}.get(spec["mode"], "rc-seq")
     if spec["method"] == "pc":
+        if spec["variant"] == "fixed" and int(spec["pc"]["T"]) < int(spec["model"]["n_layer"]) + 1:
+            return "pc-fixed-trunc"
         return f"pc-{spec['variant']}"
     return "bp"
 
@@ -167,7 +198,7 @@ def run(spec: dict, data_dir: str | Path, runtime: dict | None = None,
 
     method = spec["method"]
     ckpt = None
-    if out_dir is not None and spec.get("mode") != "parallel":
+    if out_dir is not None and spec.get("mode", "sequential") == "sequential":
         ckpt = Checkpointer(Path(out_dir) / "checkpoint.pt", spec=spec,
                             **runtime_defaults(runtime)["checkpoint"])
     if method == "bp":
@@ -176,6 +207,11 @@ def run(spec: dict, data_dir: str | Path, runtime: dict | None = None,
         res = train_pc(spec, data, split, on_tick, ev, ckpt)
     elif spec["mode"] == "sequential":
         res = train_rc_sequential(spec, data, split, on_tick, ev, ckpt)
+    elif spec["mode"] == "async":
+        from .rc_async import train_rc_async
+
+        res = train_rc_async(spec, str(data_dir), data, split, on_tick, ev,
+                             timeout=float(runtime.get("timeout_s", 60.0)))
     else:
         res = train_rc_parallel(spec, str(data_dir), data, split, on_tick, ev,
                                 timeout=float(runtime.get("timeout_s", 60.0)))
@@ -202,8 +238,15 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
     """The trainer entry point (the name is the CLI's; the clock here is always measured).
     With ``seeds``, one run directory ``seed{k}`` per seed under ``out_dir``, one after the
     other in this process (each with its own spec, checkpoint and manifest)."""
+    try:
+        return _run_seeds(spec, data_dir, out_dir, runtime)
+    except SectionFailure as e:  # one line naming the section, no traceback
+        raise SystemExit(f"distlab: {e}") from None
+
+
+def _run_seeds(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dict | None) -> Path:
     if "seeds" in spec:
-        if spec.get("mode") == "parallel" or int(spec.get("threads", 1)) > 1:
+        if spec.get("mode", "sequential") != "sequential" or int(spec.get("threads", 1)) > 1:
             raise ValueError("seeds: a list of seeds is for one-thread sequential runs; a timed "
                              "run (threads > 1 or parallel sections) gets a job of its own")
         runs = each_seed(spec)
@@ -225,9 +268,10 @@ def _run_one(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dic
     for row in res.rows:
         rec.log(method=method_label(spec), **row)
     path = rec.finish(final=final, method=method_label(spec), train_s=round(res.train_s, 4),
-                      tokens_per_s=tokens_per_s(res, spec), peak_rss_mb=round(res.peak_rss_mb, 1),
-                      rss_per_process_mb=[round(x, 1) for x in res.rss_per_process_mb],
-                      processes=res.processes,
+                      tokens_per_s=tokens_per_s(res, spec),
+                      memory={k: round(v, 1) for k, v in res.memory.items()},
+                      memory_per_process=[{k: round(v, 1) for k, v in p.items()} for p in res.per_process],
+                      processes=res.processes, staleness=res.staleness,
                       # a job of several seeds: the process's peak so far, earlier seeds included
                       peak_rss_scope="job" if shared else "run")
     Checkpointer(Path(out_dir) / "checkpoint.pt").clear()  # and the one before it

@@ -9,10 +9,18 @@ from __future__ import annotations
 GROUPS = ("rc", "pc")
 
 
+PARALLEL = ("rc-par", "rc-thread", "rc-async")
+
+
 def timed(group: str, method: str) -> bool:
     """Jobs whose wall time is compared (BP and parallel RC on the deep model) get the
     section's ``threads`` cores; every other job runs on one."""
-    return group == "rc" and method in ("bp", "rc-par")
+    return group == "rc" and method in ("bp", "rc-par", "rc-async")
+
+
+def hybrid_methods(c: dict) -> list[str]:
+    """The RC + PC hybrid's methods, one per T of ``rc.hybrid.T``: ``rc-pc-T<n>``."""
+    return [f"rc-pc-T{int(T)}" for T in (c["rc"].get("hybrid") or {}).get("T", [])]
 
 
 def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None) -> dict:
@@ -21,6 +29,7 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
     out = {
         "experiment": "local", "group": group, "seed": int(seed), "dataset": c["dataset"],
         "model": dict(g["model"]), "batch_size": c["batch_size"], "steps": c["steps"], "lr": c["lr"],
+        "lr_warmup": int(c.get("lr_warmup", 0)),
         "betas": list(c.get("betas", [0.9, 0.95])), "weight_decay": c.get("weight_decay", 0.0),
         "warmup_steps": c.get("warmup_steps", 10), "eval_every": c["eval_every"],
         "eval": dict(c["eval"]),
@@ -28,14 +37,26 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
     }
     if method == "bp":
         out.update(method="bp", save_model=(group == "rc"))
+        if group == "rc":  # probes at RC's section boundaries (BP trains the whole network)
+            out.update(sections=g["sections"])
+    elif method.startswith("rc-pc-T"):  # the hybrid: lock-step chain, error from above
+        h = g["hybrid"]
+        out.update(method="rc", sections=g["sections"], delay=0, mode="sequential",
+                   feedback={"T": int(method[len("rc-pc-T"):]), "eta": h["eta"], "gamma": h["gamma"]})
+    elif method == "rc-heads":  # the ablation: a head per section instead of the consensus
+        out.update(method="rc", sections=g["sections"], delay=g["delay"], mode="sequential",
+                   heads="separate")
     elif method.startswith("rc"):
-        out.update(method="rc", sections=g["sections"], delay=g["delay"],
-                   mode="parallel" if method in ("rc-par", "rc-thread") else "sequential")
-        if out["mode"] == "parallel":
-            out.update(threads=1, worker_threads=g.get("worker_threads", 1),
-                       concurrency="thread" if method == "rc-thread" else g["concurrency"])
+        mode = {"rc-par": "parallel", "rc-thread": "parallel", "rc-async": "async"}.get(method, "sequential")
+        out.update(method="rc", sections=g["sections"], delay=g["delay"], mode=mode)
+        if mode != "sequential":
+            out.update(threads=1, worker_threads=g.get("worker_threads", 1))
+        if mode == "parallel":
+            out.update(concurrency="thread" if method == "rc-thread" else g["concurrency"])
+        if mode == "async":
+            out.update(staleness_bound=int(g.get("staleness_bound", g["sections"])))
     elif method.startswith("pc-"):
-        variant = method.split("-", 1)[1]
+        variant = method.split("-")[1]  # pc-fixed, pc-fixed-trunc (the same rule, fewer T), pc-strict
         out.update(method="pc", variant=variant, pc={"T": g["T"], **g["variants"][variant]})
     else:
         raise ValueError(f"local_learning.{group}.methods: unknown method {method!r}")
@@ -43,7 +64,9 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
 
 
 # (group, method) pairs of the untimed jobs, as the rule's wildcard ``lrun`` = "group/method"
-UNTIMED_RUNS = r"rc/rc-seq|pc/bp|pc/pc-fixed|pc/pc-strict"
+UNTIMED_RUNS_ALL_SEEDS = r"rc/rc-seq|rc/rc-heads|pc/bp|pc/pc-fixed|pc/pc-fixed-trunc|pc/pc-strict"
+HYBRID_RUNS = r"rc/rc-pc-T\d+"  # rc.hybrid.seeds
+UNTIMED_RUNS = f"{UNTIMED_RUNS_ALL_SEEDS}|{HYBRID_RUNS}"
 
 
 def seeds_spec(c: dict, group: str, method: str, seeds: list[int]) -> dict:
@@ -57,22 +80,28 @@ def seeds_spec(c: dict, group: str, method: str, seeds: list[int]) -> dict:
 
 
 def untimed_job_spec(c: dict, run: str, seeds: list[int]) -> dict:
-    """:func:`seeds_spec` of the rule's wildcard ``run`` = "group/method"."""
+    """:func:`seeds_spec` of the rule's wildcard ``run`` = "group/method" (its seeds)."""
     group, method = run.split("/")
-    return seeds_spec(c, group, method, seeds)
+    return seeds_spec(c, group, method, seeds_of(c, group, method, seeds))
 
 
 def seeds_of(c: dict, group: str, method: str, seeds: list[int]) -> list[int]:
     """Every configured seed, except for parallel RC: ``rc.parallel_seeds`` when given (its
     numbers are the sequential mode's; its runs are there to be timed)."""
-    if group == "rc" and method == "rc-par":
+    if group == "rc" and method in PARALLEL:
         return list(c["rc"].get("parallel_seeds") or seeds)
+    if group == "rc" and method.startswith("rc-pc-T"):
+        return list((c["rc"].get("hybrid") or {}).get("seeds") or seeds)
     return list(seeds)
+
+
+def methods_of(c: dict, group: str) -> list[str]:
+    return list(c[group]["methods"]) + (hybrid_methods(c) if group == "rc" else [])
 
 
 def run_dirs(c: dict, seeds: list[int], results: str = "results") -> list[str]:
     return [f"{results}/local/{group}/{m}/seed{s}/manifest.json"
-            for group in GROUPS for m in c[group]["methods"] for s in seeds_of(c, group, m, seeds)]
+            for group in GROUPS for m in methods_of(c, group) for s in seeds_of(c, group, m, seeds)]
 
 
 def bench_specs(c: dict) -> dict[str, dict]:
@@ -83,12 +112,38 @@ def bench_specs(c: dict) -> dict[str, dict]:
         if m == "bp-1thread":  # BP on one core: what RC's sections are each given
             s = spec(c, "rc", "bp", 0, threads=1)
         else:
-            s = spec(c, "rc", "rc-par" if m == "rc-thread" else m, 0, threads=c["threads"])
+            s = spec(c, "rc", m, 0, threads=c["threads"])
         s.update(model=dict(b["model"]), batch_size=b["batch_size"])
-        if m == "rc-thread":
-            s.update(concurrency="thread", threads=1)
         s.pop("save_model", None)
         out[m] = s
+    return out
+
+
+def map_specs(c: dict) -> dict[str, dict]:
+    """The throughput map: every method of ``bench.map.methods`` at the benchmark shape and at
+    each value of ``bench.map`` varied one at a time (model width, sections K, sequence length);
+    keys ``<method>@d<width>-K<sections>-T<length>``."""
+    b, grid = c["bench"], c["bench"]["map"]
+    base = {"d_model": b["model"]["d_model"], "sections": c["rc"]["sections"],
+            "block_size": b["model"]["block_size"]}
+    points = [dict(base)]
+    for key in ("d_model", "sections", "block_size"):
+        for v in grid.get(key, []):
+            p = dict(base, **{key: v})
+            if p not in points:
+                points.append(p)
+    out = {}
+    for p in points:
+        for m in grid["methods"]:
+            s = spec(c, "rc", m, 0, threads=c["threads"])
+            model = dict(b["model"], d_model=p["d_model"], block_size=p["block_size"])
+            s.update(model=model, batch_size=b["batch_size"])
+            if s["method"] == "rc":
+                s["sections"] = p["sections"]
+                if s.get("mode") == "async":
+                    s["staleness_bound"] = p["sections"]
+            s.pop("save_model", None)
+            out[f"{m}@d{p['d_model']}-K{p['sections']}-T{p['block_size']}"] = s
     return out
 
 

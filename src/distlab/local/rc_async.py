@@ -1,0 +1,265 @@
+"""Free-running asynchronous RC: section processes that never wait for each other.
+
+The lock-step mode (:func:`.rc.train_rc_parallel`) meets at two barriers a
+tick and computes the sequential mode's numbers.  Here every section runs its
+own loop of ``steps`` updates, as fast as it can:
+
+* section 0 reads batch ``i`` at its update ``i``; section k > 0 takes the
+  *latest* activation section k-1 has published (with the index of the batch
+  it carries, for the targets), whatever its age: it may train on an
+  activation twice when it is faster than the section below, or skip some
+  when it is slower.  The only wait between sections is for the very first
+  activation (before it, section k has nothing to learn from);
+* before each update a section copies the *latest* consensus readout
+  (``version`` v), trains on its local objective (the readout's loss on its
+  own output), and posts its readout gradient with v.  A section has one
+  report slot: it waits for the coordinator to take its previous report (a
+  queue of one; the coordinator polls every millisecond), never for another
+  section;
+* the coordinator takes whatever reports have arrived, averages those whose
+  *staleness* (the number of consensus updates since the version the report
+  was computed with) is at most ``staleness_bound``, drops the others
+  (counted), takes one optimizer step on the readout and publishes version
+  v + 1.
+
+Measured and reported per section (``Result.staleness``): the staleness of
+the readout its applied reports saw (mean and max, never above the bound;
+tested), the reports dropped, and the age of the activations it consumed (in
+updates section k-1 had made since producing them).  Nothing is
+deterministic here: the numbers depend on the machine's timing.
+
+A section process that dies fails the run at the coordinator's next poll with
+one line naming it (:class:`.rc.SectionFailure`); a section that stops
+reporting for ``timeout`` seconds too.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sys
+import time
+
+import torch
+
+from ..runtime.launch import die_with_parent
+from . import memory
+from .model import Split, TextData, build_gpt, flat, load_flat, split_gpt
+from .rc import (MEM_KEYS, Coordinator, Evaluator, Result, SectionFailure, SectionTrainer,
+                 Tick, _row, dead_sections, exit_reason)
+
+POLL_S = 0.001
+
+
+class AsyncShared:
+    def __init__(self, split: Split, spec: dict) -> None:
+        K = int(spec["sections"])
+        B, T = int(spec["batch_size"]), int(spec["model"]["block_size"])
+        D = int(spec["model"]["d_model"])
+        n_read = sum(p.numel() for p in split.readout.parameters())
+
+        def z(*shape, dtype=torch.float32, fill=0):
+            return torch.full(shape, fill, dtype=dtype).share_memory_()
+
+        self.act = [z(B, T, D) for _ in range(K - 1)]
+        self.act_meta = [z(2, dtype=torch.int64, fill=-1) for _ in range(K - 1)]  # batch, producer step
+        self.steps = z(K, dtype=torch.int64)
+        self.grads = z(K, n_read)
+        self.rep = z(K, 3, dtype=torch.int64)  # posted, readout version used, section step
+        self.rep_loss = z(K, dtype=torch.float64)
+        self.readout = z(n_read)
+        self.version = z(1, dtype=torch.int64)
+        self.age = z(K, 3, dtype=torch.float64)  # activation age: sum, max, reads
+        self.params = [z(sum(p.numel() for p in s.parameters())) for s in split.sections]
+        self.mem = z(K, len(MEM_KEYS), dtype=torch.float64)
+        self.ready = z(K, dtype=torch.int64)
+        self.done = z(K, dtype=torch.int64)
+        self.go = z(1, dtype=torch.int64)
+
+
+def _wait(cond, timeout: float, what: str) -> None:
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > timeout:
+            raise TimeoutError(f"{what} after {timeout} s")
+        time.sleep(POLL_S)
+
+
+def _async_worker(k: int, spec: dict, data_dir: str, sh: AsyncShared, act_locks, read_lock,
+                  timeout: float) -> None:
+    try:
+        die_with_parent(f"rc-section-{k}")
+        torch.set_num_threads(int(spec.get("worker_threads", 1)))
+        K, steps = int(spec["sections"]), int(spec["steps"])
+        split = split_gpt(build_gpt(spec["model"], int(spec["seed"])), K)
+        data = TextData(data_dir, int(spec["model"]["block_size"]), int(spec["batch_size"]),
+                        int(spec["seed"]), splits=("train",))
+        w = SectionTrainer(k, split, spec)
+        read_params = list(split.readout.parameters())
+        sh.ready[k] = 1
+        _wait(lambda: int(sh.go[0]) == 1, 10 * timeout, "the coordinator did not start the run")
+        if k > 0:
+            _wait(lambda: int(sh.act_meta[k - 1][1]) >= 0, timeout,
+                  f"no activation from rc-section-{k - 1}")
+        for i in range(steps):
+            if k == 0:
+                h_in, y = data.train_batch(i)
+                batch = i
+            else:
+                with act_locks[k - 1]:
+                    h_in = sh.act[k - 1].clone()
+                    batch, made = sh.act_meta[k - 1].tolist()
+                # updates section k-1 completed after the one that produced it (the producer
+                # publishes during its update, before counting it: 0 while that one runs)
+                age = max(0, int(sh.steps[k - 1]) - (made + 1))
+                sh.age[k, 0] += age
+                sh.age[k, 1] = max(float(sh.age[k, 1]), float(age))
+                sh.age[k, 2] += 1
+                y = data.train_batch(batch)[1]
+            _wait(lambda: int(sh.rep[k, 0]) == 0, timeout, "the coordinator did not take a report")
+            with read_lock:
+                load_flat(read_params, sh.readout)
+                version = int(sh.version[0])
+
+            def emit(h: torch.Tensor, batch=batch, i=i) -> None:
+                with act_locks[k]:
+                    sh.act[k].copy_(h)
+                    sh.act_meta[k][0] = batch
+                    sh.act_meta[k][1] = i
+
+            loss, g = w.step(h_in, y, None if k == K - 1 else emit, i)
+            sh.grads[k].copy_(g)
+            sh.rep_loss[k] = loss
+            sh.rep[k, 1] = version
+            sh.rep[k, 2] = i
+            sh.rep[k, 0] = 1  # posted last: the coordinator reads the report after this flag
+            sh.steps[k] = i + 1
+        sh.params[k].copy_(flat([p.detach() for p in w.params]))
+        snap = memory.snapshot()
+        sh.mem[k] = torch.tensor([snap[key] for key in MEM_KEYS], dtype=torch.float64)
+        sh.done[k] = 1
+        # stay alive (mapped) until the coordinator has read every process's memory
+        _wait(lambda: int(sh.go[0]) == 2, 10 * timeout, "the coordinator did not finish")
+    except BaseException as e:  # noqa: BLE001 - one line, the exit code tells the coordinator
+        print(f"rc-section-{k}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        import os
+        os._exit(1)
+
+
+def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
+                   on_tick: Tick | None = None, evaluator: Evaluator | None = None,
+                   timeout: float = 60.0) -> Result:
+    """K free-running section processes and this process as the coordinator (see the module
+    docstring).  Rows: one per K reports taken (``step`` = reports // K - 1), ``time`` the
+    wall time since the start, ``tokens`` what section 0 has read; the held-out loss at the
+    end only."""
+    K, steps = int(spec["sections"]), int(spec["steps"])
+    bound = int(spec.get("staleness_bound", K))
+    B, T = int(spec["batch_size"]), int(spec["model"]["block_size"])
+    sh = AsyncShared(split, spec)
+    coord = Coordinator(split.readout, spec)
+    sh.readout.copy_(coord.vector())
+    # fork (one imported torch for all) unless a section runs several threads: GNU OpenMP's
+    # pool does not survive a fork (as in the lock-step mode)
+    ctx = mp.get_context("fork" if int(spec.get("worker_threads", 1)) == 1 else "spawn")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    act_locks = [ctx.Lock() for _ in range(K - 1)]
+    read_lock = ctx.Lock()
+    workers = [ctx.Process(target=_async_worker, name=f"rc-section-{k}", daemon=True,
+                           args=(k, spec, str(data_dir), sh, act_locks, read_lock, timeout))
+               for k in range(K)]
+    res = Result(processes=K + 1)
+    stale = [{"sum": 0, "max": 0, "applied": 0, "dropped": 0} for _ in range(K)]
+    for w in workers:
+        w.start()
+
+    def fail(why: str) -> SectionFailure:
+        return SectionFailure(f"RC asynchronous run failed: {why}")
+
+    try:
+        t_start = time.monotonic()
+        while int(sh.ready.sum()) < K:
+            dead = dead_sections(workers)
+            if dead:
+                raise fail(", ".join(dead) + " during start-up")
+            if time.monotonic() - t_start > max(10 * timeout, 600.0):
+                raise fail("start-up timed out")
+            time.sleep(0.01)
+        version, taken, pending = 0, 0, []
+        t0 = time.perf_counter()
+        last = time.monotonic()
+        sh.go[0] = 1
+        while True:
+            posted = [k for k in range(K) if int(sh.rep[k, 0]) == 1]
+            if posted:
+                fresh = []
+                for k in posted:
+                    s = version - int(sh.rep[k, 1])
+                    if s <= bound:
+                        fresh.append(sh.grads[k].clone())
+                        pending.append(float(sh.rep_loss[k]))
+                        st = stale[k]
+                        st["sum"] += s
+                        st["max"] = max(st["max"], s)
+                        st["applied"] += 1
+                    else:
+                        stale[k]["dropped"] += 1
+                    sh.rep[k, 0] = 0
+                taken += len(posted)
+                if fresh:
+                    coord.update(fresh, taken // K)
+                    with read_lock:
+                        sh.readout.copy_(coord.vector())
+                        version += 1
+                        sh.version[0] = version
+                last = time.monotonic()
+                while taken >= (len(res.rows) + 1) * K:
+                    t = len(res.rows)
+                    row = _row(t, spec, time.perf_counter() - t0, {0: sum(pending) / max(len(pending), 1)})
+                    row["tokens"] = int(sh.steps[0]) * B * T
+                    pending = []
+                    res.rows.append(row)
+                    if on_tick:
+                        on_tick(t, row)
+                continue
+            if int(sh.done.sum()) == K:
+                break
+            dead = dead_sections(workers)
+            if dead:
+                raise fail(", ".join(dead))
+            if time.monotonic() - last > timeout:
+                slow = [f"rc-section-{k} (at update {int(sh.steps[k])} of {steps})"
+                        for k in range(K) if not int(sh.done[k])]
+                raise fail(f"no report for {timeout} s from {', '.join(slow)}")
+            time.sleep(POLL_S)
+        res.train_s = time.perf_counter() - t0
+        res.per_process = [memory.snapshot()] + [dict(zip(MEM_KEYS, sh.mem[k].tolist()))
+                                                 for k in range(K)]
+        sh.go[0] = 2
+    except BaseException:
+        for w in workers:  # a failed run: nothing the sections compute now is used
+            if w.is_alive():
+                w.kill()
+        raise
+    finally:
+        sh.go[0] = 2
+        for w in workers:
+            w.join(timeout=10)
+            if w.is_alive():
+                w.kill()
+                w.join()
+    bad = [f"{w.name} {exit_reason(w.exitcode)}" for w in workers if w.exitcode != 0]
+    if bad:
+        raise fail(", ".join(bad) + " after training")
+    for k, s in enumerate(split.sections):
+        load_flat(list(s.parameters()), sh.params[k])
+    if res.rows and evaluator is not None:
+        res.rows[-1].update(evaluator.at_eval(split))
+    res.memory = memory.combine(res.per_process)
+    res.staleness = [{"section": k, "bound": bound, "applied": st["applied"], "dropped": st["dropped"],
+                      "readout_staleness_mean": st["sum"] / max(st["applied"], 1),
+                      "readout_staleness_max": st["max"],
+                      "activation_age_mean": float(sh.age[k, 0]) / max(float(sh.age[k, 2]), 1.0),
+                      "activation_age_max": float(sh.age[k, 1]), "updates": int(sh.steps[k])}
+                     for k, st in enumerate(stale)]
+    return res
