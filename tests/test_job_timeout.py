@@ -68,9 +68,11 @@ def test_a_placement_search_past_its_timeout_stops_with_one_line(tmp_path):
              "vocab": 30}
     graphs.save_graph(graphs.extract(model), tmp_path / "g.json")
     (tmp_path / "p.json").write_text(json.dumps(costs.profile(model, repeats=1, warmup=0)))
-    spec = {"method": "hsdag", "pair_name": p["default_pair"], "pair": p["pairs"][p["default_pair"]],
-            "model_name": "bert", "model": model, "seeds": [0, 1], "single_device": "allow",
-            "hsdag": dict(p["hsdag"], episodes=5000, samples=3), "rnn": p["rnn"], "placeto": p["placeto"]}
+    from distlab.placement import wf
+
+    p = {**p, "budget": 100_000, "seeds": [0, 1], "single_device": "allow",
+         "models": {**p["models"], "bert": model}}
+    spec = json.loads(wf.run_spec(p, p["default_pair"], "bert", "hsdag"))
     runtime = {"timeout_s": 30, "job_timeout_s": 2, "checkpoint": {"every_s": 0, "every_steps": 1}}
     env = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
     r = subprocess.run([sys.executable, "-m", "distlab", "placement-run", "--spec", json.dumps(spec),

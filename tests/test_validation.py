@@ -143,7 +143,7 @@ def test_a_duplicate_key_in_the_claims_file_is_refused(tmp_path):
 @pytest.mark.parametrize("key", ["baseline.steps", "pgc.simulation.steps", "pgc.cloud.steps",
                                  "pgc.real.steps", "pgc.regime.steps", "demo.steps", "demo.sweep.steps",
                                  "demo.real.steps", "demo.bench.steps", "local_learning.steps",
-                                 "placement.hsdag.episodes"])
+                                 "placement.budget"])
 def test_ten_to_the_twelve_is_refused_for_every_paper(key):
     cfg = yaml.safe_load(DEFAULT.read_text())
     *head, last = key.split(".")

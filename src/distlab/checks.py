@@ -58,7 +58,7 @@ TEXT_MODELS = ("gpt",)
 # (steps: 10**6, eight times the largest paper-scale run; a 150-step run typed
 # as 150000 is within it: runtime.job_timeout_s stops such a job.)
 COUNT_LIMITS: dict[str, int] = {
-    "steps": 10**6, "epochs": 1000, "episodes": 10**4, "samples": 10**4,
+    "steps": 10**6, "epochs": 1000, "episodes": 10**4, "samples": 10**4, "budget": 10**5,
     "n_workers": 1024, "n": 1024, "sections": 1024, "threads": 1024, "worker_threads": 1024,
     "batch_size": 10**6, "batch": 10**6, "eval_batches": 10**5, "batches": 10**5,
     "final_batches": 10**5, "repeats": 10**4, "measure": 10**4, "warmup": 10**5,

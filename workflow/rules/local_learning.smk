@@ -91,7 +91,9 @@ rule local_train_seeds:
         "benchmarks/local/{lrun}.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=700),
+        mem_mb=lambda w, input: job_mem_mb(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"]), input.data),
+        runtime=lambda w, input, attempt: job_runtime(
+            "local_train_seeds", local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"]), input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "

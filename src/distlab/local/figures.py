@@ -192,6 +192,8 @@ def probes(steps_csv: Path, out: Path) -> None:
             ax.set_xlabel("step")
             ax.set_ylabel("cos(section's RC gradient, BP gradient)")
             plots.label_provenance(ax, "measured", "same batch and weights")
+    fig.suptitle("Per-section probe losses" + (" and cosines to BP's gradient" if rows == 2 else "")
+                 + " over training (24-layer model)", fontsize=10)
     plots.save(fig, out)
 
 
