@@ -217,6 +217,7 @@ def hybrid_vs_T(runs_csv: Path, out: Path) -> None:
                        label=f"{_name(m)} ({len(r)} seeds)")
     ax.set_xlabel("PC inference iterations T (T >= K: exact backprop error)")
     ax.set_ylabel("held-out test loss (nats/byte)")
+    ax.set_title("RC + PC hybrid: quality against inference iterations T", fontsize=10)
     ax.legend(fontsize=7)
     plots.label_provenance(ax, "measured", f"{h.seed.nunique() if len(h) else 0} seeds, 95% t interval")
     plots.save(fig, out)
@@ -255,7 +256,9 @@ def throughput_map(map_csv: Path, out: Path, table_csv: Path | None = None, tabl
     ax.set_xlabel("d = width, K = sections, T = sequence length (24 layers)")
     ax.tick_params(axis="x", rotation=25)
     ax.legend(fontsize=7)
-    plots.label_provenance(ax, "measured", "provisional: shared 2-core machine")
+    ax.set_title("RC's throughput over BP's across shapes", fontsize=10)
+    reps = int(r.repeats.min()) if len(r) else 0
+    plots.label_provenance(ax, "measured", f"mean of {reps} interleaved repeats a point")
     plots.save(fig, out)
 
 
