@@ -648,15 +648,13 @@ def _evaluate_claim(claim: dict[str, Any], tables: Mapping[str, pd.DataFrame],
     if table is None:
         return _row(claim, verdict="not run", reason=f"table {claim['table']!r} not available")
     try:
-        pairs = [_pair(table, claim["metric"], a, _resolve(b, tables)) for a, b in claim["links"]]
+        resolved = [(a, _resolve(b, tables)) for a, b in claim["links"]]  # value_from read once
+        pairs = [_pair(table, claim["metric"], a, b) for a, b in resolved]
     except (stats.EmptySelectionError, _NotRun) as err:
         return _row(claim, verdict="not run", reason=str(err))
     except ValueError as err:
         raise ClaimError(f"claim {claim['id']!r}: {err}") from err
-    links = [
-        _evaluate_link(claim, paired, _link_label(a, _resolve(b, tables)), cfg)
-        for paired, (a, b) in zip(pairs, claim["links"])
-    ]
+    links = [_evaluate_link(claim, paired, _link_label(a, b), cfg) for paired, (a, b) in zip(pairs, resolved)]
 
     verdicts = [lk.verdict for lk in links]
     if all(v == "reproduced" for v in verdicts):
