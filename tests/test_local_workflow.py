@@ -108,6 +108,74 @@ def test_a_timed_run_never_shares_its_job():
         run_simulated(spec, "nowhere", "nowhere")
 
 
+def test_bp_is_timed_on_the_timed_seeds_and_untimed_on_the_others():
+    """The default config: BP gets a two-core timed job on rc.parallel_seeds only; its other
+    seeds are one one-thread job whose per-seed specs are BP's spec on one thread."""
+    from distlab.specs import each_seed
+
+    c = config()
+    ll, seeds = c["local_learning"], c["seeds"]
+    timed_ = workflow.timed_seeds(ll, seeds)
+    untimed = workflow.untimed_bp_seeds(ll, seeds)
+    assert timed_ == ll["rc"]["parallel_seeds"] and sorted(timed_ + untimed) == sorted(seeds)
+    assert workflow.spec(ll, "rc", "bp", timed_[0])["threads"] == ll["threads"] == 2
+    job = workflow.untimed_bp_spec(ll, untimed)
+    for one, seed in zip(each_seed(job), untimed):
+        assert one == {**workflow.spec(ll, "rc", "bp", seed), "threads": 1, "timed": False}
+    # every BP seed is among the runs the summary reads, once
+    dirs = [d for d in workflow.run_dirs(ll, seeds) if "/rc/bp/" in d]
+    assert dirs == [f"results/local/rc/bp/seed{s}/manifest.json" for s in seeds]
+
+
+def test_extra_seeds_go_to_the_settings_a_local_claim_compares():
+    """stats.extra_seeds for a local claim: the two runs it pairs get the extra seeds, numbered
+    after the configured ones; an extra seed's spec is what the configured job trains for it."""
+    from distlab.extra_seeds import requests
+    from distlab.scorecard import load_claims
+    from distlab.specs import each_seed
+
+    c = config()
+    ll, seeds = c["local_learning"], c["seeds"]
+    c["stats"]["extra_seeds"] = {"local.rc.gap": 2}
+    reqs = requests(c, load_claims(ROOT / "config/claims.yaml"))
+    assert workflow.extra_seeds(ll, reqs, seeds, "rc", "rc-seq") == [5, 6]
+    assert workflow.extra_seeds(ll, reqs, seeds, "rc", "bp") == [5, 6]
+    assert workflow.extra_seeds(ll, reqs, seeds, "pc", "bp") == []
+    assert workflow.extra_seeds(ll, reqs, seeds, "rc", "rc-par") == []
+    assert workflow.all_extra_seeds(ll, reqs, seeds) == [5, 6]
+    assert workflow.extra_spec(ll, "rc", "rc-seq", 5) == each_seed(workflow.seeds_spec(ll, "rc", "rc-seq", seeds + [5]))[-1]
+    assert workflow.extra_spec(ll, "rc", "bp", 5) == each_seed(workflow.untimed_bp_spec(ll, [1, 5]))[-1]
+    assert workflow.extra_threads(ll, "rc", "bp") == 1 and workflow.extra_threads(ll, "rc", "rc-async") == 2
+    runs = workflow.run_dirs(ll, seeds, reqs=reqs)
+    assert len(runs) == len(workflow.run_dirs(ll, seeds)) + 4
+    assert "results/local/rc/rc-seq/seed6/manifest.json" in runs
+
+
+def test_extra_seeds_are_jobs_of_their_own_and_change_no_configured_job(tmp_path):
+    """Dry run of local_learning with and without an extra-seed request: every configured
+    training command is unchanged, the extra seeds are one job each, read by the summary."""
+    extra = tmp_path / "extra.yaml"
+    extra.write_text(yaml.safe_dump({"stats": {"alpha": 0.05, "extra_seeds": {"local.rc.gap": 2}}}))
+
+    def commands(*args):
+        r = smk("local_learning", "-n", "-p", "--forceall", *args)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        lines = (r.stdout + r.stderr).splitlines()
+        return [ln.split("Shell command:")[-1].strip() for ln in lines
+                if "distlab train --experiment local" in ln], r.stdout + r.stderr
+
+    base, _ = commands()
+    more, out = commands("--configfile", "config/config.yaml", str(extra))
+    assert set(base) <= set(more)  # no configured job's spec changes
+    new = [cmd for cmd in more if cmd not in base]
+    assert len(new) == 4, new  # 2 seeds x (rc-seq, bp), one job each
+    for cmd in new:
+        spec = json.loads(cmd.split("--spec ")[1].split(" --runtime")[0].strip("'"))
+        assert spec["seed"] in (5, 6) and "seeds" not in spec
+        assert (spec["method"], spec.get("mode")) in (("bp", None), ("rc", "sequential"))
+    assert "local_train_extra" in out
+
+
 class Killed(Exception):
     pass
 

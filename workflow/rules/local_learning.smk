@@ -25,7 +25,9 @@ wildcard_constraints:
 from distlab.local import workflow as local_wf
 
 
-LOCAL_RUNS = local_wf.run_dirs(LOCAL, config["seeds"], RESULTS)
+LOCAL_RUNS = local_wf.run_dirs(LOCAL, config["seeds"], RESULTS, EXTRA_SEED_REQUESTS)
+LOCAL_BP_UNTIMED = local_wf.untimed_bp_seeds(LOCAL, config["seeds"])
+LOCAL_EXTRA_SEEDS = local_wf.all_extra_seeds(LOCAL, EXTRA_SEED_REQUESTS, config["seeds"])
 LOCAL_NONIDENT_SPEC = {**local_wf.spec(LOCAL, "rc", "bp", config["seeds"][0]),
                        "sections": LOCAL["rc"]["sections"]}  # the sections whose reports are compared
 
@@ -38,8 +40,8 @@ register_outputs("P3", list(LOCAL_FIGURES.values()) + LOCAL_TABLES)
 
 
 rule local_train:
-    """A timed run (BP, lock-step or asynchronous parallel RC on the deep model), one seed,
-    the section's cores."""
+    """A timed run (BP, lock-step or asynchronous parallel RC on the deep model), one seed of
+    rc.parallel_seeds, the section's cores."""
     input:
         data=data_manifest(LOCAL["dataset"]),
     output:
@@ -62,6 +64,72 @@ rule local_train:
     resources:
         mem_mb=lambda w, input: job_mem_mb(local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed), input.data),
         runtime=lambda w, input, attempt: job_runtime("local_train", local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed),
+                                                      input.data, attempt),
+        distlab_runtime=runtime_json(),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m distlab train --experiment local --spec {params.spec:q} "
+        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+ruleorder: local_train_extra > local_train_bp_untimed > local_train
+
+
+if LOCAL_BP_UNTIMED:
+
+    rule local_train_bp_untimed:
+        """The deep model's BP on its untimed seeds (every seed but the timed ones,
+        rc.parallel_seeds): all of them in one one-thread job, one after the other."""
+        input:
+            data=data_manifest(LOCAL["dataset"]),
+        output:
+            manifests=[f"{RESULTS}/local/rc/bp/seed{k}/manifest.json" for k in LOCAL_BP_UNTIMED],
+            metrics=[f"{RESULTS}/local/rc/bp/seed{k}/metrics.csv" for k in LOCAL_BP_UNTIMED],
+        params:
+            spec=as_json(local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED)),
+            out=lambda w, output: os.path.dirname(os.path.dirname(output.manifests[0])),
+            data=subpath(input.data, parent=True),
+        conda:
+            ENV
+        log:
+            "logs/local/rc/bp_untimed.log",
+        benchmark:
+            "benchmarks/local/rc/bp_untimed.tsv"
+        threads: 1
+        resources:
+            mem_mb=lambda w, input: job_mem_mb(local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED), input.data),
+            runtime=lambda w, input, attempt: job_runtime(
+                "local_train_seeds", local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED), input.data, attempt),
+            distlab_runtime=runtime_json(),
+        shell:
+            "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "
+            "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+rule local_train_extra:
+    """One extra seed of a run setting whose claim asked for more (config stats.extra_seeds):
+    a job of its own, so no configured job's spec changes; the numbers the configured job
+    would give that seed (BP on one thread, as its untimed seeds)."""
+    input:
+        data=data_manifest(LOCAL["dataset"]),
+    output:
+        manifest=f"{LOCAL_RUN}/manifest.json",
+        metrics=f"{LOCAL_RUN}/metrics.csv",
+    wildcard_constraints:
+        seed="|".join(str(k) for k in LOCAL_EXTRA_SEEDS) or "none",
+    params:
+        spec=lambda w: as_json(local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed))),
+        out=subpath(output.manifest, parent=True),
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        "logs/local/{lgroup}/{lmethod}/seed{seed}_extra.log",
+    benchmark:
+        "benchmarks/local/{lgroup}/{lmethod}/seed{seed}_extra.tsv"
+    threads: lambda w: local_wf.extra_threads(LOCAL, w.lgroup, w.lmethod)
+    resources:
+        mem_mb=lambda w, input: job_mem_mb(local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed)), input.data),
+        runtime=lambda w, input, attempt: job_runtime("local_train", local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed)),
                                                       input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:

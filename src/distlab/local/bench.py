@@ -71,14 +71,28 @@ def cpu_threads(spec: dict) -> int:
     return int(spec.get("threads", 1))
 
 
+def interleaved(names: list[str], r: int) -> list[str]:
+    """The measurement order of repeat ``r``: the points (``method@point``; no point: one) in
+    their given order, and at each point its methods back to back, rotated by ``r``, so a
+    ratio at a point pairs measurements taken next to each other whatever the load does
+    between points (a name order sorted by method would measure every BP point first)."""
+    points: dict[str, list[str]] = {}
+    for n in names:
+        points.setdefault(n.partition("@")[2], []).append(n)
+    out = []
+    for group in points.values():
+        k = r % len(group)
+        out += group[k:] + group[:k]
+    return out
+
+
 def throughput(specs: dict[str, dict], data_dir: str, repeats: int, warmup: int, measure: int,
                timeout: float, out: Path) -> pd.DataFrame:
     """One row per (name, repeat); a name ``method@point`` (the map) gives its point's
     width, sections and sequence length columns too."""
-    names = list(specs)
     rows = []
     for r in range(repeats):
-        order = names[r % len(names):] + names[:r % len(names)]
+        order = interleaved(list(specs), r)
         for name in order:
             arg = json.dumps({"spec": specs[name], "data_dir": str(data_dir), "warmup": warmup,
                               "measure": measure, "timeout": timeout})

@@ -43,8 +43,11 @@ def _groups(steps: pd.DataFrame) -> list[str]:
 def _loss_curves(steps: pd.DataFrame, x: str, xlabel: str, out: Path, note: str) -> None:
     plots.set_style()
     ev = steps.dropna(subset=["val_loss"])
-    if x == "time":  # sequential RC has parallel RC's arithmetic on one core: its clock is not comparable
-        ev = ev[ev.method != "rc-seq"]
+    if x == "time":  # the deep model's untimed runs (sequential RC: parallel RC's arithmetic on one
+        # core; BP's untimed seeds; the hybrid, the heads ablation) have clocks that are not compared;
+        # the shallow model's runs are all one-thread runs, compared with each other
+        untimed = ev.method.eq("rc-seq") if "timed" not in ev else (ev.group.eq("rc") & ~ev.timed.astype(bool))
+        ev = ev[~untimed]
     groups = _groups(ev)
     fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.2), squeeze=False)
     for ax, g in zip(axes[0], groups):
@@ -310,7 +313,8 @@ def main_table(runs_csv: Path, throughput_csv: Path, claims_path: Path, options:
             if floor is not None:
                 fl = stats.t_interval(r["final_test_loss"].to_numpy() - floor)
                 row["minus_bigram_floor"] = fmt_ci(fl.estimate, fl.low, fl.high)
-            row.update({"run_tokens_per_s": float(r.tokens_per_s.median()),
+            rt = r[r.timed.astype(bool)] if "timed" in r and r.timed.astype(bool).any() else r
+            row.update({"run_tokens_per_s": float(rt.tokens_per_s.median()),
                         "run_pss_mb": float(r.pss_mb.median()),
                         "run_max_rss_mb": float(r.max_rss_mb.median())})
             tm = thr_of.get(method)

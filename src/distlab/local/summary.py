@@ -35,7 +35,8 @@ def collect_all(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
         metrics = pd.read_csv(d / "metrics.csv")
         keys = {"group": spec.get("group", ""), "method": manifest["method"], "seed": int(spec["seed"]),
                 "n_layer": int(spec["model"]["n_layer"])}
-        steps.append(metrics.assign(**{k: v for k, v in keys.items() if k != "method"}))
+        timed = bool(spec.get("timed", False))  # a run whose clock is compared
+        steps.append(metrics.assign(**{k: v for k, v in keys.items() if k != "method"}, timed=timed))
         runs.append({
             **keys,
             "final_val_loss": float(manifest["final"]["val_loss"]),
@@ -45,6 +46,7 @@ def collect_all(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
             "train_s": float(manifest["train_s"]),
             **{k: float(v) for k, v in manifest["memory"].items()},
             "processes": int(manifest.get("processes", 1)),
+            "timed": timed,
             "feedback_T": int(spec["feedback"]["T"]) if "feedback" in spec else -1,
             "steps": int(spec["steps"]),
             "tokens": int(metrics["tokens"].iloc[-1]),

@@ -82,6 +82,7 @@ SPEC_SCHEMA = {
         "threads": _pos_int,
         "warmup_steps": {"type": "integer", "minimum": 0},
         "save_model": {"type": "boolean"},
+        "timed": {"type": "boolean"},  # its clock is compared (else: an untimed one-thread run)
         "dataset": {"type": "string"},
         "pc": {
             "type": "object",

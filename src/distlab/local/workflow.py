@@ -14,8 +14,57 @@ PARALLEL = ("rc-par", "rc-thread", "rc-async")
 
 def timed(group: str, method: str) -> bool:
     """Jobs whose wall time is compared (BP and parallel RC on the deep model) get the
-    section's ``threads`` cores; every other job runs on one."""
+    section's ``threads`` cores; every other job runs on one.  BP is timed on the timed
+    seeds only (:func:`timed_seeds`); its other seeds run untimed (:func:`untimed_bp_seeds`)."""
     return group == "rc" and method in ("bp", "rc-par", "rc-async")
+
+
+def timed_seeds(c: dict, seeds: list[int]) -> list[int]:
+    """The seeds of the timed runs: ``rc.parallel_seeds`` when given (parallel RC runs only
+    these; BP gets a timed job on these, the curves of the loss-vs-time figure), else all."""
+    return list(c["rc"].get("parallel_seeds") or seeds)
+
+
+def untimed_bp_seeds(c: dict, seeds: list[int]) -> list[int]:
+    """The deep model's BP seeds that are not timed: one one-thread job trains them all (their
+    numbers are the statistics' and do not depend on the thread count beyond float rounding;
+    a two-thread job each would hold both cores for ~1.5x the CPU of one thread)."""
+    timed_ = set(timed_seeds(c, seeds))
+    return [int(s) for s in seeds if s not in timed_]
+
+
+def untimed_bp_spec(c: dict, seeds: list[int]) -> dict:
+    """The one job of :func:`untimed_bp_seeds`: BP on one thread, every listed seed."""
+    out = dict(spec(c, "rc", "bp", seeds[0], threads=1), timed=False)
+    out.pop("seed")
+    out["seeds"] = [int(s) for s in seeds]
+    return out
+
+
+def extra_seeds(c: dict, reqs: list, seeds: list[int], group: str, method: str) -> list[int]:
+    """Seeds a run setting gets beyond the configured ones for claims named in
+    ``stats.extra_seeds`` (``reqs``: :func:`distlab.extra_seeds.requests`); the local claims
+    select runs of the ``local_runs`` table by ``group`` and ``method``."""
+    from ..extra_seeds import for_setting
+
+    return for_setting(reqs, list(seeds), "local_runs", {"group": group, "method": method})
+
+
+def all_extra_seeds(c: dict, reqs: list, seeds: list[int]) -> list[int]:
+    """Every extra seed of any run setting (the extra-seed rule's wildcard values)."""
+    return sorted({k for g in GROUPS for m in methods_of(c, g) for k in extra_seeds(c, reqs, seeds, g, m)})
+
+
+def extra_spec(c: dict, group: str, method: str, seed: int) -> dict:
+    """The spec of one extra seed's job (a job of its own): the configured run's spec for that
+    seed; BP on one thread, as the untimed BP job trains it (extra seeds are statistics)."""
+    out = spec(c, group, method, seed, threads=1 if method == "bp" else None)
+    return dict(out, timed=False) if method == "bp" else out
+
+
+def extra_threads(c: dict, group: str, method: str) -> int:
+    """Cores an extra seed's job holds: the timed parallel modes their ``threads``, else one."""
+    return int(c["threads"]) if group == "rc" and method in PARALLEL else 1
 
 
 def hybrid_methods(c: dict) -> list[str]:
@@ -34,6 +83,8 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
         "warmup_steps": c.get("warmup_steps", 10), "eval_every": c["eval_every"],
         "eval": dict(c["eval"]),
         "threads": int(threads or (c["threads"] if timed(group, method) else 1)),
+        # whether the run's clock is compared (the loss-vs-time figure, the table's tokens/s)
+        "timed": timed(group, method),
     }
     if method == "bp":
         out.update(method="bp", save_model=(group == "rc"))
@@ -99,9 +150,11 @@ def methods_of(c: dict, group: str) -> list[str]:
     return list(c[group]["methods"]) + (hybrid_methods(c) if group == "rc" else [])
 
 
-def run_dirs(c: dict, seeds: list[int], results: str = "results") -> list[str]:
+def run_dirs(c: dict, seeds: list[int], results: str = "results", reqs: list | None = None) -> list[str]:
+    """Every run's manifest: the configured seeds, then the extra seeds of ``reqs``."""
     return [f"{results}/local/{group}/{m}/seed{s}/manifest.json"
-            for group in GROUPS for m in methods_of(c, group) for s in seeds_of(c, group, m, seeds)]
+            for group in GROUPS for m in methods_of(c, group)
+            for s in seeds_of(c, group, m, seeds) + extra_seeds(c, reqs or [], seeds, group, m)]
 
 
 def bench_specs(c: dict) -> dict[str, dict]:
