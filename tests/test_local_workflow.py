@@ -80,14 +80,19 @@ def test_trainer_writes_a_complete_run(tmp_path, pydoc, group, method, capfd):
     assert "Traceback" not in capfd.readouterr().err  # a successful run logs none
 
 
-def test_an_untimed_job_of_several_seeds_gives_each_seed_its_own_run(tmp_path, pydoc):
-    """The rule's one-job-for-all-seeds spec trains exactly what one job a seed trains."""
+@pytest.mark.parametrize("group,method", [("pc", "pc-fixed"), ("rc", "bp")])
+def test_an_untimed_job_of_several_seeds_gives_each_seed_its_own_run(tmp_path, pydoc, group, method):
+    """The rule's one-job-for-all-seeds spec trains exactly what one job a seed trains (BP of
+    the deep model: its untimed seeds' job against an extra seed's job of its own)."""
     c = tiny_section()
-    spec = workflow.seeds_spec(c, "pc", "pc-fixed", [0, 1])
+    if method == "bp":
+        spec = workflow.untimed_bp_spec(c, [0, 1])
+    else:
+        spec = workflow.seeds_spec(c, group, method, [0, 1])
     assert "seed" not in spec and spec["seeds"] == [0, 1]
     run_simulated(spec, pydoc, tmp_path / "all", {"timeout_s": 60})
     for seed in (0, 1):
-        alone = workflow.spec(c, "pc", "pc-fixed", seed)
+        alone = workflow.extra_spec(c, group, method, seed)
         run_simulated(alone, pydoc, tmp_path / f"alone{seed}", {"timeout_s": 60})
         man = json.loads((tmp_path / f"all/seed{seed}/manifest.json").read_text())
         assert man["spec"] == alone and man["peak_rss_scope"] == "job"

@@ -71,10 +71,12 @@ rule local_train:
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
-ruleorder: local_train_extra > local_train_bp_untimed > local_train
+ruleorder: local_train_extra > local_train
 
 
 if LOCAL_BP_UNTIMED:
+
+    ruleorder: local_train_bp_untimed > local_train
 
     rule local_train_bp_untimed:
         """The deep model's BP on its untimed seeds (every seed but the timed ones,
