@@ -406,3 +406,20 @@ def test_the_one_core_bp_of_the_benchmark_is_bp_on_one_thread():
     assert one["threads"] == 1 and one["method"] == "bp"
     assert {k: v for k, v in one.items() if k != "threads"} == {k: v for k, v in specs["bp"].items() if k != "threads"}
     assert specs["rc-par"]["worker_threads"] * specs["rc-par"]["sections"] >= specs["bp"]["threads"]
+
+
+def test_the_map_measures_the_methods_of_a_point_back_to_back():
+    """A ratio at a map point pairs measurements taken next to each other (the spec names come
+    sorted by method: without regrouping, every BP point would be measured first)."""
+    from distlab.local.bench import interleaved
+
+    names = sorted(workflow.map_specs(config()["local_learning"]))
+    for r in (0, 1, 2):
+        order = interleaved(names, r)
+        assert sorted(order) == names
+        points = [n.partition("@")[2] for n in order]
+        runs = [p for i, p in enumerate(points) if i == 0 or p != points[i - 1]]
+        assert len(runs) == len(set(points))  # each point's measurements are contiguous
+    first = interleaved(names, 1)[:4]
+    assert first[-1].startswith("bp@") and len({n.partition("@")[2] for n in first}) == 1  # rotated
+    assert interleaved(["bp", "rc-par", "rc-async"], 1) == ["rc-par", "rc-async", "bp"]
