@@ -423,3 +423,21 @@ def test_the_map_measures_the_methods_of_a_point_back_to_back():
     first = interleaved(names, 1)[:4]
     assert first[-1].startswith("bp@") and len({n.partition("@")[2] for n in first}) == 1  # rotated
     assert interleaved(["bp", "rc-par", "rc-async"], 1) == ["rc-par", "rc-async", "bp"]
+
+
+def test_the_map_table_carries_the_load_it_was_measured_at(tmp_path):
+    """Each ratio row says the highest load average at its pair's measurements (a loaded
+    machine starves BP's two threads), and the figure's note gives the range."""
+    from distlab.local.figures import throughput_map
+
+    rows = []
+    for point, load in (("d32-K4-T32", 0.3), ("d64-K4-T32", 7.5)):
+        for method, tps, ld in (("bp", 100.0, load), ("rc-par", 150.0, load / 2)):
+            rows.append({"method": method, "point": point, "seed": 0, "tokens_per_s": tps,
+                         "d_model": int(point[1:3]), "block_size": 32, "sections": 4 if method != "bp" else 0,
+                         "load_1min": ld})
+    pd.DataFrame(rows).to_csv(tmp_path / "map.csv", index=False)
+    throughput_map(tmp_path / "map.csv", tmp_path / "map.png", tmp_path / "t.csv", tmp_path / "t.md", 1.38)
+    t = pd.read_csv(tmp_path / "t.csv").set_index("point")
+    assert t.loc["d64-K4-T32", "max_load_1min"] == 7.5 and t.loc["d32-K4-T32", "max_load_1min"] == 0.3
+    assert t.ratio_vs_bp.tolist() == [1.5, 1.5] and (tmp_path / "map.png").stat().st_size > 0

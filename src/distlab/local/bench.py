@@ -97,6 +97,7 @@ def throughput(specs: dict[str, dict], data_dir: str, repeats: int, warmup: int,
             arg = json.dumps({"spec": specs[name], "data_dir": str(data_dir), "warmup": warmup,
                               "measure": measure, "timeout": timeout})
             env = dict(os.environ, OMP_NUM_THREADS=str(specs[name].get("threads", 1)))
+            load = os.getloadavg()[0]  # the machine's load when the measurement starts (shared?)
             proc = subprocess.run([sys.executable, "-m", "distlab.local.bench", arg], env=env,
                                   capture_output=True, text=True, timeout=timeout * 10)
             if proc.returncode != 0:
@@ -111,6 +112,7 @@ def throughput(specs: dict[str, dict], data_dir: str, repeats: int, warmup: int,
                          "pss_mb": got["pss_mb"], "uss_mb": got["uss_mb"],
                          "max_rss_mb": got["max_rss_mb"], "rss_sum_mb": got["rss_sum_mb"],
                          "processes": got["processes"], "order": order.index(name),
+                         "load_1min": round(load, 2),
                          "n_layer": sp["model"]["n_layer"], "d_model": sp["model"]["d_model"],
                          "block_size": sp["model"]["block_size"],
                          "sections": int(sp.get("sections", 1)) if sp["method"] == "rc" else 0,

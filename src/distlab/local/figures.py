@@ -7,6 +7,8 @@ intervals.
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -235,10 +237,14 @@ def map_ratios(map_csv: Path) -> pd.DataFrame:
             p = stats.pair_by_seed(d, "tokens_per_s", {"method": m}, {"method": "bp"})
             r = (p["a"] / p["b"]).to_numpy()
             first = d.iloc[0]
+            pair = d[d.method.isin([m, "bp"])]
             rows.append({"point": point, "d_model": int(first.d_model), "sections": int(d[d.method == m].sections.iloc[0]),
                          "block_size": int(first.block_size), "method": m, "ratio_vs_bp": float(np.mean(r)),
                          "repeats": len(r), "bp_tokens_per_s": float(p["b"].mean()),
-                         "tokens_per_s": float(p["a"].mean())})
+                         "tokens_per_s": float(p["a"].mean()),
+                         # the highest 1-min load average at the pair's measurements (a shared machine
+                         # starves BP's two threads far more than RC's one-thread processes)
+                         "max_load_1min": float(pair.load_1min.max()) if "load_1min" in pair else float("nan")})
     return pd.DataFrame(rows)
 
 
@@ -261,7 +267,10 @@ def throughput_map(map_csv: Path, out: Path, table_csv: Path | None = None, tabl
     ax.legend(fontsize=7)
     ax.set_title("RC's throughput over BP's across shapes", fontsize=10)
     reps = int(r.repeats.min()) if len(r) else 0
-    plots.label_provenance(ax, "measured", f"mean of {reps} interleaved repeats a point")
+    note = f"mean of {reps} interleaved repeats a point"
+    if len(r) and r.max_load_1min.notna().any():
+        note += f"; load average {r.max_load_1min.min():.1f}-{r.max_load_1min.max():.1f} on {os.cpu_count()} cores"
+    plots.label_provenance(ax, "measured", note)
     plots.save(fig, out)
 
 
