@@ -199,6 +199,6 @@ def test_extra_seeds_must_name_existing_claims():
     cfg = _default()
     cfg["stats"]["extra_seeds"] = {"no.such.claim": 3, "pgc.fig9.pgc_fewer_steps_than_dgd": 2}
     errors = config_errors(cfg, SCHEMA_DIR, CLAIMS)
-    assert errors == [f"stats.extra_seeds.no.such.claim: no claim with this id in {CLAIMS}"]
+    assert errors == [f"stats.extra_seeds.no.such.claim: no claim or condition with this id in {CLAIMS}"]
     cfg["stats"]["extra_seeds"] = {"pgc.fig9.pgc_fewer_steps_than_dgd": 2000}
     assert any("stats.extra_seeds" in e for e in config_errors(cfg, SCHEMA_DIR, CLAIMS))

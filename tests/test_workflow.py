@@ -150,25 +150,37 @@ def test_simulated_numbers_and_verdicts_do_not_depend_on_threads(tiny_workflow):
 
 @pytest.mark.slow
 def test_extra_seeds_for_a_named_claim_add_runs_and_rerun_nothing(tiny_workflow):
-    """stats.extra_seeds adds seeds to the settings one claim compares, as jobs of their own:
-    no configured job reruns, only the new runs and what reads them."""
+    """stats.extra_seeds adds seeds to the settings one claim (or precondition) compares, as
+    jobs of their own: no configured job reruns, only the new runs and what reads them."""
     work, r = tiny_workflow
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
     def more(c):
-        c.setdefault("stats", {"alpha": 0.05})["extra_seeds"] = {"pgc.fig9.pgc_fewer_steps_than_dgd": 2}
+        c.setdefault("stats", {"alpha": 0.05})["extra_seeds"] = {
+            "pgc.fig9.pgc_fewer_steps_than_dgd": 2,      # a claim of PGC's simulated groups
+            "baseline.dgd_equals_single": 1,             # the baseline: one job a seed
+            "placement.bert.hsdag_learns": 1,            # a negative-control precondition
+        }
 
     r = smk("-n", "--quiet", "rules", "--configfile", tiny_variant(work, "extra", more), cwd=work)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     jobs = {line.split()[0]: int(line.split()[1]) for line in r.stdout.splitlines()
             if len(line.split()) == 2 and line.split()[1].isdigit()}
     assert jobs.get("pgc_train_sim_extra") == 4  # 2 seeds x (pgc-cr, dgd) of the cloud setting
-    trained = {j for j in jobs if "train" in j} - {"pgc_train_sim_extra"}
+    assert jobs.get("baseline_train_sim") == 2   # seed 2 of simulated dgd and of single
+    assert jobs.get("placement_run_extra") == 2  # seed 2 of hsdag and of hsdag_const on bert
+    trained = {j for j in jobs if "train" in j or j.startswith("placement_run")} - {
+        "pgc_train_sim_extra", "baseline_train_sim", "placement_run_extra"}
     assert not trained, trained  # no configured training job reruns
-    assert "pgc_summarize" in jobs and "scorecard_paper" in jobs
+    for rule in ("pgc_summarize", "baseline_summarize", "placement_summarize", "scorecard_paper"):
+        assert rule in jobs, rule
     r = smk("-n", "--configfile", tiny_variant(work, "extra", more), cwd=work)
     assert "cloud/s1/d0.5/simulated/pgc-cr/seed2/manifest.json" in r.stdout
     assert "cloud/s1/d0.5/simulated/gc-cr/seed2" not in r.stdout  # a setting the claim does not compare
+    assert "baseline/simulated/dgd/seed2/manifest.json" in r.stdout
+    assert "baseline/gloo/dgd/seed2" not in r.stdout            # the gloo row is another claim's
+    assert "placement/extra/cpu_igpu/bert/hsdag_const/seed2.json" in r.stdout
+    assert "placement/extra/cpu_igpu/bert/rnn" not in r.stdout
 
 
 def test_an_extra_seed_job_trains_what_the_multi_seed_job_trains_for_that_seed():
@@ -192,5 +204,5 @@ def test_an_extra_seed_job_trains_what_the_multi_seed_job_trains_for_that_seed()
     multi = each_seed(json.loads(wf.run_spec(w, "simulated", seeds=[0, 1, 2, 3, 4, 5])))
     single = each_seed(json.loads(wf.run_spec(w, "simulated", seeds=[5])))
     assert single == [multi[5]]
-    with pytest.raises(ValueError, match="stats.extra_seeds: no claim 'nope'"):
+    with pytest.raises(ValueError, match="stats.extra_seeds: no claim or condition 'nope'"):
         requests({"stats": {"extra_seeds": {"nope": 1}}}, load_claims(ROOT / "config/claims.yaml"))

@@ -321,19 +321,21 @@ def _dataset_name_errors(config: Mapping) -> list[str]:
 
 
 def _check_extra_seeds(config: Mapping[str, Any], claims_path: str | Path | None, errors: list[str]) -> None:
-    """``stats.extra_seeds`` names claims of config/claims.yaml (a typo would add no seed)."""
+    """``stats.extra_seeds`` names claims (or preconditions) of config/claims.yaml (a typo
+    would add no seed)."""
     wanted = (config.get("stats") or {}).get("extra_seeds") if isinstance(config.get("stats"), Mapping) else None
     if not wanted or not isinstance(wanted, Mapping) or claims_path is None or not Path(claims_path).exists():
         return
-    from .scorecard import ClaimError, load_claims
+    from .scorecard import ClaimError, load_claims_file
 
     try:
-        ids = {c["id"] for c in load_claims(claims_path)}
+        claims, conditions = load_claims_file(claims_path)
     except (ClaimError, yaml.YAMLError):
         return  # the claims file's own line says why
+    ids = {c["id"] for c in claims} | set(conditions)
     for cid in wanted:
         if cid not in ids:
-            errors.append(f"stats.extra_seeds.{cid}: no claim with this id in {claims_path}")
+            errors.append(f"stats.extra_seeds.{cid}: no claim or condition with this id in {claims_path}")
 
 
 def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
