@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -223,3 +224,25 @@ def test_an_extra_seed_job_trains_what_the_multi_seed_job_trains_for_that_seed()
     assert single == [multi[5]]
     with pytest.raises(ValueError, match="stats.extra_seeds: no claim or condition 'nope'"):
         requests({"stats": {"extra_seeds": {"nope": 1}}}, load_claims(ROOT / "config/claims.yaml"))
+
+
+@pytest.mark.slow
+def test_the_stability_target_reruns_the_measured_parts_and_lists_flips(tiny_workflow):
+    """`distlab stability` on one paper of the tiny run: the real gloo job (a measured part)
+    runs again, the scorecard is evaluated twice, and the report lists every verdict that
+    flipped; none of the claims that rest on simulated results may flip."""
+    work, r = tiny_workflow
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    gloo = work / "results/baseline/gloo/dgd/seed0/manifest.json"
+    before = gloo.stat().st_mtime_ns
+    r = subprocess.run([sys.executable, "-m", "distlab", "stability", "--cores", "2", "--papers", "foundation",
+                        "--out", "paper/stability_foundation.md", "--", "--configfile", "tests/configs/tiny.yaml"],
+                       cwd=work, env=ENV, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert gloo.stat().st_mtime_ns > before  # the measured job did run again
+    table = pd.read_csv(work / "paper/stability_foundation.csv")
+    card = pd.read_csv(work / "paper/scorecard/foundation.csv")
+    assert sorted(table.id) == sorted(card.id)
+    assert not (table.flipped & ~table.measured).any()
+    text = (work / "paper/stability_foundation.md").read_text()
+    assert text.startswith("# Stability") and f"{len(table)} claims" in text

@@ -205,7 +205,7 @@ def cmd_scorecard(a: argparse.Namespace) -> int:
 def cmd_stability(a: argparse.Namespace) -> int:
     from .stability import run
 
-    table = run(a.cores, a.out, extra=a.snakemake_args)
+    table = run(a.cores, a.out, extra=a.snakemake_args, papers=a.papers)
     flips = table[table["flipped"]]
     print(f"stability: {len(flips)} of {len(table)} verdicts flipped; see {a.out}")
     return 1 if len(flips[~flips["measured"]]) else 0
@@ -280,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("stability", help="rerun the measured parts, list the verdicts that flip")
     q.add_argument("--cores", type=int, default=os.cpu_count() or 2)
     q.add_argument("--out", type=Path, default=Path("paper/stability.md"))
+    q.add_argument("--papers", nargs="+", default=None, metavar="PAPER",
+                   help="only these papers' scorecards (foundation P1 P2 P3 P4; default: the whole scorecard)")
     q.add_argument("snakemake_args", nargs="*", help="passed on to snakemake (e.g. --configfile X)")
     q.set_defaults(func=cmd_stability)
 
