@@ -92,6 +92,13 @@ def test_tiny_demo_end_to_end(tiny_workflow):
         assert chosen[follower] == chosen[leader]
     for _, row in sim.iterrows():
         assert row["lr"] == chosen[row["method"]]
+    # the comparison's sweep seeds at the chosen lr are the sweep's runs, taken and not retrained
+    for m in tiny["sweep"]["methods"]:
+        for s in tiny["sweep"]["seeds"]:
+            run = work / f"results/demo/simulated/n2/{m}/seed{s}"
+            man = json.loads((run / "manifest.json").read_text())
+            assert man["reused_from"] == f"results/demo/sweep/lr{chosen[m]:g}/{m}/seed{s}"
+            assert (run / "metrics.csv").read_bytes() == (work / man["reused_from"] / "metrics.csv").read_bytes()
     assert {"final_test_loss", "gap_test", "gap_shrink_late", "steps"} <= set(sim.columns)
     assert set(zip(sim["n_workers"], sim["method"])) >= {(4, "adamw"), (4, "demo"), (4, "demo-allmean")}
     assert (paper / "figures/demo_gap_steps.png").stat().st_size > 0
