@@ -187,8 +187,11 @@ def test_extra_seeds_for_a_named_claim_add_runs_and_rerun_nothing(tiny_workflow)
     assert jobs.get("pgc_train_sim_extra") == 4  # 2 seeds x (pgc-cr, dgd) of the cloud setting
     assert jobs.get("baseline_train_sim") == 2   # seed 2 of simulated dgd and of single
     assert jobs.get("placement_run_extra") == 2  # seed 2 of hsdag and of hsdag_const on bert
+    # a config file given on the command line is merged into config/config.yaml key by key, so
+    # the default's own request (5 more seeds for DeMo's N = 2 claims) joins this one's
+    assert jobs.get("demo_train_sim_extra") == 2 * 5  # AdamW-DDP and DeMo at N = 2, seeds 2-6
     trained = {j for j in jobs if "train" in j or j.startswith("placement_run")} - {
-        "pgc_train_sim_extra", "baseline_train_sim", "placement_run_extra"}
+        "pgc_train_sim_extra", "baseline_train_sim", "placement_run_extra", "demo_train_sim_extra"}
     assert not trained, trained  # no configured training job reruns
     for rule in ("pgc_summarize", "baseline_summarize", "placement_summarize", "scorecard_paper"):
         assert rule in jobs, rule

@@ -270,7 +270,8 @@ def _check_pgc(config: Mapping, errors: list[str]) -> None:
                 errors.append(f"{key}.s: fractional repetition needs (s + 1) | n; s = {s}, n = {gn} "
                               f"(drop the -fr schemes or change s)")
         _check_straggler(errors, f"{key}.straggler", g.get("straggler"), gn)
-    _check_stored_coding_profile(config, errors)
+    if not any(e.startswith("pgc") for e in errors):  # settings refused above would only repeat here
+        _check_stored_coding_profile(config, errors)
 
 
 def _check_stored_coding_profile(config: Mapping, errors: list[str]) -> None:
