@@ -15,6 +15,7 @@ A flip of a claim that is not marked measured is a determinism bug.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,7 +77,10 @@ def _snakemake(args: list[str], cwd: Path) -> None:
 def _existing_rules(cwd: Path, extra: list[str]) -> set[str]:
     out = subprocess.run([sys.executable, "-m", "snakemake", "--list-rules", *extra], cwd=cwd,
                          capture_output=True, text=True, check=True).stdout
-    return {line.strip() for line in out.splitlines() if line.strip()}
+    # one rule a line, its docstring (if any) after the name in parentheses, continued on
+    # indented lines: the rule's name is the first word of an unindented line
+    return {line.split()[0] for line in out.splitlines()
+            if line.strip() and not line[0].isspace() and re.fullmatch(r"[A-Za-z_]\w*", line.split()[0])}
 
 
 def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None = None,
@@ -100,6 +104,9 @@ def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None 
     keep.parent.mkdir(parents=True, exist_ok=True)
     first.to_csv(keep, index=False)
     rules = [r for r in MEASURED_RULES if r in _existing_rules(cwd, extra)]
+    if not rules:
+        raise RuntimeError("stability: none of the measured rules exists in this workflow "
+                           f"({', '.join(MEASURED_RULES)}): nothing would run twice")
     _snakemake(["--cores", str(cores), *targets, "--forcerun", *rules, *extra], cwd)
     second = read()
     table = compare(first, second)
