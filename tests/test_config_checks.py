@@ -199,6 +199,34 @@ def test_extra_seeds_must_name_existing_claims():
     cfg = _default()
     cfg["stats"]["extra_seeds"] = {"no.such.claim": 3, "pgc.fig9.pgc_fewer_steps_than_dgd": 2}
     errors = config_errors(cfg, SCHEMA_DIR, CLAIMS)
-    assert errors == [f"stats.extra_seeds.no.such.claim: no claim with this id in {CLAIMS}"]
+    assert errors == [f"stats.extra_seeds.no.such.claim: no claim or condition with this id in {CLAIMS}"]
     cfg["stats"]["extra_seeds"] = {"pgc.fig9.pgc_fewer_steps_than_dgd": 2000}
     assert any("stats.extra_seeds" in e for e in config_errors(cfg, SCHEMA_DIR, CLAIMS))
+
+
+def test_a_stored_coding_profile_must_hold_every_setting_the_config_runs():
+    """pgc.coding.source: stored reads data/pgc/coding_profile.csv: the default config's
+    settings are all there; a setting it lacks (s = 5) is refused before any job, named."""
+    cfg = _default()
+    assert cfg["pgc"]["coding"]["source"] == "stored"
+    assert not [e for e in config_errors(cfg, SCHEMA_DIR, CLAIMS) if "coding" in e]
+    cfg["pgc"]["cloud"]["s"] = 5
+    cfg["pgc"]["cloud"]["schemes"] = [x for x in cfg["pgc"]["cloud"]["schemes"] if not x.endswith("-fr")]
+    errs = [e for e in config_errors(cfg, SCHEMA_DIR, CLAIMS) if "coding" in e]
+    assert len(errs) == 1 and errs[0].startswith("pgc.coding.source: stored, but data/pgc/coding_profile.csv")
+    assert "pgc-cr n=12 s=5" in errs[0] and "s=1" not in errs[0]
+    cfg["pgc"]["coding"]["source"] = "measured"  # this run measures its own: nothing to hold
+    assert not [e for e in config_errors(cfg, SCHEMA_DIR, CLAIMS) if "coding" in e]
+
+
+def test_the_stored_coding_profile_is_a_profile_the_rule_writes():
+    import pandas as pd
+
+    from distlab.pgc.train import PROFILE_COLUMNS
+
+    t = pd.read_csv(ROOT / "data/pgc/coding_profile.csv")
+    assert tuple(t.columns) == PROFILE_COLUMNS
+    assert (t[["encode_s", "decode_s"]] > 0).all().all()
+    for x in ("encode", "decode"):
+        assert (t[f"{x}_lo"] <= t[f"{x}_s"]).all() and (t[f"{x}_s"] <= t[f"{x}_hi"]).all()
+    assert not t.duplicated(["scheme", "n", "s", "numel", "dtype"]).any()

@@ -368,3 +368,34 @@ def test_a_killed_gloo_job_resumes_from_its_time_based_checkpoints(tmp_path, pyd
     assert len(resumed) == 150
     assert np.allclose(full["loss"], resumed["loss"], atol=1e-6)
     assert not list(out.glob("checkpoint*"))
+
+
+def test_the_comparison_takes_the_sweeps_run_of_its_seed_at_the_chosen_lr(tmp_path, pydoc_dir):
+    """reuse_from: a seed the sweep trained at the chosen lr (same spec but for where the lr came
+    from) is copied, not retrained, and equals a fresh run of it; other seeds are trained."""
+    sweep = tmp_path / "sweep"
+    for lr in (1e-3, 3e-3):
+        s = {k: v for k, v in spec_for("demo", lr=lr).items() if k != "seed"}
+        train.run_simulated({**s, "seeds": [0]}, pydoc_dir, sweep / f"lr{lr:g}" / "demo")
+    choice = tmp_path / "chosen.json"
+    choice.write_text(json.dumps({"demo": 3e-3}))
+    base = {k: v for k, v in spec_for("demo").items() if k != "seed"}
+    job = {**base, "seeds": [0, 1], "lr": {"sweep": str(choice), "method": "demo"}, "reuse_from": str(sweep)}
+    train.run_simulated(job, pydoc_dir, tmp_path / "cmp")
+    m0 = json.loads((tmp_path / "cmp/seed0/manifest.json").read_text())
+    assert m0["reused_from"] == str(sweep / "lr0.003/demo/seed0")
+    assert m0["spec"]["lr"] == 3e-3 and m0["spec"]["lr_chosen_by"].endswith(":demo")
+    assert "reused_from" not in json.loads((tmp_path / "cmp/seed1/manifest.json").read_text())
+    fresh = _run(spec_for("demo", lr=3e-3), pydoc_dir, tmp_path / "fresh")[1]
+    got = pd.read_csv(tmp_path / "cmp/seed0/metrics.csv")
+    for col in ("loss", "val_loss", "bytes"):
+        assert np.allclose(got[col], fresh[col], equal_nan=True), col
+    # a rerun finds every seed finished: nothing is trained or copied again
+    one = train.resolve_lr({**{k: v for k, v in job.items() if k != "seeds"}, "seed": 0})
+    assert train.finished(tmp_path / "cmp/seed0", one)
+    # a different horizon than the sweep's: nothing to reuse, the seed is trained
+    other = {**job, "seeds": [0], "steps": 2, "eval_every": 1}
+    train.run_simulated(other, pydoc_dir, tmp_path / "cmp2")
+    assert "reused_from" not in json.loads((tmp_path / "cmp2/seed0/manifest.json").read_text())
+    with pytest.raises(specs.SpecError, match="reuse_from"):
+        train.check_spec({**spec_for("demo"), "backend": "gloo", "reuse_from": str(sweep)})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 
 import pandas as pd
@@ -12,6 +13,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, bin_path, tiny_variant
+
+from distlab import specs
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 
@@ -89,6 +92,13 @@ def test_tiny_demo_end_to_end(tiny_workflow):
         assert chosen[follower] == chosen[leader]
     for _, row in sim.iterrows():
         assert row["lr"] == chosen[row["method"]]
+    # the comparison's sweep seeds at the chosen lr are the sweep's runs, taken and not retrained
+    for m in tiny["sweep"]["methods"]:
+        for s in tiny["sweep"]["seeds"]:
+            run = work / f"results/demo/simulated/n2/{m}/seed{s}"
+            man = json.loads((run / "manifest.json").read_text())
+            assert man["reused_from"] == f"results/demo/sweep/lr{chosen[m]:g}/{m}/seed{s}"
+            assert (run / "metrics.csv").read_bytes() == (work / man["reused_from"] / "metrics.csv").read_bytes()
     assert {"final_test_loss", "gap_test", "gap_shrink_late", "steps"} <= set(sim.columns)
     assert set(zip(sim["n_workers"], sim["method"])) >= {(4, "adamw"), (4, "demo"), (4, "demo-allmean")}
     assert (paper / "figures/demo_gap_steps.png").stat().st_size > 0
@@ -102,3 +112,41 @@ def test_tiny_demo_end_to_end(tiny_workflow):
     counts = {line.split()[0]: int(line.split()[1]) for line in r.stdout.splitlines()
               if len(line.split()) == 2 and line.split()[1].isdigit()}
     assert counts.get("demo_train_sweep") == len(tiny["sweep"]["methods"])
+
+
+def _sim_specs(stdout: str) -> dict[str, dict]:
+    """The spec of every simulated DeMo job in a dry run's printed shell commands, by its --out."""
+    out = {}
+    for line in stdout.splitlines():
+        m = re.search(r"--experiment demo --spec '(\{.*?\})' .*--out (results/demo/simulated/\S+)", line)
+        if m:
+            spec = json.loads(m.group(1))
+            out[f"{m.group(2)}:{','.join(map(str, spec.get('seeds', [])))}"] = spec
+    return out
+
+
+def test_extra_seeds_for_a_demo_claim_run_in_jobs_of_their_own(tmp_path):
+    """stats.extra_seeds on a DeMo claim adds runs to the settings it compares (N = 4 DeMo and
+    AdamW-DDP), each in a job of its own: no configured job's spec changes (Snakemake reruns nothing
+    that ran), and an extra seed's spec is the multi-seed job's for that seed.  (The default
+    config already asks 5 more seeds for the N = 2 claims: those stay as they are.)"""
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    assert cfg["stats"]["extra_seeds"] == {"demo.loss.noninferior_n2": 5}
+    cfg["stats"]["extra_seeds"] = {"demo.loss.noninferior_n4": 2}
+    variant = tmp_path / "extra.yaml"
+    variant.write_text(yaml.safe_dump(cfg))
+    runs = {}
+    for name, extra in (("base", []), ("extra", ["--configfile", str(variant)])):
+        r = smk("demo", "-n", "--forceall", "-p", *extra)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        runs[name] = _sim_specs(r.stdout)
+    base, more = runs["base"], runs["extra"]
+    seeds = cfg["seeds"]
+    new = {k: v for k, v in more.items() if k not in base}
+    first = max(seeds) + 1
+    assert sorted(new) == sorted(f"results/demo/simulated/n4/{m}:{k}" for m in ("adamw", "demo")
+                                 for k in (first, first + 1))
+    assert all(more[k] == v for k, v in base.items())  # no configured job's spec changes
+    multi = specs.each_seed({**base[f"results/demo/simulated/n4/demo:{','.join(map(str, seeds))}"],
+                             "seeds": [*seeds, first]})
+    assert specs.each_seed(new[f"results/demo/simulated/n4/demo:{first}"]) == [multi[-1]]

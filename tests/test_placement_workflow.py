@@ -99,6 +99,38 @@ def test_paper_settings_shrunk_run(tmp_path):
                 assert r["latency_s"] < 1e9 and 0 < np.mean(place) < 1 or r["latency_s"] == 1e10
 
 
+def test_an_extra_seed_run_equals_that_seed_of_the_configured_run(tmp_path):
+    """stats.extra_seeds: the extra-seed job of a run (one seed) computes what the multi-seed
+    job computes for that seed, and only the settings the named claim or condition compares
+    get extra run files."""
+    from distlab.extra_seeds import requests
+    from distlab.placement import costs, graphs, wf
+    from distlab.placement.run import run
+    from distlab.scorecard import load_claims_file
+
+    pl = _config()["placement"]
+    model = {"name": "bert", "batch": 1, "seq": 8, "layers": 1, "hidden": 16, "heads": 2, "ffn": 32,
+             "vocab": 30}
+    graphs.save_graph(graphs.extract(model), tmp_path / "g.json")
+    (tmp_path / "p.json").write_text(json.dumps(costs.profile(model, repeats=1, warmup=0)))
+    shrunk = dict(pl, seeds=[0, 1], budget=6, models={"bert": model}, run_models=["bert"],
+                  hsdag=dict(pl["hsdag"], samples=3, hidden=16))
+    pair = pl["default_pair"]
+    both = json.loads(run(json.loads(wf.run_spec(shrunk, pair, "bert", "hsdag")), tmp_path / "g.json",
+                          tmp_path / "p.json", tmp_path / "both.json").read_text())
+    one = json.loads(run(json.loads(wf.run_spec(shrunk, pair, "bert", "hsdag", seeds=[1])), tmp_path / "g.json",
+                         tmp_path / "p.json", tmp_path / "one.json").read_text())
+    drop = {"wall_s"}
+    assert [{k: v for k, v in r.items() if k not in drop} for r in one["rows"]] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in both["rows"] if r["seed"] == 1]
+
+    cfg = {"stats": {"extra_seeds": {"placement.bert.hsdag_learns": 2}}}
+    reqs = requests(cfg, *load_claims_file(ROOT / "config/claims.yaml"))
+    extra = [f for f in wf.runs(shrunk, "r", reqs) if "/extra/" in f]
+    assert extra == [f"r/extra/{pair}/bert/{m}/seed{k}.json" for m in ("hsdag", "hsdag_const") for k in (2, 3)]
+    assert wf.runs(shrunk, "r") == [f for f in wf.runs(shrunk, "r", reqs) if "/extra/" not in f]
+
+
 def _all_specs(pl):
     from distlab.placement import wf
 

@@ -4,6 +4,7 @@ the claim was allowed to move (it rests on a measurement) or not (a determinism 
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from distlab import stability
 
@@ -35,12 +36,61 @@ def test_no_flip_says_so_and_a_claim_present_once_counts_as_a_flip():
 
 def test_measured_rules_exist_in_the_workflow():
     """Every rule the stability target forces exists (a renamed rule would be skipped silently)."""
+    from conftest import ROOT
+
+    rules = stability._existing_rules(ROOT, [])   # what the target itself reads
+    assert {"baseline_train_dist", "scorecard_paper", "scorecard"} <= rules
+    assert not any(" " in r or "(" in r for r in rules)   # names, not docstrings
+    missing = [r for r in stability.MEASURED_RULES if r not in rules]
+    assert not missing, missing
+
+
+def test_cpu_isa_pin_sets_every_kernel_family_and_keeps_the_users_choice():
+    """DISTLAB_CPU_ISA=avx2 pins torch's kernels, MKL's branch and oneDNN to AVX2 (so simulated
+    numbers are the same bits on any AVX2 machine); a variable the user set wins; an unknown
+    value is refused in one line."""
+    from distlab.cli import pin_cpu_isa
+    from distlab.specs import SpecError
+
+    assert pin_cpu_isa({}) == {}
+    env = {"DISTLAB_CPU_ISA": "AVX2", "MKL_CBWR": "COMPATIBLE"}
+    set_ = pin_cpu_isa(env)
+    assert set_ == {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert env["MKL_CBWR"] == "COMPATIBLE"
+    with pytest.raises(SpecError, match="DISTLAB_CPU_ISA='sse9'"):
+        pin_cpu_isa({"DISTLAB_CPU_ISA": "sse9"})
+
+
+def test_cpu_isa_pin_gives_the_same_bits_whatever_the_machine_offers(tmp_path):
+    """Pinned to AVX2, a float32 and a float64 training loop give the same bits whether the
+    machine offers AVX-512 or only AVX2 (emulated: MKL and oneDNN limited to AVX2)."""
     import subprocess
     import sys
 
-    from conftest import ROOT
+    script = tmp_path / "loop.py"
+    script.write_text(
+        "from distlab.cli import pin_cpu_isa\n"
+        "pin_cpu_isa()\n"
+        "import hashlib, torch\n"
+        "torch.manual_seed(0); torch.set_num_threads(1)\n"
+        "out = []\n"
+        "for dt in (torch.float64, torch.float32):\n"
+        "    m = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),\n"
+        "                            torch.nn.Linear(8 * 6 * 6, 10)).to(dt)\n"
+        "    x = torch.randn(16, 1, 8, 8, dtype=dt); y = torch.randint(0, 10, (16,))\n"
+        "    opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "    for _ in range(10):\n"
+        "        opt.zero_grad(); torch.nn.functional.cross_entropy(m(x), y).backward(); opt.step()\n"
+        "    out.append(hashlib.sha1(b''.join(p.detach().numpy().tobytes() for p in m.parameters())).hexdigest())\n"
+        "print(torch.backends.cpu.get_cpu_capability(), *out)\n")
+    import os
 
-    out = subprocess.run([sys.executable, "-m", "snakemake", "--list-rules"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout.split()
-    missing = [r for r in stability.MEASURED_RULES if r not in out]
-    assert not missing, missing
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")}
+    runs = []
+    for extra in ({}, {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}):
+        env = {**base, **extra, "DISTLAB_CPU_ISA": "avx2", "OMP_NUM_THREADS": "1"}
+        r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-2000:]
+        runs.append(r.stdout.split())
+    assert runs[0][0] == "AVX2" and runs[0] == runs[1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -120,7 +121,8 @@ def test_tiny_end_to_end_run(tiny_workflow):
 @pytest.mark.slow
 def test_simulated_numbers_and_verdicts_do_not_depend_on_threads(tiny_workflow):
     """Rerun every simulated baseline and PGC job of the tiny run on two threads instead of
-    one: the simulated numbers are bit for bit the same, and so is every verdict."""
+    one: the simulated numbers are bit for bit the same, and so is every verdict; rerun them
+    on another instruction set: the same verdicts."""
     work, r = tiny_workflow
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     tables = ["results/baseline/summary.csv", "results/pgc/simulation/summary.csv",
@@ -147,28 +149,59 @@ def test_simulated_numbers_and_verdicts_do_not_depend_on_threads(tiny_workflow):
     flips = (card_b != card_a) & ~measured
     assert not flips.any(), card_b[flips].to_dict()
 
+    # Another machine computes on other kernels (AVX2 rather than AVX-512, another MKL
+    # branch): rerun the same jobs pinned to AVX2 (DISTLAB_CPU_ISA).  The numbers move in
+    # the last bits only, and no verdict moves.
+    env = {**ENV, "DISTLAB_CPU_ISA": "avx2"}
+    r = subprocess.run(["snakemake", "scorecard", "--cores", "2", "--configfile", "tests/configs/tiny.yaml",
+                        "--forcerun", *sims], cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    other = {t: pd.read_csv(work / t) for t in tables}
+    for t in tables[:3]:
+        b, a = before[t], other[t]
+        keep = [c for c in b.select_dtypes("number").columns if c not in measured]
+        pd.testing.assert_frame_equal(b[keep], a[keep], check_exact=False, rtol=1e-6, atol=1e-9, obj=t)
+    card_o = other["paper/scorecard.csv"].set_index("id")["verdict"]
+    flips = (card_b != card_o) & ~measured
+    assert not flips.any(), card_b[flips].to_dict()
+
 
 @pytest.mark.slow
 def test_extra_seeds_for_a_named_claim_add_runs_and_rerun_nothing(tiny_workflow):
-    """stats.extra_seeds adds seeds to the settings one claim compares, as jobs of their own:
-    no configured job reruns, only the new runs and what reads them."""
+    """stats.extra_seeds adds seeds to the settings one claim (or precondition) compares, as
+    jobs of their own: no configured job reruns, only the new runs and what reads them."""
     work, r = tiny_workflow
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 
     def more(c):
-        c.setdefault("stats", {"alpha": 0.05})["extra_seeds"] = {"pgc.fig9.pgc_fewer_steps_than_dgd": 2}
+        c.setdefault("stats", {"alpha": 0.05})["extra_seeds"] = {
+            "pgc.fig9.pgc_fewer_steps_than_dgd": 2,      # a claim of PGC's simulated groups
+            "baseline.dgd_equals_single": 1,             # the baseline: one job a seed
+            "placement.bert.hsdag_learns": 1,            # a negative-control precondition
+        }
 
     r = smk("-n", "--quiet", "rules", "--configfile", tiny_variant(work, "extra", more), cwd=work)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     jobs = {line.split()[0]: int(line.split()[1]) for line in r.stdout.splitlines()
             if len(line.split()) == 2 and line.split()[1].isdigit()}
     assert jobs.get("pgc_train_sim_extra") == 4  # 2 seeds x (pgc-cr, dgd) of the cloud setting
-    trained = {j for j in jobs if "train" in j} - {"pgc_train_sim_extra"}
+    assert jobs.get("baseline_train_sim") == 2   # seed 2 of simulated dgd and of single
+    assert jobs.get("placement_run_extra") == 2  # seed 2 of hsdag and of hsdag_const on bert
+    # a config file given on the command line is merged into config/config.yaml key by key, so
+    # the default's own request (5 more seeds for DeMo's N = 2 claims) joins this one's
+    assert jobs.get("demo_train_sim_extra") == 2 * 5  # AdamW-DDP and DeMo at N = 2, seeds 2-6
+    trained = {j for j in jobs if "train" in j or j.startswith("placement_run")} - {
+        "pgc_train_sim_extra", "baseline_train_sim", "placement_run_extra", "demo_train_sim_extra"}
     assert not trained, trained  # no configured training job reruns
-    assert "pgc_summarize" in jobs and "scorecard_paper" in jobs
+    for rule in ("pgc_summarize", "baseline_summarize", "placement_summarize", "scorecard_paper"):
+        assert rule in jobs, rule
     r = smk("-n", "--configfile", tiny_variant(work, "extra", more), cwd=work)
     assert "cloud/s1/d0.5/simulated/pgc-cr/seed2/manifest.json" in r.stdout
     assert "cloud/s1/d0.5/simulated/gc-cr/seed2" not in r.stdout  # a setting the claim does not compare
+    assert "baseline/simulated/dgd/seed2/manifest.json" in r.stdout
+    assert "baseline/gloo/dgd/seed2" not in r.stdout            # the gloo row is another claim's
+    assert "placement/extra/cpu_igpu/bert/hsdag_const/seed2.json" in r.stdout
+    assert "placement/extra/cpu_igpu/bert/rnn" not in r.stdout
 
 
 def test_an_extra_seed_job_trains_what_the_multi_seed_job_trains_for_that_seed():
@@ -192,5 +225,27 @@ def test_an_extra_seed_job_trains_what_the_multi_seed_job_trains_for_that_seed()
     multi = each_seed(json.loads(wf.run_spec(w, "simulated", seeds=[0, 1, 2, 3, 4, 5])))
     single = each_seed(json.loads(wf.run_spec(w, "simulated", seeds=[5])))
     assert single == [multi[5]]
-    with pytest.raises(ValueError, match="stats.extra_seeds: no claim 'nope'"):
+    with pytest.raises(ValueError, match="stats.extra_seeds: no claim or condition 'nope'"):
         requests({"stats": {"extra_seeds": {"nope": 1}}}, load_claims(ROOT / "config/claims.yaml"))
+
+
+@pytest.mark.slow
+def test_the_stability_target_reruns_the_measured_parts_and_lists_flips(tiny_workflow):
+    """`distlab stability` on one paper of the tiny run: the real gloo job (a measured part)
+    runs again, the scorecard is evaluated twice, and the report lists every verdict that
+    flipped; none of the claims that rest on simulated results may flip."""
+    work, r = tiny_workflow
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    gloo = work / "results/baseline/gloo/dgd/seed0/manifest.json"
+    before = gloo.stat().st_mtime_ns
+    r = subprocess.run([sys.executable, "-m", "distlab", "stability", "--cores", "2", "--papers", "foundation",
+                        "--out", "paper/stability_foundation.md", "--", "--configfile", "tests/configs/tiny.yaml"],
+                       cwd=work, env=ENV, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert gloo.stat().st_mtime_ns > before  # the measured job did run again
+    table = pd.read_csv(work / "paper/stability_foundation.csv")
+    card = pd.read_csv(work / "paper/scorecard/foundation.csv")
+    assert sorted(table.id) == sorted(card.id)
+    assert not (table.flipped & ~table.measured).any()
+    text = (work / "paper/stability_foundation.md").read_text()
+    assert text.startswith("# Stability") and f"{len(table)} claims" in text

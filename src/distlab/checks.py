@@ -29,6 +29,7 @@ adds nothing); nothing here imports torch.
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import os
 from collections.abc import Mapping
@@ -269,6 +270,25 @@ def _check_pgc(config: Mapping, errors: list[str]) -> None:
                 errors.append(f"{key}.s: fractional repetition needs (s + 1) | n; s = {s}, n = {gn} "
                               f"(drop the -fr schemes or change s)")
         _check_straggler(errors, f"{key}.straggler", g.get("straggler"), gn)
+    if not any(e.startswith("pgc") for e in errors):  # settings refused above would only repeat here
+        _check_stored_coding_profile(config, errors)
+
+
+def _check_stored_coding_profile(config: Mapping, errors: list[str]) -> None:
+    """``pgc.coding.source: stored``: the versioned profile holds every setting the config runs."""
+    coding = config["pgc"].get("coding") or {}
+    if coding.get("source") != "stored" or coding.get("mode") != "measured" or "numel" not in coding:
+        return
+    from .pgc.workflow import STORED_CODING_PROFILE, PGCWorkflow, stored_profile_gaps
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / STORED_CODING_PROFILE if (root / STORED_CODING_PROFILE).exists() else Path(STORED_CODING_PROFILE)
+    o = json.loads(PGCWorkflow(dict(config)).coding_profile_options())
+    gaps = stored_profile_gaps(str(path), o["settings"], o["numel"], o["dtype"])
+    if gaps:
+        errors.append(f"pgc.coding.source: stored, but {STORED_CODING_PROFILE} has no row for {', '.join(gaps)} "
+                      f"(numel {o['numel']}, {o['dtype']}): set source: measured, or run the rule "
+                      f"pgc_coding_profile and copy its output there")
 
 
 def _check_claims(claims_path: str | Path | None, errors: list[str]) -> None:
@@ -321,19 +341,21 @@ def _dataset_name_errors(config: Mapping) -> list[str]:
 
 
 def _check_extra_seeds(config: Mapping[str, Any], claims_path: str | Path | None, errors: list[str]) -> None:
-    """``stats.extra_seeds`` names claims of config/claims.yaml (a typo would add no seed)."""
+    """``stats.extra_seeds`` names claims (or preconditions) of config/claims.yaml (a typo
+    would add no seed)."""
     wanted = (config.get("stats") or {}).get("extra_seeds") if isinstance(config.get("stats"), Mapping) else None
     if not wanted or not isinstance(wanted, Mapping) or claims_path is None or not Path(claims_path).exists():
         return
-    from .scorecard import ClaimError, load_claims
+    from .scorecard import ClaimError, load_claims_file
 
     try:
-        ids = {c["id"] for c in load_claims(claims_path)}
+        claims, conditions = load_claims_file(claims_path)
     except (ClaimError, yaml.YAMLError):
         return  # the claims file's own line says why
+    ids = {c["id"] for c in claims} | set(conditions)
     for cid in wanted:
         if cid not in ids:
-            errors.append(f"stats.extra_seeds.{cid}: no claim with this id in {claims_path}")
+            errors.append(f"stats.extra_seeds.{cid}: no claim or condition with this id in {claims_path}")
 
 
 def config_errors(config: Mapping[str, Any], schema_dir: str | Path,

@@ -205,7 +205,7 @@ def cmd_scorecard(a: argparse.Namespace) -> int:
 def cmd_stability(a: argparse.Namespace) -> int:
     from .stability import run
 
-    table = run(a.cores, a.out, extra=a.snakemake_args)
+    table = run(a.cores, a.out, extra=a.snakemake_args, papers=a.papers)
     flips = table[table["flipped"]]
     print(f"stability: {len(flips)} of {len(table)} verdicts flipped; see {a.out}")
     return 1 if len(flips[~flips["measured"]]) else 0
@@ -280,6 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("stability", help="rerun the measured parts, list the verdicts that flip")
     q.add_argument("--cores", type=int, default=os.cpu_count() or 2)
     q.add_argument("--out", type=Path, default=Path("paper/stability.md"))
+    q.add_argument("--papers", nargs="+", default=None, metavar="PAPER",
+                   help="only these papers' scorecards (foundation P1 P2 P3 P4; default: the whole scorecard)")
     q.add_argument("snakemake_args", nargs="*", help="passed on to snakemake (e.g. --configfile X)")
     q.set_defaults(func=cmd_stability)
 
@@ -302,7 +304,37 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# ``DISTLAB_CPU_ISA=avx2``: every kernel on one instruction set (torch's own kernels, MKL's
+# conditional numerical reproducibility, oneDNN), so that simulated numbers are bit for bit the
+# same on any x86-64 machine with AVX2, not only the verdicts.  Opt-in: it costs speed on an
+# AVX-512 machine (ResNet-18's step 1.7x slower here).  Read before torch is imported; a
+# variable the user set already wins.
+_ISA_PINS = {"avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2,STRICT", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
+
+
+def pin_cpu_isa(environ: dict | None = None) -> dict[str, str]:
+    """Apply ``DISTLAB_CPU_ISA`` to ``environ`` (default ``os.environ``); return what it set."""
+    env = os.environ if environ is None else environ
+    want = env.get("DISTLAB_CPU_ISA", "").strip().lower()
+    if not want:
+        return {}
+    if want not in _ISA_PINS:
+        raise SpecError(f"DISTLAB_CPU_ISA={want!r}: supported: {sorted(_ISA_PINS)}")
+    if environ is None and "torch" in sys.modules:
+        raise SpecError("DISTLAB_CPU_ISA must take effect before torch is imported")
+    done = {}
+    for k, v in _ISA_PINS[want].items():
+        if k not in env:
+            env[k] = done[k] = v
+    return done
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        pin_cpu_isa()
+    except SpecError as e:
+        print(f"distlab: {e}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)

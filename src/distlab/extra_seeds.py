@@ -6,6 +6,8 @@ run them, name the claim and how many seeds to add in the config::
     stats:
       extra_seeds: {pgc.fig9.pgc_fewer_steps_than_dgd: 5}
 
+A precondition (a name under ``conditions:``) can be named the same way: a
+negative control that is inconclusive gets its seeds like a claim.
 The settings a claim compares (its ``a``/``b`` selections, or every setting
 of its ``chain``) then get that many more seeds, numbered after the
 configured ones; every other run keeps its seeds.  A paper's workflow asks
@@ -23,17 +25,19 @@ from typing import Any
 MAX_EXTRA = 50  # more than this many extra seeds for one claim is a typo, not a request
 
 
-def requests(config: Mapping[str, Any], claims: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[dict], int]]:
-    """``(table, selections, count)`` for every claim named in ``stats.extra_seeds``.
+def requests(config: Mapping[str, Any], claims: Iterable[Mapping[str, Any]],
+             conditions: Mapping[str, Mapping[str, Any]] | None = None) -> list[tuple[str, list[dict], int]]:
+    """``(table, selections, count)`` for every claim (or precondition, by its name in
+    ``conditions``) named in ``stats.extra_seeds``.
 
-    Raises ValueError naming the key for an unknown claim id or a bad count.
+    Raises ValueError naming the key for an unknown id or a bad count.
     """
     wanted = dict((config.get("stats") or {}).get("extra_seeds") or {})
-    by_id = {c["id"]: c for c in claims}
+    by_id = {**{k: {"id": k, **v} for k, v in (conditions or {}).items()}, **{c["id"]: c for c in claims}}
     out = []
     for cid, count in wanted.items():
         if cid not in by_id:
-            raise ValueError(f"stats.extra_seeds: no claim {cid!r} in config/claims.yaml")
+            raise ValueError(f"stats.extra_seeds: no claim or condition {cid!r} in config/claims.yaml")
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_EXTRA:
             raise ValueError(f"stats.extra_seeds.{cid}: must be an integer from 1 to {MAX_EXTRA}, got {count!r}")
         c = by_id[cid]

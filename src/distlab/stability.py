@@ -15,7 +15,7 @@ A flip of a claim that is not marked measured is a determinism bug.
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,22 +77,38 @@ def _snakemake(args: list[str], cwd: Path) -> None:
 def _existing_rules(cwd: Path, extra: list[str]) -> set[str]:
     out = subprocess.run([sys.executable, "-m", "snakemake", "--list-rules", *extra], cwd=cwd,
                          capture_output=True, text=True, check=True).stdout
-    return {line.strip() for line in out.splitlines() if line.strip()}
+    # one rule a line, its docstring (if any) after the name in parentheses, continued on
+    # indented lines: the rule's name is the first word of an unindented line
+    return {line.split()[0] for line in out.splitlines()
+            if line.strip() and not line[0].isspace() and re.fullmatch(r"[A-Za-z_]\w*", line.split()[0])}
 
 
-def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None = None) -> pd.DataFrame:
-    """Scorecard, rerun of every measured rule, scorecard again; the comparison in ``out``."""
+def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None = None,
+        papers: list[str] | None = None) -> pd.DataFrame:
+    """Scorecard, rerun of every measured rule, scorecard again; the comparison in ``out``.
+
+    ``papers``: only those papers' scorecards (``paper/scorecard/<paper>.csv``) and the
+    measured rules they depend on; by default the whole scorecard."""
     cwd = Path(cwd or os.getcwd())
     extra = list(extra or [])
-    card = cwd / "paper" / "scorecard.csv"
-    _snakemake(["--cores", str(cores), "scorecard", *extra], cwd)
-    first = pd.read_csv(card)
+    cards = ([cwd / "paper" / "scorecard" / f"{p}.csv" for p in papers] if papers
+             else [cwd / "paper" / "scorecard.csv"])
+    targets = [str(c.relative_to(cwd)) for c in cards] if papers else ["scorecard"]
+
+    def read() -> pd.DataFrame:
+        return pd.concat([pd.read_csv(c) for c in cards], ignore_index=True)
+
+    _snakemake(["--cores", str(cores), *targets, *extra], cwd)
+    first = read()
     keep = out.with_name(out.stem + "_first.csv")
     keep.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(card, keep)
+    first.to_csv(keep, index=False)
     rules = [r for r in MEASURED_RULES if r in _existing_rules(cwd, extra)]
-    _snakemake(["--cores", str(cores), "scorecard", "--forcerun", *rules, *extra], cwd)
-    second = pd.read_csv(card)
+    if not rules:
+        raise RuntimeError("stability: none of the measured rules exists in this workflow "
+                           f"({', '.join(MEASURED_RULES)}): nothing would run twice")
+    _snakemake(["--cores", str(cores), *targets, "--forcerun", *rules, *extra], cwd)
+    second = read()
     table = compare(first, second)
     atomic_write_text(out, report(table))
     table.to_csv(out.with_suffix(".csv"), index=False)

@@ -146,12 +146,16 @@ def scorecard_papers():
 
 # ---------------------------------------------------------------- baseline
 def baseline_runs():
+    """Every run of the baseline: each seed (one job a seed), then the extra seeds that
+    stats.extra_seeds asks of a setting (new jobs only: no configured run changes)."""
     b = config["baseline"]
-    runs = []
-    for seed in config["seeds"]:
-        for backend in b["backends"]:
-            runs.append(f"{RESULTS}/baseline/{backend}/dgd/seed{seed}/manifest.json")
-        runs.append(f"{RESULTS}/baseline/{SIM}/single/seed{seed}/manifest.json")
+    seeds = [int(k) for k in config["seeds"]]
+    settings = [(backend, "dgd") for backend in b["backends"]] + [(SIM, "single")]
+    runs = [f"{RESULTS}/baseline/{backend}/{method}/seed{seed}/manifest.json"
+            for seed in seeds for backend, method in settings]
+    for backend, method in settings:
+        more = extra_for_setting(EXTRA_SEED_REQUESTS, seeds, "baseline", {"backend": backend, "method": method})
+        runs += [f"{RESULTS}/baseline/{backend}/{method}/seed{seed}/manifest.json" for seed in more]
     return runs
 
 
@@ -171,11 +175,13 @@ BASELINE_OUT = [f"{PAPER}/figures/baseline_loss.png", f"{PAPER}/tables/baseline.
 
 
 # stats.extra_seeds: more seeds for the settings of named claims (distlab.extra_seeds)
+from distlab.extra_seeds import for_setting as extra_for_setting
+
 if (config.get("stats") or {}).get("extra_seeds"):
     from distlab.extra_seeds import requests as _extra_requests
-    from distlab.scorecard import load_claims as _load_claims
+    from distlab.scorecard import load_claims_file as _load_claims_file
 
-    EXTRA_SEED_REQUESTS = _extra_requests(config, _load_claims(f"{workflow.basedir}/config/claims.yaml"))
+    EXTRA_SEED_REQUESTS = _extra_requests(config, *_load_claims_file(f"{workflow.basedir}/config/claims.yaml"))
 else:
     EXTRA_SEED_REQUESTS = []
 

@@ -9,15 +9,17 @@ include: "demo_helpers.smk"
 rule demo_train_sim:
     """One method, N workers, every seed on the simulated cluster (measured compute, modelled
     network), one after another in one process; each seed has its own run directory.  The learning
-    rate is the sweep's choice (demo.lr_from_sweep) or demo.lr."""
+    rate is the sweep's choice (demo.lr_from_sweep) or demo.lr.  A seed the sweep already trained at
+    the chosen lr (same N and horizon) is taken from the sweep, not trained again."""
     input:
         data=data_manifest(DEMO["dataset"]),
         choice=demo_choice_input(),
+        sweep=demo_reuse_input,
     output:
         manifests=[f"{DEMO_SIM_JOB}/seed{k}/manifest.json" for k in config["seeds"]],
         metrics=[f"{DEMO_SIM_JOB}/seed{k}/metrics.csv" for k in config["seeds"]],
     params:
-        spec=lambda w: demo_spec(w.dmethod, w.nw, None, SIM, seeds=config["seeds"]),
+        spec=lambda w: demo_sim_spec(w.dmethod, w.nw, config["seeds"]),
         out=DEMO_SIM_JOB,
         data=subpath(input.data, parent=True),
     conda:
@@ -28,10 +30,44 @@ rule demo_train_sim:
         f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: job_mem_mb(demo_spec(w.dmethod, w.nw, None, SIM, seeds=config["seeds"]),
-                                           input.data, base_mb=1200),
+        mem_mb=lambda w, input: job_mem_mb(demo_sim_spec(w.dmethod, w.nw, config["seeds"]), input.data,
+                                           base_mb=1200),
         runtime=lambda w, input, attempt: job_runtime(
-            "demo_train_sim", demo_spec(w.dmethod, w.nw, None, SIM, seeds=config["seeds"]), input.data, attempt),
+            "demo_train_sim", demo_sim_spec(w.dmethod, w.nw, config["seeds"]), input.data, attempt),
+        distlab_runtime=runtime_json(),
+    shell:
+        "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
+        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+rule demo_train_sim_extra:
+    """One extra seed of a simulated setting whose claim asked for more (config stats.extra_seeds):
+    a job of its own, so no configured job's spec changes; the same numbers the multi-seed job would
+    give that seed."""
+    input:
+        data=data_manifest(DEMO["dataset"]),
+        choice=demo_choice_input(),
+    output:
+        manifest=f"{DEMO_SIM_JOB}/seed{{seed}}/manifest.json",
+        metrics=f"{DEMO_SIM_JOB}/seed{{seed}}/metrics.csv",
+    wildcard_constraints:
+        seed="|".join(str(k) for k in demo_all_extra_seeds()) or "none",
+    params:
+        spec=lambda w: demo_sim_spec(w.dmethod, w.nw, [int(w.seed)]),
+        out=DEMO_SIM_JOB,
+        data=subpath(input.data, parent=True),
+    conda:
+        ENV
+    log:
+        f"logs/demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}.log",
+    benchmark:
+        f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda w, input: job_mem_mb(demo_sim_spec(w.dmethod, w.nw, [int(w.seed)]), input.data,
+                                           base_mb=1200),
+        runtime=lambda w, input, attempt: job_runtime(
+            "demo_train_sim", demo_sim_spec(w.dmethod, w.nw, [int(w.seed)]), input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "

@@ -1,5 +1,7 @@
 # DeMo (P4) helpers only: paths, run specs, the registered tables and outputs.  No rules here.
 
+from distlab.extra_seeds import for_setting
+
 DEMO = config["demo"]
 DEMO_RUN = f"{RESULTS}/demo/{{dbackend}}/n{{nw}}/{{dmethod}}/seed{{seed}}"
 DEMO_SIM_JOB = f"{RESULTS}/demo/{SIM}/n{{nw}}/{{dmethod}}"   # a simulated job: every seed below it
@@ -42,7 +44,43 @@ def demo_sim_settings():
     return out
 
 
-def demo_spec(method, n, seed, backend, lr=None, steps=None, seeds=None):
+def demo_reuse(method, n):
+    """The sweep's root when the comparison job of (method, N) takes its sweep seeds' runs from the
+    sweep: the lr is the sweep's choice, the method was swept at this N, and the sweep ran the
+    comparison's horizon, so the comparison at the chosen lr is the sweep's run at that lr for
+    those seeds (the same computation).  None otherwise."""
+    sw = DEMO.get("sweep") or {}
+    same = (DEMO_FROM_SWEEP and method in sw.get("methods", []) and int(n) == int(sw.get("n_workers", -1))
+            and int(sw.get("steps", -1)) == int(DEMO["steps"]))
+    return f"{RESULTS}/demo/sweep" if same else None
+
+
+def demo_reuse_input(w):
+    """The sweep runs a comparison job may take (every swept lr: the choice is known only at run time)."""
+    if demo_reuse(w.dmethod, w.nw) is None:
+        return []
+    sw = DEMO["sweep"]
+    return [f"{RESULTS}/demo/sweep/lr{lr:g}/{w.dmethod}/seed{s}/manifest.json"
+            for lr in sw["lrs"] for s in sw["seeds"] if int(s) in [int(k) for k in config["seeds"]]]
+
+
+def demo_extra_seeds(n, method):
+    """Extra seeds of one simulated setting whose claim asked for more (config stats.extra_seeds),
+    numbered after config seeds; each runs in a job of its own (demo_train_sim_extra)."""
+    return for_setting(EXTRA_SEED_REQUESTS, config["seeds"], "demo_sim", {"method": method, "n_workers": int(n)})
+
+
+def demo_all_extra_seeds():
+    """Every extra seed of any simulated setting (the extra-seed rule's wildcard values)."""
+    return sorted({k for n, m in demo_sim_settings() for k in demo_extra_seeds(n, m)})
+
+
+def demo_sim_spec(method, n, seeds):
+    """The spec of a simulated comparison job (its seeds; the sweep's root where it reuses runs)."""
+    return demo_spec(method, n, None, SIM, seeds=seeds, reuse=demo_reuse(method, n))
+
+
+def demo_spec(method, n, seed, backend, lr=None, steps=None, seeds=None, reuse=None):
     """The run spec of one run, or with ``seeds`` (simulated) of every seed of one job."""
     d = DEMO
     spec = {
@@ -55,6 +93,7 @@ def demo_spec(method, n, seed, backend, lr=None, steps=None, seeds=None):
         "demo": d["demo"], "adamw": d["adamw"], "diloco": d["diloco"], "powersgd": d["powersgd"],
         "cluster": {"compute": d["compute"], "network": config["cluster"]["network"],
                     "straggler": {"model": "none"}},
+        **({"reuse_from": reuse} if reuse else {}),
     }
     return as_json(spec)
 
@@ -63,7 +102,7 @@ def demo_runs(group):
     d = DEMO
     if group == SIM:
         return [f"{RESULTS}/demo/{SIM}/n{n}/{m}/seed{s}/manifest.json"
-                for n, m in demo_sim_settings() for s in config["seeds"]]
+                for n, m in demo_sim_settings() for s in [*config["seeds"], *demo_extra_seeds(n, m)]]
     if group == "sweep":
         sw = d["sweep"]
         return [f"{RESULTS}/demo/sweep/lr{lr:g}/{m}/seed{s}/manifest.json"

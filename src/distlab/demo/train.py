@@ -29,6 +29,7 @@ and where it came from (``lr_chosen_by``).
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -75,6 +76,9 @@ SPEC_SCHEMA = {
             "type": "object", "additionalProperties": False, "required": ["sweep", "method"],
             "properties": {"sweep": {"type": "string", "minLength": 1}, "method": {"enum": list(METHODS)}}}]},
         "lr_chosen_by": {"type": "string"},
+        # the sweep's root: a seed whose run at the chosen lr is already there (same spec but for
+        # where the lr came from) is taken from it instead of trained again (the same computation)
+        "reuse_from": {"type": "string", "minLength": 1},
         "steps": specs.POS_INT,
         "eval_every": specs.POS_INT,
         "eval_batches": specs.POS_INT,
@@ -120,6 +124,8 @@ def check_spec(spec: dict) -> None:
     """Cross-field rules the schema cannot state; raise SpecError naming the key."""
     if spec["backend"] != "simulated" and "seeds" in spec:
         raise specs.SpecError("demo spec: key 'seeds': a list of seeds runs only on the simulated backend")
+    if spec["backend"] != "simulated" and "reuse_from" in spec:
+        raise specs.SpecError("demo spec: key 'reuse_from': only simulated runs are taken from the sweep")
     if spec["backend"] != "simulated" and spec["method"] == "diloco":
         raise specs.SpecError("demo spec: key 'method': diloco runs on the simulated backend only")
     if spec["method"] == "diloco" and spec["steps"] % int(spec.get("diloco", {}).get("H", 10)):
@@ -309,9 +315,46 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime
             if finished(d, one):
                 print(f"demo {one['method']} seed {one['seed']}: finished earlier ({d}), skipped", flush=True)
                 continue
+            if reuse(one, d):
+                continue
             _run_simulated_one(one, data_dir, d, runtime)
         return Path(out_dir)
+    if reuse(spec, Path(out_dir)):
+        return Path(out_dir)
     return _run_simulated_one(spec, data_dir, Path(out_dir), runtime)
+
+
+_PROVENANCE = ("lr_chosen_by", "reuse_from")  # where the lr and the run came from, not what it trains
+
+
+def reused_source(spec: dict) -> Path | None:
+    """The sweep run that trained exactly this one-seed ``spec`` (its lr resolved), if finished:
+    ``reuse_from/lr{lr:g}/{method}/seed{seed}``, whose manifest holds the same spec but for where
+    the lr came from.  None without ``reuse_from`` or when no such finished run is there."""
+    root = spec.get("reuse_from")
+    if not root or isinstance(spec["lr"], dict):
+        return None
+    src = Path(root) / f"lr{float(spec['lr']):g}" / spec["method"] / f"seed{spec['seed']}"
+    return src if finished(src, {k: v for k, v in spec.items() if k not in _PROVENANCE}) else None
+
+
+def reuse(spec: dict, out_dir: Path) -> bool:
+    """Take a one-seed run from the sweep when the sweep already trained it (the comparison at the
+    chosen lr, for the sweep's seeds, is the sweep's run at that lr: the same computation, same
+    numbers).  The metrics are copied; the manifest is the sweep run's with this spec and
+    ``reused_from`` naming the source.  False (nothing written) when there is nothing to reuse."""
+    src = reused_source(spec)
+    if src is None:
+        return False
+    out_dir.mkdir(parents=True, exist_ok=True)
+    man = json.loads((src / "manifest.json").read_text())
+    man["spec"], man["reused_from"] = spec, str(src)
+    shutil.copyfile(src / "metrics.csv", out_dir / "metrics.csv.part")
+    (out_dir / "metrics.csv.part").replace(out_dir / "metrics.csv")
+    (out_dir / "manifest.json").write_text(json.dumps(man, indent=2, sort_keys=True) + "\n")
+    print(f"demo {spec['method']} seed {spec['seed']}: the sweep's run at lr {spec['lr']:g} ({src}), reused",
+          flush=True)
+    return True
 
 
 def _progress_every(steps: int) -> int:

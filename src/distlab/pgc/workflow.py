@@ -24,6 +24,24 @@ def as_json(obj) -> str:
     return json.dumps(obj, sort_keys=True)
 
 
+# The coding profile versioned with the code (coding.source: stored): measured by the rule
+# pgc_coding_profile on the default config's settings and copied here.
+STORED_CODING_PROFILE = "data/pgc/coding_profile.csv"
+
+
+def stored_profile_gaps(path: str, settings: list[dict], numel: int, dtype: str) -> list[str]:
+    """The settings (``{scheme, n, s}``) the stored profile at ``path`` has no row for."""
+    import csv
+
+    try:
+        with open(path, newline="") as f:
+            have = {(r["scheme"], int(r["n"]), int(r["s"]), int(r["numel"]), r["dtype"]) for r in csv.DictReader(f)}
+    except OSError:
+        return [f"{path} is missing"]
+    return [f"{st['scheme']} n={st['n']} s={st['s']}" for st in settings
+            if (st["scheme"], int(st["n"]), int(st["s"]), int(numel), dtype) not in have]
+
+
 class PGCWorkflow:
     def __init__(self, config: dict, results: str = "results", paper: str = "paper",
                  extra_seeds: list | None = None) -> None:
@@ -42,7 +60,8 @@ class PGCWorkflow:
         self.crosscheck_out = [f"{paper}/tables/pgc_regime_crosscheck.csv",
                                f"{paper}/tables/pgc_regime_crosscheck.md"]
         self.trace = "data/traces/gloo_delays.csv"
-        self.coding_profile = f"{results}/pgc/coding_profile.csv"
+        self.coding_profile = f"{results}/pgc/coding_profile.csv"   # what pgc_coding_profile measures
+        self.stored_coding_profile = STORED_CODING_PROFILE
         self.trace_out = [f"{paper}/figures/pgc_trace_fit.png", f"{paper}/tables/pgc_trace_fit.csv",
                           f"{paper}/tables/pgc_trace_fit.md"]
 
@@ -143,15 +162,29 @@ class PGCWorkflow:
         c = self.p.get("coding") or {}
         return c.get("mode") == "measured" and "numel" in c
 
+    def coding_profile_path(self) -> str:
+        """The profile the simulated jobs read: this run's measurement (rule pgc_coding_profile)
+        or, with ``coding.source: stored``, the one versioned with the code, after checking it
+        holds every setting of the config (else one line naming the missing settings)."""
+        if (self.p.get("coding") or {}).get("source", "measured") != "stored":
+            return self.coding_profile
+        o = json.loads(self.coding_profile_options())
+        gaps = stored_profile_gaps(self.stored_coding_profile, o["settings"], o["numel"], o["dtype"])
+        if gaps:
+            raise ValueError(f"pgc.coding.source: stored: {self.stored_coding_profile} has no row for "
+                             f"{', '.join(gaps)} (numel {o['numel']}, {o['dtype']}); set source: measured, "
+                             f"or run the rule pgc_coding_profile and copy its output there")
+        return self.stored_coding_profile
+
     def coding_spec(self) -> dict:
-        c = dict(self.p["coding"])
+        c = {k: v for k, v in self.p["coding"].items() if k != "source"}
         if self.profiles_coding():
             c["mode"] = "profile"
-            c["profile"] = self.coding_profile
+            c["profile"] = self.coding_profile_path()
         return c
 
     def coding_inputs(self) -> list[str]:
-        return [self.coding_profile] if self.profiles_coding() else []
+        return [self.coding_profile_path()] if self.profiles_coding() else []
 
     def coding_profile_options(self) -> str:
         settings = sorted({(scheme, int(s)) for g in SIM_GROUPS for s, _, scheme in self.settings(g)})

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..extra_seeds import for_setting
+
 
 def as_json(x: Any) -> str:
     return json.dumps(x, sort_keys=True)
@@ -70,19 +72,39 @@ def pair_methods(pl: dict, pair: str) -> list[str]:
     return [m for m in all_methods(pl) if (m[: -len(CONTROL)] if m.endswith(CONTROL) else m) in keep]
 
 
-def runs(pl: dict, root: str) -> list[str]:
-    """Every run file: the methods of each pair (``pair_methods``) on every model."""
-    out = []
+def extra_seeds(pl: dict, reqs: list, pair: str, model: str, method: str) -> list[int]:
+    """The seeds ``stats.extra_seeds`` adds to one run (``distlab.extra_seeds.requests``),
+    after the configured ``placement.seeds``."""
+    return for_setting(reqs, [int(k) for k in pl["seeds"]], "placement",
+                       {"pair": pair, "model": model, "method": method})
+
+
+def all_extra_seeds(pl: dict, reqs: list) -> list[int]:
+    """Every extra seed of any run (the extra-seed rule's wildcard values)."""
+    return sorted({k for pair in pairs(pl) for model in models(pl) for m in pair_methods(pl, pair)
+                   for k in extra_seeds(pl, reqs, pair, model, m)})
+
+
+def runs(pl: dict, root: str, reqs: list | None = None) -> list[str]:
+    """Every run file: the methods of each pair (``pair_methods``) on every model, then one
+    file for each extra seed that ``stats.extra_seeds`` asks of a run (``extra/``: jobs of
+    their own, so no configured run changes)."""
+    out, extra = [], []
     for pair in pairs(pl):
         for model in models(pl):
             methods = pair_methods(pl, pair)
             out += [f"{root}/runs/{pair}/{model}/{m}.json" for m in methods]
-    return out
+            extra += [f"{root}/extra/{pair}/{model}/{m}/seed{k}.json"
+                      for m in methods for k in extra_seeds(pl, reqs or [], pair, model, m)]
+    return out + extra
 
 
-def run_spec(pl: dict, pair: str, model: str, method: str) -> str:
+def run_spec(pl: dict, pair: str, model: str, method: str, seeds: list[int] | None = None) -> str:
+    """One run's JSON spec: every configured seed, or ``seeds`` (an extra seed's job).  A
+    seed's numbers do not depend on the other seeds of its run."""
     info = method_info(pl, method)
-    spec = {"method": method, **info, "pair_name": pair, "pair": pl["pairs"][pair], "seeds": pl["seeds"],
+    seeds = list(pl["seeds"]) if seeds is None else [int(k) for k in seeds]
+    spec = {"method": method, **info, "pair_name": pair, "pair": pl["pairs"][pair], "seeds": seeds,
             "model_name": model, "model": pl["models"][model], "sim_order": pl.get("sim_order", "topological")}
     if method not in DETERMINISTIC:  # one evaluation decides a deterministic method: no budget
         spec.update(budget=int(pl["budget"]), single_device=pl["single_device"])
