@@ -94,3 +94,13 @@ def test_cpu_isa_pin_gives_the_same_bits_whatever_the_machine_offers(tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
         runs.append(r.stdout.split())
     assert runs[0][0] == "AVX2" and runs[0] == runs[1]
+
+
+def test_only_the_measured_rules_of_the_targets_are_forced():
+    """`--forcerun` would run a named rule the targets do not need: the foundation's scorecard
+    forces the real gloo baseline and not, say, DeMo's optimizer benchmark."""
+    from conftest import ROOT
+
+    rules = stability._dag_rules(ROOT, ["paper/scorecard/foundation.csv"], [])
+    assert "baseline_train_dist" in rules and "scorecard_paper" in rules
+    assert not {"demo_bench", "local_train", "placement_profile", "pgc_train_real"} & rules

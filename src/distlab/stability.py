@@ -83,6 +83,15 @@ def _existing_rules(cwd: Path, extra: list[str]) -> set[str]:
             if line.strip() and not line[0].isspace() and re.fullmatch(r"[A-Za-z_]\w*", line.split()[0])}
 
 
+def _dag_rules(cwd: Path, targets: list[str], extra: list[str]) -> set[str]:
+    """The rules with a job in the DAG of ``targets`` (all of it, as if nothing had run)."""
+    out = subprocess.run([sys.executable, "-m", "snakemake", *targets, "-n", "--forceall", "--quiet", "rules",
+                          *extra], cwd=cwd, capture_output=True, text=True, check=True).stdout
+    names = _existing_rules(cwd, extra)
+    return {line.split()[0] for line in out.splitlines()
+            if len(line.split()) == 2 and line.split()[1].isdigit() and line.split()[0] in names}
+
+
 def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None = None,
         papers: list[str] | None = None) -> pd.DataFrame:
     """Scorecard, rerun of every measured rule, scorecard again; the comparison in ``out``.
@@ -103,9 +112,11 @@ def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None 
     keep = out.with_name(out.stem + "_first.csv")
     keep.parent.mkdir(parents=True, exist_ok=True)
     first.to_csv(keep, index=False)
-    rules = [r for r in MEASURED_RULES if r in _existing_rules(cwd, extra)]
+    # --forcerun runs a named rule even where the targets do not need it: name only the
+    # measured rules of the targets' own DAG
+    rules = [r for r in MEASURED_RULES if r in _dag_rules(cwd, targets, extra)]
     if not rules:
-        raise RuntimeError("stability: none of the measured rules exists in this workflow "
+        raise RuntimeError("stability: none of the measured rules is in the workflow of these targets "
                            f"({', '.join(MEASURED_RULES)}): nothing would run twice")
     _snakemake(["--cores", str(cores), *targets, "--forcerun", *rules, *extra], cwd)
     second = read()
