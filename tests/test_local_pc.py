@@ -111,3 +111,27 @@ def test_bad_pc_settings(kw, msg):
     args = {"variant": "fixed", "T": 2, "eta": 0.5, "beta": 1.0, **kw}
     with pytest.raises(ValueError, match=msg):
         pc.pc_gradients(list(layers), loss, readout, x, **args)
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 6])
+def test_fixed_prediction_skipping_the_zero_errors_gives_the_same_bits(T):
+    """skip_zero (what training uses) leaves out the products with errors that are still zero
+    (the readout's error moves down one layer an iteration): every gradient and error norm is
+    bit for bit the full computation's, truncated (T <= L) or exact (T >= L + 1)."""
+    torch.manual_seed(0)
+    m = {"name": "gpt", "n_layer": 3, "n_head": 2, "d_model": 16, "block_size": 8}
+    split = split_gpt(build_gpt(m, 0), 1)
+    x = torch.randint(0, 256, (2, 8))
+    y = torch.randint(0, 256, (2, 8))
+    layers, readout = pc.gpt_chain(split)
+    params = pc._params(list(layers) + [readout])
+    out = []
+    for skip in (False, True):
+        info = pc.pc_gradients(layers, lambda h: lm_loss(readout(h), y, reduction="sum"), readout, x,
+                               "fixed", T=T, eta=1.0, skip_zero=skip)
+        out.append((info, [None if p.grad is None else p.grad.clone() for p in params]))
+    (full, g_full), (skip, g_skip) = out
+    assert full == skip
+    assert all((a is None and b is None) or torch.equal(a, b) for a, b in zip(g_full, g_skip))
+    if T < len(layers):  # truncated: the bottom layers' gradients are exact zeros in both
+        assert torch.count_nonzero(g_full[0]) == 0

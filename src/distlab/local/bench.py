@@ -144,8 +144,10 @@ def pc_cost(spec: dict, data_dir: str, Ts: list[int], variants: dict[str, dict],
 
     def pc_step(variant: str, T: int) -> torch.Tensor:
         cfg = variants[variant]
+        # every layer's products each iteration (skip_zero off): the cost of PC's iterations
+        # as the method runs them, whatever an implementation could skip for fixed prediction
         pcmod.pc_gradients(layers, loss_sum, readout, x, variant, T, float(cfg["eta"]),
-                           float(cfg["beta"]))
+                           float(cfg["beta"]), skip_zero=False)
         return torch.cat([p.grad.reshape(-1) / n_tok for p in params])
 
     def timed(fn) -> tuple[float, torch.Tensor]:
