@@ -80,15 +80,20 @@ def test_strict_pc_with_a_full_nudge_is_not_bp():
     assert rel(pc_grad(params), g_bp) > 0.05
 
 
-def test_gpt_chain_fixed_prediction_matches_bp():
+def gpt_problem():
+    """A 3-block GPT as PC's chain (embedding + 3 blocks), a batch, and its parameters."""
     torch.manual_seed(0)
     m = {"name": "gpt", "n_layer": 3, "n_head": 2, "d_model": 16, "block_size": 8}
     split = split_gpt(build_gpt(m, 0), 1)
     x = torch.randint(0, 256, (2, 8))
     y = torch.randint(0, 256, (2, 8))
     layers, readout = pc.gpt_chain(split)
+    return split, x, y, layers, readout, pc._params(list(layers) + [readout])
+
+
+def test_gpt_chain_fixed_prediction_matches_bp():
+    split, x, y, layers, readout, params = gpt_problem()
     assert len(layers) == 4  # embedding + 3 blocks
-    params = pc._params(list(layers) + [readout])
     assert len(params) == len(list(split.gpt.parameters()))
     g_bp = torch.cat([g.reshape(-1) for g in
                       torch.autograd.grad(lm_loss(split.forward(x), y, reduction="sum"), params)])
@@ -115,16 +120,10 @@ def test_bad_pc_settings(kw, msg):
 
 @pytest.mark.parametrize("T", [1, 2, 3, 4, 6])
 def test_fixed_prediction_skipping_the_zero_errors_gives_the_same_bits(T):
-    """skip_zero (what training uses) leaves out the products with errors that are still zero
-    (the readout's error moves down one layer an iteration): every gradient and error norm is
-    bit for bit the full computation's, truncated (T <= L) or exact (T >= L + 1)."""
-    torch.manual_seed(0)
-    m = {"name": "gpt", "n_layer": 3, "n_head": 2, "d_model": 16, "block_size": 8}
-    split = split_gpt(build_gpt(m, 0), 1)
-    x = torch.randint(0, 256, (2, 8))
-    y = torch.randint(0, 256, (2, 8))
-    layers, readout = pc.gpt_chain(split)
-    params = pc._params(list(layers) + [readout])
+    """skip_zero leaves out the products with errors that are still zero (the readout's error
+    moves down one layer an iteration): every gradient and error norm is bit for bit the full
+    computation's, truncated (T <= L) or exact (T >= L + 1)."""
+    _, x, y, layers, readout, params = gpt_problem()
     out = []
     for skip in (False, True):
         info = pc.pc_gradients(layers, lambda h: lm_loss(readout(h), y, reduction="sum"), readout, x,
