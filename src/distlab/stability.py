@@ -87,9 +87,8 @@ def _dag_rules(cwd: Path, targets: list[str], extra: list[str]) -> set[str]:
     """The rules with a job in the DAG of ``targets`` (all of it, as if nothing had run)."""
     out = subprocess.run([sys.executable, "-m", "snakemake", *targets, "-n", "--forceall", "--quiet", "rules",
                           *extra], cwd=cwd, capture_output=True, text=True, check=True).stdout
-    names = _existing_rules(cwd, extra)
     return {line.split()[0] for line in out.splitlines()
-            if len(line.split()) == 2 and line.split()[1].isdigit() and line.split()[0] in names}
+            if len(line.split()) == 2 and line.split()[1].isdigit() and line.split()[0] != "total"}
 
 
 def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None = None,

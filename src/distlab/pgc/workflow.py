@@ -168,12 +168,15 @@ class PGCWorkflow:
         holds every setting of the config (else one line naming the missing settings)."""
         if (self.p.get("coding") or {}).get("source", "measured") != "stored":
             return self.coding_profile
+        if getattr(self, "_stored_checked", False):  # every simulated job asks: read the file once
+            return self.stored_coding_profile
         o = json.loads(self.coding_profile_options())
         gaps = stored_profile_gaps(self.stored_coding_profile, o["settings"], o["numel"], o["dtype"])
         if gaps:
             raise ValueError(f"pgc.coding.source: stored: {self.stored_coding_profile} has no row for "
                              f"{', '.join(gaps)} (numel {o['numel']}, {o['dtype']}); set source: measured, "
                              f"or run the rule pgc_coding_profile and copy its output there")
+        self._stored_checked = True
         return self.stored_coding_profile
 
     def coding_spec(self) -> dict:
