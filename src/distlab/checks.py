@@ -63,7 +63,7 @@ COUNT_LIMITS: dict[str, int] = {
     "n_workers": 1024, "n": 1024, "sections": 1024, "threads": 1024, "worker_threads": 1024,
     "batch_size": 10**6, "batch": 10**6, "eval_batches": 10**5, "batches": 10**5,
     "final_batches": 10**5, "repeats": 10**4, "measure": 10**4, "warmup": 10**5,
-    "warmup_steps": 10**7, "pc_measure": 10**4, "pc_warmup": 10**4, "eval_every": 10**7,
+    "warmup_steps": 10**7, "pc_measure": 10**4, "pc_repeats": 10**3, "pc_warmup": 10**4, "eval_every": 10**7,
     "T": 10**4, "pc_T": 10**4, "H": 10**6, "points": 10**4, "n_resamples": 10**8,
     "n_layer": 1024, "layers": 1024, "d_model": 65536, "hidden": 65536, "n_head": 1024,
     "block_size": 10**6, "seq": 10**6, "max_chars": 10**11, "numel": 10**11,

@@ -12,7 +12,8 @@ repeat index), so ratios pair measurements taken back to back.
 PC cost (``pc_cost``): in one process, for each T of the grid and each
 variant, interleaved with BP on the same model and batch: seconds per
 training step (median of ``measure`` steps after ``warmup``), its ratio to
-BP's, and the cosine between PC's and BP's weight gradients on that batch.
+BP's, and the cosine between PC's and BP's weight gradients on that batch;
+the training runs' T is repeated (the claim on PC's cost pairs the repeats).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import pandas as pd
 import torch
 
 from ..runs import write_csv
-from .model import TextData, build_gpt, lm_loss, split_gpt
+from .model import TextData, build_gpt, lm_loss, make_optimizer, split_gpt
 from . import pc as pcmod
 from .rc import train_bp, train_rc_parallel, train_rc_sequential
 
@@ -123,8 +124,20 @@ def throughput(specs: dict[str, dict], data_dir: str, repeats: int, warmup: int,
 
 
 def pc_cost(spec: dict, data_dir: str, Ts: list[int], variants: dict[str, dict], warmup: int,
-            measure: int, out: Path) -> pd.DataFrame:
-    """Seconds per step of PC for each (variant, T) against BP, and gradient fidelity."""
+            measure: int, out: Path, repeats: int = 1, training_T: int | None = None) -> pd.DataFrame:
+    """Seconds per training step of PC for each (variant, T) against BP's, and gradient fidelity.
+
+    A step is the gradient (BP's forward and backward, or PC's T inference iterations with
+    every layer's products, ``skip_zero`` off: the method's cost, whatever an implementation
+    could skip) and an AdamW step; the AdamW has lr 0, so it does all of its arithmetic and
+    leaves the weights as they are (every measurement sees the same model).  BP is re-measured
+    beside every PC setting (interleaved).  The fixed variant at ``training_T`` (the training
+    runs' T) is measured ``repeats`` times, interleaved with the grid: its rows have
+    ``role: training`` and ``seed`` = the repeat, the input of ``local.pc.cost``.  One row per
+    measurement (``method`` bp or the PC label; ``variant`` the PC variant of the pair), in
+    long form."""
+    from .train import method_label
+
     torch.set_num_threads(int(spec.get("threads", 1)))
     m = spec["model"]
     data = TextData(data_dir, int(m["block_size"]), int(spec["batch_size"]), int(spec["seed"]),
@@ -132,6 +145,7 @@ def pc_cost(spec: dict, data_dir: str, Ts: list[int], variants: dict[str, dict],
     split = split_gpt(build_gpt(m, int(spec["seed"])), 1)
     layers, readout = pcmod.gpt_chain(split)
     params = pcmod._params(list(layers) + [readout])
+    opt = make_optimizer(params, {**spec, "lr": 0.0})  # the step's arithmetic, weights unchanged
     x, y = data.train_batch(0)
     n_tok = y.numel()
 
@@ -140,15 +154,19 @@ def pc_cost(spec: dict, data_dir: str, Ts: list[int], variants: dict[str, dict],
 
     def bp_step() -> torch.Tensor:
         loss = lm_loss(split.forward(x), y)
-        return torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)])
+        for p, g in zip(params, torch.autograd.grad(loss, params)):
+            p.grad = g
+        opt.step()
+        return torch.cat([p.grad.reshape(-1) for p in params])
 
     def pc_step(variant: str, T: int) -> torch.Tensor:
         cfg = variants[variant]
-        # every layer's products each iteration (skip_zero off): the cost of PC's iterations
-        # as the method runs them, whatever an implementation could skip for fixed prediction
         pcmod.pc_gradients(layers, loss_sum, readout, x, variant, T, float(cfg["eta"]),
                            float(cfg["beta"]), skip_zero=False)
-        return torch.cat([p.grad.reshape(-1) / n_tok for p in params])
+        for p in params:
+            p.grad.div_(n_tok)
+        opt.step()
+        return torch.cat([p.grad.reshape(-1) for p in params])
 
     def timed(fn) -> tuple[float, torch.Tensor]:
         times = []
@@ -159,17 +177,30 @@ def pc_cost(spec: dict, data_dir: str, Ts: list[int], variants: dict[str, dict],
                 times.append(time.perf_counter() - t0)
         return statistics.median(times), g
 
+    if training_T is not None and "fixed" not in variants:
+        raise ValueError("pc_cost: training_T needs the fixed variant")
+    settings = [(0, T, v) for T in Ts for v in variants]
+    if training_T is not None:  # repeat 0 is the grid's own measurement when T is on the grid
+        settings += [(r, int(training_T), "fixed") for r in range(int(training_T in Ts), repeats)]
+    with torch.no_grad():
+        before = [p.detach().clone() for p in params]
     rows = []
-    for T in Ts:
-        for variant in variants:
-            bp_s, g_bp = timed(bp_step)  # BP re-measured beside every PC setting (interleaved)
-            pc_s, g_pc = timed(lambda: pc_step(variant, T))
-            cos = float(torch.nn.functional.cosine_similarity(g_pc, g_bp, dim=0))
-            rel = float((g_pc - g_bp).norm() / g_bp.norm())
-            log.info("PC %s T=%d: %.4f s/step, BP %.4f s/step, cos %.4f", variant, T, pc_s, bp_s, cos)
-            rows.append({"variant": variant, "T": T, "pc_s_per_step": pc_s, "bp_s_per_step": bp_s,
-                         "cost_ratio": pc_s / bp_s, "grad_cosine": cos, "grad_rel_error": rel,
-                         "n_layer": m["n_layer"], "eta": float(variants[variant]["eta"])})
+    for r, T, variant in settings:
+        bp_s, g_bp = timed(bp_step)
+        pc_s, g_pc = timed(lambda: pc_step(variant, T))
+        cos = float(torch.nn.functional.cosine_similarity(g_pc, g_bp, dim=0))
+        rel = float((g_pc - g_bp).norm() / g_bp.norm())
+        label = method_label({"method": "pc", "variant": variant, "pc": {"T": T}, "model": m})
+        role = "training" if variant == "fixed" and T == training_T else "grid"
+        log.info("PC %s T=%d (%s, repeat %d): %.4f s/step, BP %.4f s/step, cos %.4f",
+                 variant, T, role, r, pc_s, bp_s, cos)
+        common = {"variant": variant, "T": T, "seed": r, "role": role, "n_layer": m["n_layer"],
+                  "eta": float(variants[variant]["eta"])}
+        rows.append({**common, "method": "bp", "s_per_step": bp_s, "tokens_per_s": n_tok / bp_s})
+        rows.append({**common, "method": label, "s_per_step": pc_s, "tokens_per_s": n_tok / pc_s,
+                     "cost_ratio": pc_s / bp_s, "grad_cosine": cos, "grad_rel_error": rel})
+    if any(not torch.equal(p, b) for p, b in zip(params, before)):  # lr 0 must leave them
+        raise RuntimeError("pc_cost: the weights changed during the benchmark")
     df = pd.DataFrame(rows)
     write_csv(df, out)
     return df

@@ -39,7 +39,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
                          int(o["measure"]), float(o.get("timeout_s", 120)), a.out)
     else:
         bench.pc_cost(o["spec"], str(a.data), [int(t) for t in o["T"]], o["variants"],
-                      int(o["warmup"]), int(o["measure"]), a.out)
+                      int(o["warmup"]), int(o["measure"]), a.out, int(o["repeats"]), int(o["training_T"]))
     return 0
 
 

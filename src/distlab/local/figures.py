@@ -99,10 +99,11 @@ def throughput_memory(throughput_csv: Path, out: Path) -> None:
 
 def pc_cost(pc_csv: Path, out: Path) -> None:
     df = pd.read_csv(pc_csv)
+    df = df[df["method"] != "bp"]  # PC's rows carry the ratio to the BP measured beside them
     plots.set_style()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     for v, d in df.groupby("variant"):
-        d = d.sort_values("T")
+        d = d.groupby("T", as_index=False)[["cost_ratio", "grad_cosine"]].median().sort_values("T")
         axes[0].plot(d["T"], d["cost_ratio"], marker="o", label=v)
         axes[1].plot(d["T"], d["grad_cosine"], marker="o", label=v)
     axes[0].axhline(1.0, color="0.5", lw=0.8, ls="--")

@@ -59,10 +59,10 @@ def pc_gradients(layers: Sequence[nn.Module], readout_loss: Callable[[torch.Tens
     readout moves down one layer an iteration, so after t iterations only the top t layers'
     errors are non-zero; skip the products with the zero ones (the same bits: each layer's
     error and weight gradient depend on its own terms only; the skipped weight gradients are
-    exact zeros).  Off by default, and training leaves it off: the claim on PC's cost
-    (``local.pc.cost``) reads the training runs' tokens/s, which must time every layer each
-    iteration.  With it on, truncated fixed prediction at T = 4 of 12 blocks would do about a
-    third of the layer products (13 + 6 + 4 against 13 + 48 + 13 a step).
+    exact zeros).  Training turns it on for fixed prediction (truncated fixed prediction at
+    T = 4 of 12 blocks then does about a third of the layer products: 13 + 6 + 4 against
+    13 + 48 + 13 a step), so a training run's tokens/s is not PC's cost; the claim on that cost
+    (``local.pc.cost``) reads :func:`distlab.local.bench.pc_cost`, which leaves it off.
 
     Returns ``{"loss": loss at the feed-forward state, "energy": E after inference,
     "error_norms": [||eps_l||] after inference}``.

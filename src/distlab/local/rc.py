@@ -294,19 +294,24 @@ def train_bp(spec: dict, data: TextData, split: Split, on_tick: Tick | None = No
 
 
 def feedback_errors(outs: list[torch.Tensor], ins: list[torch.Tensor], top_grad: torch.Tensor,
-                    T: int, eta: float) -> list[torch.Tensor]:
+                    T: int, eta: float, skip_zero: bool = True) -> list[torch.Tensor]:
     """PC's fixed-prediction error relaxation at the section boundaries: ``eps[k]`` at
     section k's output, ``T`` Jacobi iterations of step ``eta`` (the errors of the previous
     iteration, every section at once), starting from zero.  The top error tends to
     ``-top_grad`` (dL/dh of the last section's output); each iteration carries it one
     section further down through the vector-Jacobian product of the section above
     (``ins[k + 1]`` is section k + 1's input, with its graph).  With ``eta`` = 1 and
-    ``T`` >= K it is the exact backprop error ``-dL/dh_k`` at every boundary."""
+    ``T`` >= K it is the exact backprop error ``-dL/dh_k`` at every boundary.
+
+    ``skip_zero``: before iteration i (from 0), only ``eps[k]`` with k >= K - i can be non-zero
+    (the readout's error moves down one section an iteration), so the products of the others
+    are exact zeros and are not computed (the same bits, tested; T = 1 then costs no product)."""
     K = len(outs)
     eps = [torch.zeros_like(h) for h in outs]
-    for _ in range(T):
+    for i in range(T):
+        live = K - i if skip_zero else 1  # eps[k + 1] may be non-zero only for k + 1 >= live
         back = [torch.autograd.grad(outs[k + 1], ins[k + 1], grad_outputs=eps[k + 1], retain_graph=True)[0]
-                for k in range(K - 1)]
+                if k + 1 >= live else torch.zeros_like(eps[k]) for k in range(K - 1)]
         eps = [e - eta * (e - b) for e, b in zip(eps[:K - 1], back)] + \
               [eps[K - 1] - eta * (eps[K - 1] + top_grad)]
     return eps

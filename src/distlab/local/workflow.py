@@ -203,4 +203,5 @@ def map_specs(c: dict) -> dict[str, dict]:
 def pc_cost_options(c: dict) -> dict:
     b, g = c["bench"], c["pc"]
     return {"spec": spec(c, "pc", "bp", 0, threads=1), "T": list(b["pc_T"]),
-            "variants": dict(g["variants"]), "warmup": b["pc_warmup"], "measure": b["pc_measure"]}
+            "variants": dict(g["variants"]), "warmup": b["pc_warmup"], "measure": b["pc_measure"],
+            "repeats": b["pc_repeats"], "training_T": g["T"]}

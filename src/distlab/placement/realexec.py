@@ -280,8 +280,17 @@ class TwoProcessExecutor:
     def close(self) -> None:
         for c in self.ctrls:
             c.send(("stop",))
+        # wait for the exit itself (waitpid), not for the sentinel pipe: torch's shared-memory
+        # manager, started by a worker, inherits that pipe and holds it open for ~30 s after the
+        # worker has exited (measured: close() took 60 s with join(timeout=30))
+        deadline = time.monotonic() + 30
         for p in self.procs:
-            p.join(timeout=30)
+            while p.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            if p.is_alive():
+                p.kill()
+                while p.is_alive():
+                    time.sleep(0.005)
 
     def __enter__(self):
         return self
