@@ -445,16 +445,19 @@ class DeMo(Optimizer):
     def _encode_group(self, tg: _TileGroup, present: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
         c = tg.coeff
         here = [m for m in tg.members if present[m.index]]
-        for m in here:
-            _forward(c[m.span], m.param.grad, None if tg.work is None else tg.work[m.span], m, tg,
-                     self.compression_decay, m.group["lr"])
-        # a member without a gradient keeps its momentum as it is (not decayed)
-        if tg.n1 == 1:  # the (1, L) layout is the tile layout
-            torch.abs(c.view(tg.tiles, tg.numel), out=tg.tiled)
-        else:
-            for m in tg.members:
+        one_product = tg.n1 == 1 and len(here) == len(tg.members) and len({m.group["lr"] for m in here}) == 1
+        if one_product:  # one-row tiles, every member sent at one rate: one product over the whole group
+            _forward(c, torch.cat([m.param.grad.reshape(-1) for m in here]), None, here[0], tg,
+                     self.compression_decay, here[0].group["lr"])
+        for m in tg.members:
+            if present[m.index] and not one_product:  # a member without a gradient keeps its momentum
+                _forward(c[m.span], m.param.grad, None if tg.work is None else tg.work[m.span], m, tg,
+                         self.compression_decay, m.group["lr"])
+            if tg.n1 > 1:  # |c| tile by tile, while the member's coefficients are still in cache
                 torch.abs(_tiles_of(c[m.span], m, tg),
                           out=tg.tiled[m.start:m.start + m.tiles].view(-1, m.cols // tg.n2, tg.n1, tg.n2))
+        if tg.n1 == 1:  # the (1, L) layout is the tile layout
+            torch.abs(c.view(tg.tiles, tg.numel), out=tg.tiled)
         # |c| has its sign bit clear, so its bits read as a signed integer order like its values
         # (NaN above inf, as topk orders floats); integer top-k is the faster kernel
         keys = tg.tiled.view(_ORDER_AS[tg.dtype]) if tg.dtype in _ORDER_AS else tg.tiled
@@ -518,17 +521,21 @@ class DeMo(Optimizer):
             else:  # in each parameter's layout
                 _inverse_dense(tg, idx, share, upd)
             upd.sign_()  # nothing sent: every coefficient is 0, its sign 0, the parameter unchanged
+            steps: dict[float, tuple[list, list]] = {}  # per learning rate: the parameters, their signs
             for m in tg.members:
                 lr, wd = m.group["lr"], m.group["weight_decay"]
                 p = m.param
                 if wd != 0:  # decay only a parameter some worker sent: factor 1 - lr*wd or 1
                     p.mul_(1.0 - (lr * wd) * any_present[m.index].to(p.dtype))
+                ps, us = steps.setdefault(lr, ([], []))
                 if tiled:
-                    _tiles_of(p.view(m.rows, m.cols), m, tg).add_(
-                        upd[m.start:m.start + m.tiles].view(m.rows // tg.n1, m.cols // tg.n2, tg.n1, tg.n2),
-                        alpha=-lr)
+                    ps.append(_tiles_of(p.view(m.rows, m.cols), m, tg))
+                    us.append(upd[m.start:m.start + m.tiles].view(m.rows // tg.n1, m.cols // tg.n2, tg.n1, tg.n2))
                 else:
-                    p.view(m.rows, m.cols).add_(upd.view(-1)[m.span].view(m.rows, m.cols), alpha=-lr)
+                    ps.append(p.view(m.rows, m.cols))
+                    us.append(upd.view(-1)[m.span].view(m.rows, m.cols))
+            for lr, (ps, us) in steps.items():
+                torch._foreach_add_(ps, us, alpha=-lr)
 
     # -------------------------------------------------------------- collective
     def all_gather(self, payload: torch.Tensor) -> torch.Tensor:
