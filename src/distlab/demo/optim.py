@@ -54,9 +54,10 @@ coefficients a tile; while that is small against the tile's sides (``2 E <=
 n1 + n2``: one worker, or two, at k = 32 on 64 x 64 tiles) the inverse DCT
 is summed entry by entry, ``share * outer(D1[row], D2[col])``, as one
 batched matmul ``(n1, E) @ (E, n2)`` a tile over gathered basis rows,
-instead of two dense products over every coefficient (most of them zero);
-otherwise the shares are summed per index into a scratch buffer that is
-transformed densely.  Scratch buffers are allocated once per layout, not per
+instead of two dense products over every coefficient (most of them zero),
+in chunks of tiles whose gathered rows stay in a core's cache (with the
+sign taken while the chunk is still there); otherwise the shares are summed
+per index into a scratch buffer that is transformed densely.  Scratch buffers are allocated once per layout, not per
 step.
 """
 
@@ -116,8 +117,8 @@ class _TileGroup:
     base: torch.Tensor | None = None    # (tiles, 1) int64: element offset of each tile's corner in ``coeff``
     stride: torch.Tensor | None = None  # (tiles, 1) int64: row stride (its member's cols) of each tile
     owner: torch.Tensor | None = None   # (tiles,) int64: the member index (payload mask bit) of each tile
-    basis1: torch.Tensor | None = None  # (tiles, E, n1) apply's scratch (sparse inverse): D1's row of each
-    basis2: torch.Tensor | None = None  # (tiles, E, n2) received entry's frequencies, D2's row
+    basis1: torch.Tensor | None = None  # (chunk, E, n1) apply's scratch (sparse inverse), reused chunk after
+    basis2: torch.Tensor | None = None  # (chunk, E, n2) chunk of tiles: D1's, D2's row of each entry
 
     @property
     def numel(self) -> int:
@@ -185,23 +186,32 @@ def _sparse_inverse(tg: _TileGroup, entries: int) -> bool:
     return 2 * entries <= dense
 
 
+_SPARSE_CHUNK_BYTES = 1 << 20  # the gathered basis rows of one chunk of tiles: stay in a core's cache
+
+
 def _inverse_sparse(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out: torch.Tensor) -> None:
-    """``out`` (tiles, n1*n2) <- each tile's IDCT of its received coefficients, tile by tile, as the
-    sum over the tile's entries of ``share * outer(D1[row], D2[col])``: one batched matmul
-    ``(n1, E) @ (E, n2)`` a tile over the gathered basis rows, never the dense ``(n1, n2)`` sums.
-    An index sent by several workers appears once per worker; the sum is linear, so that is the
-    inverse of the per-index total."""
+    """``out`` (tiles, n1*n2) <- the sign of each tile's IDCT of its received coefficients, tile by
+    tile, the IDCT as the sum over the tile's entries of ``share * outer(D1[row], D2[col])``: one
+    batched matmul ``(n1, E) @ (E, n2)`` a tile over the gathered basis rows, never the dense
+    ``(n1, n2)`` sums.  An index sent by several workers appears once per worker; the sum is
+    linear, so that is the inverse of the per-index total.  Done in chunks of tiles whose basis
+    rows fit in cache, gathered into one reused scratch."""
     e = idx.shape[1]
-    if tg.basis1 is None or tg.basis1.shape[1] != e:
-        tg.basis1 = torch.empty((tg.tiles, e, tg.n1), dtype=tg.dtype, device=tg.device)
-        tg.basis2 = torch.empty((tg.tiles, e, tg.n2), dtype=tg.dtype, device=tg.device)
+    chunk = max(1, min(tg.tiles, _SPARSE_CHUNK_BYTES // (e * (tg.n1 + tg.n2) * tg.coeff.element_size())))
+    if tg.basis1 is None or tg.basis1.shape[:2] != (chunk, e):
+        tg.basis1 = torch.empty((chunk, e, tg.n1), dtype=tg.dtype, device=tg.device)
+        tg.basis2 = torch.empty((chunk, e, tg.n2), dtype=tg.dtype, device=tg.device)
     row = torch.div(idx, tg.n2, rounding_mode="floor")
-    torch.index_select(dct_matrix(tg.n1, tg.dtype, tg.device), 0, row.reshape(-1), out=tg.basis1.view(-1, tg.n1))
-    torch.index_select(dct_matrix(tg.n2, tg.dtype, tg.device), 0, (idx - row * tg.n2).reshape(-1),
-                       out=tg.basis2.view(-1, tg.n2))
-    # the shares scale the shorter of the two basis rows
-    (tg.basis1 if tg.n1 <= tg.n2 else tg.basis2).mul_(share.unsqueeze(-1))
-    torch.bmm(tg.basis1.transpose(1, 2), tg.basis2, out=out.view(tg.tiles, tg.n1, tg.n2))
+    col = idx - row * tg.n2
+    d1, d2 = dct_matrix(tg.n1, tg.dtype, tg.device), dct_matrix(tg.n2, tg.dtype, tg.device)
+    out = out.view(tg.tiles, tg.n1, tg.n2)
+    for lo in range(0, tg.tiles, chunk):
+        hi = min(tg.tiles, lo + chunk)
+        b1, b2 = tg.basis1[:hi - lo], tg.basis2[:hi - lo]
+        torch.index_select(d1, 0, row[lo:hi].reshape(-1), out=b1.view(-1, tg.n1))
+        torch.index_select(d2, 0, col[lo:hi].reshape(-1), out=b2.view(-1, tg.n2))
+        (b1 if tg.n1 <= tg.n2 else b2).mul_(share[lo:hi].unsqueeze(-1))  # the shorter basis row
+        torch.bmm(b1.transpose(1, 2), b2, out=out[lo:hi]).sign_()
 
 
 def _inverse_dense(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out: torch.Tensor) -> None:
@@ -516,11 +526,12 @@ class DeMo(Optimizer):
                 tg.hits.scatter_(-1, idx, 0)
             upd = tg.tiled  # encode's scratch is free here: it takes the update
             tiled = _sparse_inverse(tg, e)
+            # its sign; nothing sent: every coefficient is 0, its sign 0, the parameter unchanged
             if tiled:  # tile by tile
                 _inverse_sparse(tg, idx, share, upd)
             else:  # in each parameter's layout
                 _inverse_dense(tg, idx, share, upd)
-            upd.sign_()  # nothing sent: every coefficient is 0, its sign 0, the parameter unchanged
+                upd.sign_()
             steps: dict[float, tuple[list, list]] = {}  # per learning rate: the parameters, their signs
             for m in tg.members:
                 lr, wd = m.group["lr"], m.group["weight_decay"]
