@@ -57,8 +57,16 @@ batched matmul ``(n1, E) @ (E, n2)`` a tile over gathered basis rows,
 instead of two dense products over every coefficient (most of them zero),
 in chunks of tiles whose gathered rows stay in a core's cache (with the
 sign taken while the chunk is still there); otherwise the shares are summed
-per index into a scratch buffer that is transformed densely.  Scratch buffers are allocated once per layout, not per
-step.
+per index into a scratch buffer that is transformed densely.  Scratch
+buffers are allocated once per layout, not per step.
+
+What a step costs on one core (4.8 M-parameter GPT, 64 x 64 tiles, k = 32,
+one worker): the forward transform and the per-tile top-k about 30 % each,
+the sparse inverse with its signs about 12 %, the sign step added into the
+parameters about 6 %, the rest ``|c|``, gathers and per-call overhead.  The
+top-k stays ``torch.topk``: its choice among equal ``|c|`` (which of several
+tied coefficients is sent) is the reference's, and a faster selection of the
+same set would break such ties differently.
 """
 
 from __future__ import annotations
