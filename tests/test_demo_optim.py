@@ -179,11 +179,11 @@ def _train(model, opt, steps: range) -> None:
 _REFS: dict = {}
 
 
-def reference_for(make, world: int, steps: int, wd: float = 0.0) -> dict:
+def reference_for(make, world: int, steps: int, wd: float = 0.0, mean: str = "senders") -> dict:
     """``loop_reference`` from the model's initial weights, computed once per setting."""
-    key = (make, world, steps, wd)
+    key = (make, world, steps, wd, mean)
     if key not in _REFS:
-        _REFS[key] = loop_reference(_np_params(_model(make)), _grads_fn(make), world, steps, wd=wd)
+        _REFS[key] = loop_reference(_np_params(_model(make)), _grads_fn(make), world, steps, wd=wd, mean=mean)
     return _REFS[key]
 
 
@@ -207,14 +207,43 @@ def test_follows_the_reference_trajectory_in_process(world):
 def test_plain_mean_over_all_workers_follows_its_loop_statement():
     """``mean="all"`` (Algorithm 1 read literally) against the loop with a division by N; at N = 3
     it differs from the reference's per-index mean, so the ablation compares two real variants."""
-    ref_all = loop_reference(_np_params(_model()), _grads_fn(Net), 3, 6, mean="all")
+    ref_all = reference_for(Net, 3, 6, mean="all")
     models, _ = run_replicas(Net, 3, 6, mean="all")
     for m in models:
         assert _max_diff(m, ref_all) < 1e-9
-    ref_senders = loop_reference(_np_params(_model()), _grads_fn(Net), 3, 6)
+    ref_senders = reference_for(Net, 3, 6)
     assert max(float(np.abs(ref_all[n] - ref_senders[n]).max()) for n in ref_all) > LR
     with pytest.raises(ValueError, match="mean"):
         DeMo(_model().parameters(), mean="median")
+
+
+@pytest.mark.parametrize("path", ["sparse", "dense"])
+def test_either_inverse_transform_follows_the_loop_statement(path, monkeypatch):
+    """``apply`` takes the inverse DCT of the received coefficients either summed entry by entry
+    (outer products of basis rows) or densely (sum per index, two products), by a cost rule on
+    N k; which one the suite meets depends on the tile shapes.  Each, forced on every tile group:
+    the per-index mean at N = 2 and 3 (indices sent by several workers), the plain mean at N = 3,
+    a parameter one worker did not send, no host read.  The sparse sum runs in chunks of tiles (a
+    cache's worth); here one tile a chunk, so chunk boundaries fall everywhere."""
+    from distlab.demo import optim
+
+    monkeypatch.setattr(optim, "_sparse_inverse", lambda tg, entries: path == "sparse")
+    monkeypatch.setattr(optim, "_SPARSE_CHUNK_BYTES", 1)
+    for world, steps, mean in ((2, STEPS, "senders"), (3, 6, "senders"), (3, 6, "all")):
+        ref = reference_for(Net, world, steps, mean=mean)
+        models, _ = run_replicas(Net, world, steps, mean=mean)
+        assert max(_max_diff(m, ref) for m in models) < 1e-9
+    models, opts = run_replicas(Net, 2, 1)
+    for r, (m, o) in enumerate(zip(models, opts)):
+        o.zero_grad()
+        _loss(m, *_batch(Net, r, 1)).backward()
+    models[0].fc3.bias.grad = None
+    with _NoHostSync():
+        gathered = torch.stack([o.encode() for o in opts])
+        for o in opts:
+            o.apply(gathered)
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(a, b)
 
 
 class _NoHostSync(torch.overrides.TorchFunctionMode):
