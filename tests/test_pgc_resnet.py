@@ -119,18 +119,43 @@ def test_master_evaluates_with_the_workers_batchnorm_statistics(tmp_path, cifar_
     assert captured["bn"].abs().max() > 0             # moved away from the initial zeros
 
 
+# Every scheme's gloo job from one interpreter: the CLI's main() once a scheme, each forking
+# its ranks (one torch and torchvision import for all ten, about 3 s a scheme saved).
+_GLOO_DRIVER = """
+import json, sys
+from distlab.cli import main
+codes = {}
+for scheme, argv in json.loads(sys.argv[1]).items():
+    codes[scheme] = main(argv)
+print(json.dumps(codes))
+"""
+
+
+@pytest.fixture(scope="module")
+def resnet_gloo_runs(tmp_path_factory, cifar_dir):
+    """Each scheme's 3-step gloo job (2 workers, --threads 2): {scheme: out dir}, and the
+    driver's exit codes a scheme."""
+    root = tmp_path_factory.mktemp("resnet_gloo")
+    argvs = {scheme: ["train", "--experiment", "pgc", "--threads", "2",
+                      "--spec", json.dumps(_spec(scheme, "gloo")),
+                      "--runtime", json.dumps({"timeout_s": 60, "job_timeout_s": 300}),
+                      "--data", str(cifar_dir), "--out", str(root / scheme)] for scheme in SCHEMES}
+    env = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
+    r = subprocess.run([sys.executable, "-c", _GLOO_DRIVER, json.dumps(argvs)], env=env,
+                       capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    codes = json.loads(r.stdout.strip().splitlines()[-1])
+    return {scheme: root / scheme for scheme in SCHEMES}, codes, r.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_every_scheme_trains_resnet18_on_gloo(tmp_path, cifar_dir, scheme):
-    env = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "distlab", "train", "--experiment", "pgc", "--threads", "2",
-           "--spec", json.dumps(_spec(scheme, "gloo")),
-           "--runtime", json.dumps({"timeout_s": 60, "job_timeout_s": 300}),
-           "--data", str(cifar_dir), "--out", str(tmp_path)]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400)
-    assert r.returncode == 0, r.stderr[-3000:]
-    m = pd.read_csv(tmp_path / "metrics.csv")
-    man = json.loads((tmp_path / "manifest.json").read_text())
+def test_every_scheme_trains_resnet18_on_gloo(resnet_gloo_runs, scheme):
+    dirs, codes, err = resnet_gloo_runs
+    assert codes[scheme] == 0, err[-3000:]
+    m = pd.read_csv(dirs[scheme] / "metrics.csv")
+    man = json.loads((dirs[scheme] / "manifest.json").read_text())
+    assert man["spec"]["scheme"] == scheme
     assert m["step"].tolist() == [0, 1, 2] and np.isfinite(m["loss"]).all()
     assert np.isfinite(man["final"]["val_loss"])
     assert len(man["calibration"]["unit_compute_s_per_worker"]) == 2
