@@ -37,10 +37,13 @@ def test_dry_run_resolves(configfile):
         assert rule in out
 
 
-@pytest.mark.parametrize("target", ["pgc", "baseline", "figures", "tables", "paper", "scorecard"])
-def test_named_targets_resolve(target):
-    r = smk(target, "-n", "--quiet", "rules")
+def test_named_targets_resolve():
+    """The README's collective targets resolve, in one dry run (Snakemake names a target that
+    does not; each paper's own target is resolved on its own below)."""
+    targets = ["figures", "tables", "paper", "scorecard"]
+    r = smk(*targets, "-n", "--quiet", "rules")
     assert r.returncode == 0, r.stdout + r.stderr
+    assert set(targets) <= {line.split()[0] for line in r.stdout.splitlines() if line.split()}
 
 
 def _jobs(*args):
@@ -149,14 +152,16 @@ def test_simulated_numbers_and_verdicts_do_not_depend_on_threads(tiny_workflow):
     assert not flips.any(), card_b[flips].to_dict()
 
     # Another machine computes on other kernels (AVX2 rather than AVX-512, another MKL
-    # branch): rerun the same jobs pinned to AVX2 (DISTLAB_CPU_ISA).  The numbers move in
-    # the last bits only, and no verdict moves.
+    # branch): rerun PGC's simulated jobs (the claims with margins; the baseline's are
+    # equalities within 0.001) pinned to AVX2 (DISTLAB_CPU_ISA).  The numbers move in the
+    # last bits only, and no verdict moves.
     env = {**ENV, "DISTLAB_CPU_ISA": "avx2"}
     r = subprocess.run(["snakemake", "scorecard", "--cores", "2", "--configfile", "tests/configs/tiny.yaml",
-                        "--forcerun", *sims], cwd=work, env=env, capture_output=True, text=True, timeout=900)
+                        "--forcerun", "pgc_train_sim"], cwd=work, env=env, capture_output=True, text=True,
+                       timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     other = {t: pd.read_csv(work / t) for t in tables}
-    for t in tables[:3]:
+    for t in tables[1:3]:
         b, a = before[t], other[t]
         keep = [c for c in b.select_dtypes("number").columns if c not in measured]
         pd.testing.assert_frame_equal(b[keep], a[keep], check_exact=False, rtol=1e-6, atol=1e-9, obj=t)
