@@ -126,13 +126,13 @@ def _sim_specs(stdout: str) -> dict[str, dict]:
 
 
 def test_extra_seeds_for_a_demo_claim_run_in_jobs_of_their_own(tmp_path):
-    """stats.extra_seeds on a DeMo claim adds runs to the settings it compares (N = 4 DeMo and
-    AdamW-DDP), each in a job of its own: no configured job's spec changes (Snakemake reruns nothing
-    that ran), and an extra seed's spec is the multi-seed job's for that seed.  (The default
-    config already asks 5 more seeds for the N = 2 claims: those stay as they are.)"""
+    """stats.extra_seeds on a DeMo claim adds runs to the settings it compares (the ablation's
+    plain mean at N = 2; DeMo there already has 5 more from the default's request), each in a job
+    of its own: no configured job's spec changes (Snakemake reruns nothing that ran), and an extra
+    seed's spec is the multi-seed job's for that seed."""
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     assert cfg["stats"]["extra_seeds"] == {"demo.loss.noninferior_n2": 5}
-    cfg["stats"]["extra_seeds"] = {"demo.loss.noninferior_n4": 2}
+    cfg["stats"]["extra_seeds"] = {"demo.loss.noninferior_n2": 5, "demo.ablation.per_index_mean_n2": 2}
     variant = tmp_path / "extra.yaml"
     variant.write_text(yaml.safe_dump(cfg))
     runs = {}
@@ -144,9 +144,8 @@ def test_extra_seeds_for_a_demo_claim_run_in_jobs_of_their_own(tmp_path):
     seeds = cfg["seeds"]
     new = {k: v for k, v in more.items() if k not in base}
     first = max(seeds) + 1
-    assert sorted(new) == sorted(f"results/demo/simulated/n4/{m}:{k}" for m in ("adamw", "demo")
-                                 for k in (first, first + 1))
+    assert sorted(new) == sorted(f"results/demo/simulated/n2/demo-allmean:{k}" for k in (first, first + 1))
     assert all(more[k] == v for k, v in base.items())  # no configured job's spec changes
-    multi = specs.each_seed({**base[f"results/demo/simulated/n4/demo:{','.join(map(str, seeds))}"],
+    multi = specs.each_seed({**base[f"results/demo/simulated/n2/demo-allmean:{','.join(map(str, seeds))}"],
                              "seeds": [*seeds, first]})
-    assert specs.each_seed(new[f"results/demo/simulated/n4/demo:{first}"]) == [multi[-1]]
+    assert specs.each_seed(new[f"results/demo/simulated/n2/demo-allmean:{first}"]) == [multi[-1]]
