@@ -227,7 +227,7 @@ def test_either_inverse_transform_follows_the_loop_statement(path, monkeypatch):
     cache's worth); here one tile a chunk, so chunk boundaries fall everywhere."""
     from distlab.demo import optim
 
-    monkeypatch.setattr(optim, "_sparse_inverse", lambda tg, entries: path == "sparse")
+    monkeypatch.setattr(optim, "_sparse_pays", lambda tg, entries: path == "sparse")
     monkeypatch.setattr(optim, "_SPARSE_CHUNK_BYTES", 1)
     for world, steps, mean in ((2, STEPS, "senders"), (3, 6, "senders"), (3, 6, "all")):
         ref = reference_for(Net, world, steps, mean=mean)

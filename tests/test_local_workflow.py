@@ -56,6 +56,29 @@ def pydoc(tmp_path_factory):
     return out
 
 
+def test_the_pc_cost_benchmark_repeats_the_training_T_and_leaves_the_weights(tmp_path, pydoc):
+    """local.pc.cost's samples: the training T (fixed prediction, truncated below L + 1) measured
+    `repeats` times, each beside a BP measurement of the same repeat; the grid's other settings
+    once; the lr-0 AdamW step never moves the weights (the function checks it and raises)."""
+    from distlab.local import bench
+
+    o = workflow.pc_cost_options(tiny_section())
+    df = bench.pc_cost(o["spec"], str(pydoc), [1, 3], o["variants"], 0, 1, tmp_path / "pc.csv",
+                       repeats=3, training_T=3)
+    train = df[df.role == "training"]
+    assert set(train["T"]) == {3} and set(train.variant) == {"fixed"}
+    assert sorted(train[train.method == "bp"].seed) == sorted(train[train.method != "bp"].seed) == [0, 1, 2]
+    assert set(train.method) == {"bp", "pc-fixed"}           # T = 3 = L + 1 for the 2-layer model
+    grid = df[df.role == "grid"]
+    assert set(zip(grid.variant, grid["T"])) == {("fixed", 1), ("strict", 1), ("strict", 3)}
+    assert set(grid[grid.variant == "fixed"].method) == {"bp", "pc-fixed-trunc"}
+    assert (df.tokens_per_s > 0).all() and df[df.method != "bp"].cost_ratio.gt(0).all()
+    assert pd.read_csv(tmp_path / "pc.csv").shape == df.shape
+    with pytest.raises(ValueError, match="fixed variant"):
+        bench.pc_cost(o["spec"], str(pydoc), [1], {"strict": o["variants"]["strict"]}, 0, 1,
+                      tmp_path / "x.csv", repeats=2, training_T=1)
+
+
 @pytest.mark.parametrize("group,method", [("rc", "bp"), ("rc", "rc-seq"), ("rc", "rc-par"),
                                           ("rc", "rc-async"), ("rc", "rc-pc-T2"),
                                           ("pc", "pc-fixed"), ("pc", "pc-strict")])

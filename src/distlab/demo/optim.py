@@ -182,7 +182,7 @@ def _inverse(c: torch.Tensor, out: torch.Tensor, work: torch.Tensor | None, m: _
     torch.bmm(d1.T.expand(b, tg.n1, tg.n1), work.view(b, tg.n1, m.cols), out=out.view(b, tg.n1, m.cols))
 
 
-def _sparse_inverse(tg: _TileGroup, entries: int) -> bool:
+def _sparse_pays(tg: _TileGroup, entries: int) -> bool:
     """Whether apply's inverse DCT is cheaper summed entry by entry than as two dense products.
 
     ``entries`` coefficients a tile were received (N workers' k).  The dense inverse of a tile
@@ -535,7 +535,7 @@ class DeMo(Optimizer):
                 share /= tg.hits.gather(-1, idx).clamp_min_(1)
                 tg.hits.scatter_(-1, idx, 0)
             upd = tg.tiled  # encode's scratch is free here: it takes the update
-            tiled = _sparse_inverse(tg, e)
+            tiled = _sparse_pays(tg, e)
             # its sign; nothing sent: every coefficient is 0, its sign 0, the parameter unchanged
             if tiled:  # tile by tile
                 _inverse_sparse(tg, idx, share, upd)
