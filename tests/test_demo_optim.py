@@ -485,6 +485,16 @@ def test_chunk_is_the_largest_divisor_not_above_the_target():
     assert all(chunk_for(n, 64) == _chunk(n, 64) for n in range(1, 400))
 
 
+@pytest.mark.parametrize("n2", [64, 48, 50, 1, 2])
+def test_within_tile_positions_split_into_row_and_column_for_any_tile_width(n2):
+    """The shift-and-mask split (power-of-two widths) and the division (others) agree with divmod."""
+    from distlab.demo.optim import _TileGroup
+    tg = _TileGroup(3, n2, torch.float32, torch.device("cpu"), 1)
+    idx = torch.arange(3 * n2, dtype=torch.int64).flip(0).view(3, n2)
+    row, col = tg.row_col(idx)
+    assert torch.equal(row, idx // n2) and torch.equal(col, idx % n2)
+
+
 def test_batched_dct_matches_scipy_and_inverts():
     x = torch.randn(5, 8, 6, dtype=torch.float64)
     d1, d2 = dct_matrix(8, torch.float64), dct_matrix(6, torch.float64)

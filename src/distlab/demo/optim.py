@@ -133,14 +133,25 @@ class _TileGroup:
     owner: torch.Tensor | None = None   # (tiles,) int64: the member index (payload mask bit) of each tile
     basis1: torch.Tensor | None = None  # (chunk, E, n1) apply's scratch (sparse inverse), reused chunk after
     basis2: torch.Tensor | None = None  # (chunk, E, n2) chunk of tiles: D1's, D2's row of each entry
+    d2t: torch.Tensor | None = None     # D2 transposed, contiguous (the row product runs ~4 % faster than on
+                                        # the transposed view)
 
     @property
     def numel(self) -> int:
         return self.n1 * self.n2
 
+    def row_col(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Within-tile positions -> (row, column) in the tile: a shift and a mask when ``n2`` is a
+        power of two (the usual 64; integer division is several times slower)."""
+        if self.n2 & (self.n2 - 1) == 0:
+            return idx >> (self.n2.bit_length() - 1), idx & (self.n2 - 1)
+        row = torch.div(idx, self.n2, rounding_mode="floor")
+        return row, idx - row * self.n2
+
     def flat_index(self, idx: torch.Tensor) -> torch.Tensor:
         """Within-tile positions ``(tiles, m)`` -> element offsets in ``coeff``."""
-        return self.base + torch.div(idx, self.n2, rounding_mode="floor") * self.stride + idx % self.n2
+        row, col = self.row_col(idx)
+        return self.base + row * self.stride + col
 
 
 MEANS = ("senders", "all")
@@ -217,8 +228,7 @@ def _inverse_sparse(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out:
     if tg.basis1 is None or tg.basis1.shape[:2] != (chunk, e):
         tg.basis1 = torch.empty((chunk, e, tg.n1), dtype=tg.dtype, device=tg.device)
         tg.basis2 = torch.empty((chunk, e, tg.n2), dtype=tg.dtype, device=tg.device)
-    row = torch.div(idx, tg.n2, rounding_mode="floor")
-    col = idx - row * tg.n2
+    row, col = tg.row_col(idx)
     d1, d2 = dct_matrix(tg.n1, tg.dtype, tg.device), dct_matrix(tg.n2, tg.dtype, tg.device)
     out = out.view(tg.tiles, tg.n1, tg.n2)
     for lo in range(0, tg.tiles, chunk):
@@ -374,6 +384,7 @@ class DeMo(Optimizer):
             tg.coeff = torch.zeros(tg.elements, dtype=tg.dtype, device=tg.device)
             tg.work = torch.empty_like(tg.coeff) if tg.n1 > 1 else None
             tg.tiled = torch.empty((tg.tiles, tg.numel), dtype=tg.dtype, device=tg.device)
+            tg.d2t = dct_matrix(tg.n2, tg.dtype, tg.device).T.contiguous()
             base, stride, owner = [], [], []
             for m in tg.members:
                 st = self.state[m.param]
@@ -482,7 +493,7 @@ class DeMo(Optimizer):
             _forward(c, torch.cat([m.param.grad.reshape(-1) for m in here]), None, here[0], tg,
                      self.compression_decay, here[0].group["lr"])
         if tg.n1 > 1:
-            d2t = dct_matrix(tg.n2, tg.dtype, tg.device).T
+            d2t = tg.d2t
             decay = self.compression_decay
             for m in tg.members:  # _forward with the layout's views, then |c| tile by tile while the
                 rows, d1, cb, wb, src, dst = m.enc  # member's coefficients are still in cache
