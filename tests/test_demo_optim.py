@@ -193,10 +193,10 @@ def _max_diff(model, ref: dict) -> float:
 
 # ----------------------------------------------------------------- trajectory
 
-@pytest.mark.parametrize("world", [1, 2])
-def test_follows_the_reference_trajectory_in_process(world):
+@pytest.mark.parametrize("world, selection", [(1, "grouped"), (2, "grouped"), (2, "topk")])
+def test_follows_the_reference_trajectory_in_process(world, selection):
     ref = reference_for(Net, world, STEPS)
-    models, _ = run_replicas(Net, world, STEPS)
+    models, _ = run_replicas(Net, world, STEPS, selection=selection)
     start = _np_params(_model())
     moved = max(float(np.abs(ref[n] - start[n]).max()) for n in ref)
     assert moved > 10 * LR  # the parameters did move, by many sign steps
@@ -495,6 +495,57 @@ def test_within_tile_positions_split_into_row_and_column_for_any_tile_width(n2):
     assert torch.equal(row, idx // n2) and torch.equal(col, idx % n2)
 
 
+@pytest.mark.parametrize("numel, k", [(4096, 32), (3072, 32), (4096, 1), (1024, 8), (64, 32), (2048, 64),
+                                     (4096, 24)])
+def test_two_stage_top_k_is_torch_topk_where_values_are_distinct(numel, k):
+    """The segmented selection keeps torch.topk's positions in its order (largest first) on rows of
+    distinct |c| read as integers, as the step does; tiles too small for it fall back to topk."""
+    from distlab.demo.optim import _segment_length, _top_k
+    length = _segment_length(numel, k)
+    assert length == (8 if numel >= 64 * k else 0)
+    g = torch.Generator().manual_seed(numel + k)
+    vals = torch.randn(37, numel, generator=g).abs()
+    keys = vals.view(torch.int32)
+    want = keys.topk(k, dim=-1, sorted=False).indices
+    assert torch.equal(_top_k(keys, k, length), want)
+
+
+@pytest.mark.parametrize("selection", ["grouped", "topk"])
+def test_an_all_zero_tile_sends_k_distinct_positions_and_topk_sends_torchs(selection):
+    """A 64 x 64 parameter whose gradient and momentum are zero: every |c| ties.  Either selection
+    sends k distinct positions (all zeros); ``selection="topk"`` sends exactly those torch.topk picks
+    on the CPU (the reference's choice, which the per-index mean counts as senders)."""
+    w = nn.Parameter(torch.zeros(64, 64))
+    w.grad = torch.zeros(64, 64)
+    opt = DeMo([w], compression_topk=TOPK, selection=selection)
+    tg = opt.layout[0]
+    sent = opt.encode().unsqueeze(0)
+    idx = pl.unpack_indices(sent[:, tg.idx_off:tg.idx_off + tg.idx_len], TOPK, opt.encoding, 4096).view(-1)
+    assert idx.unique().numel() == TOPK
+    if selection == "topk":
+        assert torch.equal(idx, torch.zeros(1, 4096).view(torch.int32).topk(TOPK, dim=-1, sorted=False).indices[0])
+    opt.apply(sent)
+    assert torch.equal(w.detach(), torch.zeros(64, 64))  # zeros sent: no update
+
+
+def test_two_stage_top_k_keeps_the_k_largest_values_among_ties():
+    """Rows with equal values at the k-th place (an all-zero tile, a few distinct levels, a single
+    large value among zeros): k distinct positions whose values are the row's k largest."""
+    from distlab.demo.optim import _segment_length, _top_k
+    numel, k = 4096, 32
+    length = _segment_length(numel, k)
+    assert length == 8
+    rows = [torch.zeros(numel), torch.randint(0, 3, (numel,)).float(),
+            torch.zeros(numel).index_fill_(0, torch.tensor([4095]), 5.0),
+            torch.randn(numel).abs().round(decimals=1)]
+    keys = torch.stack(rows).view(torch.int32)
+    got = _top_k(keys, k, length)
+    want = keys.topk(k, dim=-1).values
+    for r in range(len(rows)):
+        assert got[r].unique().numel() == k
+        assert torch.equal(keys[r][got[r]].sort(descending=True).values, want[r].sort(descending=True).values)
+
+
 def test_batched_dct_matches_scipy_and_inverts():
     x = torch.randn(5, 8, 6, dtype=torch.float64)
     d1, d2 = dct_matrix(8, torch.float64), dct_matrix(6, torch.float64)
@@ -507,7 +558,8 @@ def test_batched_dct_matches_scipy_and_inverts():
 @pytest.mark.parametrize("kw, key", [({"lr": 0.0}, "lr"), ({"compression_topk": 0}, "compression_topk"),
                                       ({"compression_decay": 1.0}, "compression_decay"),
                                       ({"encoding": "zip"}, "encoding"), ({"value_dtype": "int8"}, "value_dtype"),
-                                      ({"compression_chunk": -1}, "compression_chunk")])
+                                      ({"compression_chunk": -1}, "compression_chunk"),
+                                      ({"selection": "heap"}, "selection")])
 def test_bad_arguments_are_refused_by_name(kw, key):
     with pytest.raises(ValueError, match=key):
         DeMo(_model().parameters(), **{"lr": LR, **kw})

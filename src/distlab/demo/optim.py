@@ -63,12 +63,15 @@ layout, not per step (the views: 3 % of the step below, 9 % on the 0.12 M-
 parameter model the workflow trains, where per-call overhead dominates).
 
 What a step costs on one core (4.8 M-parameter GPT, 64 x 64 tiles, k = 32,
-one worker): the forward transform and the per-tile top-k about 30 % each,
-the sparse inverse with its signs about 12 %, the sign step added into the
-parameters about 6 %, the rest ``|c|``, gathers and per-call overhead.  The
-top-k stays ``torch.topk``: its choice among equal ``|c|`` (which of several
-tied coefficients is sent) is the reference's, and a faster selection of the
-same set would break such ties differently.
+one worker, 41 ms here): the forward transform about 12 ms (two dense
+products a tile, at the machine's matmul speed), the top-k about 9 ms, the
+sparse inverse with its signs about 6 ms, the sign step added into the
+parameters about 3.5 ms, ``|c|`` into the tile layout about 2.4 ms, the
+rest gathers, payload and per-call overhead.  The top-k runs in two stages
+(:func:`_top_k`, 0.69x one ``torch.topk`` a tile): the same coefficients,
+and where they are distinct the same positions in the same order;
+``selection="topk"`` keeps one ``torch.topk`` a tile for the reference's
+choice among equal ``|c|``.
 """
 
 from __future__ import annotations
@@ -133,6 +136,7 @@ class _TileGroup:
     owner: torch.Tensor | None = None   # (tiles,) int64: the member index (payload mask bit) of each tile
     basis1: torch.Tensor | None = None  # (chunk, E, n1) apply's scratch (sparse inverse), reused chunk after
     basis2: torch.Tensor | None = None  # (chunk, E, n2) chunk of tiles: D1's, D2's row of each entry
+    segment: int = 0                    # the top-k's segment length (see _top_k; 0: one plain topk)
     d2t: torch.Tensor | None = None     # D2 transposed, contiguous (the row product runs ~4 % faster than on
                                         # the transposed view)
 
@@ -155,6 +159,7 @@ class _TileGroup:
 
 
 MEANS = ("senders", "all")
+SELECTIONS = ("grouped", "topk")
 
 _ORDER_AS = {torch.float32: torch.int32, torch.float64: torch.int64,
              torch.float16: torch.int16, torch.bfloat16: torch.int16}
@@ -197,6 +202,47 @@ def _inverse(c: torch.Tensor, out: torch.Tensor, work: torch.Tensor | None, m: _
     torch.mm(c.view(-1, tg.n2), d2, out=work.view(-1, tg.n2))
     d1 = dct_matrix(tg.n1, tg.dtype, tg.device)
     torch.bmm(d1.T.expand(b, tg.n1, tg.n1), work.view(b, tg.n1, m.cols), out=out.view(b, tg.n1, m.cols))
+
+
+def _segment_length(numel: int, k: int) -> int:
+    """The group size of :func:`_top_k` for tiles of ``numel`` coefficients keeping ``k``: 8 where
+    ``numel >= 64 k``, else 0 (one plain ``topk``).  That is where ``torch.topk`` on the CPU keeps a
+    heap and returns the k largest largest-first, so the two stages can give its very positions
+    in its order; with fewer values a tile it selects in place and returns them in no set order.
+    On 64 x 64 tiles at k = 32: 512 groups of 8, 256 candidates a tile."""
+    return 8 if numel % 8 == 0 and numel >= 64 * k else 0
+
+
+def _top_k(keys: torch.Tensor, k: int, length: int) -> torch.Tensor:
+    """Positions of the ``k`` largest of each row of ``keys`` ``(tiles, numel)``, largest first.
+
+    In two stages over ``per = numel / length`` groups of ``length`` values (group ``g`` holds
+    positions ``g, g + per, g + 2 per, ...``, so the group maxima are one vectorised reduction
+    over rows of the tile): the ``k`` groups with the largest maxima, then the ``k`` largest of
+    their ``k * length`` values.  Every one of the row's ``k`` largest lies in such a group (a
+    group left out has ``k`` groups whose maxima are at least its own, so ``k`` values at least as
+    large as any of its values), so the values kept are exactly the row's ``k`` largest.  Where
+    those values are distinct from each other and from the rest, the positions are
+    ``torch.topk``'s too, in its order (largest first; tested).  Among equal values it may keep
+    other positions than ``torch.topk`` on the CPU would; that choice is the CPU kernel's, not
+    the method's (the GPU's kernel breaks such ties its own way).  ``torch.topk`` runs a heap
+    over every value of a row; here the two ``topk`` calls see ``per + k * length`` values (768 of
+    4,096 on 64 x 64 tiles at k = 32): 0.69x its time there, measured.  ``length`` 0: one plain
+    ``topk``."""
+    if not length:
+        return keys.topk(k, dim=-1, sorted=False).indices
+    tiles, numel = keys.shape
+    per = numel // length
+    v = keys.view(tiles, length, per)
+    best = v.amax(1).topk(k, dim=-1, sorted=False).indices                 # (tiles, k) groups
+    cand = v.gather(2, best.unsqueeze(1).expand(tiles, length, k))          # (tiles, length, k)
+    j = cand.view(tiles, length * k).topk(k, dim=-1, sorted=True).indices   # largest first
+    if k & (k - 1) == 0:
+        i, col = j >> (k.bit_length() - 1), j & (k - 1)
+    else:
+        i = torch.div(j, k, rounding_mode="floor")
+        col = j - i * k
+    return best.gather(1, col) + i * per
 
 
 def _sparse_pays(tg: _TileGroup, entries: int) -> bool:
@@ -288,7 +334,12 @@ class DeMo(Optimizer):
       every all-gather of :meth:`step`;
     * ``mean``: ``"senders"`` (the reference: at each index, the mean over the
       workers that sent it) or ``"all"`` (a plain mean over all N workers,
-      Algorithm 1's "synchronize" read literally; the ablation).
+      Algorithm 1's "synchronize" read literally; the ablation);
+    * ``selection``: ``"grouped"`` (the top-k in two stages, see :func:`_top_k`:
+      the same coefficients, 0.69x the time on 64 x 64 tiles) or ``"topk"``
+      (one ``torch.topk`` a tile: among equal ``|c|`` at the k-th place, the
+      reference's choice on the CPU, e.g. which zeros an all-zero tile sends,
+      which the per-index mean counts as senders).
 
     Use in a data-parallel script.  ``step()`` communicates (one all-gather of
     every rank's compressed momentum); the gradients must stay each rank's
@@ -311,7 +362,7 @@ class DeMo(Optimizer):
                  compression_topk: int = 32, compression_chunk: int = 64, weight_decay: float = 0.0,
                  process_group: dist.ProcessGroup | None = None, *, encoding: str = "reference",
                  value_dtype: str = "bfloat16", bucket_cap_bytes: int | None = None,
-                 ledger=None, mean: str = "senders") -> None:
+                 ledger=None, mean: str = "senders", selection: str = "grouped") -> None:
         if not lr > 0:
             raise ValueError(f"DeMo: lr must be > 0, got {lr}")
         if compression_topk <= 0:
@@ -328,6 +379,8 @@ class DeMo(Optimizer):
             raise ValueError(f"DeMo: value_dtype must be one of {sorted(pl.VALUE_DTYPES)}, got {value_dtype!r}")
         if mean not in MEANS:
             raise ValueError(f"DeMo: mean must be one of {MEANS}, got {mean!r}")
+        if selection not in SELECTIONS:
+            raise ValueError(f"DeMo: selection must be one of {SELECTIONS}, got {selection!r}")
         if bucket_cap_bytes is not None and bucket_cap_bytes < 1:
             raise ValueError(f"DeMo: bucket_cap_bytes must be >= 1 or None, got {bucket_cap_bytes}")
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
@@ -340,6 +393,7 @@ class DeMo(Optimizer):
         self.bucket_cap_bytes = bucket_cap_bytes
         self.ledger = ledger
         self.mean = mean
+        self.selection = selection
         self._masks: dict[tuple[bool, ...], torch.Tensor] = {}
         self._layout: list[_TileGroup] | None = None
         self._members: list[_Member] = []
@@ -385,6 +439,7 @@ class DeMo(Optimizer):
             tg.work = torch.empty_like(tg.coeff) if tg.n1 > 1 else None
             tg.tiled = torch.empty((tg.tiles, tg.numel), dtype=tg.dtype, device=tg.device)
             tg.d2t = dct_matrix(tg.n2, tg.dtype, tg.device).T.contiguous()
+            tg.segment = _segment_length(tg.numel, tg.k) if self.selection == "grouped" else 0
             base, stride, owner = [], [], []
             for m in tg.members:
                 st = self.state[m.param]
@@ -509,7 +564,7 @@ class DeMo(Optimizer):
         # |c| has its sign bit clear, so its bits read as a signed integer order like its values
         # (NaN above inf, as topk orders floats); integer top-k is the faster kernel
         keys = tg.tiled.view(_ORDER_AS[tg.dtype]) if tg.dtype in _ORDER_AS else tg.tiled
-        idx = keys.topk(tg.k, dim=-1, sorted=False).indices
+        idx = _top_k(keys, tg.k, tg.segment)
         flat = tg.flat_index(idx)
         val = c.take(flat)
         if len(here) != len(tg.members):  # absent members send zeros (the mask tells receivers)
