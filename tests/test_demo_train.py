@@ -399,3 +399,22 @@ def test_the_comparison_takes_the_sweeps_run_of_its_seed_at_the_chosen_lr(tmp_pa
     assert "reused_from" not in json.loads((tmp_path / "cmp2/seed0/manifest.json").read_text())
     with pytest.raises(specs.SpecError, match="reuse_from"):
         train.check_spec({**spec_for("demo"), "backend": "gloo", "reuse_from": str(sweep)})
+
+
+def test_the_whole_step_benchmark_runs_on_the_backend_it_is_given(tmp_path, pydoc_dir, monkeypatch):
+    """The benchmark's whole-step part (rule demo_bench, and demo_bench_gpu on NCCL where there is a
+    GPU) on gloo with 2 processes, one round: a row per method, labelled with its backend; the NCCL
+    choice refuses a machine without a GPU before launching anything (timings are reported, never
+    asserted)."""
+    from distlab.demo import bench
+
+    run = spec_for("demo", backend="gloo")
+    spec = {"model": MODEL, "steps": 3, "lr": 1e-3, "demo": run["demo"], "parts": ["whole step"],
+            "backend": "gloo", "nprocs": 2, "rounds": 1, "run": run}
+    df = bench.main_bench(spec, pydoc_dir, tmp_path / "bench.csv", threads=2)
+    assert sorted(df["what"]) == ["adamw", "demo"]
+    assert set(df["benchmark"]) == {"whole step, 2 gloo processes"}
+    assert (df["median_ms"] > 0).all() and (tmp_path / "bench.md").exists()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match="needs a GPU"):
+        bench.main_bench({**spec, "backend": "nccl"}, pydoc_dir, tmp_path / "gpu.csv", threads=2)

@@ -38,9 +38,10 @@ def test_dry_run_resolves(configfile):
 
 
 def test_named_targets_resolve():
-    """The README's collective targets resolve, in one dry run (Snakemake names a target that
-    does not; each paper's own target is resolved on its own below)."""
-    targets = ["figures", "tables", "paper", "scorecard"]
+    """The README's collective targets and the benchmark targets outside ``all`` (DeMo's, on gloo
+    and on a GPU's NCCL) resolve, in one dry run (Snakemake names a target that does not; each
+    paper's own target is resolved on its own below)."""
+    targets = ["figures", "tables", "paper", "scorecard", "demo_bench", "demo_bench_gpu"]
     r = smk(*targets, "-n", "--quiet", "rules")
     assert r.returncode == 0, r.stdout + r.stderr
     assert set(targets) <= {line.split()[0] for line in r.stdout.splitlines() if line.split()}

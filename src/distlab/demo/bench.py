@@ -5,7 +5,9 @@
   fused AdamW, on the default model and a larger GPT; medians of interleaved
   repeats (each repeat times every optimizer once, in turn);
 * whole training step on 2 gloo processes: DeMo against AdamW with one
-  flattened all-reduce, interleaved torchrun jobs, median step time of each;
+  flattened all-reduce, interleaved torchrun jobs, median step time of each
+  (on a GPU machine the same on NCCL, one process per GPU: rule
+  ``demo_bench_gpu``, outside ``all``);
   tokens per second per worker and peak RSS from the same jobs;
 * payload bytes: compact against the reference encoding.
 """
@@ -67,19 +69,20 @@ def _optimizer_rows(model_cfg: dict, label: str, repeats: int, lr: float, topk: 
     return rows
 
 
-def _whole_step_rows(spec: dict, data: Path, threads: int, label: str, rounds: int = 2) -> list[dict]:
+def _whole_step_rows(spec: dict, data: Path, threads: int, label: str, rounds: int = 2,
+                     backend: str = "gloo", nprocs: int = 2) -> list[dict]:
     from ..runtime.launch import run_torchrun
 
     results: dict[str, list[dict]] = {"adamw": [], "demo": []}
     with tempfile.TemporaryDirectory(prefix="distlab-demo-bench-") as tmp:
         for r in range(rounds):
             for method in ("adamw", "demo"):  # interleaved
-                s = {**spec, "method": method, "backend": "gloo", "n_workers": 2,
+                s = {**spec, "method": method, "backend": backend, "n_workers": nprocs,
                      "lr": float(spec["lr"])}
                 out = Path(tmp) / f"{method}{r}"
                 with open(Path(tmp) / f"{method}{r}.log", "w") as log:
                     run_torchrun(["train", "--experiment", "demo", "--spec", json.dumps(s), "--data",
-                                  str(data), "--out", str(out)], nprocs=2, threads=threads, timeout_s=1800,
+                                  str(data), "--out", str(out)], nprocs=nprocs, threads=threads, timeout_s=1800,
                                  stream=log)
                 m = pd.read_csv(out / "metrics.csv")
                 man = json.loads((out / "manifest.json").read_text())
@@ -90,24 +93,41 @@ def _whole_step_rows(spec: dict, data: Path, threads: int, label: str, rounds: i
     rows = []
     for method, runs in results.items():
         step = statistics.median(x["step"] for x in runs)
-        rows.append({"benchmark": "whole step, 2 gloo processes", "model": label, "what": method,
+        rows.append({"benchmark": f"whole step, {nprocs} {backend} process{'es' if nprocs > 1 else ''}",
+                     "model": label, "what": method,
                      "median_ms": 1e3 * step, "ratio_vs_adamw_default": step / base, "repeats": len(runs),
                      "tokens_per_s_per_worker": tokens / step,
                      "peak_rss_mb": max(x["rss"] for x in runs)})
     return rows
 
 
+def gpu_processes() -> int:
+    """Processes for the NCCL benchmark: one per GPU, at most 2 (NCCL runs one rank a GPU; on one
+    GPU the run is world size 1, so no collective runs and the step is the optimizer's own work)."""
+    if not torch.cuda.is_available():
+        raise SystemExit("demo-bench: backend 'nccl' needs a GPU, and this machine has none")
+    return max(1, min(2, torch.cuda.device_count()))
+
+
 def main_bench(spec: dict, data: Path, out: Path, threads: int) -> pd.DataFrame:
-    """``spec``: {"model", "large_model", "repeats", "steps", "batch_size", "lr", "demo": {...}, "run": run spec}."""
+    """``spec``: {"model", "large_model" (optional), "repeats", "steps", "lr", "demo": {...}, "run": run spec,
+    "parts" (default both: "optimizer", "whole step"), "backend" ("gloo", the default, or "nccl": one
+    process per GPU, see :func:`gpu_processes`), "nprocs" (gloo: default 2), "rounds" (default 2)}."""
     d = spec.get("demo", {})
     topk, chunk = int(d.get("topk", 32)), int(d.get("chunk", 64))
+    parts = spec.get("parts", ["optimizer", "whole step"])
+    backend = spec.get("backend", "gloo")
+    nprocs = gpu_processes() if backend == "nccl" else int(spec.get("nprocs", 2))
+    models = [("default", spec["model"])] + ([("large", spec["large_model"])] if "large_model" in spec else [])
     torch.set_num_threads(1)
     rows = []
-    for label, cfg in (("default", spec["model"]), ("large", spec["large_model"])):
-        rows += _optimizer_rows(cfg, label, int(spec["repeats"]), float(spec["lr"]), topk, chunk)
-    for label, cfg in (("default", spec["model"]), ("large", spec["large_model"])):
-        run = {**spec["run"], "model": cfg, "steps": int(spec["steps"]), "eval_every": int(spec["steps"])}
-        rows += _whole_step_rows(run, Path(data), threads, label)
+    if "optimizer" in parts:
+        for label, cfg in models:
+            rows += _optimizer_rows(cfg, label, int(spec["repeats"]), float(spec["lr"]), topk, chunk)
+    if "whole step" in parts:
+        for label, cfg in models:
+            run = {**spec["run"], "model": cfg, "steps": int(spec["steps"]), "eval_every": int(spec["steps"])}
+            rows += _whole_step_rows(run, Path(data), threads, label, int(spec.get("rounds", 2)), backend, nprocs)
     df = pd.DataFrame(rows)
     out = Path(out)
     write_csv(df, out)
