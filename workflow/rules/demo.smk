@@ -393,13 +393,11 @@ rule demo_bench:
         "--out {output.csv:q} > {log:q} 2>&1"
 
 
-rule demo_bench_gpu:
-    """On a machine with a GPU (outside `all`; `snakemake --cores all demo_bench_gpu`): the whole
-    training step of DeMo against AdamW-DDP's on NCCL, one process per GPU (at most 2; on one GPU the
-    run is world size 1: the step without its collective), the default and the large model
-    (measured; reported, never asserted).  Fails at once where there is no GPU."""
-    input:
-        data=data_manifest(DEMO["dataset"]),
+use rule demo_bench as demo_bench_gpu with:
+    # On a machine with a GPU (outside `all`; `snakemake --cores all demo_bench_gpu`): the whole training
+    # step of DeMo against AdamW-DDP's on NCCL, one process per GPU (at most 2; on one GPU the run is world
+    # size 1: the step without its collective), the default and the large model (measured; reported,
+    # never asserted).  Fails at once where there is no GPU.
     output:
         csv=f"{RESULTS}/demo/bench/bench_gpu.csv",
         md=f"{RESULTS}/demo/bench/bench_gpu.md",
@@ -409,18 +407,10 @@ rule demo_bench_gpu:
                       "parts": ["whole step"], "backend": "nccl",
                       "run": json.loads(demo_spec("demo", 2, 0, "gloo", lr=DEMO["lr"]["demo"]))}),
         data=subpath(input.data, parent=True),
-    conda:
-        ENV
     log:
         "logs/demo/bench_gpu.log",
     benchmark:
         "benchmarks/demo/bench_gpu.tsv"
-    threads: config["runtime"]["threads"]
-    resources:
-        mem_mb=6000,
-    shell:
-        "python -m distlab demo-bench --spec {params.spec:q} --data {params.data:q} --threads {threads} "
-        "--out {output.csv:q} > {log:q} 2>&1"
 
 
 rule demo_sweep:

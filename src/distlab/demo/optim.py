@@ -175,21 +175,21 @@ def _as_matrix_layout(delta: torch.Tensor, m: _Member, tg: _TileGroup) -> torch.
     return delta.reshape(m.rows, m.cols)
 
 
-def _forward(c: torch.Tensor, g: torch.Tensor, work: torch.Tensor | None, m: _Member, tg: _TileGroup,
-             decay: float, lr: float) -> None:
+def _forward(c: torch.Tensor | None, g: torch.Tensor, m: _Member, tg: _TileGroup, decay: float,
+             lr: float) -> None:
     """``c <- decay * c + lr * DCT(g)``, tile by tile, every buffer in the parameter's (rows, cols)
     layout: the row side is one matmul over all (.., n2) rows, the column side one matmul per
-    block of n1 rows, fused with the momentum update (no copy into a tile layout)."""
-    d2 = dct_matrix(tg.n2, tg.dtype, tg.device)
+    block of n1 rows, fused with the momentum update (no copy into a tile layout).  One-row tiles
+    (``n1 == 1``) take one product into ``c`` (a member's coefficients, or the whole group's with
+    ``g`` every member's gradient); otherwise the member's views made with the layout (``m.enc``)
+    are the buffers and ``c`` is not used."""
     g = g.reshape(-1, tg.n2)
     if tg.n1 == 1:
-        c.view(-1, tg.n2).addmm_(g, d2.T, beta=decay, alpha=lr)
+        c.view(-1, tg.n2).addmm_(g, dct_matrix(tg.n2, tg.dtype, tg.device).T, beta=decay, alpha=lr)
         return
-    b = m.rows // tg.n1
-    torch.mm(g, d2.T, out=work.view(-1, tg.n2))
-    d1 = dct_matrix(tg.n1, tg.dtype, tg.device)
-    c.view(b, tg.n1, m.cols).baddbmm_(d1.expand(b, tg.n1, tg.n1), work.view(b, tg.n1, m.cols),
-                                      beta=decay, alpha=lr)
+    rows, d1, cb, wb, _, _ = m.enc
+    torch.mm(g, tg.d2t, out=rows)
+    cb.baddbmm_(d1, wb, beta=decay, alpha=lr)
 
 
 def _inverse(c: torch.Tensor, out: torch.Tensor, work: torch.Tensor | None, m: _Member, tg: _TileGroup) -> None:
@@ -545,21 +545,15 @@ class DeMo(Optimizer):
         here = [m for m in tg.members if present[m.index]]
         one_product = tg.n1 == 1 and len(here) == len(tg.members) and len({m.group["lr"] for m in here}) == 1
         if one_product:  # one-row tiles, every member sent at one rate: one product over the whole group
-            _forward(c, torch.cat([m.param.grad.reshape(-1) for m in here]), None, here[0], tg,
+            _forward(c, torch.cat([m.param.grad.reshape(-1) for m in here]), here[0], tg,
                      self.compression_decay, here[0].group["lr"])
-        if tg.n1 > 1:
-            d2t = tg.d2t
-            decay = self.compression_decay
-            for m in tg.members:  # _forward with the layout's views, then |c| tile by tile while the
-                rows, d1, cb, wb, src, dst = m.enc  # member's coefficients are still in cache
-                if present[m.index]:  # a member without a gradient keeps its momentum
-                    torch.mm(m.param.grad.reshape(-1, tg.n2), d2t, out=rows)
-                    cb.baddbmm_(d1, wb, beta=decay, alpha=m.group["lr"])
-                torch.abs(src, out=dst)
-        else:  # the (1, L) layout is the tile layout
-            if not one_product:
-                for m in here:  # a member without a gradient keeps its momentum
-                    _forward(c[m.span], m.param.grad, None, m, tg, self.compression_decay, m.group["lr"])
+        for m in tg.members:
+            if present[m.index] and not one_product:  # a member without a gradient keeps its momentum
+                _forward(c[m.span] if tg.n1 == 1 else None, m.param.grad, m, tg, self.compression_decay,
+                         m.group["lr"])
+            if tg.n1 > 1:  # |c| tile by tile, while the member's coefficients are still in cache
+                torch.abs(m.enc[4], out=m.enc[5])
+        if tg.n1 == 1:  # the (1, L) layout is the tile layout
             torch.abs(c.view(tg.tiles, tg.numel), out=tg.tiled)
         # |c| has its sign bit clear, so its bits read as a signed integer order like its values
         # (NaN above inf, as topk orders floats); integer top-k is the faster kernel
@@ -617,13 +611,9 @@ class DeMo(Optimizer):
                 tg.hits.scatter_add_(-1, idx, w.to(torch.int32))
                 share /= tg.hits.gather(-1, idx).clamp_min_(1)
                 tg.hits.scatter_(-1, idx, 0)
-            for m in tg.members:
-                lr, wd = m.group["lr"], m.group["weight_decay"]
-                if wd != 0:  # decay only a parameter some worker sent: factor 1 - lr*wd or 1
-                    m.param.mul_(1.0 - (lr * wd) * any_present[m.index].to(m.param.dtype))
-            # the update's sign; nothing sent: every coefficient is 0, its sign 0, the parameter unchanged
-            tiled = _sparse_pays(tg, e)
             upd = tg.tiled  # encode's scratch is free here: it takes the update
+            tiled = _sparse_pays(tg, e)
+            # its sign; nothing sent: every coefficient is 0, its sign 0, the parameter unchanged
             if tiled:  # tile by tile
                 _inverse_sparse(tg, idx, share, upd)
             else:  # in each parameter's layout
@@ -631,7 +621,10 @@ class DeMo(Optimizer):
                 upd.sign_()
             steps: dict[float, tuple[list, list]] = {}  # per learning rate: the parameters, their signs
             for m in tg.members:
-                lr, p = m.group["lr"], m.param
+                lr, wd = m.group["lr"], m.group["weight_decay"]
+                p = m.param
+                if wd != 0:  # decay only a parameter some worker sent: factor 1 - lr*wd or 1
+                    p.mul_(1.0 - (lr * wd) * any_present[m.index].to(p.dtype))
                 ps, us = steps.setdefault(lr, ([], []))
                 if tiled:
                     ps.append(_tiles_of(p.view(m.rows, m.cols), m, tg))
