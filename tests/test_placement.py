@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from distlab.placement import baselines, coarsen, costs, graphs, hsdag, learned, sim
-from distlab.placement.checks import check
+from distlab.placement.spec import check
 from distlab.placement.problem import BudgetExhausted, Problem
 
 # ------------------------------------------------------------------ coarsening

@@ -43,9 +43,9 @@ from .specs import strict_validator_class
 
 # package of a paper -> its config section
 PAPER_CHECKS = {
-    "distlab.placement.checks": "placement",
-    "distlab.local.checks": "local_learning",
-    "distlab.demo.checks": "demo",
+    "distlab.placement.spec": "placement",
+    "distlab.local.spec": "local_learning",
+    "distlab.demo.spec": "demo",
 }
 IMAGE_MODELS = ("cnn", "resnet18", "logreg", "mlp")
 TEXT_MODELS = ("gpt",)

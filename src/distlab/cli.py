@@ -182,9 +182,10 @@ def cmd_summarize(a: argparse.Namespace) -> int:
 
 
 def cmd_figures(a: argparse.Namespace) -> int:
-    import importlib
+    import importlib.util
 
-    mod = importlib.import_module(f"distlab.figures.{a.experiment}")
+    shared = importlib.util.find_spec(f"distlab.figures.{a.experiment}") is not None
+    mod = importlib.import_module(f"distlab.figures.{a.experiment}" if shared else f"distlab.{a.experiment}.figures")
     mod.make(a.inputs, Path(a.out_dir), a.options)
     return 0
 

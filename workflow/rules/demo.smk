@@ -3,7 +3,21 @@
 # simulated time; the OLMo-scale bytes table; the learning-rate sweep
 # (`demo_sweep`) and the benchmarks (`demo_bench`).
 
-include: "demo_helpers.smk"
+from distlab.demo.workflow import DemoWorkflow
+
+P4 = DemoWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
+DEMO = P4.d
+
+
+wildcard_constraints:
+    dmethod=r"adamw|demo|demo-compact|demo-allmean|diloco|powersgd",
+    dbackend=r"simulated|gloo|nccl",
+    nw=r"\d+",
+    lr=r"[0-9.e-]+",
+
+
+register_tables("P4", P4.summary_tables())
+register_outputs("P4", P4.outputs())
 
 
 rule demo_train_sim:
@@ -13,14 +27,14 @@ rule demo_train_sim:
     the chosen lr (same N and horizon) is taken from the sweep, not trained again."""
     input:
         data=data_manifest(DEMO["dataset"]),
-        choice=demo_choice_input(),
-        sweep=demo_reuse_input,
+        choice=P4.choice_input(),
+        sweep=P4.reuse_input,
     output:
-        manifests=[f"{DEMO_SIM_JOB}/seed{k}/manifest.json" for k in config["seeds"]],
-        metrics=[f"{DEMO_SIM_JOB}/seed{k}/metrics.csv" for k in config["seeds"]],
+        manifests=[f"{P4.sim_job}/seed{k}/manifest.json" for k in config["seeds"]],
+        metrics=[f"{P4.sim_job}/seed{k}/metrics.csv" for k in config["seeds"]],
     params:
-        spec=lambda w: demo_sim_spec(w.dmethod, w.nw, config["seeds"]),
-        out=DEMO_SIM_JOB,
+        spec=lambda w: P4.sim_spec(w.dmethod, w.nw, config["seeds"]),
+        out=P4.sim_job,
         data=subpath(input.data, parent=True),
     conda:
         ENV
@@ -30,10 +44,10 @@ rule demo_train_sim:
         f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: job_mem_mb(demo_sim_spec(w.dmethod, w.nw, config["seeds"]), input.data,
+        mem_mb=lambda w, input: job_mem_mb(P4.sim_spec(w.dmethod, w.nw, config["seeds"]), input.data,
                                            base_mb=1200),
         runtime=lambda w, input, attempt: job_runtime(
-            "demo_train_sim", demo_sim_spec(w.dmethod, w.nw, config["seeds"]), input.data, attempt),
+            "demo_train_sim", P4.sim_spec(w.dmethod, w.nw, config["seeds"]), input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
@@ -46,15 +60,15 @@ rule demo_train_sim_extra:
     give that seed."""
     input:
         data=data_manifest(DEMO["dataset"]),
-        choice=demo_choice_input(),
+        choice=P4.choice_input(),
     output:
-        manifest=f"{DEMO_SIM_JOB}/seed{{seed}}/manifest.json",
-        metrics=f"{DEMO_SIM_JOB}/seed{{seed}}/metrics.csv",
+        manifest=f"{P4.sim_job}/seed{{seed}}/manifest.json",
+        metrics=f"{P4.sim_job}/seed{{seed}}/metrics.csv",
     wildcard_constraints:
-        seed="|".join(str(k) for k in demo_all_extra_seeds()) or "none",
+        seed="|".join(str(k) for k in P4.all_extra_seeds()) or "none",
     params:
-        spec=lambda w: demo_sim_spec(w.dmethod, w.nw, [int(w.seed)]),
-        out=DEMO_SIM_JOB,
+        spec=lambda w: P4.sim_spec(w.dmethod, w.nw, [int(w.seed)]),
+        out=P4.sim_job,
         data=subpath(input.data, parent=True),
     conda:
         ENV
@@ -64,10 +78,10 @@ rule demo_train_sim_extra:
         f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: job_mem_mb(demo_sim_spec(w.dmethod, w.nw, [int(w.seed)]), input.data,
+        mem_mb=lambda w, input: job_mem_mb(P4.sim_spec(w.dmethod, w.nw, [int(w.seed)]), input.data,
                                            base_mb=1200),
         runtime=lambda w, input, attempt: job_runtime(
-            "demo_train_sim", demo_sim_spec(w.dmethod, w.nw, [int(w.seed)]), input.data, attempt),
+            "demo_train_sim", P4.sim_spec(w.dmethod, w.nw, [int(w.seed)]), input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
@@ -78,26 +92,26 @@ rule demo_train_real:
     """One method on N torchrun processes (gloo on CPU, NCCL on GPUs); wall-clock time."""
     input:
         data=data_manifest(DEMO["dataset"]),
-        choice=demo_choice_input(),
+        choice=P4.choice_input(),
     output:
-        manifest=f"{DEMO_RUN}/manifest.json".replace("{dbackend}", DEMO_REAL_BACKEND),
-        metrics=f"{DEMO_RUN}/metrics.csv".replace("{dbackend}", DEMO_REAL_BACKEND),
+        manifest=f"{P4.run}/manifest.json".replace("{dbackend}", P4.real_backend),
+        metrics=f"{P4.run}/metrics.csv".replace("{dbackend}", P4.real_backend),
     params:
-        spec=lambda w: DEMO_REAL_SPEC(w),
+        spec=lambda w: P4.real_spec(w),
         out=subpath(output.manifest, parent=True),
         data=subpath(input.data, parent=True),
     conda:
         ENV
     log:
-        f"logs/demo/{DEMO_REAL_BACKEND}/n{{nw}}/{{dmethod}}/seed{{seed}}.log",
+        f"logs/demo/{P4.real_backend}/n{{nw}}/{{dmethod}}/seed{{seed}}.log",
     benchmark:
-        f"benchmarks/demo/{DEMO_REAL_BACKEND}/n{{nw}}/{{dmethod}}/seed{{seed}}.tsv"
+        f"benchmarks/demo/{P4.real_backend}/n{{nw}}/{{dmethod}}/seed{{seed}}.tsv"
     threads: config["runtime"]["threads"]
     resources:
-        mem_mb=lambda w, input: job_mem_mb(DEMO_REAL_SPEC(w), input.data, base_mb=1200),
-        gpu=lambda w: job_gpus(DEMO_REAL_SPEC(w)),
-        slurm_partition=lambda w: job_partition(DEMO_REAL_SPEC(w)),
-        runtime=lambda w, input, attempt: job_runtime("demo_train_real", DEMO_REAL_SPEC(w), input.data, attempt),
+        mem_mb=lambda w, input: job_mem_mb(P4.real_spec(w), input.data, base_mb=1200),
+        gpu=lambda w: job_gpus(P4.real_spec(w)),
+        slurm_partition=lambda w: job_partition(P4.real_spec(w)),
+        runtime=lambda w, input, attempt: job_runtime("demo_train_real", P4.real_spec(w), input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "python -m distlab train --experiment demo --spec {params.spec:q} --runtime {resources.distlab_runtime:q} "
@@ -110,11 +124,11 @@ rule demo_train_sweep:
     input:
         data=data_manifest(DEMO["dataset"]),
     output:
-        manifests=[f"{DEMO_SWEEP_JOB}/seed{k}/manifest.json" for k in DEMO["sweep"]["seeds"]],
-        metrics=[f"{DEMO_SWEEP_JOB}/seed{k}/metrics.csv" for k in DEMO["sweep"]["seeds"]],
+        manifests=[f"{P4.sweep_job}/seed{k}/manifest.json" for k in DEMO["sweep"]["seeds"]],
+        metrics=[f"{P4.sweep_job}/seed{k}/metrics.csv" for k in DEMO["sweep"]["seeds"]],
     params:
-        spec=lambda w: DEMO_SWEEP_SPEC(w),
-        out=DEMO_SWEEP_JOB,
+        spec=lambda w: P4.sweep_spec(w),
+        out=P4.sweep_job,
         data=subpath(input.data, parent=True),
     conda:
         ENV
@@ -124,8 +138,8 @@ rule demo_train_sweep:
         "benchmarks/demo/sweep/lr{lr}/{dmethod}.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: job_mem_mb(DEMO_SWEEP_SPEC(w), input.data, base_mb=1200),
-        runtime=lambda w, input, attempt: job_runtime("demo_train_sweep", DEMO_SWEEP_SPEC(w), input.data, attempt),
+        mem_mb=lambda w, input: job_mem_mb(P4.sweep_spec(w), input.data, base_mb=1200),
+        runtime=lambda w, input, attempt: job_runtime("demo_train_sweep", P4.sweep_spec(w), input.data, attempt),
         distlab_runtime=runtime_json(),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
@@ -135,7 +149,7 @@ rule demo_train_sweep:
 rule demo_summarize:
     """Per-step and run-level tables of one group of DeMo runs (bytes, re-timed columns)."""
     input:
-        lambda w: demo_runs(w.dgroup),
+        lambda w: P4.runs(w.dgroup),
     output:
         steps=f"{RESULTS}/demo/{{dgroup}}/steps.csv",
         summary=f"{RESULTS}/demo/{{dgroup}}/summary.csv",
@@ -143,7 +157,7 @@ rule demo_summarize:
         dgroup=r"simulated|gloo|nccl|sweep",
     params:
         runs=lambda w, input: [os.path.dirname(f) for f in input],
-        networks=DEMO_NETWORKS,
+        networks=P4.networks,
     conda:
         ENV
     log:
@@ -236,7 +250,7 @@ rule demo_fig_loss_time:
         report(f"{PAPER}/figures/demo_loss_time.png", category="DeMo", caption="../report/demo_loss_time.rst",
                labels={"figure": "loss vs simulated time"}),
     params:
-        networks=DEMO_NETWORKS,
+        networks=P4.networks,
         note=f"{len(config['seeds'])} seeds; compute measured",
     conda:
         ENV
@@ -255,7 +269,7 @@ rule demo_fig_loss_time:
 rule demo_fig_real:
     """Measured step time on real processes beside the simulated prediction."""
     input:
-        real=f"{RESULTS}/demo/{DEMO_REAL_BACKEND}/summary.csv",
+        real=f"{RESULTS}/demo/{P4.real_backend}/summary.csv",
         sim=f"{RESULTS}/demo/{SIM}/summary.csv",
     output:
         report(f"{PAPER}/figures/demo_real.png", category="DeMo", caption="../report/demo_real.rst",
@@ -282,7 +296,7 @@ rule demo_table_results:
         csv=f"{PAPER}/tables/demo_results.csv",
         md=f"{PAPER}/tables/demo_results.md",
     params:
-        networks=DEMO_NETWORKS,
+        networks=P4.networks,
     conda:
         ENV
     log:
@@ -300,7 +314,7 @@ rule demo_table_results:
 rule demo_table_real:
     """Real processes: measured step time, ranks identical, bytes; simulated prediction beside."""
     input:
-        real=f"{RESULTS}/demo/{DEMO_REAL_BACKEND}/summary.csv",
+        real=f"{RESULTS}/demo/{P4.real_backend}/summary.csv",
         sim=f"{RESULTS}/demo/{SIM}/summary.csv",
     output:
         f"{PAPER}/tables/demo_real.md",
@@ -348,7 +362,7 @@ rule demo_table_sweep:
         f"{RESULTS}/demo/sweep/summary.csv",
     output:
         md=f"{PAPER}/tables/demo_sweep.md",
-        choice=DEMO_LR_CHOICE,
+        choice=P4.lr_choice,
     params:
         follows=as_json(DEMO.get("lr_follows", {})),
     conda:
@@ -377,7 +391,7 @@ rule demo_bench:
         spec=as_json({"model": DEMO["model"], "large_model": DEMO["bench"]["large_model"],
                       "repeats": DEMO["bench"]["repeats"], "steps": DEMO["bench"]["steps"],
                       "lr": DEMO["lr"]["demo"], "demo": DEMO["demo"],
-                      "run": json.loads(demo_spec("demo", 2, 0, "gloo", lr=DEMO["lr"]["demo"]))}),
+                      "run": json.loads(P4.spec("demo", 2, 0, "gloo", lr=DEMO["lr"]["demo"]))}),
         data=subpath(input.data, parent=True),
     conda:
         ENV
@@ -405,7 +419,7 @@ use rule demo_bench as demo_bench_gpu with:
         spec=as_json({"model": DEMO["model"], "large_model": DEMO["bench"]["large_model"],
                       "steps": DEMO["bench"]["steps"], "lr": DEMO["lr"]["demo"], "demo": DEMO["demo"],
                       "parts": ["whole step"], "backend": "nccl",
-                      "run": json.loads(demo_spec("demo", 2, 0, "gloo", lr=DEMO["lr"]["demo"]))}),
+                      "run": json.loads(P4.spec("demo", 2, 0, "gloo", lr=DEMO["lr"]["demo"]))}),
         data=subpath(input.data, parent=True),
     log:
         "logs/demo/bench_gpu.log",
@@ -422,5 +436,5 @@ rule demo_sweep:
 rule demo:
     """Every DeMo run, figure and table, and the scorecard's P4 rows."""
     input:
-        DEMO_FIGURES + DEMO_TABLES + DEMO_REAL_OUT,
+        P4.figures + P4.tables + P4.real_out,
         f"{PAPER}/scorecard/P4.md",

@@ -2,7 +2,7 @@
 # rules), every method on the shared simulator, the main and ablation tables,
 # learning curves, one learned placement, two-CPU real execution vs the simulator.
 
-from distlab.placement import wf as placement_wf
+from distlab.placement import workflow as placement_wf
 
 PL = config.get("placement", {})
 PL_DIR = f"{RESULTS}/placement"

@@ -79,7 +79,7 @@ def cmd_run(a):
 def cmd_summarize(a):
     from distlab.tables import write_table
 
-    from .report import summarize
+    from .figures import summarize
 
     df, curves = summarize(a.runs)
     write_table(df, a.summary_out)
@@ -88,14 +88,14 @@ def cmd_summarize(a):
 
 @_guard
 def cmd_tables(a):
-    from .report import write_ablation, write_tables
+    from .figures import write_ablation, write_tables
 
     (write_ablation if a.kind == "ablation" else write_tables)(a.summary, a.out_dir, a.options)
 
 
 @_guard
 def cmd_figure(a):
-    from .report import fig_curves, fig_placement
+    from .figures import fig_curves, fig_placement
 
     if a.kind == "curves":
         fig_curves(a.inputs["curves"], a.out, a.options)

@@ -13,7 +13,7 @@ import pandas as pd  # noqa: E402
 
 from .. import plots  # noqa: E402
 from ..tables import write_table  # noqa: E402
-from ._util import ci_cell, on_grid  # noqa: E402
+from ..figures._util import ci_cell, on_grid  # noqa: E402
 
 ORDER = ["dgd", "gc-fr", "gc-cr", "pgc-fr", "pgc-cr", "is-sgd", "is-gc-fr", "is-gc-cr"]
 

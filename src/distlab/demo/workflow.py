@@ -1,0 +1,144 @@
+"""DeMo's (P4) workflow helpers (torch-free): run paths, run specs, the registered tables
+and outputs, from the workflow config.  ``workflow/rules/demo.smk`` holds the rules only
+and calls these (``P4 = DemoWorkflow(config, RESULTS, PAPER, EXTRA_SEED_REQUESTS)``)."""
+
+from __future__ import annotations
+
+import json
+
+from ..extra_seeds import for_setting
+
+SIM = "simulated"
+
+
+def as_json(obj) -> str:
+    return json.dumps(obj, sort_keys=True)
+
+
+class DemoWorkflow:
+    def __init__(self, config: dict, results: str = "results", paper: str = "paper",
+                 extra_seeds: list | None = None) -> None:
+        self.config = config
+        self.d = d = config["demo"]
+        self.extra = list(extra_seeds or [])  # stats.extra_seeds requests (distlab.extra_seeds.requests)
+        self.results, self.paper = results, paper
+        self.run = f"{results}/demo/{{dbackend}}/n{{nw}}/{{dmethod}}/seed{{seed}}"
+        self.sim_job = f"{results}/demo/{SIM}/n{{nw}}/{{dmethod}}"    # a simulated job: every seed below it
+        self.sweep_job = f"{results}/demo/sweep/lr{{lr}}/{{dmethod}}"  # a sweep job: every sweep seed below it
+        self.lr_choice = f"{results}/demo/sweep/chosen_lr.json"       # the sweep's choice (validation split)
+        self.from_sweep = bool(d.get("lr_from_sweep", False))
+        self.networks = as_json(d["networks"])
+        self.real_enabled = d["real"]["enabled"]
+        self.real_backend = d["real"]["backend"]
+        self.figures = [f"{paper}/figures/demo_{k}.png" for k in ("loss_steps", "gap_steps", "loss_bytes", "loss_time")]
+        self.tables = [f"{paper}/tables/demo_results.csv", f"{paper}/tables/demo_results.md",
+                       *([f"{paper}/tables/demo_sweep.md"] if self.from_sweep else []),
+                       f"{paper}/tables/demo_bytes.csv", f"{paper}/tables/demo_bytes.md"]
+        self.real_out = ([f"{paper}/figures/demo_real.png", f"{paper}/tables/demo_real.md"]
+                         if self.real_enabled else [])
+
+    # ------------------------------------------------------------ registered
+    def summary_tables(self) -> dict:
+        """The scorecard's tables of P4 (``register_tables``)."""
+        return {"demo_sim": f"{self.results}/demo/{SIM}/summary.csv",
+                "demo_bytes": f"{self.paper}/tables/demo_bytes.csv",
+                **({"demo_real": f"{self.results}/demo/{self.real_backend}/summary.csv"}
+                   if self.real_enabled else {})}
+
+    def outputs(self) -> list[str]:
+        """P4's figures and tables (``register_outputs``)."""
+        return self.figures + self.tables + self.real_out
+
+    # ------------------------------------------------------------ settings
+    def lr(self, method, lr=None):
+        """A run's learning rate: the sweep point's, the sweep's choice on the validation split
+        (read by the job from ``lr_choice``, an input of its rule), or the configured value."""
+        if lr is not None:
+            return float(lr)
+        if self.from_sweep:
+            return {"sweep": self.lr_choice, "method": method}
+        return float(self.d["lr"][method])
+
+    def choice_input(self) -> list[str]:
+        return [self.lr_choice] if self.from_sweep else []
+
+    def sim_settings(self) -> list[tuple[int, str]]:
+        """(N, method) of every simulated job: methods x n_workers, and more_workers' methods x its N."""
+        d = self.d
+        out = [(int(n), m) for n in d["n_workers"] for m in d["methods"]]
+        more = d.get("more_workers") or {}
+        out += [(int(n), m) for n in more.get("n_workers", []) for m in more.get("methods", [])
+                if (int(n), m) not in out]
+        return out
+
+    def reuse(self, method, n) -> str | None:
+        """The sweep's root when the comparison job of (method, N) takes its sweep seeds' runs from the
+        sweep: the lr is the sweep's choice, the method was swept at this N, and the sweep ran the
+        comparison's horizon, so the comparison at the chosen lr is the sweep's run at that lr for
+        those seeds (the same computation).  None otherwise."""
+        sw = self.d.get("sweep") or {}
+        same = (self.from_sweep and method in sw.get("methods", []) and int(n) == int(sw.get("n_workers", -1))
+                and int(sw.get("steps", -1)) == int(self.d["steps"]))
+        return f"{self.results}/demo/sweep" if same else None
+
+    def reuse_input(self, w) -> list[str]:
+        """The sweep runs a comparison job may take (every swept lr: the choice is known only at run time)."""
+        if self.reuse(w.dmethod, w.nw) is None:
+            return []
+        sw = self.d["sweep"]
+        return [f"{self.results}/demo/sweep/lr{lr:g}/{w.dmethod}/seed{s}/manifest.json"
+                for lr in sw["lrs"] for s in sw["seeds"] if int(s) in [int(k) for k in self.config["seeds"]]]
+
+    def extra_seeds(self, n, method) -> list[int]:
+        """Extra seeds of one simulated setting whose claim asked for more (config stats.extra_seeds),
+        numbered after config seeds; each runs in a job of its own (demo_train_sim_extra)."""
+        return for_setting(self.extra, self.config["seeds"], "demo_sim", {"method": method, "n_workers": int(n)})
+
+    def all_extra_seeds(self) -> list[int]:
+        """Every extra seed of any simulated setting (the extra-seed rule's wildcard values)."""
+        return sorted({k for n, m in self.sim_settings() for k in self.extra_seeds(n, m)})
+
+    # ------------------------------------------------------------ specs
+    def sim_spec(self, method, n, seeds) -> str:
+        """The spec of a simulated comparison job (its seeds; the sweep's root where it reuses runs)."""
+        return self.spec(method, n, None, SIM, seeds=seeds, reuse=self.reuse(method, n))
+
+    def spec(self, method, n, seed, backend, lr=None, steps=None, seeds=None, reuse=None) -> str:
+        """The run spec of one run, or with ``seeds`` (simulated) of every seed of one job."""
+        d = self.d
+        spec = {
+            "experiment": "demo", "method": method, "backend": backend,
+            **({"seeds": [int(k) for k in seeds]} if seeds is not None else {"seed": int(seed)}),
+            "model": d["model"], "n_workers": int(n), "batch_size": d["batch_size"],
+            "lr": self.lr(method, lr),
+            "steps": int(steps or d["steps"]), "eval_every": d["eval_every"],
+            "eval_batches": d["eval_batches"], "dtype": d.get("dtype", "float32"),
+            "demo": d["demo"], "adamw": d["adamw"], "diloco": d["diloco"], "powersgd": d["powersgd"],
+            "cluster": {"compute": d["compute"], "network": self.config["cluster"]["network"],
+                        "straggler": {"model": "none"}},
+            **({"reuse_from": reuse} if reuse else {}),
+        }
+        return as_json(spec)
+
+    def real_spec(self, w) -> str:
+        """The spec of one real run (its request, too: distlab.jobs)."""
+        return self.spec(w.dmethod, w.nw, w.seed, self.real_backend, steps=self.d["real"]["steps"])
+
+    def sweep_spec(self, w) -> str:
+        """The spec of one sweep job (every sweep seed of one method and rate)."""
+        sw = self.d["sweep"]
+        return self.spec(w.dmethod, sw["n_workers"], None, SIM, lr=w.lr, steps=sw["steps"], seeds=sw["seeds"])
+
+    # ------------------------------------------------------------ runs
+    def runs(self, group) -> list[str]:
+        d, r = self.d, self.results
+        if group == SIM:
+            return [f"{r}/demo/{SIM}/n{n}/{m}/seed{s}/manifest.json"
+                    for n, m in self.sim_settings() for s in [*self.config["seeds"], *self.extra_seeds(n, m)]]
+        if group == "sweep":
+            sw = d["sweep"]
+            return [f"{r}/demo/sweep/lr{lr:g}/{m}/seed{s}/manifest.json"
+                    for lr in sw["lrs"] for m in sw["methods"] for s in sw["seeds"]]
+        real = d["real"]
+        return [f"{r}/demo/{group}/n{n}/{m}/seed{s}/manifest.json"
+                for n in real["n_workers"] for m in real["methods"] for s in real["seeds"]]
