@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from distlab.local import rc
+from distlab.local import processes, rc
 from distlab.local.model import TextData, build_gpt, flat, split_gpt
 from distlab.local.rc_async import train_rc_async
 
@@ -103,7 +103,7 @@ def test_a_killed_lock_step_section_is_named_before_the_timeout(pydoc, monkeypat
     data = TextData(pydoc, MODEL["block_size"], 4, 3)
     t0 = time.monotonic()
     with pytest.raises(rc.SectionFailure) as err:
-        rc.train_rc_parallel(s, str(pydoc), data, split_gpt(build_gpt(MODEL, 3), 3), timeout=30)
+        processes.train_rc_parallel(s, str(pydoc), data, split_gpt(build_gpt(MODEL, 3), 3), timeout=30)
     assert time.monotonic() - t0 < 15
     assert str(err.value) == "RC parallel run failed: rc-section-1 was killed by SIGKILL"
 

@@ -16,7 +16,7 @@ import copy
 import pytest
 import torch
 
-from distlab.local import pc, rc
+from distlab.local import pc, processes, rc
 from distlab.local.model import TextData, build_gpt, flat, lm_loss, split_gpt
 from distlab.local.train import method_label, train_pc
 
@@ -72,7 +72,7 @@ def test_lock_step_processes_with_one_section_are_bp(pydoc):
     bp, par = split_gpt(build_gpt(MODEL, 3), 1), split_gpt(build_gpt(MODEL, 3), 1)
     rc.train_bp(dict(s, method="bp"), data, bp)
     s["eval_every"] = 1  # the coordinator copies the worker's parameters at eval ticks
-    rc.train_rc_parallel(s, str(pydoc), data, par, timeout=60)
+    processes.train_rc_parallel(s, str(pydoc), data, par, timeout=60)
     assert torch.equal(params_of(bp), params_of(par))
 
 
@@ -190,7 +190,7 @@ def _sgd_tick(pydoc, mode, K=3):
         rc.train_rc_sequential(s, data, split)
     else:
         torch.set_num_threads(1)
-        rc.train_rc_parallel(s, str(pydoc), data, split, timeout=60)
+        processes.train_rc_parallel(s, str(pydoc), data, split, timeout=60)
     got = flat([p.detach() for p in split.readout.parameters()])
     return got, mean_step, sum_step
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from distlab.data import prepare_dataset
-from distlab.local import rc
+from distlab.local import processes, rc
 from distlab.local.model import TextData, build_gpt, flat, lm_loss, split_gpt
 from distlab.local.train import SPEC_SCHEMA, check_spec
 from distlab.specs import SpecError, validate_spec
@@ -130,7 +130,7 @@ def test_parallel_computes_the_sequential_arithmetic(pydoc, delay, concurrency):
     r_seq = rc.train_rc_sequential(s, data, seq)
     par = split_gpt(build_gpt(MODEL, 3), 2)
     ps = dict(s, mode="parallel", concurrency=concurrency, worker_threads=1)
-    r_par = rc.train_rc_parallel(ps, str(pydoc), data, par, timeout=60)
+    r_par = processes.train_rc_parallel(ps, str(pydoc), data, par, timeout=60)
     # the coordinator's copy holds the workers' final parameters (the last tick is an eval tick)
     assert (params_of(par) - params_of(seq)).abs().max() < 1e-6
     for a, b in zip(r_seq.rows, r_par.rows):
@@ -172,7 +172,7 @@ def test_a_worker_failure_fails_the_run_naming_it(pydoc, monkeypatch):
     monkeypatch.setattr(rc.SectionTrainer, "step", boom)
     data = data_for(pydoc, s)
     with pytest.raises(RuntimeError, match="RC parallel run failed: rc-section-1: RuntimeError: section exploded"):
-        rc.train_rc_parallel(s, str(pydoc), data, split_gpt(build_gpt(MODEL, 3), 2), timeout=20)
+        processes.train_rc_parallel(s, str(pydoc), data, split_gpt(build_gpt(MODEL, 3), 2), timeout=20)
 
 
 @pytest.mark.parametrize("change,key", [
@@ -204,8 +204,8 @@ def test_a_worker_that_dies_during_start_up_fails_the_run_at_once(pydoc, monkeyp
     def broken(*a, **k):
         raise OSError("no such data")
 
-    monkeypatch.setattr(rc, "TextData", broken)
+    monkeypatch.setattr(processes, "TextData", broken)
     t0 = __import__("time").monotonic()
     with pytest.raises(RuntimeError, match="rc-section-.*OSError: no such data"):
-        rc.train_rc_parallel(s, str(pydoc), None, split_gpt(build_gpt(MODEL, 3), 2), timeout=60)
+        processes.train_rc_parallel(s, str(pydoc), None, split_gpt(build_gpt(MODEL, 3), 2), timeout=60)
     assert __import__("time").monotonic() - t0 < 30  # not the start-up limit

@@ -34,7 +34,7 @@ def _table(a) -> int:
 
 
 def _figure(a) -> int:
-    from .analysis import figure, gap_figure, real_figure
+    from .figures import figure, gap_figure, real_figure
 
     if a.kind == "real":
         real_figure(a.summary, a.sim_summary, a.out)

@@ -33,7 +33,8 @@ import torch
 from ..runs import write_csv
 from .model import TextData, build_gpt, lm_loss, make_optimizer, split_gpt
 from . import pc as pcmod
-from .rc import train_bp, train_rc_parallel, train_rc_sequential
+from .processes import train_rc_parallel
+from .rc import train_bp, train_rc_sequential
 
 log = logging.getLogger(__name__)
 

@@ -44,8 +44,8 @@ import torch
 from ..runtime.launch import die_with_parent
 from . import memory
 from .model import Split, TextData, build_gpt, flat, load_flat, split_gpt
-from .rc import (MEM_KEYS, Coordinator, Evaluator, Result, SectionFailure, SectionTrainer,
-                 Tick, _row, dead_sections, exit_reason)
+from .processes import MEM_KEYS, dead_sections
+from .rc import Coordinator, Evaluator, Result, SectionFailure, SectionTrainer, Tick, _row, exit_reason
 
 POLL_S = 0.001
 

@@ -29,8 +29,9 @@ from ..tables import atomic_output
 from . import pc as pcmod
 from .model import (TextData, build_gpt, lm_loss, make_optimizer, seed_everything, set_lr,
                     split_gpt)
+from .processes import train_rc_parallel
 from .rc import (Evaluator, Result, Resume, SectionFailure, _end_tick, _own_peak, train_bp,
-                 train_rc_parallel, train_rc_sequential, _row)
+                 train_rc_sequential, _row)
 
 log = logging.getLogger(__name__)
 

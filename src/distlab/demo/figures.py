@@ -1,0 +1,118 @@
+"""DeMo's figures: validation loss against steps, wire bytes and simulated time, each method's
+gap to AdamW-DDP, and real step times beside the simulator's prediction; from the tables of
+:mod:`.analysis`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..stats import t_interval
+from .analysis import LABELS, LATE, METHOD_ORDER
+
+
+def _plt():
+    from .. import plots
+
+    plots.set_style()
+    import matplotlib.pyplot as plt
+
+    return plots, plt
+
+
+def _band(ax, df: pd.DataFrame, x: str, y: str, label: str, color: str | None = None) -> None:
+    """Mean over seeds at each eval step, with a 95 % t band (x averaged too)."""
+    pts = []
+    for step, g in df.groupby("step"):
+        vals = g[y].to_numpy(float)
+        if len(vals) == 0 or np.isnan(vals).any():
+            continue
+        ci = t_interval(vals)
+        pts.append((g[x].mean(), ci.estimate, ci.low, ci.high))
+    if not pts:
+        return
+    a = np.array(pts)
+    (line,) = ax.plot(a[:, 0], a[:, 1], marker="o", markersize=3, label=label, color=color)
+    ax.fill_between(a[:, 0], a[:, 2], a[:, 3], color=line.get_color(), alpha=0.2, linewidth=0)
+
+
+def _eval_rows(steps: pd.DataFrame) -> pd.DataFrame:
+    return steps[steps["val_loss"].notna()]
+
+
+def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
+    """``loss_steps``, ``loss_bytes`` or ``loss_time`` (validation loss against steps,
+    cumulative wire bytes per worker, or simulated time under each network)."""
+    plots, plt = _plt()
+    steps = _eval_rows(pd.read_csv(steps_csv))
+    ns = sorted(steps["n_workers"].unique())
+    methods = [m for m in METHOD_ORDER if m in set(steps["method"])]
+    rows = list(networks) if kind == "loss_time" else [None]
+    fig, axes = plt.subplots(len(rows), len(ns), figsize=(4.2 * len(ns), 3.2 * len(rows)), squeeze=False,
+                             sharey=True)
+    for i, net in enumerate(rows):
+        for j, n in enumerate(ns):
+            ax = axes[i][j]
+            for m in methods:
+                d = steps[(steps["n_workers"] == n) & (steps["method"] == m)]
+                x = {"loss_steps": "step", "loss_bytes": "cum_bytes"}.get(kind, f"time_{net}")
+                _band(ax, d, x, "val_loss", LABELS[m], color=f"C{METHOD_ORDER.index(m)}")
+            if kind == "loss_bytes":
+                ax.set_xscale("log")
+                ax.set_xlabel("cumulative bytes sent per worker (ring collectives)")
+            elif kind == "loss_time":
+                ax.set_xlabel("simulated time (s)")
+            else:
+                ax.set_xlabel("step")
+            ax.set_ylabel("validation loss (nats/byte)")
+            ax.set_title(f"N = {n} workers" + (f", {networks[net]['label']}" if net else ""))
+            plots.label_provenance(ax, "simulated", note)
+    axes[0][0].legend(fontsize=7)
+    plots.save(fig, out)
+
+
+def gap_figure(steps_csv, out, note: str = "") -> None:
+    """Each method's validation-loss gap to AdamW-DDP (paired by seed, same N) against steps."""
+    plots, plt = _plt()
+    steps = _eval_rows(pd.read_csv(steps_csv))
+    keys = ["n_workers", "backend", "seed", "step"]
+    base = steps[steps["method"] == "adamw"][keys + ["val_loss"]].drop_duplicates(subset=keys)
+    d = steps[steps["method"] != "adamw"].merge(base.rename(columns={"val_loss": "_a"}), on=keys, how="inner")
+    d["gap"] = d["val_loss"] - d["_a"]
+    ns = sorted(d["n_workers"].unique())
+    fig, axes = plt.subplots(1, max(1, len(ns)), figsize=(4.2 * max(1, len(ns)), 3.2), squeeze=False, sharey=True)
+    for j, n in enumerate(ns):
+        ax = axes[0][j]
+        for m in METHOD_ORDER:
+            sel = d[(d["n_workers"] == n) & (d["method"] == m)]
+            if len(sel):  # one colour per method in every panel
+                _band(ax, sel, "step", "gap", LABELS[m], color=f"C{METHOD_ORDER.index(m)}")
+        ax.axhline(0.0, color="black", linewidth=0.8)
+        ax.axvline(LATE * d["step"].max(), color="grey", linewidth=0.8, linestyle=":")
+        ax.set_xlabel("step (dotted: start of the last third)")
+        ax.set_ylabel("validation loss - AdamW-DDP's (nats/byte)")
+        ax.set_title(f"N = {n} workers")
+    axes[0][0].legend(fontsize=7)
+    # one label for the figure: a box in a panel full of bands found no free corner
+    fig.suptitle(f"Validation-loss gap to AdamW-DDP against steps ({plots.provenance_text('simulated', note)})",
+                 fontsize=9)
+    plots.save(fig, out)
+
+
+def real_figure(real_summary, sim_summary, out) -> None:
+    """Measured step time of each method on real processes, with the simulated prediction."""
+    plots, plt = _plt()
+    r = pd.read_csv(real_summary).assign(source="measured (wall clock)", t=lambda d: d["step_time_median"])
+    s = pd.read_csv(sim_summary)
+    s = s[s["method"].isin(r["method"]) & s["n_workers"].isin(r["n_workers"]) & s["seed"].isin(r["seed"])]
+    s = s.assign(source="simulated prediction", t=s["time_per_step"])
+    d = pd.concat([r, s], ignore_index=True)
+    d["setting"] = d["method"].map(LABELS) + ", N=" + d["n_workers"].astype(str)
+    fig, ax = plt.subplots(figsize=(5.5, 3.2))
+    plots.bar_with_ci(d, "setting", "t", "source", ax=ax)
+    ax.set_ylabel("time per step (s)")
+    ax.set_xlabel("")
+    ax.set_title("Time per step: real processes vs the simulator's prediction")
+    ax.tick_params(axis="x", rotation=20)
+    plots.label_provenance(ax, str(r["backend"].iloc[0]), "bars: measured and simulated")
+    plots.save(fig, out)
