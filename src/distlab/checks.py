@@ -9,7 +9,7 @@ lists every problem, one line each, naming its key:
   YAML loader keeps the last value silently;
 * the JSON-Schema, with strict types;
 * an upper bound on every count (steps, epochs, episodes, workers, seeds, ...)
-  that no run reaches on purpose (:data:`COUNT_LIMITS`), so a count with a
+  that no run reaches on purpose (:data:`distlab.specs.COUNT_LIMITS`), so a count with a
   few zeros too many is refused instead of running for years;
 
 * strict types: ``4.0`` is not an integer, NaN and infinities are not
@@ -17,7 +17,7 @@ lists every problem, one line each, naming its key:
 * cross-field rules: s < n, fractional repetition needs (s + 1) | n, a batch
   divides among the workers, c <= n, an image model on an image data set,
   slow workers within n, every data set named by an experiment configured;
-* each paper's own rules (``distlab.<package>.checks.check``);
+* each paper's own rules (``distlab.<package>.spec.check``, found by :func:`paper_checks`);
 * ``config/claims.yaml`` (malformed claims, duplicated ids), so a typo there
   fails now rather than in the last job.
 
@@ -29,7 +29,6 @@ adds nothing); nothing here imports torch.
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -39,38 +38,27 @@ from typing import Any
 import jsonschema
 import yaml
 
-from .specs import strict_validator_class
+from .specs import COUNT_LIMITS, LIST_LIMITS, count_errors, strict_validator_class  # noqa: F401 (re-exported)
 
-# package of a paper -> its config section
-PAPER_CHECKS = {
-    "distlab.placement.spec": "placement",
-    "distlab.local.spec": "local_learning",
-    "distlab.demo.spec": "demo",
-}
+
+
+def paper_checks() -> dict[str, Any]:
+    """Each paper's config check, found, not named: every package ``distlab.<name>`` whose
+    ``spec`` module defines ``CONFIG_SECTION`` (its config section) and ``check(config) ->
+    list of "key: why"``; by section.  A new paper's package joins by having the two."""
+    import distlab
+
+    found: dict[str, Any] = {}
+    # folders, not pkgutil.iter_modules: a package without __init__.py is one too
+    names = sorted({d.name for root in distlab.__path__ for d in Path(root).iterdir()
+                    if d.is_dir() and d.name.isidentifier() and (d / "spec.py").is_file()})
+    for name in names:
+        mod = importlib.import_module(f"distlab.{name}.spec")
+        if hasattr(mod, "CONFIG_SECTION") and callable(getattr(mod, "check", None)):
+            found[mod.CONFIG_SECTION] = mod.check
+    return found
 IMAGE_MODELS = ("cnn", "resnet18", "logreg", "mlp")
 TEXT_MODELS = ("gpt",)
-
-
-# The largest value a count may take, by key name, wherever the key appears in
-# the configuration (a list of counts: each element; a list of seeds: its
-# length).  Every bound is far past any configured run (config/paper.yaml's
-# largest: 127000 steps, 25 episodes x 20 samples, 10 epochs, 10 seeds, 12
-# workers); most are below the configured values with three zeros appended.
-# (steps: 10**6, eight times the largest paper-scale run; a 150-step run typed
-# as 150000 is within it: runtime.job_timeout_s stops such a job.)
-COUNT_LIMITS: dict[str, int] = {
-    "steps": 10**6, "epochs": 1000, "episodes": 10**4, "samples": 10**4, "budget": 10**5,
-    "n_workers": 1024, "n": 1024, "sections": 1024, "threads": 1024, "worker_threads": 1024,
-    "batch_size": 10**6, "batch": 10**6, "eval_batches": 10**5, "batches": 10**5,
-    "final_batches": 10**5, "repeats": 10**4, "measure": 10**4, "warmup": 10**5,
-    "warmup_steps": 10**7, "pc_measure": 10**4, "pc_repeats": 10**3, "pc_warmup": 10**4, "eval_every": 10**7,
-    "T": 10**4, "pc_T": 10**4, "H": 10**6, "points": 10**4, "n_resamples": 10**8,
-    "n_layer": 1024, "layers": 1024, "d_model": 65536, "hidden": 65536, "n_head": 1024,
-    "block_size": 10**6, "seq": 10**6, "max_chars": 10**11, "numel": 10**11,
-    "every_steps": 10**7, "topk": 10**8, "chunk": 4096, "rank": 4096,
-}
-# lists whose length is a count: a job per element
-LIST_LIMITS: dict[str, int] = {"seeds": 100, "parallel_seeds": 100}
 
 
 class ConfigError(ValueError):
@@ -131,34 +119,6 @@ def schema_errors(config: Mapping[str, Any], schema_dir: str | Path) -> list[str
     return out
 
 
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def count_errors(config: Any, path: tuple = ()) -> list[str]:
-    """Counts past their bound (:data:`COUNT_LIMITS`, :data:`LIST_LIMITS`), one line each."""
-    out: list[str] = []
-    if isinstance(config, Mapping):
-        for k, v in config.items():
-            key = path + (k,)
-            limit = COUNT_LIMITS.get(str(k))
-            if limit is not None:
-                values = v if isinstance(v, list) else [v]
-                big = [x for x in values if _is_int(x) and x > limit]
-                if big:
-                    out.append(f"{_key(key)}: {big[0] if not isinstance(v, list) else big} is past the "
-                               f"limit {limit:,} for {k!r} (no run of this size is meant: a typo?)")
-            limit = LIST_LIMITS.get(str(k))
-            if limit is not None and isinstance(v, list) and len(v) > limit:
-                out.append(f"{_key(key)}: {len(v):,} entries, past the limit {limit:,}")
-            out += count_errors(v, key)
-    elif isinstance(config, list):
-        for i, v in enumerate(config):
-            if isinstance(v, (Mapping, list)):
-                out += count_errors(v, path + (i,))
-    return out
-
-
 def duplicate_key_errors(path: str | Path) -> list[str]:
     """Keys that appear twice in one mapping of a YAML file, at any level, one line each
     (``file:line: key ...``); a file that is not valid YAML gives one line too."""
@@ -194,11 +154,7 @@ def duplicate_key_errors(path: str | Path) -> list[str]:
     return out
 
 
-def _has_fr(schemes) -> bool:
-    return any(str(x).endswith("-fr") for x in schemes or [])
-
-
-def _check_straggler(errors: list[str], key: str, straggler: Mapping | None, n: int) -> None:
+def check_straggler(errors: list[str], key: str, straggler: Mapping | None, n: int) -> None:
     if not straggler:
         return
     slow = straggler.get("slow_workers") or []
@@ -211,7 +167,7 @@ def _check_straggler(errors: list[str], key: str, straggler: Mapping | None, n: 
         errors.append(f"{key}.slow_workers: model {straggler['model']!r} needs at least one slow worker")
 
 
-def _check_dataset(errors: list[str], config: Mapping, key: str, name: Any, model: Mapping | None) -> None:
+def check_dataset(errors: list[str], config: Mapping, key: str, name: Any, model: Mapping | None) -> None:
     datasets = config.get("datasets") or {}
     if name not in datasets:
         errors.append(f"{key}: data set {name!r} is not configured under datasets "
@@ -230,65 +186,10 @@ def _check_baseline(config: Mapping, errors: list[str]) -> None:
     if not b:
         return
     n = b.get("n_workers", 1)
-    _check_dataset(errors, config, "baseline.dataset", b.get("dataset"), b.get("model"))
+    check_dataset(errors, config, "baseline.dataset", b.get("dataset"), b.get("model"))
     if isinstance(n, int) and n > 0 and b.get("batch_size", 0) % n:
         errors.append(f"baseline.batch_size: {b['batch_size']} is not divisible by n_workers = {n}")
-    _check_straggler(errors, "baseline.straggler", b.get("straggler"), n)
-
-
-def _check_pgc(config: Mapping, errors: list[str]) -> None:
-    p = config.get("pgc")
-    if not p:
-        return
-    n = p.get("n", 0)
-    _check_dataset(errors, config, "pgc.dataset", p.get("dataset"), p.get("model"))
-    for group in ("motivating", "simulation", "cloud", "real"):
-        g = p.get(group) or {}
-        if "dataset" in g:
-            _check_dataset(errors, config, f"pgc.{group}.dataset", g["dataset"], p.get("model"))
-        gn = g.get("n", n) if group == "real" else n
-        key = f"pgc.{group}"
-        if not isinstance(gn, int) or gn < 1:
-            continue
-        bs = g.get("batch_size")
-        if isinstance(bs, int) and bs % gn:
-            errors.append(f"{key}.batch_size: {bs} is not divisible by the {gn} workers "
-                          f"(each partition draws batch_size / n samples)")
-        s_values = g.get("s")
-        s_list = s_values if isinstance(s_values, list) else [s_values] if s_values is not None else []
-        if group == "motivating":
-            s_list = [c - 1 for c in g.get("c") or [] if isinstance(c, int)]
-            for c in g.get("c") or []:
-                if isinstance(c, int) and c > gn:
-                    errors.append(f"{key}.c: c = {c} partitions a worker exceeds n = {gn}")
-        for s in s_list:
-            if not isinstance(s, int):
-                continue
-            if s >= gn:
-                errors.append(f"{key}.s: s = {s} must be below n = {gn} (a master needs n - s >= 1 workers)")
-            elif _has_fr(g.get("schemes")) and gn % (s + 1):
-                errors.append(f"{key}.s: fractional repetition needs (s + 1) | n; s = {s}, n = {gn} "
-                              f"(drop the -fr schemes or change s)")
-        _check_straggler(errors, f"{key}.straggler", g.get("straggler"), gn)
-    if not any(e.startswith("pgc") for e in errors):  # settings refused above would only repeat here
-        _check_stored_coding_profile(config, errors)
-
-
-def _check_stored_coding_profile(config: Mapping, errors: list[str]) -> None:
-    """``pgc.coding.source: stored``: the versioned profile holds every setting the config runs."""
-    coding = config["pgc"].get("coding") or {}
-    if coding.get("source") != "stored" or coding.get("mode") != "measured" or "numel" not in coding:
-        return
-    from .pgc.workflow import STORED_CODING_PROFILE, PGCWorkflow, stored_profile_gaps
-
-    root = Path(__file__).resolve().parents[2]
-    path = root / STORED_CODING_PROFILE if (root / STORED_CODING_PROFILE).exists() else Path(STORED_CODING_PROFILE)
-    o = json.loads(PGCWorkflow(dict(config)).coding_profile_options())
-    gaps = stored_profile_gaps(str(path), o["settings"], o["numel"], o["dtype"])
-    if gaps:
-        errors.append(f"pgc.coding.source: stored, but {STORED_CODING_PROFILE} has no row for {', '.join(gaps)} "
-                      f"(numel {o['numel']}, {o['dtype']}): set source: measured, or run the rule "
-                      f"pgc_coding_profile and copy its output there")
+    check_straggler(errors, "baseline.straggler", b.get("straggler"), n)
 
 
 def _check_claims(claims_path: str | Path | None, errors: list[str]) -> None:
@@ -303,7 +204,7 @@ def _check_claims(claims_path: str | Path | None, errors: list[str]) -> None:
 
 
 def _claims_errors(claims_path: str | Path, errors: list[str]) -> None:
-    from .scorecard import ClaimError, load_claims
+    from .claims import ClaimError, load_claims
 
     if Path(claims_path).exists():
         dups = duplicate_key_errors(claims_path)
@@ -346,7 +247,7 @@ def _check_extra_seeds(config: Mapping[str, Any], claims_path: str | Path | None
     wanted = (config.get("stats") or {}).get("extra_seeds") if isinstance(config.get("stats"), Mapping) else None
     if not wanted or not isinstance(wanted, Mapping) or claims_path is None or not Path(claims_path).exists():
         return
-    from .scorecard import ClaimError, load_claims_file
+    from .claims import ClaimError, load_claims_file
 
     try:
         claims, conditions = load_claims_file(claims_path)
@@ -386,22 +287,16 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
     # cross-field rules assume well-typed values: with schema errors, a rule that
     # trips over one adds nothing (the schema's line already names the key)
     cross: list[str] = []
-    for name, rule in (("baseline", _check_baseline), ("pgc", _check_pgc)):
-        try:
-            rule(config, cross)
-        except Exception as e:  # noqa: BLE001
-            if not schema:
-                cross.append(f"{name}: its cross-field check failed ({type(e).__name__}: {e})")
-    for module, section in PAPER_CHECKS.items():
+    try:
+        _check_baseline(config, cross)
+    except Exception as e:  # noqa: BLE001
+        if not schema:
+            cross.append(f"baseline: its cross-field check failed ({type(e).__name__}: {e})")
+    for section, check in paper_checks().items():
         if section not in config:
             continue
         try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as e:
-            cross.append(f"{section}: configured, but its package {module} is missing ({e})")
-            continue
-        try:
-            cross += mod.check(config)
+            cross += check(config)
         except Exception as e:  # noqa: BLE001
             if not schema:
                 cross.append(f"{section}: its cross-field check failed ({type(e).__name__}: {e})")

@@ -62,8 +62,35 @@ CLUSTER = {
 }
 
 
+# The largest value a count may take, by key name, wherever the key appears in
+# the configuration (a list of counts: each element; a list of seeds: its
+# length).  Every bound is far past any configured run (config/paper.yaml's
+# largest: 127000 steps, 25 episodes x 20 samples, 10 epochs, 10 seeds, 12
+# workers); most are below the configured values with three zeros appended.
+# (steps: 10**6, eight times the largest paper-scale run; a 150-step run typed
+# as 150000 is within it: runtime.job_timeout_s stops such a job.)
+COUNT_LIMITS: dict[str, int] = {
+    "steps": 10**6, "epochs": 1000, "episodes": 10**4, "samples": 10**4, "budget": 10**5,
+    "n_workers": 1024, "n": 1024, "sections": 1024, "threads": 1024, "worker_threads": 1024,
+    "batch_size": 10**6, "batch": 10**6, "eval_batches": 10**5, "batches": 10**5,
+    "final_batches": 10**5, "repeats": 10**4, "measure": 10**4, "warmup": 10**5,
+    "warmup_steps": 10**7, "pc_measure": 10**4, "pc_repeats": 10**3, "pc_warmup": 10**4, "eval_every": 10**7,
+    "T": 10**4, "pc_T": 10**4, "H": 10**6, "points": 10**4, "n_resamples": 10**8,
+    "n_layer": 1024, "layers": 1024, "d_model": 65536, "hidden": 65536, "n_head": 1024,
+    "block_size": 10**6, "seq": 10**6, "max_chars": 10**11, "numel": 10**11,
+    "every_steps": 10**7, "topk": 10**8, "chunk": 4096, "rank": 4096,
+}
+# lists whose length is a count: a job per element
+LIST_LIMITS: dict[str, int] = {"seeds": 100, "parallel_seeds": 100}
+
+
+
 class SpecError(ValueError):
     """A run spec or run-time setting is malformed; the message names the key."""
+
+
+def _key(path) -> str:
+    return ".".join(str(p) for p in path) or "(top level)"
 
 
 def _path(error: jsonschema.ValidationError) -> str:
@@ -119,12 +146,39 @@ def validate_spec(spec: Any, schema: Mapping[str, Any], experiment: str) -> dict
     if not isinstance(spec, Mapping):
         raise SpecError(f"{experiment} spec: expected a JSON object, got {type(spec).__name__}")
     check(spec, schema, f"{experiment} spec")
-    from .checks import count_errors  # the config's count bounds hold for a spec given directly
-
+    # the config's count bounds hold for a spec given directly
     big = count_errors(spec)
     if big:
         raise SpecError(f"{experiment} spec: key {big[0]}")
     return dict(spec)
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def count_errors(config: Any, path: tuple = ()) -> list[str]:
+    """Counts past their bound (:data:`COUNT_LIMITS`, :data:`LIST_LIMITS`), one line each."""
+    out: list[str] = []
+    if isinstance(config, Mapping):
+        for k, v in config.items():
+            key = path + (k,)
+            limit = COUNT_LIMITS.get(str(k))
+            if limit is not None:
+                values = v if isinstance(v, list) else [v]
+                big = [x for x in values if _is_int(x) and x > limit]
+                if big:
+                    out.append(f"{_key(key)}: {big[0] if not isinstance(v, list) else big} is past the "
+                               f"limit {limit:,} for {k!r} (no run of this size is meant: a typo?)")
+            limit = LIST_LIMITS.get(str(k))
+            if limit is not None and isinstance(v, list) and len(v) > limit:
+                out.append(f"{_key(key)}: {len(v):,} entries, past the limit {limit:,}")
+            out += count_errors(v, key)
+    elif isinstance(config, list):
+        for i, v in enumerate(config):
+            if isinstance(v, (Mapping, list)):
+                out += count_errors(v, path + (i,))
+    return out
 
 
 def each_seed(spec: dict) -> list[dict]:

@@ -179,7 +179,7 @@ from distlab.extra_seeds import for_setting as extra_for_setting
 
 if (config.get("stats") or {}).get("extra_seeds"):
     from distlab.extra_seeds import requests as _extra_requests
-    from distlab.scorecard import load_claims_file as _load_claims_file
+    from distlab.claims import load_claims_file as _load_claims_file
 
     EXTRA_SEED_REQUESTS = _extra_requests(config, *_load_claims_file(f"{workflow.basedir}/config/claims.yaml"))
 else:

@@ -252,7 +252,7 @@ def bytes_table(out_csv, out_md, claims_path, claim_id: str, topks=(32, 1), chun
     df["fewer than fp32 AdamW-DDP"] = df["reduction_vs_fp32_ddp"]
     df["fewer than bf16 AdamW-DDP"] = df["reduction_vs_bf16_ddp"]
     write_csv(df.drop(columns=["fewer than fp32 AdamW-DDP", "fewer than bf16 AdamW-DDP"]), out_csv)
-    from ..scorecard import load_claims
+    from ..claims import load_claims
 
     claims = load_claims(claims_path)
     paper = next((c.get("paper_value") for c in claims if c.get("id") == claim_id), None)

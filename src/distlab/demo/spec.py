@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+CONFIG_SECTION = "demo"  # distlab.checks.paper_checks finds check() by it
+
 
 def _divides(n: int, h: int) -> bool:
     return h > 0 and n % h == 0

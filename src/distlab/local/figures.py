@@ -279,7 +279,7 @@ def throughput_map(map_csv: Path, out: Path, table_csv: Path | None = None, tabl
 
 
 def _p3_claims(claims_path: Path) -> dict[str, dict]:
-    from ..scorecard import load_claims
+    from ..claims import load_claims
 
     claims = load_claims(claims_path)
     return {c["id"]: c for c in claims if c.get("paper") == "P3"}

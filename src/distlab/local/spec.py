@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+CONFIG_SECTION = "local_learning"  # distlab.checks.paper_checks finds check() by it
+
 S = "local_learning"
 
 

@@ -7,7 +7,10 @@ of every real job); the trainer (:mod:`distlab.pgc.train`) re-exports these.
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Mapping
+from pathlib import Path
 
 from ..runtime.stragglers import MODELS as STRAGGLER_MODELS
 from .coding import SCHEMES
@@ -103,3 +106,78 @@ def expendable_ranks(spec: dict) -> tuple[list[int], int]:
     process itself or its work child (see ``train._supervise_worker``)."""
     n = int(spec["n"])
     return list(range(1, n + 1)), 0 if spec["scheme"] == "dgd" else int(spec["s"])
+
+
+# ------------------------------------------------------------------ the config's pgc section
+CONFIG_SECTION = "pgc"  # distlab.checks.paper_checks finds check() by it
+
+
+def check(config: Mapping) -> list[str]:
+    """Cross-field rules of the ``pgc:`` config section, one ``"key: why"`` line each
+    (s < n, fractional repetition needs (s + 1) | n, batches divide among the workers,
+    c <= n, slow workers within n, the data sets configured, a stored coding profile
+    that holds every setting run)."""
+    errors: list[str] = []
+    _check(config, errors)
+    return errors
+
+
+def _has_fr(schemes) -> bool:
+    return any(str(x).endswith("-fr") for x in schemes or [])
+
+
+def _check(config: Mapping, errors: list[str]) -> None:
+    from ..checks import check_dataset, check_straggler
+
+    p = config.get("pgc")
+    if not p:
+        return
+    n = p.get("n", 0)
+    check_dataset(errors, config, "pgc.dataset", p.get("dataset"), p.get("model"))
+    for group in ("motivating", "simulation", "cloud", "real"):
+        g = p.get(group) or {}
+        if "dataset" in g:
+            check_dataset(errors, config, f"pgc.{group}.dataset", g["dataset"], p.get("model"))
+        gn = g.get("n", n) if group == "real" else n
+        key = f"pgc.{group}"
+        if not isinstance(gn, int) or gn < 1:
+            continue
+        bs = g.get("batch_size")
+        if isinstance(bs, int) and bs % gn:
+            errors.append(f"{key}.batch_size: {bs} is not divisible by the {gn} workers "
+                          f"(each partition draws batch_size / n samples)")
+        s_values = g.get("s")
+        s_list = s_values if isinstance(s_values, list) else [s_values] if s_values is not None else []
+        if group == "motivating":
+            s_list = [c - 1 for c in g.get("c") or [] if isinstance(c, int)]
+            for c in g.get("c") or []:
+                if isinstance(c, int) and c > gn:
+                    errors.append(f"{key}.c: c = {c} partitions a worker exceeds n = {gn}")
+        for s in s_list:
+            if not isinstance(s, int):
+                continue
+            if s >= gn:
+                errors.append(f"{key}.s: s = {s} must be below n = {gn} (a master needs n - s >= 1 workers)")
+            elif _has_fr(g.get("schemes")) and gn % (s + 1):
+                errors.append(f"{key}.s: fractional repetition needs (s + 1) | n; s = {s}, n = {gn} "
+                              f"(drop the -fr schemes or change s)")
+        check_straggler(errors, f"{key}.straggler", g.get("straggler"), gn)
+    if not any(e.startswith("pgc") for e in errors):  # settings refused above would only repeat here
+        _check_stored_coding_profile(config, errors)
+
+
+def _check_stored_coding_profile(config: Mapping, errors: list[str]) -> None:
+    """``pgc.coding.source: stored``: the versioned profile holds every setting the config runs."""
+    coding = config["pgc"].get("coding") or {}
+    if coding.get("source") != "stored" or coding.get("mode") != "measured" or "numel" not in coding:
+        return
+    from .workflow import STORED_CODING_PROFILE, PGCWorkflow, stored_profile_gaps
+
+    root = Path(__file__).resolve().parents[3]
+    path = root / STORED_CODING_PROFILE if (root / STORED_CODING_PROFILE).exists() else Path(STORED_CODING_PROFILE)
+    o = json.loads(PGCWorkflow(dict(config)).coding_profile_options())
+    gaps = stored_profile_gaps(str(path), o["settings"], o["numel"], o["dtype"])
+    if gaps:
+        errors.append(f"pgc.coding.source: stored, but {STORED_CODING_PROFILE} has no row for {', '.join(gaps)} "
+                      f"(numel {o['numel']}, {o['dtype']}): set source: measured, or run the rule "
+                      f"pgc_coding_profile and copy its output there")

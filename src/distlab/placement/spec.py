@@ -10,6 +10,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+CONFIG_SECTION = "placement"  # distlab.checks.paper_checks finds check() by it
+
 
 def check(config: Mapping[str, Any]) -> list[str]:
     p = config.get("placement")

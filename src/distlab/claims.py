@@ -1,0 +1,282 @@
+"""The claims of ``config/claims.yaml``: read, checked and normalized (torch- and
+pandas-free).  The scorecard (:mod:`distlab.scorecard`) evaluates them; the config check
+(:mod:`distlab.checks`) and the rule files read them through here, so that reading the
+claims needs none of the evaluation.
+
+A claim names its paper, source, statement, table, metric and test and compares
+settings ``a`` and ``b`` (or a ``chain``, a constant ``value``, a scalar ``value_from``);
+``conditions`` are the preconditions claims may name.  Every problem raises
+:class:`ClaimError` naming the claim id (or condition) and key.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+TESTS = ("less", "greater", "noninferior", "equivalent")
+EXPECTED = ("holds", "fails")
+PAPERS = ("P1", "P2", "P3", "P4", "foundation")
+TRANSFORMS = ("diff", "ratio")
+REQUIRED_KEYS = ("id", "paper", "source", "statement", "table", "metric", "test")
+OPTIONAL_KEYS = (
+    "paper_value", "a", "b", "value", "value_from", "chain", "margin", "margin_relative",
+    "higher_is_better", "transform", "by_construction", "tested_at", "threshold", "expected",
+    "preconditions", "measured",
+)
+COND_KINDS = ("floor", "control", "horizon", "other")
+COND_TESTS = ("less", "greater", "each_at_least", "each_at_most")
+COND_KEYS = ("kind", "statement", "table", "metric", "a", "test", "b", "value", "value_from", "margin",
+             "threshold")
+# a/b selections name table columns; `value` compares a with a constant instead of b
+VALUE = "__value__"
+VALUE_FROM = "__value_from__"
+
+
+class ClaimError(ValueError):
+    """A claim is malformed or cannot be evaluated against its table."""
+
+
+# ----------------------------------------------------------------------------
+# Claims and settings
+# ----------------------------------------------------------------------------
+
+
+def _is_number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _check_value_from(vf: Any, bad) -> dict[str, Any]:
+    """``value_from: {table, metric, where}``: one scalar read from a results table."""
+    if not isinstance(vf, Mapping) or set(vf) - {"table", "metric", "where"} or not {"table", "metric"} <= set(vf):
+        raise bad("value_from", "must be a mapping with table, metric and optional where")
+    for key in ("table", "metric"):
+        if not isinstance(vf[key], str) or not vf[key].strip():
+            raise bad("value_from", f"{key} must be a non-empty string")
+    where = vf.get("where", {})
+    if not isinstance(where, Mapping):
+        raise bad("value_from", "where must be a mapping of column: value")
+    return {"table": vf["table"], "metric": vf["metric"], "where": dict(where)}
+
+
+def _check_sides(obj: Mapping[str, Any], bad, allow_chain: bool) -> tuple[list, bool]:
+    """(links, is_chain) from a/b, a/value, a/value_from or chain."""
+    sides = [k for k in ("b", "value", "value_from") if k in obj]
+    has_pair, has_chain = "a" in obj or bool(sides), allow_chain and "chain" in obj
+    if has_pair == has_chain or (has_pair and len(sides) != 1):
+        raise bad("chain" if has_chain else "a",
+                  "give exactly one of a/b, a/value, a/value_from" + (" or chain" if allow_chain else ""))
+    if has_chain:
+        chain = obj["chain"]
+        if (
+            not isinstance(chain, Sequence) or isinstance(chain, str) or len(chain) < 2
+            or not all(isinstance(s, Mapping) and s for s in chain)
+        ):
+            raise bad("chain", "must be a list of at least 2 non-empty mappings")
+        return [(dict(x), dict(y)) for x, y in zip(chain[:-1], chain[1:])], True
+    if not isinstance(obj.get("a"), Mapping) or not obj["a"]:
+        raise bad("a", "must be a non-empty mapping of column: value")
+    if "value" in obj:
+        if not _is_number(obj["value"]):
+            raise bad("value", "must be a finite number")
+        return [(dict(obj["a"]), {VALUE: float(obj["value"])})], False
+    if "value_from" in obj:
+        return [(dict(obj["a"]), {VALUE_FROM: _check_value_from(obj["value_from"], bad)})], False
+    if not isinstance(obj.get("b"), Mapping) or not obj["b"]:
+        raise bad("b", "must be a non-empty mapping of column: value")
+    return [(dict(obj["a"]), dict(obj["b"]))], False
+
+
+def _check_text(obj: Mapping[str, Any], key: str, bad, why: str) -> str:
+    v = obj.get(key)
+    if not isinstance(v, str) or not v.strip():
+        raise bad(key, why)
+    return v
+
+
+def _check_claim(claim: Any, index: int) -> dict[str, Any]:
+    """Validate one claim and return it with defaults filled in."""
+    if not isinstance(claim, Mapping):
+        raise ClaimError(f"claim #{index}: expected a mapping, got {type(claim).__name__}")
+    cid = claim.get("id")
+    if not isinstance(cid, str) or not cid.strip():
+        raise ClaimError(f"claim #{index}: bad key 'id': must be a non-empty string")
+
+    def bad(key: str, why: str) -> ClaimError:
+        return ClaimError(f"claim {cid!r}: bad key {key!r}: {why}")
+
+    for key in claim:
+        if key not in REQUIRED_KEYS + OPTIONAL_KEYS:
+            raise bad(key, f"unknown key (allowed: {', '.join(REQUIRED_KEYS + OPTIONAL_KEYS)})")
+    for key in REQUIRED_KEYS:
+        if key not in claim:
+            raise bad(key, "missing")
+        _check_text(claim, key, bad, "must be a non-empty string")
+    if claim["paper"] not in PAPERS:
+        raise bad("paper", f"{claim['paper']!r} is not one of {PAPERS}")
+    test = claim["test"]
+    if test not in TESTS:
+        raise bad("test", f"{test!r} is not one of {TESTS}")
+    pv = claim.get("paper_value")
+    if pv is not None and (isinstance(pv, bool) or not isinstance(pv, (int, float, str))):
+        raise bad("paper_value", "must be a number, a string or null")
+    links, is_chain = _check_sides(claim, bad, allow_chain=True)
+
+    margin = claim.get("margin")
+    if test in ("noninferior", "equivalent"):
+        if not _is_number(margin) or not margin >= 0:
+            raise bad("margin", f"test {test!r} needs a number >= 0")
+    elif margin is not None and (not _is_number(margin) or not margin >= 0):
+        raise bad("margin", "must be a number >= 0")
+    if "margin_relative" in claim and margin is None:
+        raise bad("margin_relative", "applies only with a margin")
+    hib = claim.get("higher_is_better")
+    if test == "noninferior":
+        if not isinstance(hib, bool):
+            raise bad("higher_is_better", "noninferior needs true or false")
+    elif hib is not None:
+        raise bad("higher_is_better", f"only applies to noninferior, not {test!r}")
+    relative = claim.get("margin_relative", False)
+    if not isinstance(relative, bool):
+        raise bad("margin_relative", "must be true or false")
+    transform = claim.get("transform", "diff")
+    if transform not in TRANSFORMS:
+        raise bad("transform", f"{transform!r} is not one of {TRANSFORMS}")
+    construction = claim.get("by_construction", "")
+    if construction is not None and not isinstance(construction, str):
+        raise bad("by_construction", "must say what makes the row hold whatever the data (a string)")
+    tested_at = claim.get("tested_at", "")
+    if not isinstance(tested_at, str):
+        raise bad("tested_at", "must be a string (the setting the claim is tested at, e.g. c/mu = 0.5)")
+    threshold = claim.get("threshold", "")
+    if margin is not None or "value" in claim:
+        _check_text(claim, "threshold", bad, "a margin or a constant needs the source's numbers and the "
+                    "arithmetic that gives it (a non-empty string)")
+    elif not isinstance(threshold, str):
+        raise bad("threshold", "must be a string")
+    expected = claim.get("expected", "holds")
+    if expected not in EXPECTED:
+        raise bad("expected", f"{expected!r} is not one of {EXPECTED} (what the source found)")
+    pre = claim.get("preconditions", [])
+    if not isinstance(pre, Sequence) or isinstance(pre, str) or not all(isinstance(x, str) and x for x in pre):
+        raise bad("preconditions", "must be a list of condition names")
+    if len(set(pre)) != len(pre):
+        raise bad("preconditions", "names a condition twice")
+    measured = claim.get("measured", False)
+    if not isinstance(measured, bool):
+        raise bad("measured", "must be true or false")
+
+    return {
+        **{k: claim[k] for k in REQUIRED_KEYS},
+        "paper_value": pv,
+        "links": links,
+        "is_chain": is_chain,
+        "margin": None if margin is None else float(margin),
+        "margin_relative": relative,
+        "higher_is_better": hib,
+        "transform": transform,
+        "by_construction": (construction or "").strip(),
+        "tested_at": tested_at,
+        "threshold": (threshold or "").strip(),
+        "expected": expected,
+        "preconditions": list(pre),
+        "measured": measured,
+    }
+
+
+def _check_condition(name: Any, cond: Any) -> dict[str, Any]:
+    """Validate one named precondition."""
+    if not isinstance(name, str) or not name.strip():
+        raise ClaimError(f"condition {name!r}: the name must be a non-empty string")
+
+    def bad(key: str, why: str) -> ClaimError:
+        return ClaimError(f"condition {name!r}: bad key {key!r}: {why}")
+
+    if not isinstance(cond, Mapping):
+        raise ClaimError(f"condition {name!r}: expected a mapping, got {type(cond).__name__}")
+    for key in cond:
+        if key not in COND_KEYS:
+            raise bad(key, f"unknown key (allowed: {', '.join(COND_KEYS)})")
+    for key in ("kind", "statement", "table", "metric", "test"):
+        _check_text(cond, key, bad, "missing or not a non-empty string")
+    if cond["kind"] not in COND_KINDS:
+        raise bad("kind", f"{cond['kind']!r} is not one of {COND_KINDS}")
+    if cond["test"] not in COND_TESTS:
+        raise bad("test", f"{cond['test']!r} is not one of {COND_TESTS}")
+    links, _ = _check_sides(cond, bad, allow_chain=False)
+    if cond["test"].startswith("each_") and "b" in cond:
+        raise bad("b", f"test {cond['test']!r} compares each row with a constant: give value or value_from")
+    margin = cond.get("margin", 0.0)
+    if not _is_number(margin) or margin < 0:
+        raise bad("margin", "must be a number >= 0")
+    if ("margin" in cond or "value" in cond):
+        _check_text(cond, "threshold", bad, "a margin or a constant needs the arithmetic that gives it")
+    return {"name": name, "kind": cond["kind"], "statement": cond["statement"], "table": cond["table"],
+            "metric": cond["metric"], "test": cond["test"], "a": links[0][0], "b": links[0][1],
+            "margin": float(margin), "threshold": str(cond.get("threshold", "")).strip()}
+
+
+def _normalize(claims: Sequence[Any]) -> list[dict[str, Any]]:
+    """Validated claims with defaults filled and a/b or chain turned into ``links``."""
+    if isinstance(claims, (str, Mapping)) or not isinstance(claims, Sequence):
+        raise ClaimError("claims must be a list of mappings")
+    checked = [_check_claim(c, i) for i, c in enumerate(claims)]
+    seen: set[str] = set()
+    for c in checked:
+        if c["id"] in seen:
+            raise ClaimError(f"claim {c['id']!r}: bad key 'id': duplicated id")
+        seen.add(c["id"])
+    return checked
+
+
+def _normalize_conditions(conditions: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    if conditions is None:
+        return {}
+    if not isinstance(conditions, Mapping):
+        raise ClaimError("conditions must be a mapping of name: condition")
+    return {name: _check_condition(name, c) for name, c in conditions.items()}
+
+
+def _check_references(claims: Sequence[dict[str, Any]], conditions: Mapping[str, Any]) -> None:
+    for c in claims:
+        for name in c["preconditions"]:
+            if name not in conditions:
+                raise ClaimError(f"claim {c['id']!r}: bad key 'preconditions': no condition named {name!r} "
+                                 f"(defined: {', '.join(sorted(conditions)) or 'none'})")
+
+
+def validate_claims(claims: Sequence[Any], conditions: Mapping[str, Any] | None = None) -> None:
+    """Raise :class:`ClaimError` naming the claim id (or condition) and key if anything is malformed.
+
+    Claims follow the schema of ``config/claims.yaml``; ids must be unique and
+    every precondition a claim names must be defined in ``conditions``.
+    """
+    _check_references(_normalize(claims), _normalize_conditions(conditions))
+
+
+def load_claims_file(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Read and validate ``(claims, conditions)`` from YAML.
+
+    The file is a mapping ``{conditions: {...}, claims: [...]}``, or a bare list
+    of claims (no conditions).  Duplicate keys are refused at any level.
+    """
+    from .yamlio import load_yaml_strict
+
+    data = load_yaml_strict(path)
+    conditions: dict[str, Any] = {}
+    if isinstance(data, Mapping):
+        extra = set(data) - {"claims", "conditions"}
+        if extra:
+            raise ClaimError(f"{path}: unknown top-level keys {sorted(extra)} (allowed: claims, conditions)")
+        conditions = dict(data.get("conditions") or {})
+        data = data.get("claims")
+    claims = data if data is not None else []
+    validate_claims(claims, conditions)
+    return list(claims), conditions
+
+
+def load_claims(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Read and validate the claims (and their conditions) from YAML; return the claims."""
+    return load_claims_file(path)[0]
