@@ -306,7 +306,7 @@ def test_a_checkpoint_written_without_torch_is_keyed_by_its_spec_too(tmp_path):
 def test_a_placement_search_without_a_network_starts_without_torch():
     """The simulator, the graph file and the baselines that need no network import no
     torch (about 2 s of each of the 24 single-device, random and HEFT jobs)."""
-    code = ("import sys; import distlab.placement.run, distlab.placement.cli, distlab.runs; "
+    code = ("import sys; import distlab.placement.train, distlab.placement.cli, distlab.runs; "
             "print('torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -126,7 +126,7 @@ def test_a_run_is_the_same_twice_whatever_the_thread_count(tmp_path):
     import json
 
     from distlab.placement import costs, graphs
-    from distlab.placement.run import run
+    from distlab.placement.train import run
 
     model = {"name": "bert", "batch": 1, "seq": 8, "layers": 1, "hidden": 16, "heads": 2, "ffn": 32, "vocab": 30}
     g = graphs.extract(model)

@@ -76,7 +76,7 @@ def test_paper_settings_shrunk_run(tmp_path):
     fixed point without self-loops, single-device placements invalid; and the corrected variant)
     through the workflow's own specs and the job entry point, on a shrunk BERT."""
     from distlab.placement import costs, graphs, wf
-    from distlab.placement.run import run
+    from distlab.placement.train import run
 
     p = _config("paper.yaml")["placement"]
     model = {"name": "bert", "batch": 1, "seq": 8, "layers": 1, "hidden": 16, "heads": 2, "ffn": 32,
@@ -105,7 +105,7 @@ def test_an_extra_seed_run_equals_that_seed_of_the_configured_run(tmp_path):
     get extra run files."""
     from distlab.extra_seeds import requests
     from distlab.placement import costs, graphs, wf
-    from distlab.placement.run import run
+    from distlab.placement.train import run
     from distlab.scorecard import load_claims_file
 
     pl = _config()["placement"]

@@ -146,7 +146,7 @@ def place(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], meth
     problem = Problem.build(graph, pair, np.asarray(prof["seconds"]), 1 if det else budget, order=order)
     spec = {"algo": "hsdag" if method.startswith("hsdag") else method, "options": _options(method, options),
             "pair_name": "user", "model_name": graph["model"]["name"], "method": method}
-    from .run import run_seed
+    from .train import run_seed
 
     row = run_seed(problem, spec, seed)
     names = [n["name"] for n in graph["nodes"]]

@@ -61,7 +61,7 @@ def cmd_profile(a):
 def cmd_run(a):
     import logging
 
-    from .run import run
+    from .train import run
 
     from ..runtime.deadline import JobTimeout, job_deadline
     from ..specs import runtime_defaults

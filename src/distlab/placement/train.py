@@ -1,4 +1,4 @@
-"""One placement job: every seed of one method on one (model, device pair).
+"""One placement job (`distlab placement-run`): every seed of one method on one (model, device pair).
 
 The job's spec (a JSON document from the workflow) holds everything that
 changes its numbers: the method and its options, the device pair, the
