@@ -14,6 +14,11 @@ Commands:
   scorecard      evaluate config/claims.yaml against the summary tables
   report         the reproduction write-up (paper/README.md) from the tables
   stability      rerun the measured parts of the workflow and list every verdict that flips
+  calibrate      the measured unit compute cost of the calibrated cluster model (distlab.bench.calibrate)
+  pgc, demo-*, local-*, placement-*   each paper's own steps (its package's cli.register)
+
+Every command follows one error contract (:mod:`distlab.clihelp`): a user's mistake is one
+line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -26,16 +31,10 @@ import shlex
 import sys
 from pathlib import Path
 
+from .clihelp import call, json_arg
 from .specs import SpecError
 
 log = logging.getLogger("distlab")
-
-
-def _json_arg(text: str) -> dict:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
 
 
 def cmd_prepare_data(a: argparse.Namespace) -> int:
@@ -73,7 +72,7 @@ SPEC_MODULES = {
 }
 
 # packages that add subcommands of their own through register(subparsers)
-PLUGINS = ("distlab.demo.cli", "distlab.local.cli", "distlab.placement.cli")
+PLUGINS = ("distlab.demo.cli", "distlab.local.cli", "distlab.pgc.cli", "distlab.placement.cli")
 
 
 def _under_torchrun() -> bool:
@@ -212,6 +211,12 @@ def cmd_stability(a: argparse.Namespace) -> int:
     return 1 if len(flips[~flips["measured"]]) else 0
 
 
+def cmd_calibrate(a: argparse.Namespace) -> int:
+    from .bench.calibrate import main as calibrate
+
+    return calibrate(a.args)
+
+
 def cmd_report(a: argparse.Namespace) -> int:
     from .report import write_report
 
@@ -226,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     q = sub.add_parser("prepare-data", help="build one data set")
-    q.add_argument("--spec", type=_json_arg, required=True)
+    q.add_argument("--spec", type=json_arg, required=True)
     q.add_argument("--out", type=Path, required=True)
     q.add_argument("--seed", type=int, default=0)
     q.set_defaults(func=cmd_prepare_data)
@@ -238,9 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("train", help="one training run")
     q.add_argument("--experiment", choices=sorted(TRAINERS), required=True)
-    q.add_argument("--spec", type=_json_arg, required=True,
+    q.add_argument("--spec", type=json_arg, required=True,
                    help="the run spec (JSON): every setting that changes the results")
-    q.add_argument("--runtime", type=_json_arg, default={},
+    q.add_argument("--runtime", type=json_arg, default={},
                    help='run-time settings (JSON): {"timeout_s", "job_timeout_s", "checkpoint": '
                         '{"every_s", "every_steps"}}; they change no result')
     q.add_argument("--print-torchrun", action="store_true",
@@ -260,15 +265,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("figures", help="an experiment's figures and tables")
     q.add_argument("--experiment", required=True)
-    q.add_argument("--inputs", type=_json_arg, required=True, help='{"name": "path", ...}')
+    q.add_argument("--inputs", type=json_arg, required=True, help='{"name": "path", ...}')
     q.add_argument("--out-dir", type=Path, required=True)
-    q.add_argument("--options", type=_json_arg, default={})
+    q.add_argument("--options", type=json_arg, default={})
     q.set_defaults(func=cmd_figures)
 
     q = sub.add_parser("scorecard", help="evaluate the claims")
     q.add_argument("--claims", type=Path)
     q.add_argument("--table", action="append", default=[], help="name=path of a summary table")
-    q.add_argument("--stats", type=_json_arg)
+    q.add_argument("--stats", type=json_arg)
     q.add_argument("--paper", default=None, help="evaluate only this paper's claims (P1..P4, foundation)")
     q.add_argument("--merge", nargs="+", default=None,
                    help="per-paper scorecard CSVs to merge into one (no evaluation)")
@@ -289,8 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
     q = sub.add_parser("report", help="the reproduction write-up")
     q.add_argument("--out", type=Path, required=True)
     q.add_argument("--scorecard", type=Path, required=True)
-    q.add_argument("--meta", type=_json_arg, default={})
+    q.add_argument("--meta", type=json_arg, default={})
     q.set_defaults(func=cmd_report)
+
+    q = sub.add_parser("calibrate", help="measure the unit compute cost (python -m distlab.bench.calibrate; "
+                       "its options follow: --out, --repeats, ...)", add_help=False)
+    q.set_defaults(func=cmd_calibrate, passes_options=True)
 
     import importlib
 
@@ -336,16 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as e:
         print(f"distlab: {e}", file=sys.stderr)
         return 2
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if getattr(args, "passes_options", False):
+        args.args = rest  # a command with a parser of its own (calibrate)
+    elif rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
-    from .data import DataError
-
-    try:
-        return args.func(args)
-    except (DataError, SpecError) as e:  # one clear line, no traceback
-        print(f"distlab: {e}", file=sys.stderr)
-        return 2
+    return call(args.func, args)  # a user's error: one clear line, exit 2, no traceback
 
 
 if __name__ == "__main__":

@@ -41,8 +41,7 @@ def cluster_spec(straggler, compute=None):
     }
 
 
-def as_json(spec):
-    return json.dumps(spec, sort_keys=True)
+from distlab.clihelp import as_json
 
 
 def runtime_json():

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 from pathlib import Path
 
-
-def _json(text: str) -> dict:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
+from ..clihelp import json_arg
 
 
 def _summarize(a) -> int:
@@ -62,7 +55,7 @@ def _bench(a) -> int:
 def register(sub) -> None:
     q = sub.add_parser("demo-summarize", help="DeMo runs -> per-step and run-level tables")
     q.add_argument("--runs", nargs="+", required=True)
-    q.add_argument("--networks", type=_json, required=True)
+    q.add_argument("--networks", type=json_arg, required=True)
     q.add_argument("--steps-out", type=Path, required=True)
     q.add_argument("--summary-out", type=Path, required=True)
     q.set_defaults(func=_summarize)
@@ -71,11 +64,11 @@ def register(sub) -> None:
     q.add_argument("--kind", choices=["results", "real", "sweep"], required=True)
     q.add_argument("--summary", type=Path, required=True)
     q.add_argument("--sim-summary", type=Path)
-    q.add_argument("--networks", type=_json, default={})
+    q.add_argument("--networks", type=json_arg, default={})
     q.add_argument("--csv", type=Path)
     q.add_argument("--md", type=Path, required=True)
     q.add_argument("--choice", type=Path, help="sweep: where to write the chosen lr per method (JSON)")
-    q.add_argument("--follows", type=_json, default={}, help="sweep: {follower: leader} learning rates")
+    q.add_argument("--follows", type=json_arg, default={}, help="sweep: {follower: leader} learning rates")
     q.set_defaults(func=_table)
 
     q = sub.add_parser("demo-figure", help="one DeMo figure")
@@ -83,7 +76,7 @@ def register(sub) -> None:
     q.add_argument("--steps", type=Path)
     q.add_argument("--summary", type=Path)
     q.add_argument("--sim-summary", type=Path)
-    q.add_argument("--networks", type=_json, default={})
+    q.add_argument("--networks", type=json_arg, default={})
     q.add_argument("--note", default="")
     q.add_argument("--out", type=Path, required=True)
     q.set_defaults(func=_figure)
@@ -98,7 +91,7 @@ def register(sub) -> None:
     q.set_defaults(func=_bytes)
 
     q = sub.add_parser("demo-bench", help="DeMo optimizer-step and whole-step benchmarks")
-    q.add_argument("--spec", type=_json, required=True)
+    q.add_argument("--spec", type=json_arg, required=True)
     q.add_argument("--data", type=Path, required=True)
     q.add_argument("--threads", type=int, default=2)
     q.add_argument("--out", type=Path, required=True)

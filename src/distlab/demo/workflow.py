@@ -4,15 +4,11 @@ and calls these (``P4 = DemoWorkflow(config, RESULTS, PAPER, EXTRA_SEED_REQUESTS
 
 from __future__ import annotations
 
-import json
 
+from ..clihelp import as_json
 from ..extra_seeds import for_setting
 
 SIM = "simulated"
-
-
-def as_json(obj) -> str:
-    return json.dumps(obj, sort_keys=True)
 
 
 class DemoWorkflow:

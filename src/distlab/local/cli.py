@@ -12,15 +12,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
-
-def _json(text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
+from ..clihelp import json_arg
 
 
 def cmd_summarize(a: argparse.Namespace) -> int:
@@ -93,14 +87,14 @@ def register(sub) -> None:
 
     q = sub.add_parser("local-bench", help="local learning: throughput/memory or PC cost")
     q.add_argument("kind", choices=["throughput", "pc-cost"])
-    q.add_argument("--options", type=_json, required=True)
+    q.add_argument("--options", type=json_arg, required=True)
     q.add_argument("--data", type=Path, required=True)
     q.add_argument("--out", type=Path, required=True)
     q.set_defaults(func=cmd_bench)
 
     q = sub.add_parser("local-nonident", help="local learning: non-identifiability demonstrations")
     q.add_argument("--model", type=Path, required=True, help="a BP run's model.pt")
-    q.add_argument("--spec", type=_json, required=True, help="that run's spec")
+    q.add_argument("--spec", type=json_arg, required=True, help="that run's spec")
     q.add_argument("--data", type=Path, required=True)
     q.add_argument("--scales", nargs="+", required=True)
     q.add_argument("--out", type=Path, required=True)
@@ -116,7 +110,7 @@ def register(sub) -> None:
     q.add_argument("--runs", type=Path, required=True)
     q.add_argument("--throughput", type=Path, required=True)
     q.add_argument("--claims", type=Path, required=True)
-    q.add_argument("--options", type=_json, required=True)
+    q.add_argument("--options", type=json_arg, required=True)
     q.add_argument("--csv", type=Path, required=True)
     q.add_argument("--md", type=Path, required=True)
     q.add_argument("--floors", type=Path, default=None, help="the data set's floors.csv")

@@ -1,4 +1,6 @@
-"""PGC's own commands, called by ``workflow/rules/pgc.smk``:
+"""PGC's own commands, ``python -m distlab pgc VERB`` (registered through ``register``; the
+rules of ``workflow/rules/pgc.smk`` call them as ``python -m distlab.pgc VERB``, which
+forwards here):
 
   python -m distlab.pgc summarize --runs DIR... --steps-out X.parquet --summary-out Y.csv
   python -m distlab.pgc figure NAME --inputs JSON --options JSON --out PATH...
@@ -14,16 +16,9 @@ paper's; these are the steps specific to this paper.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
-
-def _json(text: str) -> dict:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
+from ..clihelp import call, json_arg
 
 
 def cmd_summarize(a: argparse.Namespace) -> int:
@@ -77,10 +72,19 @@ def cmd_coding_profile(a: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m distlab.pgc", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True)
+# a bad option, table or file of a PGC step: the user's (one line, exit 2)
+ERRORS = (ValueError, OSError)
+
+
+def register(parent: argparse._SubParsersAction) -> None:
+    """``distlab pgc VERB``: PGC's steps as one subcommand of ``distlab``."""
+    p = parent.add_parser("pgc", help="PGC's steps (summarize, figure, regime, trace-fit, coding-profile)",
+                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_verbs(p)
+
+
+def _add_verbs(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="pgc_command", required=True)
     q = sub.add_parser("summarize", help="run directories -> per-step (parquet) and run tables")
     q.add_argument("--runs", nargs="+", required=True)
     q.add_argument("--steps-out", required=True)
@@ -88,12 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_summarize)
     q = sub.add_parser("figure", help="one figure or table from the summary tables")
     q.add_argument("name")
-    q.add_argument("--inputs", type=_json, required=True)
-    q.add_argument("--options", type=_json, default={})
+    q.add_argument("--inputs", type=json_arg, required=True)
+    q.add_argument("--options", type=json_arg, default={})
     q.add_argument("--out", nargs="+", required=True)
     q.set_defaults(func=cmd_figure)
     q = sub.add_parser("regime", help="where the paper's orderings hold, from the clock alone")
-    q.add_argument("--options", type=_json, required=True)
+    q.add_argument("--options", type=json_arg, required=True)
     q.add_argument("--csv", required=True)
     q.add_argument("--md", required=True)
     q.add_argument("--png", required=True)
@@ -101,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_regime)
     q = sub.add_parser("regime-crosscheck", help="clock-only time per step beside the trained runs'")
     q.add_argument("--summary", required=True)
-    q.add_argument("--options", type=_json, required=True)
+    q.add_argument("--options", type=json_arg, required=True)
     q.add_argument("--md", required=True)
     q.set_defaults(func=cmd_crosscheck)
     q = sub.add_parser("trace-fit", help="fit exponential and Pareto delays to a recorded trace")
@@ -111,21 +115,22 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--png", required=True)
     q.set_defaults(func=cmd_trace_fit)
     q = sub.add_parser("coding-profile", help="encoding/decoding seconds of every scheme (stored profile)")
-    q.add_argument("--options", type=_json, required=True,
+    q.add_argument("--options", type=json_arg, required=True,
                    help='{"settings": [{"scheme", "n", "s", "code_seed"}...], "numel", "dtype", "rounds"}')
     q.add_argument("--out", required=True)
     q.set_defaults(func=cmd_coding_profile)
+    for q in sub.choices.values():
+        q.set_defaults(errors=ERRORS, error_context=f"pgc {q.prog.split()[-1]}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m distlab.pgc VERB`` (the same verbs as ``distlab pgc``)."""
+    p = argparse.ArgumentParser(prog="python -m distlab.pgc", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_verbs(p)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
-    try:
-        return a.func(a)
-    except (ValueError, OSError) as e:
-        print(f"distlab.pgc {a.command}: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return call(a.func, a)

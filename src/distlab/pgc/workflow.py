@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from ..clihelp import as_json
 from ..extra_seeds import for_setting
 
 SIM = "simulated"
@@ -18,10 +19,6 @@ SIM_GROUPS = ("motivating", "simulation", "cloud")
 
 def _fmt(x) -> str:
     return f"{float(x):g}"
-
-
-def as_json(obj) -> str:
-    return json.dumps(obj, sort_keys=True)
 
 
 # The coding profile versioned with the code (coding.source: stored): measured by the rule

@@ -7,26 +7,19 @@ import json
 import sys
 from pathlib import Path
 
-
-def _json(text: str) -> dict:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
+from ..clihelp import guard, json_arg
 
 
-def _guard(fn):
-    def wrapped(a: argparse.Namespace) -> int:
-        from .costs import CostError
-        from .graphfile import GraphError
-        from .sim import PlacementError
+def _placement_errors():
+    """A malformed graph, cost profile or placement: the user's (one line, exit 2)."""
+    from .costs import CostError
+    from .graphfile import GraphError
+    from .sim import PlacementError
 
-        try:
-            return fn(a) or 0
-        except (GraphError, CostError, PlacementError) as e:
-            print(f"distlab: {e}", file=sys.stderr)
-            return 2
-    return wrapped
+    return (GraphError, CostError, PlacementError)
+
+
+_guard = guard(_placement_errors)
 
 
 @_guard
@@ -157,7 +150,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--input-dtype", nargs="+", default=None, help="torch dtype per input (default float32)")
     q.add_argument("--input-high", type=int, default=2, help="integer inputs are drawn from [0, high)")
     q.add_argument("--method", default="heft", help="cpu_only, gpu_only, heft, random, rnn, placeto, hsdag, hsdag_corrected")
-    q.add_argument("--pair", type=_json, default=None, help="a device pair as JSON (default: the config's default pair)")
+    q.add_argument("--pair", type=json_arg, default=None, help="a device pair as JSON (default: the config's default pair)")
     q.add_argument("--budget", type=int, default=200)
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--repeats", type=int, default=5, help="profiling rounds per operator")
@@ -165,21 +158,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=cmd_place)
 
     q = sub.add_parser("placement-graph", help="trace a model's operator graph")
-    q.add_argument("--spec", type=_json, required=True)
+    q.add_argument("--spec", type=json_arg, required=True)
     q.add_argument("--out", type=Path, required=True)
     q.set_defaults(func=cmd_graph)
 
     q = sub.add_parser("placement-profile", help="per-operator CPU times of a model")
-    q.add_argument("--spec", type=_json, required=True, help='{"model": {...}, "repeats", "warmup"}')
+    q.add_argument("--spec", type=json_arg, required=True, help='{"model": {...}, "repeats", "warmup"}')
     q.add_argument("--out", type=Path, required=True)
     q.set_defaults(func=cmd_profile)
 
     q = sub.add_parser("placement-run", help="one method on one model and device pair, all seeds")
-    q.add_argument("--spec", type=_json, required=True)
+    q.add_argument("--spec", type=json_arg, required=True)
     q.add_argument("--graph", type=Path, required=True)
     q.add_argument("--profile", type=Path, required=True)
     q.add_argument("--out", type=Path, required=True)
-    q.add_argument("--runtime", type=_json, default={})
+    q.add_argument("--runtime", type=json_arg, default={})
     q.set_defaults(func=cmd_run)
 
     q = sub.add_parser("placement-summarize", help="run files -> summary and curves tables")
@@ -192,18 +185,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--kind", choices=["main", "ablation"], required=True)
     q.add_argument("--summary", type=Path, required=True)
     q.add_argument("--out-dir", type=Path, required=True)
-    q.add_argument("--options", type=_json, required=True)
+    q.add_argument("--options", type=json_arg, required=True)
     q.set_defaults(func=cmd_tables)
 
     q = sub.add_parser("placement-figure", help="one placement figure")
     q.add_argument("--kind", choices=["curves", "placement"], required=True)
-    q.add_argument("--inputs", type=_json, required=True)
+    q.add_argument("--inputs", type=json_arg, required=True)
     q.add_argument("--out", type=Path, required=True)
-    q.add_argument("--options", type=_json, required=True)
+    q.add_argument("--options", type=json_arg, required=True)
     q.set_defaults(func=cmd_figure)
 
     q = sub.add_parser("placement-real", help="two CPU devices: measured vs simulated latency")
-    q.add_argument("--spec", type=_json, required=True)
+    q.add_argument("--spec", type=json_arg, required=True)
     q.add_argument("--graph", type=Path, required=True)
     q.add_argument("--profile", type=Path, required=True)
     q.add_argument("--runs", nargs="*", default=[], help="run files whose best placements are executed")
@@ -217,7 +210,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=cmd_real_table)
 
     q = sub.add_parser("placement-bench", help="simulator evaluations per second")
-    q.add_argument("--spec", type=_json, required=True)
+    q.add_argument("--spec", type=json_arg, required=True)
     q.add_argument("--graph", type=Path, required=True)
     q.add_argument("--profile", type=Path, required=True)
     q.add_argument("--out", type=Path, required=True)

@@ -3,14 +3,10 @@ exist, the JSON spec of each, and the outputs of the ``placement`` target."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ..clihelp import as_json
 from ..extra_seeds import for_setting
-
-
-def as_json(x: Any) -> str:
-    return json.dumps(x, sort_keys=True)
 
 
 def models(pl: dict) -> list[str]:

@@ -1,0 +1,218 @@
+"""The package shape and the import layers of docs/design.md, enforced.
+
+Every paper package under ``src/distlab/`` (found, not listed: a fifth one is held to the
+same rules) has the five modules with their roles, its ``spec.py`` imports no torch, and
+the imports of ``src/distlab`` (read with ``ast``, imports inside functions included) form
+no circle and never reach up a layer:
+
+    shared modules  <  paper packages  <  study packages  <  the CLI dispatcher
+
+Shared modules import no paper or study package; a paper package imports shared modules
+and itself, never another paper's package or a study; a study package may import paper
+packages; only the dispatcher (``distlab/cli.py``, ``distlab/__main__.py``) imports a study.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+SRC = Path(ROOT) / "src"
+PKG = SRC / "distlab"
+
+# Subpackages of distlab that are shared (used by every paper) or studies across papers;
+# every other subpackage is a paper package and must have the paper shape.
+SHARED_PACKAGES = {"bench", "data", "figures", "models", "runtime", "train"}
+STUDY_PACKAGES = {"atlas"}
+DISPATCHER = {"distlab.cli", "distlab.__main__"}
+PAPER_MODULES = ("spec", "train", "workflow", "figures", "cli")
+
+
+def _subpackages() -> list[str]:
+    return sorted(d.name for d in PKG.iterdir()
+                  if d.is_dir() and d.name.isidentifier() and any(d.glob("*.py")))
+
+
+def paper_packages() -> list[str]:
+    return [n for n in _subpackages() if n not in SHARED_PACKAGES | STUDY_PACKAGES]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """distlab module -> the distlab modules it imports (anywhere in the file)."""
+    mods = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        is_pkg = path.name == "__init__.py"
+        package = name if is_pkg else name.rpartition(".")[0]
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+                out |= {t for t in targets if t in mods}
+                out |= {t.rpartition(".")[0] for t in targets if t not in mods and t.rpartition(".")[0] in mods}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[:len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    if sub in mods:
+                        out.add(sub)  # from package import submodule
+                    elif target in mods:
+                        out.add(target)
+        out.discard(name)
+        graph[name] = out
+    return graph
+
+
+def layer(module: str) -> tuple[int, str]:
+    """(rank, package): 0 shared, 1 a paper package, 2 a study, 3 the dispatcher."""
+    if module in DISPATCHER:
+        return 3, ""
+    parts = module.split(".")
+    if len(parts) < 2 or parts[1] in SHARED_PACKAGES or not (PKG / parts[1]).is_dir():
+        return 0, ""
+    if parts[1] in STUDY_PACKAGES:
+        return 2, parts[1]
+    return 1, parts[1]
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    sys.setrecursionlimit(max(10000, sys.getrecursionlimit()))
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for src, targets in sorted(graph.items()):
+        rank, pkg = layer(src)
+        for dst in sorted(targets):
+            drank, dpkg = layer(dst)
+            if rank == 3:
+                continue  # the dispatcher may import every package
+            if drank > rank:
+                bad.append(f"{src} -> {dst}: a lower layer imports a higher one")
+            elif drank == rank == 1 and dpkg != pkg:
+                bad.append(f"{src} -> {dst}: a paper package imports another paper's")
+    return bad
+
+
+# ------------------------------------------------------------------ the checker itself
+def test_the_graph_sees_imports_inside_functions_and_relative_ones():
+    g = import_graph()
+    assert "distlab.pgc.workflow" in g["distlab.pgc.spec"]     # inside a function, relative
+    assert "distlab.specs" in g["distlab.checks"]              # module level, relative
+    assert "distlab.claims" in g["distlab.scorecard"]
+    assert "distlab.local.rc" in g["distlab.local.processes"]  # from .rc import (...)
+    assert "distlab.runtime.launch" in g["distlab.local.processes"]  # from ..runtime.launch import
+
+
+def test_the_checks_catch_a_circle_and_an_import_upwards():
+    g = {"distlab.a": {"distlab.b"}, "distlab.b": {"distlab.c"}, "distlab.c": {"distlab.a"},
+         "distlab.d": set()}
+    assert circles(g) == [["distlab.a", "distlab.b", "distlab.c"]]
+    assert circles({"distlab.a": {"distlab.b"}, "distlab.b": set()}) == []
+    up = {"distlab.checks": {"distlab.pgc.workflow"}, "distlab.pgc.train": {"distlab.demo.optim"},
+          "distlab.pgc.spec": {"distlab.specs"}, "distlab.cli": {"distlab.pgc.cli"}}
+    assert layer_violations(up) == [
+        "distlab.checks -> distlab.pgc.workflow: a lower layer imports a higher one",
+        "distlab.pgc.train -> distlab.demo.optim: a paper package imports another paper's"]
+
+
+# ------------------------------------------------------------------ the rules
+def test_there_are_paper_packages_and_each_has_the_shape():
+    papers = paper_packages()
+    assert {"pgc", "placement", "local", "demo"} <= set(papers)
+    missing = [f"distlab/{p}/{m}.py" for p in papers for m in PAPER_MODULES if not (PKG / p / f"{m}.py").is_file()]
+    assert not missing, f"paper packages without their module: {missing}"
+
+
+def test_no_circle_in_the_imports():
+    assert circles(import_graph()) == []
+
+
+def test_no_import_reaches_up_a_layer_or_across_papers():
+    assert layer_violations(import_graph()) == []
+
+
+def test_no_shared_module_names_a_paper_package_even_in_a_string():
+    """A shared module finds paper packages (distlab.checks.paper_checks), it does not name
+    one: no ``"distlab.<paper>"`` in the text of a shared module."""
+    papers = paper_packages()
+    bad = []
+    for name, path in _modules().items():
+        if layer(name)[0] == 0:
+            text = path.read_text(encoding="utf-8")
+            bad += [f"{name}: names distlab.{p}" for p in papers if f'"distlab.{p}.' in text or f"'distlab.{p}." in text]
+    assert not bad
+
+
+@pytest.mark.parametrize("paper", paper_packages())
+def test_a_paper_spec_imports_no_torch(paper):
+    code = (f"import sys; import distlab.{paper}.spec as s; "
+            f"assert 'torch' not in sys.modules, 'torch imported'; "
+            f"assert callable(getattr(s, 'check', None)) and isinstance(s.CONFIG_SECTION, str)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                       env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+
+
+def test_the_config_checker_finds_every_paper_check():
+    from distlab.checks import paper_checks
+
+    found = paper_checks()
+    assert len(found) == len(paper_packages())
+    for paper in paper_packages():
+        mod = __import__(f"distlab.{paper}.spec", fromlist=["check"])
+        assert found[mod.CONFIG_SECTION] is mod.check
