@@ -97,7 +97,7 @@ rule demo_train_real:
         manifest=f"{P4.run}/manifest.json".replace("{dbackend}", P4.real_backend),
         metrics=f"{P4.run}/metrics.csv".replace("{dbackend}", P4.real_backend),
     params:
-        spec=lambda w: P4.real_spec(w),
+        spec=P4.real_spec,
         out=subpath(output.manifest, parent=True),
         data=subpath(input.data, parent=True),
     conda:
@@ -127,7 +127,7 @@ rule demo_train_sweep:
         manifests=[f"{P4.sweep_job}/seed{k}/manifest.json" for k in DEMO["sweep"]["seeds"]],
         metrics=[f"{P4.sweep_job}/seed{k}/metrics.csv" for k in DEMO["sweep"]["seeds"]],
     params:
-        spec=lambda w: P4.sweep_spec(w),
+        spec=P4.sweep_spec,
         out=P4.sweep_job,
         data=subpath(input.data, parent=True),
     conda:

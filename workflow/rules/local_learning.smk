@@ -28,6 +28,7 @@ from distlab.local import workflow as local_wf
 LOCAL_RUNS = local_wf.run_dirs(LOCAL, config["seeds"], RESULTS, EXTRA_SEED_REQUESTS)
 LOCAL_BP_UNTIMED = local_wf.untimed_bp_seeds(LOCAL, config["seeds"])
 LOCAL_EXTRA_SEEDS = local_wf.all_extra_seeds(LOCAL, EXTRA_SEED_REQUESTS, config["seeds"])
+LOCAL_HYBRID_SEEDS = local_wf.seeds_of(LOCAL, "rc", "rc-pc-T0", config["seeds"])  # rc.hybrid.seeds
 LOCAL_NONIDENT_SPEC = {**local_wf.spec(LOCAL, "rc", "bp", config["seeds"][0]),
                        "sections": LOCAL["rc"]["sections"]}  # the sections whose reports are compared
 
@@ -171,34 +172,13 @@ rule local_train_seeds:
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
-rule local_train_hybrid:
-    """The RC + PC hybrid at one T: its seeds (rc.hybrid.seeds) in one one-thread job."""
-    input:
-        data=data_manifest(LOCAL["dataset"]),
+use rule local_train_seeds as local_train_hybrid with:
+    # the RC + PC hybrid at one T: its seeds (rc.hybrid.seeds) in one one-thread job
     output:
-        manifests=[f"{RESULTS}/local/{{lrun}}/seed{k}/manifest.json" for k in local_wf.seeds_of(LOCAL, "rc", "rc-pc-T0", config["seeds"])],
-        metrics=[f"{RESULTS}/local/{{lrun}}/seed{k}/metrics.csv" for k in local_wf.seeds_of(LOCAL, "rc", "rc-pc-T0", config["seeds"])],
+        manifests=[f"{RESULTS}/local/{{lrun}}/seed{k}/manifest.json" for k in LOCAL_HYBRID_SEEDS],
+        metrics=[f"{RESULTS}/local/{{lrun}}/seed{k}/metrics.csv" for k in LOCAL_HYBRID_SEEDS],
     wildcard_constraints:
         lrun=local_wf.HYBRID_RUNS,
-    params:
-        spec=lambda w: as_json(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"])),
-        out=f"{RESULTS}/local/{{lrun}}",
-        data=subpath(input.data, parent=True),
-    conda:
-        ENV
-    log:
-        "logs/local/{lrun}.log",
-    benchmark:
-        "benchmarks/local/{lrun}.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: job_mem_mb(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"]), input.data),
-        runtime=lambda w, input, attempt: job_runtime(
-            "local_train_seeds", local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"]), input.data, attempt),
-        distlab_runtime=runtime_json(),
-    shell:
-        "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "
-        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule local_summarize:

@@ -189,124 +189,34 @@ rule pgc_summarize:
         "--summary-out {output.summary:q} > {log:q} 2>&1"
 
 
-rule pgc_fig3:
-    """Fig. 3: DGD against GC-FR/GC-CR with c partitions a worker."""
-    input:
-        summary=P1.summary("motivating"),
-    output:
-        report(P1.fig["fig3"], category="Pipelined Gradient Coding",
-               caption="../report/pgc_fig3.rst", labels={"figure": "Fig. 3"}),
-    params:
-        inputs=lambda w, input: as_json(dict(input.items())),
-        options=P1.options(),
-    conda:
-        ENV
-    log:
-        "logs/pgc/fig3.log",
-    benchmark:
-        "benchmarks/pgc/fig3.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
-    shell:
-        "python -m distlab.pgc figure fig3 --inputs {params.inputs:q} --options {params.options:q} "
-        "--out {output:q} > {log:q} 2>&1"
-
-
-rule pgc_fig7:
-    """Fig. 7: time per step of every scheme against s."""
-    input:
-        summary=P1.summary("simulation"),
-    output:
-        report(P1.fig["fig7"], category="Pipelined Gradient Coding",
-               caption="../report/pgc_fig7.rst", labels={"figure": "Fig. 7"}),
-    params:
-        inputs=lambda w, input: as_json(dict(input.items())),
-        options=P1.options(),
-    conda:
-        ENV
-    log:
-        "logs/pgc/fig7.log",
-    benchmark:
-        "benchmarks/pgc/fig7.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
-    shell:
-        "python -m distlab.pgc figure fig7 --inputs {params.inputs:q} --options {params.options:q} "
-        "--out {output:q} > {log:q} 2>&1"
-
-
-rule pgc_fig8:
-    """Fig. 8: training loss against steps."""
-    input:
-        steps=P1.steps("simulation"),
-    output:
-        report(P1.fig["fig8"], category="Pipelined Gradient Coding",
-               caption="../report/pgc_fig8.rst", labels={"figure": "Fig. 8"}),
-    params:
-        inputs=lambda w, input: as_json(dict(input.items())),
-        options=P1.options(),
-    conda:
-        ENV
-    log:
-        "logs/pgc/fig8.log",
-    benchmark:
-        "benchmarks/pgc/fig8.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
-    shell:
-        "python -m distlab.pgc figure fig8 --inputs {params.inputs:q} --options {params.options:q} "
-        "--out {output:q} > {log:q} 2>&1"
-
-
-rule pgc_fig9:
-    """Fig. 9: time per step and steps to the loss threshold (both rules)."""
-    input:
-        summary=P1.summary("cloud"),
-    output:
-        report(P1.fig["fig9"], category="Pipelined Gradient Coding",
-               caption="../report/pgc_fig9.rst", labels={"figure": "Fig. 9"}),
-    params:
-        inputs=lambda w, input: as_json(dict(input.items())),
-        options=P1.options(),
-    conda:
-        ENV
-    log:
-        "logs/pgc/fig9.log",
-    benchmark:
-        "benchmarks/pgc/fig9.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
-    shell:
-        "python -m distlab.pgc figure fig9 --inputs {params.inputs:q} --options {params.options:q} "
-        "--out {output:q} > {log:q} 2>&1"
-
-
-rule pgc_fig10:
-    """Fig. 10: training loss against (simulated) time."""
-    input:
-        steps=P1.steps("cloud"),
-    output:
-        report(P1.fig["fig10"], category="Pipelined Gradient Coding",
-               caption="../report/pgc_fig10.rst", labels={"figure": "Fig. 10"}),
-    params:
-        inputs=lambda w, input: as_json(dict(input.items())),
-        options=P1.options(),
-    conda:
-        ENV
-    log:
-        "logs/pgc/fig10.log",
-    benchmark:
-        "benchmarks/pgc/fig10.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
-    shell:
-        "python -m distlab.pgc figure fig10 --inputs {params.inputs:q} --options {params.options:q} "
-        "--out {output:q} > {log:q} 2>&1"
+# Figs. 3 and 7-10: one rule, one job a figure, each on its own table.  Fig. 3: DGD against
+# GC-FR/GC-CR with c partitions a worker; Fig. 7: time per step of every scheme against s;
+# Fig. 8: training loss against steps; Fig. 9: time per step and steps to the loss threshold
+# (both rules); Fig. 10: training loss against (simulated) time.
+for _fig, _table, _group in P1.FIGURES:
+    rule:
+        name:
+            f"pgc_{_fig}"
+        input:
+            **{_table: P1.table(_table, _group)},
+        output:
+            report(P1.fig[_fig], category="Pipelined Gradient Coding",
+                   caption=f"../report/pgc_{_fig}.rst", labels={"figure": P1.figure_label(_fig)}),
+        params:
+            inputs=lambda w, input: as_json(dict(input.items())),
+            options=P1.options(),
+        conda:
+            ENV
+        log:
+            f"logs/pgc/{_fig}.log",
+        benchmark:
+            f"benchmarks/pgc/{_fig}.tsv"
+        threads: 1
+        resources:
+            mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
+        shell:
+            "python -m distlab.pgc figure {rule} --inputs {params.inputs:q} --options {params.options:q} "
+            "--out {output:q} > {log:q} 2>&1"
 
 
 rule pgc_table_time_to_target:

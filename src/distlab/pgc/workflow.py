@@ -40,9 +40,14 @@ def stored_profile_gaps(path: str, settings: list[dict], numel: int, dtype: str)
 
 
 class PGCWorkflow:
+    # the figures of the paper drawn from one table each: (figure, table kind, group)
+    FIGURES = (("fig3", "summary", "motivating"), ("fig7", "summary", "simulation"),
+               ("fig8", "steps", "simulation"), ("fig9", "summary", "cloud"), ("fig10", "steps", "cloud"))
+
     def __init__(self, config: dict, results: str = "results", paper: str = "paper",
                  extra_seeds: list | None = None) -> None:
         self.config = config
+        self._specs: dict[tuple, str] = {}  # run_spec's, by job
         # stats.extra_seeds requests (distlab.extra_seeds.requests): more seeds for named claims
         self.extra = list(extra_seeds or [])
         self.p = config["pgc"]
@@ -121,7 +126,16 @@ class PGCWorkflow:
 
     # ------------------------------------------------------------ specs
     def run_spec(self, w, backend: str, seeds=None) -> str:
-        """The run spec of one job: everything that changes its results."""
+        """The run spec of one job: everything that changes its results.  Built once a job
+        (its params, mem_mb and runtime all ask for it): kept by the job's wildcards."""
+        fields = dict(w.items()) if hasattr(w, "items") else vars(w)  # Snakemake's wildcards, or any namespace
+        key = (tuple(sorted((k, str(v)) for k, v in fields.items())), backend,
+               None if seeds is None else tuple(int(k) for k in seeds))
+        if key not in self._specs:
+            self._specs[key] = self._run_spec(w, backend, seeds)
+        return self._specs[key]
+
+    def _run_spec(self, w, backend: str, seeds=None) -> str:
         g = self.p[w.group]
         straggler = dict(g.get("straggler") or {"model": "exponential", "mean": float(w.delay)})
         n = g["n"] if w.group == "real" else self.p["n"]
@@ -199,6 +213,15 @@ class PGCWorkflow:
 
     def steps(self, group: str) -> str:
         return f"{self.results}/pgc/{group}/steps.parquet"
+
+    def table(self, kind: str, group: str) -> str:
+        """A group's ``summary`` (run-level CSV) or ``steps`` (per-step parquet) table."""
+        return {"summary": self.summary, "steps": self.steps}[kind](group)
+
+    @staticmethod
+    def figure_label(fig: str) -> str:
+        """``fig3`` -> ``Fig. 3`` (the report's label)."""
+        return f"Fig. {fig.removeprefix('fig')}"
 
     def outputs(self) -> list[str]:
         out = list(self.fig.values()) + [f for v in self.tab.values() for f in v]
