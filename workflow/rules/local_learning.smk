@@ -368,104 +368,37 @@ rule local_nonident:
         "--data {params.data:q} --scales {params.scales:q} --out {output:q} > {log:q} 2>&1"
 
 
-rule local_fig_loss_tokens:
-    """Held-out loss against training tokens, every method, both models."""
-    input:
-        f"{RESULTS}/local/steps.csv",
-    output:
-        report(LOCAL_FIGURES["loss_tokens"], category="Local credit assignment",
-               caption="../report/local_loss_tokens.rst", labels={"figure": "loss vs tokens"}),
-    conda:
-        ENV
-    log:
-        "logs/local/fig_loss_tokens.log",
-    benchmark:
-        "benchmarks/local/fig_loss_tokens.tsv"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    shell:
-        "python -m distlab local-figure loss-tokens --input {input:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule local_fig_loss_time:
-    """Held-out loss against measured training wall time."""
-    input:
-        f"{RESULTS}/local/steps.csv",
-    output:
-        report(LOCAL_FIGURES["loss_time"], category="Local credit assignment",
-               caption="../report/local_loss_time.rst", labels={"figure": "loss vs wall time"}),
-    conda:
-        ENV
-    log:
-        "logs/local/fig_loss_time.log",
-    benchmark:
-        "benchmarks/local/fig_loss_time.tsv"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    shell:
-        "python -m distlab local-figure loss-time --input {input:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule local_fig_throughput_memory:
-    """Throughput and peak memory bars from the interleaved benchmark."""
-    input:
-        LOCAL_BENCH["throughput"],
-    output:
-        report(LOCAL_FIGURES["throughput_memory"], category="Local credit assignment",
-               caption="../report/local_throughput_memory.rst", labels={"figure": "throughput and memory"}),
-    conda:
-        ENV
-    log:
-        "logs/local/fig_throughput_memory.log",
-    benchmark:
-        "benchmarks/local/fig_throughput_memory.tsv"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    shell:
-        "python -m distlab local-figure throughput-memory --input {input:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule local_fig_pc_cost:
-    """PC's cost per step and gradient fidelity against the number of inference iterations T."""
-    input:
-        LOCAL_BENCH["pc_cost"],
-    output:
-        report(LOCAL_FIGURES["pc_cost"], category="Local credit assignment",
-               caption="../report/local_pc_cost.rst", labels={"figure": "PC cost vs T"}),
-    conda:
-        ENV
-    log:
-        "logs/local/fig_pc_cost.log",
-    benchmark:
-        "benchmarks/local/fig_pc_cost.tsv"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    shell:
-        "python -m distlab local-figure pc-cost --input {input:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule local_fig_nonident:
-    """The non-identifiability demonstration: the toy h^2 and the trained model's rescaling."""
-    input:
-        f"{RESULTS}/local/nonident.json",
-    output:
-        report(LOCAL_FIGURES["nonident"], category="Local credit assignment",
-               caption="../report/local_nonident.rst", labels={"figure": "non-identifiability"}),
-    conda:
-        ENV
-    log:
-        "logs/local/fig_nonident.log",
-    benchmark:
-        "benchmarks/local/fig_nonident.tsv"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    shell:
-        "python -m distlab local-figure nonident --input {input:q} --out {output:q} > {log:q} 2>&1"
+# One figure from one table each, one job a figure: held-out loss against training tokens
+# (every method, both models) and against measured training wall time; throughput and peak
+# memory bars from the interleaved benchmark; PC's cost per step and gradient fidelity
+# against the number of inference iterations T; the non-identifiability demonstration
+# (the toy h^2 and the trained model's rescaling).
+for _name, _source, _label in (("loss_tokens", f"{RESULTS}/local/steps.csv", "loss vs tokens"),
+                               ("loss_time", f"{RESULTS}/local/steps.csv", "loss vs wall time"),
+                               ("throughput_memory", LOCAL_BENCH["throughput"], "throughput and memory"),
+                               ("pc_cost", LOCAL_BENCH["pc_cost"], "PC cost vs T"),
+                               ("nonident", f"{RESULTS}/local/nonident.json", "non-identifiability")):
+    rule:
+        name:
+            f"local_fig_{_name}"
+        input:
+            _source,
+        output:
+            report(LOCAL_FIGURES[_name], category="Local credit assignment",
+                   caption=f"../report/local_{_name}.rst", labels={"figure": _label}),
+        params:
+            kind=_name.replace("_", "-"),
+        conda:
+            ENV
+        log:
+            f"logs/local/fig_{_name}.log",
+        benchmark:
+            f"benchmarks/local/fig_{_name}.tsv"
+        threads: 1
+        resources:
+            mem_mb=1000,
+        shell:
+            "python -m distlab local-figure {params.kind} --input {input:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule local_table:
