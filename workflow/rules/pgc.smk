@@ -203,6 +203,7 @@ for _fig, _table, _group in P1.FIGURES:
             report(P1.fig[_fig], category="Pipelined Gradient Coding",
                    caption=f"../report/pgc_{_fig}.rst", labels={"figure": P1.figure_label(_fig)}),
         params:
+            name=_fig,
             inputs=lambda w, input: as_json(dict(input.items())),
             options=P1.options(),
         conda:
@@ -215,7 +216,7 @@ for _fig, _table, _group in P1.FIGURES:
         resources:
             mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
         shell:
-            "python -m distlab.pgc figure {rule} --inputs {params.inputs:q} --options {params.options:q} "
+            "python -m distlab.pgc figure {params.name} --inputs {params.inputs:q} --options {params.options:q} "
             "--out {output:q} > {log:q} 2>&1"
 
 

@@ -33,8 +33,7 @@ def cmd_summarize(a: argparse.Namespace) -> int:
 def cmd_figure(a: argparse.Namespace) -> int:
     from . import figures as pgc
 
-    # a rule passes its own name (pgc_fig3, ...): the figure is the name without the prefix
-    pgc.make_one(a.name.removeprefix("pgc_"), a.inputs, [Path(p) for p in a.out], a.options)
+    pgc.make_one(a.name, a.inputs, [Path(p) for p in a.out], a.options)
     return 0
 
 
