@@ -31,7 +31,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .clihelp import call, json_arg
+from .clihelp import JSON, JSON_OPT, OUT, PATH, PATHS, call, command, json_arg
 from .specs import SpecError
 
 log = logging.getLogger("distlab")
@@ -230,16 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="command", required=True)
 
-    q = sub.add_parser("prepare-data", help="build one data set")
-    q.add_argument("--spec", type=json_arg, required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.add_argument("--seed", type=int, default=0)
-    q.set_defaults(func=cmd_prepare_data)
-
-    q = sub.add_parser("data-floors", help="n-gram floors of a prepared text data set")
-    q.add_argument("--data", type=Path, required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=cmd_data_floors)
+    command(sub, "prepare-data", cmd_prepare_data, "build one data set", spec=JSON, out=OUT,
+            seed={"type": int, "default": 0})
+    command(sub, "data-floors", cmd_data_floors, "n-gram floors of a prepared text data set", data=PATH, out=OUT)
 
     q = sub.add_parser("train", help="one training run")
     q.add_argument("--experiment", choices=sorted(TRAINERS), required=True)
@@ -257,18 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="threads for the whole job (split across torchrun processes)")
     q.set_defaults(func=cmd_train)
 
-    q = sub.add_parser("summarize", help="run directories -> tidy tables")
-    q.add_argument("--runs", nargs="+", required=True)
-    q.add_argument("--steps-out", type=Path, required=True)
-    q.add_argument("--summary-out", type=Path, required=True)
-    q.set_defaults(func=cmd_summarize)
-
-    q = sub.add_parser("figures", help="an experiment's figures and tables")
-    q.add_argument("--experiment", required=True)
-    q.add_argument("--inputs", type=json_arg, required=True, help='{"name": "path", ...}')
-    q.add_argument("--out-dir", type=Path, required=True)
-    q.add_argument("--options", type=json_arg, default={})
-    q.set_defaults(func=cmd_figures)
+    command(sub, "summarize", cmd_summarize, "run directories -> tidy tables",
+            runs=PATHS, steps_out=OUT, summary_out=OUT)
+    command(sub, "figures", cmd_figures, "an experiment's figures and tables", experiment={"required": True},
+            inputs={**JSON, "help": '{"name": "path", ...}'}, out_dir=OUT, options=JSON_OPT)
 
     q = sub.add_parser("scorecard", help="evaluate the claims")
     q.add_argument("--claims", type=Path)
@@ -291,11 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("snakemake_args", nargs="*", help="passed on to snakemake (e.g. --configfile X)")
     q.set_defaults(func=cmd_stability)
 
-    q = sub.add_parser("report", help="the reproduction write-up")
-    q.add_argument("--out", type=Path, required=True)
-    q.add_argument("--scorecard", type=Path, required=True)
-    q.add_argument("--meta", type=json_arg, default={})
-    q.set_defaults(func=cmd_report)
+    command(sub, "report", cmd_report, "the reproduction write-up", out=OUT, scorecard=PATH, meta=JSON_OPT)
 
     q = sub.add_parser("calibrate", help="measure the unit compute cost (python -m distlab.bench.calibrate; "
                        "its options follow: --out, --repeats, ...)", add_help=False)

@@ -44,6 +44,31 @@ def out_path(text: str) -> Path:
     return Path(text)
 
 
+# What an option of :func:`command` takes, by kind: a JSON document (required, or ``{}``
+# when not given), a path (an input, an output), several paths.
+JSON = {"type": json_arg, "required": True}
+JSON_OPT = {"type": json_arg, "default": {}}
+PATH = {"type": Path, "required": True}
+OUT = {"type": out_path, "required": True}
+PATHS = {"nargs": "+", "required": True}
+PATH_OPT = {"type": Path}
+OUT_OPT = {"type": out_path}
+
+
+def command(sub: argparse._SubParsersAction, name: str, func: Callable[[argparse.Namespace], int | None],
+            help: str, **options: dict) -> argparse.ArgumentParser:
+    """One subcommand from a table of its options: ``steps_out=OUT`` is ``--steps-out``, a
+    required output path; a value is a kind above or argparse's own keywords (a dict)."""
+    q = sub.add_parser(name, help=help)
+    for key, kind in options.items():
+        kind = dict(kind)
+        if isinstance(kind.get("default"), (dict, list)):
+            kind["default"] = type(kind["default"])(kind["default"])  # a command's own, not shared
+        q.add_argument(f"--{key.replace('_', '-')}", **kind)
+    q.set_defaults(func=func)
+    return q
+
+
 def user_errors() -> tuple[type[BaseException], ...]:
     """The errors every command reports in one line: a bad spec or setting, missing data."""
     from .data.errors import DataError

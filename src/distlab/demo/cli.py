@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..clihelp import json_arg
+from ..clihelp import JSON, JSON_OPT, OUT, OUT_OPT, PATH, PATH_OPT, PATHS, command
 
 
 def _summarize(a) -> int:
@@ -53,46 +51,19 @@ def _bench(a) -> int:
 
 
 def register(sub) -> None:
-    q = sub.add_parser("demo-summarize", help="DeMo runs -> per-step and run-level tables")
-    q.add_argument("--runs", nargs="+", required=True)
-    q.add_argument("--networks", type=json_arg, required=True)
-    q.add_argument("--steps-out", type=Path, required=True)
-    q.add_argument("--summary-out", type=Path, required=True)
-    q.set_defaults(func=_summarize)
-
-    q = sub.add_parser("demo-table", help="DeMo results table (simulated) or real-vs-simulated table")
-    q.add_argument("--kind", choices=["results", "real", "sweep"], required=True)
-    q.add_argument("--summary", type=Path, required=True)
-    q.add_argument("--sim-summary", type=Path)
-    q.add_argument("--networks", type=json_arg, default={})
-    q.add_argument("--csv", type=Path)
-    q.add_argument("--md", type=Path, required=True)
-    q.add_argument("--choice", type=Path, help="sweep: where to write the chosen lr per method (JSON)")
-    q.add_argument("--follows", type=json_arg, default={}, help="sweep: {follower: leader} learning rates")
-    q.set_defaults(func=_table)
-
-    q = sub.add_parser("demo-figure", help="one DeMo figure")
-    q.add_argument("--kind", choices=["loss_steps", "gap_steps", "loss_bytes", "loss_time", "real"], required=True)
-    q.add_argument("--steps", type=Path)
-    q.add_argument("--summary", type=Path)
-    q.add_argument("--sim-summary", type=Path)
-    q.add_argument("--networks", type=json_arg, default={})
-    q.add_argument("--note", default="")
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=_figure)
-
-    q = sub.add_parser("demo-bytes", help="DeMo vs AdamW-DDP bytes per step at OLMo-300M/1B shapes")
-    q.add_argument("--claims", type=Path, required=True)
-    q.add_argument("--claim-id", required=True)
-    q.add_argument("--topk", type=int, nargs="+", default=[32, 1])
-    q.add_argument("--chunk", type=int, default=64)
-    q.add_argument("--csv", type=Path, required=True)
-    q.add_argument("--md", type=Path, required=True)
-    q.set_defaults(func=_bytes)
-
-    q = sub.add_parser("demo-bench", help="DeMo optimizer-step and whole-step benchmarks")
-    q.add_argument("--spec", type=json_arg, required=True)
-    q.add_argument("--data", type=Path, required=True)
-    q.add_argument("--threads", type=int, default=2)
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=_bench)
+    command(sub, "demo-summarize", _summarize, "DeMo runs -> per-step and run-level tables",
+            runs=PATHS, networks=JSON, steps_out=OUT, summary_out=OUT)
+    command(sub, "demo-table", _table, "DeMo results table (simulated) or real-vs-simulated table",
+            kind={"choices": ["results", "real", "sweep"], "required": True}, summary=PATH,
+            sim_summary=PATH_OPT, networks=JSON_OPT, csv=OUT_OPT, md=OUT,
+            choice={**OUT_OPT, "help": "sweep: where to write the chosen lr per method (JSON)"},
+            follows={**JSON_OPT, "help": "sweep: {follower: leader} learning rates"})
+    command(sub, "demo-figure", _figure, "one DeMo figure",
+            kind={"choices": ["loss_steps", "gap_steps", "loss_bytes", "loss_time", "real"], "required": True},
+            steps=PATH_OPT, summary=PATH_OPT, sim_summary=PATH_OPT, networks=JSON_OPT, note={"default": ""},
+            out=OUT)
+    command(sub, "demo-bytes", _bytes, "DeMo vs AdamW-DDP bytes per step at OLMo-300M/1B shapes",
+            claims=PATH, claim_id={"required": True}, topk={"type": int, "nargs": "+", "default": [32, 1]},
+            chunk={"type": int, "default": 64}, csv=OUT, md=OUT)
+    command(sub, "demo-bench", _bench, "DeMo optimizer-step and whole-step benchmarks",
+            spec=JSON, data=PATH, threads={"type": int, "default": 2}, out=OUT)

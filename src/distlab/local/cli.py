@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..clihelp import json_arg
+from ..clihelp import JSON, OUT, OUT_OPT, PATH, PATH_OPT, PATHS, command
 
 
 def cmd_summarize(a: argparse.Namespace) -> int:
@@ -78,49 +78,19 @@ def cmd_map(a: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    q = sub.add_parser("local-summarize", help="local learning: run directories -> tables")
-    q.add_argument("--runs", nargs="+", required=True)
-    q.add_argument("--steps-out", type=Path, required=True)
-    q.add_argument("--summary-out", type=Path, required=True)
-    q.add_argument("--staleness-out", type=Path, default=None)
-    q.set_defaults(func=cmd_summarize)
-
-    q = sub.add_parser("local-bench", help="local learning: throughput/memory or PC cost")
+    command(sub, "local-summarize", cmd_summarize, "local learning: run directories -> tables",
+            runs=PATHS, steps_out=OUT, summary_out=OUT, staleness_out={**OUT_OPT, "default": None})
+    q = command(sub, "local-bench", cmd_bench, "local learning: throughput/memory or PC cost",
+                options=JSON, data=PATH, out=OUT)
     q.add_argument("kind", choices=["throughput", "pc-cost"])
-    q.add_argument("--options", type=json_arg, required=True)
-    q.add_argument("--data", type=Path, required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=cmd_bench)
-
-    q = sub.add_parser("local-nonident", help="local learning: non-identifiability demonstrations")
-    q.add_argument("--model", type=Path, required=True, help="a BP run's model.pt")
-    q.add_argument("--spec", type=json_arg, required=True, help="that run's spec")
-    q.add_argument("--data", type=Path, required=True)
-    q.add_argument("--scales", nargs="+", required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=cmd_nonident)
-
-    q = sub.add_parser("local-figure", help="local learning: one figure")
+    command(sub, "local-nonident", cmd_nonident, "local learning: non-identifiability demonstrations",
+            model={**PATH, "help": "a BP run's model.pt"}, spec={**JSON, "help": "that run's spec"},
+            data=PATH, scales=PATHS, out=OUT)
+    q = command(sub, "local-figure", cmd_figure, "local learning: one figure", input=PATH, out=OUT)
     q.add_argument("figure", choices=sorted(FIGURES))
-    q.add_argument("--input", type=Path, required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=cmd_figure)
-
-    q = sub.add_parser("local-table", help="local learning: the main table")
-    q.add_argument("--runs", type=Path, required=True)
-    q.add_argument("--throughput", type=Path, required=True)
-    q.add_argument("--claims", type=Path, required=True)
-    q.add_argument("--options", type=json_arg, required=True)
-    q.add_argument("--csv", type=Path, required=True)
-    q.add_argument("--md", type=Path, required=True)
-    q.add_argument("--floors", type=Path, default=None, help="the data set's floors.csv")
-    q.set_defaults(func=cmd_table)
-
-    q = sub.add_parser("local-map", help="local learning: the throughput map's figure and table")
-    q.add_argument("--input", type=Path, required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.add_argument("--csv", type=Path, required=True)
-    q.add_argument("--md", type=Path, required=True)
-    q.add_argument("--claims", type=Path, required=True,
-                   help="config/claims.yaml: the paper's ratio (local.rc.throughput) drawn as a line")
-    q.set_defaults(func=cmd_map)
+    command(sub, "local-table", cmd_table, "local learning: the main table",
+            runs=PATH, throughput=PATH, claims=PATH, options=JSON, csv=OUT, md=OUT,
+            floors={**PATH_OPT, "default": None, "help": "the data set's floors.csv"})
+    command(sub, "local-map", cmd_map, "local learning: the throughput map's figure and table",
+            input=PATH, out=OUT, csv=OUT, md=OUT,
+            claims={**PATH, "help": "config/claims.yaml: the paper's ratio (local.rc.throughput) drawn as a line"})

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..clihelp import guard, json_arg
+from ..clihelp import JSON, JSON_OPT, OUT, PATH, PATHS, command, guard, json_arg
 
 
 def _placement_errors():
@@ -157,61 +157,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--out", type=Path, required=True, help="the name -> device JSON")
     q.set_defaults(func=cmd_place)
 
-    q = sub.add_parser("placement-graph", help="trace a model's operator graph")
-    q.add_argument("--spec", type=json_arg, required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=cmd_graph)
-
-    q = sub.add_parser("placement-profile", help="per-operator CPU times of a model")
-    q.add_argument("--spec", type=json_arg, required=True, help='{"model": {...}, "repeats", "warmup"}')
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=cmd_profile)
-
-    q = sub.add_parser("placement-run", help="one method on one model and device pair, all seeds")
-    q.add_argument("--spec", type=json_arg, required=True)
-    q.add_argument("--graph", type=Path, required=True)
-    q.add_argument("--profile", type=Path, required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.add_argument("--runtime", type=json_arg, default={})
-    q.set_defaults(func=cmd_run)
-
-    q = sub.add_parser("placement-summarize", help="run files -> summary and curves tables")
-    q.add_argument("--runs", nargs="+", required=True)
-    q.add_argument("--summary-out", type=Path, required=True)
-    q.add_argument("--curves-out", type=Path, required=True)
-    q.set_defaults(func=cmd_summarize)
-
-    q = sub.add_parser("placement-tables", help="main / ablation tables")
-    q.add_argument("--kind", choices=["main", "ablation"], required=True)
-    q.add_argument("--summary", type=Path, required=True)
-    q.add_argument("--out-dir", type=Path, required=True)
-    q.add_argument("--options", type=json_arg, required=True)
-    q.set_defaults(func=cmd_tables)
-
-    q = sub.add_parser("placement-figure", help="one placement figure")
-    q.add_argument("--kind", choices=["curves", "placement"], required=True)
-    q.add_argument("--inputs", type=json_arg, required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.add_argument("--options", type=json_arg, required=True)
-    q.set_defaults(func=cmd_figure)
-
-    q = sub.add_parser("placement-real", help="two CPU devices: measured vs simulated latency")
-    q.add_argument("--spec", type=json_arg, required=True)
-    q.add_argument("--graph", type=Path, required=True)
-    q.add_argument("--profile", type=Path, required=True)
-    q.add_argument("--runs", nargs="*", default=[], help="run files whose best placements are executed")
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=cmd_real)
-
-    q = sub.add_parser("placement-real-table", help="simulator error per model")
-    q.add_argument("--inputs", nargs="+", required=True)
-    q.add_argument("--out-csv", type=Path, required=True)
-    q.add_argument("--out-md", type=Path, required=True)
-    q.set_defaults(func=cmd_real_table)
-
-    q = sub.add_parser("placement-bench", help="simulator evaluations per second")
-    q.add_argument("--spec", type=json_arg, required=True)
-    q.add_argument("--graph", type=Path, required=True)
-    q.add_argument("--profile", type=Path, required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=cmd_bench)
+    command(sub, "placement-graph", cmd_graph, "trace a model's operator graph", spec=JSON, out=OUT)
+    command(sub, "placement-profile", cmd_profile, "per-operator CPU times of a model",
+            spec={**JSON, "help": '{"model": {...}, "repeats", "warmup"}'}, out=OUT)
+    command(sub, "placement-run", cmd_run, "one method on one model and device pair, all seeds",
+            spec=JSON, graph=PATH, profile=PATH, out=OUT, runtime=JSON_OPT)
+    command(sub, "placement-summarize", cmd_summarize, "run files -> summary and curves tables",
+            runs=PATHS, summary_out=OUT, curves_out=OUT)
+    command(sub, "placement-tables", cmd_tables, "main / ablation tables",
+            kind={"choices": ["main", "ablation"], "required": True}, summary=PATH, out_dir=OUT, options=JSON)
+    command(sub, "placement-figure", cmd_figure, "one placement figure",
+            kind={"choices": ["curves", "placement"], "required": True}, inputs=JSON, out=OUT, options=JSON)
+    command(sub, "placement-real", cmd_real, "two CPU devices: measured vs simulated latency",
+            spec=JSON, graph=PATH, profile=PATH, out=OUT,
+            runs={"nargs": "*", "default": [], "help": "run files whose best placements are executed"})
+    command(sub, "placement-real-table", cmd_real_table, "simulator error per model",
+            inputs=PATHS, out_csv=OUT, out_md=OUT)
+    command(sub, "placement-bench", cmd_bench, "simulator evaluations per second",
+            spec=JSON, graph=PATH, profile=PATH, out=OUT)
