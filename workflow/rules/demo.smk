@@ -172,74 +172,34 @@ rule demo_summarize:
         "--steps-out {output.steps:q} --summary-out {output.summary:q} > {log:q} 2>&1"
 
 
-rule demo_fig_loss_steps:
-    """Validation loss against steps, every method, N = each worker count."""
-    input:
-        f"{RESULTS}/demo/{SIM}/steps.csv",
-    output:
-        report(f"{PAPER}/figures/demo_loss_steps.png", category="DeMo", caption="../report/demo_loss_steps.rst",
-               labels={"figure": "loss vs steps"}),
-    params:
-        note=f"{len(config['seeds'])} seeds, 95% t band",
-    conda:
-        ENV
-    log:
-        "logs/demo/fig_loss_steps.log",
-    benchmark:
-        "benchmarks/demo/fig_loss_steps.tsv"
-    threads: 1
-    resources:
-        mem_mb=1500,
-    shell:
-        "python -m distlab demo-figure --kind loss_steps --steps {input:q} --note {params.note:q} "
-        "--out {output:q} > {log:q} 2>&1"
-
-
-rule demo_fig_gap_steps:
-    """Each method's validation-loss gap to AdamW-DDP (paired by seed) against steps: has it stopped
-    shrinking by the end?"""
-    input:
-        f"{RESULTS}/demo/{SIM}/steps.csv",
-    output:
-        report(f"{PAPER}/figures/demo_gap_steps.png", category="DeMo", caption="../report/demo_gap_steps.rst",
-               labels={"figure": "gap to AdamW vs steps"}),
-    params:
-        note=f"{len(config['seeds'])} seeds, 95% t band",
-    conda:
-        ENV
-    log:
-        "logs/demo/fig_gap_steps.log",
-    benchmark:
-        "benchmarks/demo/fig_gap_steps.tsv"
-    threads: 1
-    resources:
-        mem_mb=1500,
-    shell:
-        "python -m distlab demo-figure --kind gap_steps --steps {input:q} --note {params.note:q} "
-        "--out {output:q} > {log:q} 2>&1"
-
-
-rule demo_fig_loss_bytes:
-    """Validation loss against cumulative bytes sent per worker."""
-    input:
-        f"{RESULTS}/demo/{SIM}/steps.csv",
-    output:
-        report(f"{PAPER}/figures/demo_loss_bytes.png", category="DeMo", caption="../report/demo_loss_bytes.rst",
-               labels={"figure": "loss vs bytes"}),
-    params:
-        note=f"{len(config['seeds'])} seeds, 95% t band",
-    conda:
-        ENV
-    log:
-        "logs/demo/fig_loss_bytes.log",
-    benchmark:
-        "benchmarks/demo/fig_loss_bytes.tsv"
-    threads: 1
-    resources:
-        mem_mb=1500,
-    shell:
-        "python -m distlab demo-figure --kind loss_bytes --steps {input:q} --note {params.note:q} "
-        "--out {output:q} > {log:q} 2>&1"
+# Validation loss against steps (every method, N = each worker count); each method's
+# validation-loss gap to AdamW-DDP (paired by seed) against steps: has it stopped shrinking
+# by the end?; validation loss against cumulative bytes sent per worker.  One job a figure.
+for _kind, _label in (("loss_steps", "loss vs steps"), ("gap_steps", "gap to AdamW vs steps"),
+                      ("loss_bytes", "loss vs bytes")):
+    rule:
+        name:
+            f"demo_fig_{_kind}"
+        input:
+            f"{RESULTS}/demo/{SIM}/steps.csv",
+        output:
+            report(f"{PAPER}/figures/demo_{_kind}.png", category="DeMo", caption=f"../report/demo_{_kind}.rst",
+                   labels={"figure": _label}),
+        params:
+            kind=_kind,
+            note=f"{len(config['seeds'])} seeds, 95% t band",
+        conda:
+            ENV
+        log:
+            f"logs/demo/fig_{_kind}.log",
+        benchmark:
+            f"benchmarks/demo/fig_{_kind}.tsv"
+        threads: 1
+        resources:
+            mem_mb=1500,
+        shell:
+            "python -m distlab demo-figure --kind {params.kind} --steps {input:q} --note {params.note:q} "
+            "--out {output:q} > {log:q} 2>&1"
 
 
 rule demo_fig_loss_time:
