@@ -23,10 +23,12 @@ the whole process tree it finds under torchrun.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -197,15 +199,40 @@ def _run(cmd: list[str], nprocs: int, threads: int | None, timeout_s: float,
         _kill_tree(proc.pid)
         proc.wait()
         reader.join(5)
-        raise RuntimeError(
-            f"torchrun job ran past {timeout_s:.0f} s and was killed (runtime.job_timeout_s): "
-            f"{' '.join(cmd)}"
-        ) from None
+        message = (f"torchrun job ran past {timeout_s:.0f} s and was killed (runtime.job_timeout_s): "
+                   f"{' '.join(cmd)}")
+        lead_log(out, message)
+        raise RuntimeError(message) from None
     reader.join(10)
     if rc != 0:
         causes = root_causes(list(kept)) or [f"exit code {rc}"]
-        raise RuntimeError("\n".join(causes) + f"\ntorchrun job failed with exit code {rc}: "
-                           f"{' '.join(cmd)}")
+        message = "\n".join(causes) + f"\ntorchrun job failed with exit code {rc}: {' '.join(cmd)}"
+        lead_log(out, message)
+        raise RuntimeError(message)
+
+
+def lead_log(out: TextIO, summary: str) -> bool:
+    """Put ``summary`` (the rank that failed first and its cause) at the head of the log
+    ``out`` writes to, the ranks' output after it, when ``out`` is a regular file (a
+    rule's ``log:``, which the ranks' lines reached as they came).  Elsewhere (a
+    terminal, a pipe) nothing changes: the summary is the error the caller prints.
+    Returns whether the log was rewritten."""
+    try:
+        out.flush()
+        fd = out.fileno()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        with open(f"/proc/self/fd/{fd}", "rb") as f:  # the same file, opened for reading
+            body = f.read()
+        head = (summary.rstrip("\n") + "\n--- every rank's output, as it came, follows ---\n").encode()
+        data = head + body
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)  # (an O_APPEND file writes at its end, now 0, anyway)
+        while data:
+            data = data[os.write(fd, data):]
+        return True
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
 
 
 # ------------------------------------------------------------------ the fork launcher
@@ -377,8 +404,12 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
                 break
             if time.monotonic() > deadline:
                 _stop(alive)
-                raise RuntimeError(f"forked job of {nprocs} ranks ran past {timeout_s:.0f} s and was "
-                                   "killed (runtime.job_timeout_s)")
+                message = (f"forked job of {nprocs} ranks ran past {timeout_s:.0f} s and was killed "
+                           f"(runtime.job_timeout_s); ranks still running: {sorted(alive.values())}")
+                for t in readers:
+                    t.join(5)
+                lead_log(out, message)
+                raise RuntimeError(message)
             time.sleep(0.02)
         _stop(alive)  # a rank failed: stop the rest, as torchrun does
     finally:
@@ -390,8 +421,9 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
     if failures:
         causes = root_causes(list(kept))  # no torchrun summary here: the ranks' error lines
         rank = _root_rank(failures, causes)
-        raise RuntimeError("\n".join(_blame(rank, failures[rank][1], causes))
-                           + f"\nforked job of {nprocs} ranks failed")
+        message = "\n".join(_blame(rank, failures[rank][1], causes)) + f"\nforked job of {nprocs} ranks failed"
+        lead_log(out, message)
+        raise RuntimeError(message)
 
 
 _SETTLE_S = 2.0
