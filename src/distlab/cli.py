@@ -134,7 +134,11 @@ def cmd_train(a: argparse.Namespace) -> int:
         from .runtime.deadline import JobTimeout, job_deadline
 
         try:
-            with job_deadline(float(runtime["job_timeout_s"]), f"simulated {a.experiment} job"):
+            from . import jobs
+
+            n = jobs.steps(spec, str(Path(a.data) / "manifest.json")) if a.data else None
+            with job_deadline(float(runtime["job_timeout_s"]), f"simulated {a.experiment} job",
+                              work=n * jobs.runs(spec) if n else None):
                 module.run_simulated(spec, a.data, a.out, runtime)
         except JobTimeout as e:
             print(f"distlab: {e}", file=sys.stderr)
