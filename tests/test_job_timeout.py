@@ -154,3 +154,35 @@ def test_a_deadline_striking_at_any_instant_leaves_nothing_armed():
     time.sleep(0.05)
     assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()
                 and not t.finished.is_set()]
+
+
+def test_a_forked_job_follows_its_ranks_pace_and_a_hung_one_is_stopped(tmp_path):
+    """The fork launcher with work = 20 steps: ranks slowed past the 1 s floor finish; ranks
+    hung at their 4th step are stopped, named with the step and the ranks still running."""
+    import textwrap
+
+    job = textwrap.dedent("""
+        import sys, time
+        from distlab.runtime.deadline import progress
+        from distlab.runtime.launch import run_forked
+
+        def target():
+            for _ in range(20):
+                time.sleep(0.1)
+                progress()
+
+        try:
+            run_forked(target, 2, threads=2, timeout_s=1.0, work=20)
+        except RuntimeError as e:
+            print(f"distlab: {e}", file=sys.stderr)
+            sys.exit(1)
+        print("finished")
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-c", job], env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0 and "finished" in r.stdout, r.stderr[-2000:]  # 2 s of steps, 1 s floor
+    r = subprocess.run([sys.executable, "-c", job], env={**env, "DISTLAB_TEST_HANG_AT_STEP": "4"},
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 1, r.stderr[-2000:]
+    line = next(ln for ln in r.stderr.splitlines() if ln.startswith("distlab: "))
+    assert "stopped at step 3 of 20" in line and "ranks still running: [0, 1]" in line, line

@@ -60,6 +60,28 @@ class _Pace:
 
 
 _pace: dict[str, _Pace | None] = {"now": None}
+# in a forked rank: (shared memory, slot) where it counts its steps for the launcher
+_shared: dict[str, object] = {"mem": None, "slot": 0}
+
+
+def count_steps_into(mem, slot: int) -> None:
+    """This process (a forked rank) counts its steps into ``mem`` (8 bytes a slot)."""
+    _shared["mem"], _shared["slot"] = mem, slot
+
+
+def steps_counted(mem, n: int) -> int:
+    """The most steps any of ``n`` slots of ``mem`` counted."""
+    import struct
+
+    return max(struct.unpack_from(f"{n}q", mem, 0)) if n else 0
+
+
+def make_pace(floor_s: float, work: int | None, margin: float = DEFAULT_MARGIN) -> _Pace | None:
+    return _Pace(floor_s, work, margin) if work else None
+
+
+def pace_message(what: str, timeout_s: float, pace: _Pace | None) -> str:
+    return _message(what, timeout_s, pace)
 
 
 def progress() -> None:
@@ -69,6 +91,17 @@ def progress() -> None:
     sleep = os.environ.get(_TEST_SLEEP)
     if sleep:
         time.sleep(float(sleep))
+    mem = _shared["mem"]
+    if mem is not None:
+        import struct
+
+        off = 8 * int(_shared["slot"])
+        hang = os.environ.get(_TEST_HANG)
+        done = struct.unpack_from("q", mem, off)[0]
+        if hang and done + 1 >= int(hang):
+            while True:  # a hung step, for tests: only the launcher's deadline ends it
+                time.sleep(0.05)
+        struct.pack_into("q", mem, off, done + 1)
     pace = _pace["now"]
     if pace is None:
         return

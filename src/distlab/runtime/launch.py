@@ -256,10 +256,14 @@ def die_with_parent(name: str | None = None) -> None:
 
 
 def _rank_child(target: Callable[[], object], rank: int, nprocs: int, threads: int,
-                out_fd: int, port_fd: int) -> None:
+                out_fd: int, port_fd: int, steps_mem=None) -> None:
     """In a forked rank: wire its output and environment, run ``target``, never return."""
     code = 0
     try:
+        if steps_mem is not None:
+            from .deadline import count_steps_into
+
+            count_steps_into(steps_mem, rank)
         die_with_parent(f"distlab-rank{rank}")  # `ps` tells the ranks apart
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
@@ -306,7 +310,8 @@ def _describe(status: int) -> str:
 
 
 def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, timeout_s: float,
-               stream: TextIO | None = None, expendable: Sequence[int] = (), max_lost: int = 0) -> None:
+               stream: TextIO | None = None, expendable: Sequence[int] = (), max_lost: int = 0,
+               work: int | None = None) -> None:
     """Run ``target()`` in ``nprocs`` forked ranks of one torch.distributed job.
 
     Each rank finds the environment torchrun would give it (RANK, WORLD_SIZE,
@@ -323,8 +328,16 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
     is logged in one line and the others carry on (a job whose trainer
     tolerates lost workers, such as gradient coding's master with s of them).
     Any other failure, or one death more, stops the job as above.
+
+    ``work`` (the steps the job runs): the deadline scales with the ranks' measured pace
+    (:mod:`distlab.runtime.deadline`: each rank counts its steps into shared memory),
+    at least ``timeout_s``; without it, ``timeout_s``.
     """
+    import mmap
+
     from torch.distributed import TCPStore
+
+    from .deadline import make_pace, pace_message, steps_counted
     from datetime import timedelta
 
     if nprocs < 1:
@@ -336,6 +349,7 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
     children: dict[int, int] = {}          # pid -> rank
     outputs: dict[int, int] = {}           # rank -> read end of its output
     port_w: dict[int, int] = {}            # rank -> write end of its port pipe
+    steps_mem = mmap.mmap(-1, 8 * nprocs) if work else None  # each rank's steps, shared
     try:
         for rank in range(nprocs):
             r_out, w_out = os.pipe()
@@ -344,7 +358,7 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
             if pid == 0:  # the rank: close what belongs to the launcher and the other ranks
                 for fd in [r_out, w_port, *outputs.values(), *port_w.values()]:
                     os.close(fd)
-                _rank_child(target, rank, nprocs, threads, w_out, r_port)
+                _rank_child(target, rank, nprocs, threads, w_out, r_port, steps_mem)
             os.close(w_out)
             os.close(r_port)
             children[pid] = rank
@@ -380,6 +394,7 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
             os.close(fd)
         port_w.clear()
         deadline = time.monotonic() + timeout_s
+        pace = make_pace(timeout_s, work)
         settle = None  # after a failure, the peers get a moment to end on their own
         alive = dict(children)
         while alive:
@@ -402,10 +417,16 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
                     settle = settle or time.monotonic() + _SETTLE_S
             if settle is not None and time.monotonic() > settle:
                 break
+            if pace is not None:
+                now = time.monotonic()
+                for _ in range(steps_counted(steps_mem, nprocs) - pace.steps):
+                    pace.tick(now)
+                deadline = pace.deadline
             if time.monotonic() > deadline:
                 _stop(alive)
-                message = (f"forked job of {nprocs} ranks ran past {timeout_s:.0f} s and was killed "
-                           f"(runtime.job_timeout_s); ranks still running: {sorted(alive.values())}")
+                what = pace_message(f"forked job of {nprocs} ranks", timeout_s, pace) if pace is not None \
+                    else f"forked job of {nprocs} ranks ran past {timeout_s:.0f} s and was killed (runtime.job_timeout_s)"
+                message = f"{what}; ranks still running: {sorted(alive.values())}"
                 for t in readers:
                     t.join(5)
                 lead_log(out, message)
