@@ -51,6 +51,48 @@ def tracked_copy(dest: Path) -> Path:
     return dest
 
 
+@pytest.fixture(scope="session")
+def clean_tree(tmp_path_factory) -> Path:
+    """A fresh clone's files in a temporary folder, for dry-runs that must not read (or
+    depend on) the results the working tree holds after ``make reproduce``."""
+    return tracked_copy(tmp_path_factory.mktemp("clean") / "repo")
+
+
+# the README's collective targets, and the benchmarks outside `all`
+NAMED_TARGETS = ("figures", "tables", "paper", "scorecard", "demo_bench", "demo_bench_gpu")
+
+
+def fake_results(work: Path, targets=NAMED_TARGETS + ("all",)) -> int:
+    """Every output of ``targets`` written as a placeholder (a data manifest with splits,
+    ``{}`` for other JSON, empty otherwise) and marked up to date (``snakemake --touch``):
+    a tree as ``make reproduce`` leaves it, without running a job.  Returns the count."""
+    import json
+
+    env = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
+    r = subprocess.run(["snakemake", "--summary", "--forceall", *targets], cwd=work, env=env,
+                       capture_output=True, text=True, timeout=600, check=True)
+    rows = [line.split("\t") for line in r.stdout.splitlines()[1:] if "\t" in line]
+    for row in rows:
+        path = work / row[0]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.name == "manifest.json" and path.parts[-3] == "data":
+            path.write_text(json.dumps({"num_classes": 10, "image_shape": [1, 8, 8],
+                                        "splits": {k: {"size": 100} for k in ("train", "val", "test")}}))
+        else:
+            path.write_text("{}" if path.suffix == ".json" else "")
+    subprocess.run(["snakemake", "--touch", "--cores", "1", *targets], cwd=work, env=env,
+                   capture_output=True, text=True, timeout=600, check=True)
+    return len(rows)
+
+
+@pytest.fixture(scope="session")
+def results_tree(tmp_path_factory) -> Path:
+    """A fresh clone's files with every default target's outputs present and up to date."""
+    work = tracked_copy(tmp_path_factory.mktemp("with_results") / "repo")
+    assert fake_results(work) > 100
+    return work
+
+
 def bin_path() -> str:
     """PATH with this interpreter's bin directory first (snakemake, distlab)."""
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])

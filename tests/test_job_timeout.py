@@ -38,22 +38,61 @@ def test_a_deadline_is_not_swallowed_by_except_exception():
                 pytest.fail("JobTimeout caught as an Exception")
 
 
-def test_a_simulated_job_past_its_timeout_stops_with_one_line(tmp_path, digits_dir):
-    """`distlab train` on the simulated backend, a run far longer than job_timeout_s = 3 s."""
-    spec = pgc_spec("pgc-cr", 1, steps=10**6, eval_every=10**6)
-    spec.pop("checkpoint", None)
+def _train(tmp_path, digits_dir, spec, runtime, **env_over):
     out = tmp_path / "run"
-    runtime = {"timeout_s": 30, "job_timeout_s": 3, "checkpoint": {"every_s": 0, "every_steps": 5}}
-    env = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src"), **env_over}
     r = subprocess.run([sys.executable, "-m", "distlab", "train", "--experiment", "pgc",
                         "--spec", json.dumps(spec), "--runtime", json.dumps(runtime),
                         "--data", str(digits_dir), "--out", str(out)],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    return r, out
+
+
+def test_a_hung_simulated_job_is_stopped_with_one_line_naming_its_step(tmp_path, digits_dir):
+    """`distlab train` on the simulated backend whose 6th step never ends (a hang injected
+    for tests), under job_timeout_s = 3 s: stopped, named, its checkpoint kept."""
+    spec = pgc_spec("pgc-cr", 1, steps=40, eval_every=10**6)
+    spec.pop("checkpoint", None)
+    runtime = {"timeout_s": 30, "job_timeout_s": 3, "checkpoint": {"every_s": 0, "every_steps": 2}}
+    r, out = _train(tmp_path, digits_dir, spec, runtime, DISTLAB_TEST_HANG_AT_STEP="6")
     assert r.returncode == 1, r.stderr[-2000:]
     lines = [ln for ln in r.stderr.splitlines() if "runtime.job_timeout_s" in ln]
-    assert len(lines) == 1 and lines[0].startswith("distlab: simulated pgc job ran past 3 s"), r.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("distlab: simulated pgc job ran past "), r.stderr[-2000:]
+    assert "was stopped at step 5 of 40" in lines[0]
     assert "Traceback" not in r.stderr
     assert (out / "checkpoint.pt").exists() and not (out / "manifest.json").exists()
+
+
+def test_a_slowed_simulated_job_outlives_the_floor_and_finishes(tmp_path, digits_dir):
+    """Each step slowed by 0.15 s (a loaded machine, injected for tests): 30 steps take over
+    4.5 s, past job_timeout_s = 2 s, yet the job finishes -- its deadline follows its pace."""
+    spec = pgc_spec("pgc-cr", 1, steps=30, eval_every=10)
+    spec.pop("checkpoint", None)
+    runtime = {"timeout_s": 30, "job_timeout_s": 2, "checkpoint": {"every_s": 0, "every_steps": 0}}
+    t0 = time.perf_counter()
+    r, out = _train(tmp_path, digits_dir, spec, runtime, DISTLAB_TEST_STEP_SLEEP_S="0.15")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert time.perf_counter() - t0 > 2 + 30 * 0.15 - 2  # it ran well past the floor's 2 s of steps
+    assert (out / "manifest.json").exists()
+
+
+def test_the_scaled_deadline_follows_the_pace_and_stops_a_stall():
+    from distlab.runtime.deadline import progress
+
+    t0 = time.monotonic()
+    with job_deadline(0.3, "paced job", work=20):   # 20 steps of 0.05 s: 1 s, past the 0.3 s floor
+        for _ in range(20):
+            time.sleep(0.05)
+            progress()
+    assert time.monotonic() - t0 > 0.9
+    t0 = time.monotonic()
+    with pytest.raises(JobTimeout, match=r"stopped at step 3 of 20"):
+        with job_deadline(0.3, "paced job", work=20):
+            for _ in range(3):
+                time.sleep(0.05)
+                progress()
+            time.sleep(30)                           # hung: 2 x 20 x 0.05 s after the first step
+    assert time.monotonic() - t0 < 10
 
 
 def test_a_placement_search_past_its_timeout_stops_with_one_line(tmp_path):
@@ -115,3 +154,35 @@ def test_a_deadline_striking_at_any_instant_leaves_nothing_armed():
     time.sleep(0.05)
     assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()
                 and not t.finished.is_set()]
+
+
+def test_a_forked_job_follows_its_ranks_pace_and_a_hung_one_is_stopped(tmp_path):
+    """The fork launcher with work = 20 steps: ranks slowed past the 1 s floor finish; ranks
+    hung at their 4th step are stopped, named with the step and the ranks still running."""
+    import textwrap
+
+    job = textwrap.dedent("""
+        import sys, time
+        from distlab.runtime.deadline import progress
+        from distlab.runtime.launch import run_forked
+
+        def target():
+            for _ in range(20):
+                time.sleep(0.1)
+                progress()
+
+        try:
+            run_forked(target, 2, threads=2, timeout_s=1.0, work=20)
+        except RuntimeError as e:
+            print(f"distlab: {e}", file=sys.stderr)
+            sys.exit(1)
+        print("finished")
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-c", job], env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0 and "finished" in r.stdout, r.stderr[-2000:]  # 2 s of steps, 1 s floor
+    r = subprocess.run([sys.executable, "-c", job], env={**env, "DISTLAB_TEST_HANG_AT_STEP": "4"},
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 1, r.stderr[-2000:]
+    line = next(ln for ln in r.stderr.splitlines() if ln.startswith("distlab: "))
+    assert "stopped at step 3 of 20" in line and "ranks still running: [0, 1]" in line, line

@@ -76,3 +76,92 @@ def test_place_command_on_a_torchvision_model_not_shipped(tmp_path):
     p = json.loads(out.read_text())
     assert len(p["placement"]) > 20 and set(p["placement"].values()) <= {"cpu", "igpu"}
     assert p["modelled"] == ["igpu"] and np.isfinite(p["simulated_latency_s"])
+
+
+USER_MODEL = '''
+import torch
+from torch import nn
+
+from helper_layers import Scale  # a module beside the file: the file's folder is on sys.path
+
+
+class Mine(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.s = nn.Linear(6, 4), Scale(2.0)
+
+    def forward(self, x):
+        return self.s(torch.tanh(self.a(x)))
+
+
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(6, 4)
+
+    def forward(self, x):
+        if x.sum() > 0:  # control flow on a tensor's value: torch.fx cannot trace it
+            return self.a(x)
+        return -self.a(x)
+
+
+def make():
+    return Mine()
+
+
+def branchy():
+    return Branchy()
+'''
+
+
+def _place(tmp_path, ref, cwd):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, "-m", "distlab", "place", "--model", ref, "--input-shape", "3,6",
+                           "--method", "heft", "--repeats", "1", "--out", str(tmp_path / "p.json")],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def user_dir(tmp_path):
+    d = tmp_path / "models"
+    d.mkdir()
+    (d / "mymodel.py").write_text(USER_MODEL)
+    (d / "helper_layers.py").write_text("from torch import nn\n\n\nclass Scale(nn.Module):\n"
+                                        "    def __init__(self, k):\n        super().__init__()\n"
+                                        "        self.k = k\n\n    def forward(self, x):\n"
+                                        "        return x * self.k\n")
+    return d
+
+
+@pytest.mark.parametrize("how", ["absolute", "relative"])
+def test_place_command_from_a_file_path(tmp_path, user_dir, how):
+    ref = f"{user_dir / 'mymodel.py'}:make" if how == "absolute" else "models/mymodel.py:make"
+    r = _place(tmp_path, ref, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "placed output equals the original's" in r.stdout
+    p = json.loads((tmp_path / "p.json").read_text())
+    assert any("linear" in k or k.startswith("a") for k in p["placement"]), p["placement"]
+
+
+def test_an_untraceable_model_gets_one_line(tmp_path, user_dir):
+    r = _place(tmp_path, f"{user_dir / 'mymodel.py'}:branchy", cwd=tmp_path)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    line = lines[0]
+    assert line.startswith("distlab: ") and "torch.fx cannot trace Branchy" in line
+    at = 1 + next(i for i, t in enumerate(USER_MODEL.splitlines()) if "if x.sum() > 0" in t)
+    assert f"{user_dir / 'mymodel.py'}:{at}: TraceError" in line  # the line of the `if` on a tensor
+    assert "torch.fx.wrap" in line and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("ref,expect", [
+    ("nofile.py:make", "no file nofile.py"),
+    ("no_such_pkg.models:make", "importing no_such_pkg.models failed"),
+    ("{dir}/mymodel.py:nothing", "has no 'nothing'"),
+    ("{dir}/mymodel.py", "names no factory"),
+])
+def test_a_model_reference_that_does_not_load_gets_one_line(tmp_path, user_dir, ref, expect):
+    r = _place(tmp_path, ref.format(dir=user_dir), cwd=tmp_path)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and expect in r.stderr, r.stderr

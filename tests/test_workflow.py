@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path, tiny_variant
+from conftest import NAMED_TARGETS, ROOT, bin_path, tiny_variant
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 
@@ -21,15 +21,22 @@ def smk(*args, cwd=ROOT, timeout=300):
                           timeout=timeout)
 
 
-def test_lint_is_clean():
-    r = smk("--lint")
+@pytest.fixture(params=["clean", "with_results"])
+def tree(request):
+    """The repository as a fresh clone holds it, and as after ``make reproduce`` (every
+    default output present and up to date): a dry-run must list the same jobs in both."""
+    return request.getfixturevalue("clean_tree" if request.param == "clean" else "results_tree")
+
+
+def test_lint_is_clean(clean_tree):
+    r = smk("--lint", cwd=clean_tree)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Congratulations" in r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
-def test_dry_run_resolves(configfile):
-    r = smk("-n", "--forceall", "--quiet", "rules", "--configfile", configfile)
+def test_dry_run_resolves(configfile, clean_tree):
+    r = smk("-n", "--forceall", "--quiet", "rules", "--configfile", configfile, cwd=clean_tree)
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     for rule in ("prepare_data", "pgc_train_sim", "pgc_train_real", "baseline_train_sim",
@@ -37,18 +44,19 @@ def test_dry_run_resolves(configfile):
         assert rule in out
 
 
-def test_named_targets_resolve():
+def test_named_targets_resolve(tree):
     """The README's collective targets and the benchmark targets outside ``all`` (DeMo's, on gloo
     and on a GPU's NCCL) resolve, in one dry run (Snakemake names a target that does not; each
-    paper's own target is resolved on its own below)."""
-    targets = ["figures", "tables", "paper", "scorecard", "demo_bench", "demo_bench_gpu"]
-    r = smk(*targets, "-n", "--quiet", "rules")
+    paper's own target is resolved on its own below), in a fresh tree and in one whose outputs
+    are all up to date (``--forceall``: an up-to-date target lists no job of its own)."""
+    targets = list(NAMED_TARGETS)
+    r = smk(*targets, "-n", "--forceall", "--quiet", "rules", cwd=tree)
     assert r.returncode == 0, r.stdout + r.stderr
     assert set(targets) <= {line.split()[0] for line in r.stdout.splitlines() if line.split()}
 
 
-def _jobs(*args):
-    r = smk(*args, "-n", "--forceall", "--quiet", "rules")
+def _jobs(*args, cwd=ROOT):
+    r = smk(*args, "-n", "--forceall", "--quiet", "rules", cwd=cwd)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return {line.split()[0] for line in r.stdout.splitlines()
             if len(line.split()) == 2 and line.split()[1].isdigit()}
@@ -60,8 +68,8 @@ OWN = {"baseline": "baseline_", "pgc": "pgc_", "placement": "placement_",
 
 
 @pytest.mark.parametrize("target", sorted(OWN))
-def test_a_paper_target_runs_only_its_own_jobs(target):
-    jobs = _jobs(target) - {target, "prepare_data", "data_floors", "scorecard_paper", "total"}
+def test_a_paper_target_runs_only_its_own_jobs(target, clean_tree):
+    jobs = _jobs(target, cwd=clean_tree) - {target, "prepare_data", "data_floors", "scorecard_paper", "total"}
     foreign = {j for j in jobs if not j.startswith(OWN[target])}
     assert not foreign, f"{target} pulls in {foreign}"
 

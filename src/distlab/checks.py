@@ -38,6 +38,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from . import bounds
 from .specs import COUNT_LIMITS, LIST_LIMITS, count_errors, strict_validator_class  # noqa: F401 (re-exported)
 
 
@@ -115,6 +116,9 @@ def schema_errors(config: Mapping[str, Any], schema_dir: str | Path) -> list[str
         if e.validator == "type" and isinstance(e.instance, float):
             msg = (f"{e.instance!r} is not a finite number" if not math.isfinite(e.instance)
                    else f"{e.instance!r} is not of type {e.validator_value!r}")
+        elif e.validator == "type":
+            msg = bounds.type_hint(e.instance, e.validator_value) or msg
+        msg = bounds.shorten(msg)
         out.append(f"{_key(e.absolute_path)}: {msg}")
     return out
 
@@ -268,12 +272,16 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
     duplicate keys (a loader keeps the last value silently)."""
     errors: list[str] = []
     for path in config_files:
-        errors += duplicate_key_errors(path)
+        errors += bounds.config_file_errors(path) + duplicate_key_errors(path)
     names = _dataset_name_errors(config)
     errors += names
     schema = schema_errors(config, schema_dir)
     if names:  # the schema's own line for these names says less than the one above
         schema = [e for e in schema if not (e.startswith("datasets:") and "does not match" in e)]
+    paths = bounds.path_errors(config)  # names and hub paths that climb out (distlab.bounds)
+    said = {_line_key(e) for e in paths}
+    schema = [e for e in schema if not (_line_key(e) in said and "does not match" in e)]
+    errors += paths
     errors += schema
     flagged = {_line_key(e) for e in schema}
 
@@ -300,7 +308,13 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
         except Exception as e:  # noqa: BLE001
             if not schema:
                 cross.append(f"{section}: its cross-field check failed ({type(e).__name__}: {e})")
+    if any(f == "seeds" or f.startswith("seeds.") for f in flagged):  # no seeds to be among
+        cross = [e for e in cross if "among the configured seeds" not in e]
+    if any(f.startswith("pgc.") for f in flagged):  # the stored profile's rows follow from pgc's settings
+        cross = [e for e in cross if not e.startswith("pgc.coding.source:")]
     errors += [e for e in cross if fresh(e)]
+    if not schema:  # memory estimates read well-typed values only
+        errors += bounds.memory_errors(config)
     _check_claims(claims_path, errors)
     _check_extra_seeds(config, claims_path, errors)
     seen: set[str] = set()

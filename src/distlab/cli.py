@@ -102,6 +102,14 @@ def _torchrun_args(a: argparse.Namespace, spec: dict, runtime: dict) -> list[str
             "--out", str(a.out)]
 
 
+def _work(spec: dict, data: str | None) -> int | None:
+    """Steps the job runs (all its runs): its deadline scales with them (runtime.deadline)."""
+    from . import jobs
+
+    n = jobs.steps(spec, str(Path(data) / "manifest.json")) if data else None
+    return n * jobs.runs(spec) if n else None
+
+
 def cmd_train(a: argparse.Namespace) -> int:
     from .runtime.launch import run_torchrun, torchrun_command
     from .specs import runtime_defaults, validate_spec
@@ -133,7 +141,8 @@ def cmd_train(a: argparse.Namespace) -> int:
         from .runtime.deadline import JobTimeout, job_deadline
 
         try:
-            with job_deadline(float(runtime["job_timeout_s"]), f"simulated {a.experiment} job"):
+            with job_deadline(float(runtime["job_timeout_s"]), f"simulated {a.experiment} job",
+                              work=_work(spec, a.data)):
                 module.run_simulated(spec, a.data, a.out, runtime)
         except JobTimeout as e:
             print(f"distlab: {e}", file=sys.stderr)
@@ -156,7 +165,8 @@ def cmd_train(a: argparse.Namespace) -> int:
             ranks, most = module.expendable_ranks(spec) if hasattr(module, "expendable_ranks") else ((), 0)
             run_forked(lambda: module.run_distributed(spec, a.data, a.out, runtime),
                        nprocs=_nprocs(module, spec), threads=a.threads,
-                       timeout_s=float(runtime["job_timeout_s"]), expendable=ranks, max_lost=most)
+                       timeout_s=float(runtime["job_timeout_s"]), expendable=ranks, max_lost=most,
+                       work=_work(spec, a.data))
         else:
             run_torchrun(_torchrun_args(a, spec, runtime), nprocs=_nprocs(module, spec),
                          threads=a.threads, timeout_s=float(runtime["job_timeout_s"]))

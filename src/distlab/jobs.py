@@ -89,7 +89,7 @@ def activation_values(model: dict, image_hw: int | None = None, in_features: int
 
 def data_shape(manifest: str) -> dict:
     """What the prepared data set says of its samples (empty before it exists)."""
-    if not os.path.exists(manifest):
+    if not manifest or not os.path.exists(manifest):
         return {}
     with open(manifest) as f:
         m = json.load(f)
@@ -157,8 +157,25 @@ def mem_mb(spec: str | dict, manifest: str, base_mb: int, data_copies: float = 2
     return int(math.ceil(processes(s) * (base_mb + state_mb + act_mb + data)))
 
 
+def gpu_mem_mb(spec: str | dict, manifest: str = "", context_mb: int = 500) -> int:
+    """GPU memory of one rank under NCCL: the CUDA context (``context_mb``), the model's
+    state and the activations of the rank's share of the batch (0 off NCCL)."""
+    s = _spec(spec)
+    if s.get("backend") != "nccl":
+        return 0
+    shape = data_shape(manifest) if manifest else {}
+    model = s["model"]
+    nbytes = DTYPE_BYTES[s.get("dtype", "float32")]
+    params = param_count(model, shape.get("num_classes", 10), shape.get("in_channels", 3),
+                         shape.get("in_features", 64))
+    acts = activation_values(model, shape.get("image_hw"), shape.get("in_features", 64))
+    return int(math.ceil(context_mb + (STATE_COPIES * params + per_process_batch(s) * acts) * nbytes / MIB))
+
+
 def data_files_mb(manifest: str) -> float:
     """Bytes of a prepared data set's split files, in MiB; 0 before it exists."""
+    if not manifest:
+        return 0.0
     folder = os.path.dirname(manifest)
     total = 0
     for split in ("train", "val", "test"):

@@ -327,6 +327,9 @@ class Checkpointer:
         self._last = time.monotonic()
 
     def maybe_save(self, step: int, state_fn: Callable[[], dict]) -> bool:
+        from .runtime.deadline import progress
+
+        progress()  # every trainer's step passes here: a job's deadline follows its pace
         due_steps = self.every_steps > 0 and step % self.every_steps == 0
         due_time = self.every_s > 0 and time.monotonic() - self._last >= self.every_s
         if not (due_steps or due_time):

@@ -138,7 +138,7 @@ def place(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], meth
     if not isinstance(example_inputs, tuple):
         example_inputs = (example_inputs,)
     pair = pair or default_pair()
-    gm = graphs.trace(model)
+    gm = trace(model)
     with torch.no_grad():
         graph = graphs.extract_module(gm, example_inputs, {"name": type(model).__name__})
         prof = costs.profile_module(gm, example_inputs, repeats=repeats, warmup=1)
@@ -167,15 +167,84 @@ def _options(method: str, options: dict[str, Any] | None) -> dict[str, Any]:
     return dict(load_yaml(root / "config" / "config.yaml")["placement"][method])
 
 
+class ModelError(ValueError):
+    """The user's model cannot be loaded or traced; the message is one line saying what to do."""
+
+
 def load_factory(ref: str):
-    """``package.module:factory`` -> the callable (it returns the ``nn.Module``)."""
-    mod, _, name = ref.partition(":")
-    if not mod or not name:
-        raise ValueError(f"--model: {ref!r} is not package.module:factory")
-    obj = importlib.import_module(mod)
+    """``path/to/file.py:factory`` or ``package.module:factory`` -> the callable (it returns
+    the ``nn.Module``).  A file is imported as a script would be: its folder first on
+    ``sys.path``, so it may import the modules beside it."""
+    import importlib.util
+    import sys
+
+    mod, sep, name = ref.rpartition(":")
+    if not sep or not mod or not name:
+        raise ModelError(f"--model: {ref!r} names no factory; write path/to/file.py:factory "
+                         f"or package.module:factory")
+    try:
+        if mod.endswith(".py") or "/" in mod or "\\" in mod:
+            path = Path(mod).expanduser().resolve()
+            if not path.is_file():
+                raise ModelError(f"--model: no file {mod} (from {Path.cwd()}); write the path of a .py "
+                                 f"file that defines {name}")
+            folder = str(path.parent)
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+            unique = f"distlab_user_model_{abs(hash(str(path)))}"
+            spec = importlib.util.spec_from_file_location(unique, path)
+            obj = importlib.util.module_from_spec(spec)
+            sys.modules[unique] = obj
+            spec.loader.exec_module(obj)
+        else:
+            obj = importlib.import_module(mod)
+    except ModelError:
+        raise
+    except ModuleNotFoundError as e:
+        hint = ("write path/to/file.py:factory for a file, or put its package on PYTHONPATH"
+                if e.name == mod.split(".")[0] else "install the module it imports")
+        raise ModelError(f"--model: importing {mod} failed: {e}; {hint}") from None
+    except Exception as e:  # noqa: BLE001 - the user's module: one line, its error named
+        raise ModelError(f"--model: importing {mod} failed at {_where(e)}: "
+                         f"{type(e).__name__}: {_first_line(e)}") from None
     for part in name.split("."):
+        if not hasattr(obj, part):
+            raise ModelError(f"--model: {mod} has no {name!r}; write {mod}:NAME with NAME a function "
+                             f"(or class) there that returns the nn.Module")
         obj = getattr(obj, part)
+    if not callable(obj):
+        raise ModelError(f"--model: {mod}:{name} is a {type(obj).__name__}, not a function that returns "
+                         f"the nn.Module")
     return obj
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _where(e: BaseException) -> str:
+    """file:line of the innermost frame outside torch and distlab (the user's code)."""
+    import traceback
+
+    frames = traceback.extract_tb(e.__traceback__)
+    skip = (str(Path(torch.__file__).parent), str(Path(__file__).resolve().parents[1]))
+    mine = [f for f in frames if not f.filename.startswith(skip) and "importlib" not in f.filename]
+    f = (mine or frames or [None])[-1]
+    return f"{f.filename}:{f.lineno}" if f is not None else "(unknown)"
+
+
+def trace(model: torch.nn.Module) -> fx.GraphModule:
+    """``graphs.trace``, with a failure as one :class:`ModelError` line: what torch.fx could
+    not trace, where in the model's code, and what to do."""
+    try:
+        return graphs.trace(model)
+    except Exception as e:  # noqa: BLE001 - TraceError, and the TypeErrors/AttributeErrors proxies raise
+        raise ModelError(
+            f"torch.fx cannot trace {type(model).__name__} (at {_where(e)}: {type(e).__name__}: "
+            f"{_first_line(e)}); place a model whose forward has no Python control flow on tensor "
+            f"values (if/while on a tensor, len() of one), e.g. move that part into a function "
+            f"decorated with torch.fx.wrap, or pass a traceable submodule") from None
 
 
 def example_inputs(shapes: list[str], dtypes: list[str] | None = None, high: int = 2) -> tuple[torch.Tensor, ...]:

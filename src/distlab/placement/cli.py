@@ -126,11 +126,16 @@ def cmd_place(a):
     from . import api
 
     torch.set_num_threads(1)
-    model = api.load_factory(a.model)()
-    inputs = api.example_inputs(a.input_shape, a.input_dtype, a.input_high)
-    pair = api.default_pair() if a.pair is None else a.pair
-    placed = api.place(model, inputs, method=a.method, pair=pair, budget=a.budget, seed=a.seed,
-                       repeats=a.repeats)
+    try:
+        model = api.load_factory(a.model)()
+        inputs = api.example_inputs(a.input_shape, a.input_dtype, a.input_high)
+        pair = api.default_pair() if a.pair is None else a.pair
+        placed = api.place(model, inputs, method=a.method, pair=pair, budget=a.budget, seed=a.seed,
+                           repeats=a.repeats)
+    except api.ModelError as e:
+        print(f"distlab: {a.model}: {e}" if not str(e).startswith("--model") else f"distlab: {e}",
+              file=sys.stderr)
+        return 2
     placed.save(a.out)
     with torch.no_grad():
         ref, got = model(*inputs), placed.module(*inputs)
@@ -144,8 +149,8 @@ def cmd_place(a):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    q = sub.add_parser("place", help="place your own model (package.module:factory) on a device pair")
-    q.add_argument("--model", required=True, help="package.module:factory; the factory returns an nn.Module")
+    q = sub.add_parser("place", help="place your own model (path/to/file.py:factory or package.module:factory) on a device pair")
+    q.add_argument("--model", required=True, help="path/to/file.py:factory or package.module:factory; the factory returns an nn.Module")
     q.add_argument("--input-shape", nargs="+", required=True, help="one per input, e.g. 1,3,224,224")
     q.add_argument("--input-dtype", nargs="+", default=None, help="torch dtype per input (default float32)")
     q.add_argument("--input-high", type=int, default=2, help="integer inputs are drawn from [0, high)")

@@ -2,7 +2,13 @@
 
 Real jobs are killed by their launcher after ``runtime.job_timeout_s``
 (:mod:`distlab.runtime.launch`); :func:`job_deadline` gives simulated jobs the
-same limit.  At the deadline a ``SIGALRM`` raises :class:`JobTimeout` in the
+same limit.  Given the job's ``work`` (the steps its spec runs, all runs together),
+the deadline scales with it, as a cluster job's runtime does (:mod:`distlab.jobs`):
+each step the trainer completes (:func:`progress`, called by
+``distlab.runs.Checkpointer.maybe_save``) moves it to the first step's time plus
+``margin`` x work x the mean step time measured so far, never sooner than
+``timeout_s`` after the start.  A loaded machine's slow steps lengthen it; a job
+that stops making steps (hung) meets it and is stopped, named with its last step.  At the deadline a ``SIGALRM`` raises :class:`JobTimeout` in the
 main thread, so the run unwinds through its ``finally`` blocks and its last
 checkpoint stays for a rerun; should the process not return to Python code
 within ``grace_s`` (a long native call), a watchdog thread prints the same
@@ -25,6 +31,89 @@ class JobTimeout(BaseException):
 
 _deferred = {"depth": 0, "pending": None}  # inside deadline_deferred(): the timeout waits
 
+DEFAULT_MARGIN = 2.0  # as jobs.margin's default: a job may take twice its measured pace
+# for tests only: seconds each step sleeps (a slowed machine), the step at which it hangs
+_TEST_SLEEP = "DISTLAB_TEST_STEP_SLEEP_S"
+_TEST_HANG = "DISTLAB_TEST_HANG_AT_STEP"
+
+
+class _Pace:
+    """The scaled deadline of the job running now (None outside a scaled job_deadline)."""
+
+    def __init__(self, floor_s: float, work: int, margin: float) -> None:
+        import time
+
+        self.start = time.monotonic()
+        self.floor_s, self.work, self.margin = floor_s, max(1, int(work)), margin
+        self.first: float | None = None
+        self.steps = 0
+        self.deadline = self.start + floor_s
+
+    def tick(self, now: float) -> float:
+        self.steps += 1
+        if self.first is None:
+            self.first = now
+        elif self.steps > 1:
+            mean = (now - self.first) / (self.steps - 1)
+            self.deadline = max(self.start + self.floor_s, self.first + self.margin * self.work * mean)
+        return self.deadline
+
+
+_pace: dict[str, _Pace | None] = {"now": None}
+# in a forked rank: (shared memory, slot) where it counts its steps for the launcher
+_shared: dict[str, object] = {"mem": None, "slot": 0}
+
+
+def count_steps_into(mem, slot: int) -> None:
+    """This process (a forked rank) counts its steps into ``mem`` (8 bytes a slot)."""
+    _shared["mem"], _shared["slot"] = mem, slot
+
+
+def steps_counted(mem, n: int) -> int:
+    """The most steps any of ``n`` slots of ``mem`` counted."""
+    import struct
+
+    return max(struct.unpack_from(f"{n}q", mem, 0)) if n else 0
+
+
+def make_pace(floor_s: float, work: int | None, margin: float = DEFAULT_MARGIN) -> _Pace | None:
+    return _Pace(floor_s, work, margin) if work else None
+
+
+def pace_message(what: str, timeout_s: float, pace: _Pace | None) -> str:
+    return _message(what, timeout_s, pace)
+
+
+def progress() -> None:
+    """One step done: the scaled deadline (if any) moves with the measured pace."""
+    import time
+
+    sleep = os.environ.get(_TEST_SLEEP)
+    if sleep:
+        time.sleep(float(sleep))
+    mem = _shared["mem"]
+    if mem is not None:
+        import struct
+
+        off = 8 * int(_shared["slot"])
+        hang = os.environ.get(_TEST_HANG)
+        done = struct.unpack_from("q", mem, off)[0]
+        if hang and done + 1 >= int(hang):
+            while True:  # a hung step, for tests: only the launcher's deadline ends it
+                time.sleep(0.05)
+        struct.pack_into("q", mem, off, done + 1)
+    pace = _pace["now"]
+    if pace is None:
+        return
+    hang = os.environ.get(_TEST_HANG)
+    if hang and pace.steps + 1 >= int(hang):
+        while True:  # a hung step, for tests: only the deadline ends it
+            time.sleep(0.05)
+    deadline = pace.tick(time.monotonic())
+    left = deadline - time.monotonic()
+    if left > 0:
+        signal.setitimer(signal.ITIMER_REAL, left)
+
 
 @contextmanager
 def deadline_deferred() -> Iterator[None]:
@@ -45,42 +134,64 @@ def deadline_deferred() -> Iterator[None]:
         raise JobTimeout(message)
 
 
-def _message(what: str, timeout_s: float) -> str:
-    return (f"{what} ran past {timeout_s:g} s and was stopped (runtime.job_timeout_s); "
-            f"its last checkpoint, if any, is kept: a rerun continues from it")
+def _message(what: str, timeout_s: float, pace: _Pace | None = None) -> str:
+    import time
+
+    if pace is None:
+        return (f"{what} ran past {timeout_s:g} s and was stopped (runtime.job_timeout_s); "
+                f"its last checkpoint, if any, is kept: a rerun continues from it")
+    ran = time.monotonic() - pace.start
+    return (f"{what} ran past {ran:.0f} s and was stopped at step {pace.steps} of {pace.work}: its "
+            f"deadline is {pace.margin:g} x the steps x the step time measured so far, at least "
+            f"runtime.job_timeout_s = {timeout_s:g} s (hung, or far slower than its own pace); its last "
+            f"checkpoint, if any, is kept: a rerun continues from it")
 
 
 @contextmanager
-def job_deadline(timeout_s: float | None, what: str = "simulated job", grace_s: float = 30.0) -> Iterator[None]:
-    """Raise :class:`JobTimeout` in the body once ``timeout_s`` wall seconds have passed.
+def job_deadline(timeout_s: float | None, what: str = "simulated job", grace_s: float = 30.0,
+                 work: int | None = None, margin: float = DEFAULT_MARGIN) -> Iterator[None]:
+    """Raise :class:`JobTimeout` in the body once ``timeout_s`` wall seconds have passed,
+    or, given ``work`` (the steps the job runs), once its scaled deadline has (see the
+    module's note).
 
     No deadline when ``timeout_s`` is None or not positive, or outside the main thread
     (signals reach only the main thread)."""
     if not timeout_s or timeout_s <= 0 or threading.current_thread() is not threading.main_thread():
         yield
         return
-    message = _message(what, float(timeout_s))
+    pace = _Pace(float(timeout_s), work, margin) if work else None
     state = {"active": True}  # False once the body is over: a late alarm or watchdog does nothing
+
+    def message_now() -> str:
+        return _message(what, float(timeout_s), pace)
 
     def on_alarm(signum, frame):  # noqa: ARG001
         if not state["active"]:
             return
         if _deferred["depth"]:
-            _deferred["pending"] = message
+            _deferred["pending"] = message_now()
             return
-        raise JobTimeout(message)
+        raise JobTimeout(message_now())
 
     def hard_exit() -> None:
+        import time
+
+        # a scaled deadline moves: the watchdog waits for the current one plus the grace
+        while pace is not None and state["active"] and time.monotonic() < pace.deadline + grace_s:
+            if stop.wait(min(1.0, max(0.01, pace.deadline + grace_s - time.monotonic()))):
+                return
         if not state["active"]:
             return
-        print(f"distlab: {message} (killed: it did not return to Python within {grace_s:g} s)",
+        print(f"distlab: {message_now()} (killed: it did not return to Python within {grace_s:g} s)",
               file=sys.stderr, flush=True)
         os._exit(124)
 
+    stop = threading.Event()
     previous = signal.signal(signal.SIGALRM, on_alarm)
     watchdog = threading.Timer(float(timeout_s) + grace_s, hard_exit)
     watchdog.daemon = True
     watchdog.start()
+    _pace["now"] = pace
     try:
         # armed inside the try: a deadline shorter than the set-up still unwinds through finally
         signal.setitimer(signal.ITIMER_REAL, float(timeout_s))
@@ -92,6 +203,8 @@ def job_deadline(timeout_s: float | None, what: str = "simulated job", grace_s: 
             # the first statement here is a plain store: no signal handler runs before it,
             # and from it on a late alarm is a no-op, so the rest always runs
             state["active"] = False
+            _pace["now"] = None
+            stop.set()
             signal.signal(signal.SIGALRM, previous)
             watchdog.cancel()
             _deferred["pending"] = None

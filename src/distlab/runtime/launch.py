@@ -23,10 +23,12 @@ the whole process tree it finds under torchrun.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -197,15 +199,40 @@ def _run(cmd: list[str], nprocs: int, threads: int | None, timeout_s: float,
         _kill_tree(proc.pid)
         proc.wait()
         reader.join(5)
-        raise RuntimeError(
-            f"torchrun job ran past {timeout_s:.0f} s and was killed (runtime.job_timeout_s): "
-            f"{' '.join(cmd)}"
-        ) from None
+        message = (f"torchrun job ran past {timeout_s:.0f} s and was killed (runtime.job_timeout_s): "
+                   f"{' '.join(cmd)}")
+        lead_log(out, message)
+        raise RuntimeError(message) from None
     reader.join(10)
     if rc != 0:
         causes = root_causes(list(kept)) or [f"exit code {rc}"]
-        raise RuntimeError("\n".join(causes) + f"\ntorchrun job failed with exit code {rc}: "
-                           f"{' '.join(cmd)}")
+        message = "\n".join(causes) + f"\ntorchrun job failed with exit code {rc}: {' '.join(cmd)}"
+        lead_log(out, message)
+        raise RuntimeError(message)
+
+
+def lead_log(out: TextIO, summary: str) -> bool:
+    """Put ``summary`` (the rank that failed first and its cause) at the head of the log
+    ``out`` writes to, the ranks' output after it, when ``out`` is a regular file (a
+    rule's ``log:``, which the ranks' lines reached as they came).  Elsewhere (a
+    terminal, a pipe) nothing changes: the summary is the error the caller prints.
+    Returns whether the log was rewritten."""
+    try:
+        out.flush()
+        fd = out.fileno()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        with open(f"/proc/self/fd/{fd}", "rb") as f:  # the same file, opened for reading
+            body = f.read()
+        head = (summary.rstrip("\n") + "\n--- every rank's output, as it came, follows ---\n").encode()
+        data = head + body
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)  # (an O_APPEND file writes at its end, now 0, anyway)
+        while data:
+            data = data[os.write(fd, data):]
+        return True
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
 
 
 # ------------------------------------------------------------------ the fork launcher
@@ -229,10 +256,14 @@ def die_with_parent(name: str | None = None) -> None:
 
 
 def _rank_child(target: Callable[[], object], rank: int, nprocs: int, threads: int,
-                out_fd: int, port_fd: int) -> None:
+                out_fd: int, port_fd: int, steps_mem=None) -> None:
     """In a forked rank: wire its output and environment, run ``target``, never return."""
     code = 0
     try:
+        if steps_mem is not None:
+            from .deadline import count_steps_into
+
+            count_steps_into(steps_mem, rank)
         die_with_parent(f"distlab-rank{rank}")  # `ps` tells the ranks apart
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
@@ -279,7 +310,8 @@ def _describe(status: int) -> str:
 
 
 def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, timeout_s: float,
-               stream: TextIO | None = None, expendable: Sequence[int] = (), max_lost: int = 0) -> None:
+               stream: TextIO | None = None, expendable: Sequence[int] = (), max_lost: int = 0,
+               work: int | None = None) -> None:
     """Run ``target()`` in ``nprocs`` forked ranks of one torch.distributed job.
 
     Each rank finds the environment torchrun would give it (RANK, WORLD_SIZE,
@@ -296,8 +328,16 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
     is logged in one line and the others carry on (a job whose trainer
     tolerates lost workers, such as gradient coding's master with s of them).
     Any other failure, or one death more, stops the job as above.
+
+    ``work`` (the steps the job runs): the deadline scales with the ranks' measured pace
+    (:mod:`distlab.runtime.deadline`: each rank counts its steps into shared memory),
+    at least ``timeout_s``; without it, ``timeout_s``.
     """
+    import mmap
+
     from torch.distributed import TCPStore
+
+    from .deadline import make_pace, pace_message, steps_counted
     from datetime import timedelta
 
     if nprocs < 1:
@@ -309,6 +349,7 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
     children: dict[int, int] = {}          # pid -> rank
     outputs: dict[int, int] = {}           # rank -> read end of its output
     port_w: dict[int, int] = {}            # rank -> write end of its port pipe
+    steps_mem = mmap.mmap(-1, 8 * nprocs) if work else None  # each rank's steps, shared
     try:
         for rank in range(nprocs):
             r_out, w_out = os.pipe()
@@ -317,7 +358,7 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
             if pid == 0:  # the rank: close what belongs to the launcher and the other ranks
                 for fd in [r_out, w_port, *outputs.values(), *port_w.values()]:
                     os.close(fd)
-                _rank_child(target, rank, nprocs, threads, w_out, r_port)
+                _rank_child(target, rank, nprocs, threads, w_out, r_port, steps_mem)
             os.close(w_out)
             os.close(r_port)
             children[pid] = rank
@@ -353,6 +394,7 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
             os.close(fd)
         port_w.clear()
         deadline = time.monotonic() + timeout_s
+        pace = make_pace(timeout_s, work)
         settle = None  # after a failure, the peers get a moment to end on their own
         alive = dict(children)
         while alive:
@@ -375,10 +417,20 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
                     settle = settle or time.monotonic() + _SETTLE_S
             if settle is not None and time.monotonic() > settle:
                 break
+            if pace is not None:
+                now = time.monotonic()
+                for _ in range(steps_counted(steps_mem, nprocs) - pace.steps):
+                    pace.tick(now)
+                deadline = pace.deadline
             if time.monotonic() > deadline:
                 _stop(alive)
-                raise RuntimeError(f"forked job of {nprocs} ranks ran past {timeout_s:.0f} s and was "
-                                   "killed (runtime.job_timeout_s)")
+                what = pace_message(f"forked job of {nprocs} ranks", timeout_s, pace) if pace is not None \
+                    else f"forked job of {nprocs} ranks ran past {timeout_s:.0f} s and was killed (runtime.job_timeout_s)"
+                message = f"{what}; ranks still running: {sorted(alive.values())}"
+                for t in readers:
+                    t.join(5)
+                lead_log(out, message)
+                raise RuntimeError(message)
             time.sleep(0.02)
         _stop(alive)  # a rank failed: stop the rest, as torchrun does
     finally:
@@ -390,8 +442,9 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
     if failures:
         causes = root_causes(list(kept))  # no torchrun summary here: the ranks' error lines
         rank = _root_rank(failures, causes)
-        raise RuntimeError("\n".join(_blame(rank, failures[rank][1], causes))
-                           + f"\nforked job of {nprocs} ranks failed")
+        message = "\n".join(_blame(rank, failures[rank][1], causes)) + f"\nforked job of {nprocs} ranks failed"
+        lead_log(out, message)
+        raise RuntimeError(message)
 
 
 _SETTLE_S = 2.0
