@@ -144,7 +144,7 @@ def test_inconclusive_rows_say_how_many_seeds_would_decide_them():
     rows = []
     for seed in range(4):
         rows += [{"method": "bp", "seed": seed, "test_loss": 1.5},
-                 {"method": "rc", "seed": seed, "test_loss": 1.5 + 0.05 + rng.normal(0, 0.1)}]
+                 {"method": "rc", "seed": seed, "test_loss": 1.5 + 0.1 + rng.normal(0, 0.1)}]
     row = _evaluate([_claim(preconditions=[])], pd.DataFrame(rows)).loc["toy.rc_gap"]
     assert row.verdict == "inconclusive"
     d = np.array([r["test_loss"] for r in rows if r["method"] == "rc"]) - 1.5
