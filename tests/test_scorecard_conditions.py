@@ -8,6 +8,7 @@ what the source says; these tests pin both rules down.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,8 @@ import yaml
 
 from distlab import scorecard
 from distlab.data import floors
+
+ROOT = Path(__file__).resolve().parents[1]
 
 STATS = {"alpha": 0.05, "bootstrap": {"n_resamples": 2000, "seed": 0, "confidence": 0.95}}
 SEEDS = range(6)
@@ -219,3 +222,43 @@ def test_a_condition_whose_selection_matches_nothing_is_not_run():
                   "value": 600, "threshold": "t"}}
     res = scorecard.evaluate_conditions(cond, {"runs": runs}, STATS)["h"]
     assert res.status == "not run" and "no rows" in res.measured
+
+
+def test_p3_horizon_gap_settled_makes_quality_rows_not_testable():
+    """P3's horizon (as P4's): the gap to BP must have stopped moving by the margin over the last
+    third; local.summary computes it from the validation curves, the condition reads it."""
+    from distlab.local.summary import gap_shrink_late, late_val_drop
+
+    steps = np.arange(0, 501, 50)
+    still_falling = pd.DataFrame({"step": steps, "val_loss": 3.0 - 0.002 * steps})  # 0.3 over the last third
+    flat = pd.DataFrame({"step": steps, "val_loss": np.r_[3.0 - 0.004 * steps[:7], [1.8] * 4]})
+    assert late_val_drop(still_falling) == pytest.approx(0.002 * (500 - 350))
+    assert late_val_drop(flat) == pytest.approx(0.0)
+    assert np.isnan(late_val_drop(pd.DataFrame({"step": [0, 500], "val_loss": [np.nan, 2.0]})))
+
+    def runs(rc_drop):
+        rows = []
+        for seed in range(5):
+            rows += [{"group": "rc", "method": "bp", "seed": seed, "final_test_loss": 1.8, "late_val_drop": 0.02},
+                     {"group": "rc", "method": "rc-seq", "seed": seed, "final_test_loss": 1.9 + 0.01 * seed,
+                      "late_val_drop": rc_drop + 0.01 * seed}]
+        t = pd.DataFrame(rows)
+        return t.assign(gap_shrink_late=gap_shrink_late(t))
+
+    closing = runs(0.3)  # RC's loss still falling 0.28 more than BP's: the gap is closing
+    assert closing.loc[closing.method == "bp", "gap_shrink_late"].eq(0).all()
+    assert closing.loc[closing.method == "rc-seq", "gap_shrink_late"].tolist() == pytest.approx(
+        [0.28 + 0.01 * s for s in range(5)])
+    cfg_claims, cfg_conditions = scorecard.load_claims_file(ROOT / "config/claims.yaml")
+    cond = {"local.rc_gap_settled": cfg_conditions["local.rc_gap_settled"]}
+    claim = next(c for c in cfg_claims if c["id"] == "local.rc.gap")
+    assert "local.rc_gap_settled" in claim["preconditions"]
+    claim = {**claim, "preconditions": ["local.rc_gap_settled"]}
+    df = scorecard.evaluate_claims([claim], {"local_runs": closing}, STATS, cond).iloc[0]
+    assert df.verdict == "not testable here" and "local.rc_gap_settled not met" in df.reason
+    settled = runs(0.0)
+    df = scorecard.evaluate_claims([claim], {"local_runs": settled}, STATS, cond).iloc[0]
+    assert df.verdict == "reproduced"
+    for cid in ("local.rc.noninferior", "local.rc.equivalent", "local.pc.noninferior", "local.pc.equivalent"):
+        pre = next(c for c in cfg_claims if c["id"] == cid)["preconditions"]
+        assert any(p.endswith("_gap_settled") for p in pre), cid
