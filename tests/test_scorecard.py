@@ -318,3 +318,13 @@ def test_one_deterministic_value_is_checked_exactly():
     off = pair.assign(loss=[1.25, 1.3])
     row = scorecard.evaluate_claims([claim(id="eq", **eq)], {"p": off}, STATS).iloc[0]
     assert row.verdict == "not reproduced"
+
+
+def test_not_testable_rows_are_listed_with_their_reason():
+    c = claim(id="nt", not_testable="the source gives no setting")
+    df = evaluate(c, claim(id="t"))
+    row = df.set_index("id").loc["nt"]
+    assert row.verdict == "not testable here" and row.reason == "not testable here: the source gives no setting"
+    assert np.isnan(row.p_holm) and np.isnan(row.seeds_needed)
+    with pytest.raises(scorecard.ClaimError, match="bad key 'not_testable'"):
+        scorecard.validate_claims([claim(not_testable=True)])

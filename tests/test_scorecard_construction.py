@@ -96,6 +96,26 @@ def _fewer_waited(name: str) -> None:
     assert spread < 0.01  # coding seconds differ by under 10 ms across s (the delays' gaps: ~0.1 s)
 
 
+def _waits_for_fewer(fast: str, slow: str, s: int) -> None:
+    """The same one unit a step; ``fast`` waits for n - s of the same delays, ``slow`` for all n; its
+    coding seconds are not larger."""
+    assert _units(fast, s, 3) == _units(slow, 0 if slow == "dgd" else s, 3) == {1}
+    assert _wait(fast, s) == N - s < _wait(slow, 0 if slow == "dgd" else s) == N
+    prof = _profile()
+    assert prof[(fast, s)] <= prof[(slow, 0 if slow == "dgd" else s)]
+    for seed in range(5):
+        assert regime.clock_time_per_step("is-sgd", N, s, UNIT_S, 1.0, seed, 30) < \
+            regime.clock_time_per_step("dgd", N, s, UNIT_S, 1.0, seed, 30)
+
+
+def _startup_and_coding(slow: str, fast: str, s: int) -> None:
+    """After start-up the same clock; ``slow`` (PGC) adds s units once and slower coding."""
+    assert _units(slow, s, 5) == _units(fast, s, 5) == {1} and _wait(slow, s) == _wait(fast, s) == N - s
+    assert _units(slow, s, 0) == {s + 1} and _units(fast, s, 0) == {1}
+    prof = _profile()
+    assert prof[(slow, s)] > prof[(fast, s)]
+
+
 def _olmo_bytes(cid: str) -> None:
     """The reduction is arithmetic on OLMo-1B's shapes: 2 bytes a parameter against 12 bytes a kept
     coefficient, k per 64 x 64 tile; it clears the row's threshold."""
@@ -137,6 +157,9 @@ CHECKS = {
     "pgc.fig7.pgc_close_to_is_sgd": lambda: _same_units("pgc-cr", "is-sgd", 2),
     "pgc.fig7.gc_slower_than_pgc": lambda: _fewer_units("gc-cr", "pgc-cr", 2),
     "pgc.fig7.gc_slower_than_is_sgd": lambda: _fewer_units("gc-cr", "is-sgd", 2),
+    "pgc.fig7.is_sgd_faster_than_dgd": lambda: _waits_for_fewer("is-sgd", "dgd", 2),
+    "pgc.fig7.is_sgd_faster_than_pgc": lambda: _startup_and_coding("pgc-cr", "is-sgd", 2),
+    "pgc.fig7.pgc_fr_faster_than_is_gc_fr": lambda: _fewer_units("is-gc-fr", "pgc-fr", 2),
     "local.rc.modes_agree": lambda: _lock_step("local.rc.modes_agree"),
     "demo.bytes.olmo1b_k32": lambda: _olmo_bytes("demo.bytes.olmo1b_k32"),
     "demo.bytes.olmo1b_k1": lambda: _olmo_bytes("demo.bytes.olmo1b_k1"),

@@ -36,6 +36,8 @@ What makes a verdict mean something:
   arithmetic that gives it, shown in the row.
 * ``by_construction``: the reason a row holds whatever the data (a string);
   such rows are labelled so and kept out of the reproduced count.
+* ``not_testable``: why a claim of the source cannot be tested here (a
+  string): the row is listed, *not testable here*, with that reason.
 
 Tests are always on the paired differences a - b (a relative margin is
 ``margin × |mean(b)|``); ``transform: ratio`` only changes what ``ours``,
@@ -68,7 +70,7 @@ REQUIRED_KEYS = ("id", "paper", "source", "statement", "table", "metric", "test"
 OPTIONAL_KEYS = (
     "paper_value", "a", "b", "value", "value_from", "chain", "margin", "margin_relative",
     "higher_is_better", "transform", "by_construction", "tested_at", "threshold", "expected",
-    "preconditions", "measured",
+    "preconditions", "measured", "not_testable",
 )
 COLUMNS = (
     "id", "paper", "statement", "source", "metric", "test", "expected", "paper_value", "threshold",
@@ -218,6 +220,9 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
     measured = claim.get("measured", False)
     if not isinstance(measured, bool):
         raise bad("measured", "must be true or false")
+    not_testable = claim.get("not_testable", "")
+    if not isinstance(not_testable, str):
+        raise bad("not_testable", "must say why the claim cannot be tested here (a string)")
 
     return {
         **{k: claim[k] for k in REQUIRED_KEYS},
@@ -234,6 +239,7 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
         "expected": expected,
         "preconditions": list(pre),
         "measured": measured,
+        "not_testable": not_testable.strip(),
     }
 
 
@@ -703,6 +709,8 @@ def conditions_frame(results: Mapping[str, ConditionResult]) -> pd.DataFrame:
 def _evaluate_claim(claim: dict[str, Any], tables: Mapping[str, pd.DataFrame],
                     cfg: StatsSettings) -> tuple[dict[str, Any], list[_Link]]:
     """The claim's row and its links (whose oriented differences the power step reuses)."""
+    if claim["not_testable"]:  # listed with its reason: nothing here can test it
+        return _row(claim, verdict="not testable here", reason=f"not testable here: {claim['not_testable']}"), []
     table = tables.get(claim["table"])
     if table is None:
         return _row(claim, verdict="not run", reason=f"table {claim['table']!r} not available"), []
