@@ -6,16 +6,18 @@ consecutive pair of a ``chain`` of settings, or ``a`` against a constant
 
 * ``less`` / ``greater``: one-sided paired t test of a < b (a > b); with a
   ``margin`` m, of a - b < -m (a - b > m).  Reproduced if p < alpha; not
-  reproduced if the opposite one-sided test rejects, or the mean difference
-  points the wrong way with n >= 5.
+  reproduced only if the t interval of a - b excludes the claimed effect
+  (wholly at or above -m, at or below +m): a mean in the wrong direction whose
+  interval reaches the claimed side is inconclusive, whatever n.
 * ``noninferior``: paired non-inferiority t test with the claim's margin.
   Not reproduced if the CI of a - b lies wholly beyond the margin.
 * ``equivalent``: TOST with bounds (-margin, +margin).  Not reproduced if the
   CI of a - b lies wholly outside the bounds.
 
 Anything else is *inconclusive*, with the number of seeds that would decide it
-at the observed effect and spread (power 0.8); claims whose table has not been
-produced are *not run*.  A chain holds only if every link holds
+at the observed effect and spread (power 0.8), at the level the verdict uses
+(the row's Holm step-down level), or "no effect detected at this size" above
+``stats.seeds_cap``; claims whose table has not been produced are *not run*.  A chain holds only if every link holds
 (intersection-union test, so the chain's p-value is the largest link p-value,
 with no multiplicity penalty).  The Wilcoxon signed-rank p-value of the same
 hypothesis is reported alongside as a distribution-free cross-check; it does
