@@ -100,3 +100,28 @@ def test_strict_standards_have_no_invented_margin():
     for cid in ("local.rc.noninferior", "local.rc.equivalent"):
         c = BY_ID[cid]
         assert c["margin"] == 0 and c["expected"] == "fails" and "strict" in c["threshold"]
+
+
+def test_tested_at_seed_ranges_match_the_config():
+    """A row's "seeds 0-N" is what the config runs: the configured seeds, plus stats.extra_seeds for
+    rows comparing the settings of a claim named there (DeMo at N = 2: 5 + 5)."""
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    base = len(cfg["seeds"])
+    extra = cfg["stats"].get("extra_seeds") or {}
+    boosted: dict[frozenset, int] = {}
+    for cid, k in extra.items():
+        if cid in BY_ID:
+            for side in ("a", "b"):
+                boosted[frozenset(BY_ID[cid][side].items())] = k
+    checked = 0
+    for c in CLAIMS:
+        m = re.search(r"compared on the whole test split, seeds 0-(\d+)", c.get("tested_at", ""))
+        if not m or "b" not in c:
+            continue
+        ka, kb = (boosted.get(frozenset(c[s].items()), 0) for s in ("a", "b"))
+        assert int(m.group(1)) + 1 == base + min(ka, kb), c["id"]
+        checked += 1
+    assert checked >= 5
+    assert "seeds 0-9" in BY_ID["demo.loss.noninferior_n2"]["tested_at"]
