@@ -322,7 +322,8 @@ def test_one_deterministic_value_is_checked_exactly():
 
 def test_not_testable_rows_are_listed_with_their_reason():
     c = claim(id="nt", not_testable="the source gives no setting")
-    df = evaluate(c, claim(id="t"))
+    df = evaluate(c, claim(id="t"), claim(id="ntf", expected="fails", not_testable="no setting either"))
+    assert df.set_index("id").loc["ntf", "verdict"] == "not testable here"
     row = df.set_index("id").loc["nt"]
     assert row.verdict == "not testable here" and row.reason == "not testable here: the source gives no setting"
     assert np.isnan(row.p_holm) and np.isnan(row.seeds_needed)

@@ -17,7 +17,8 @@ consecutive pair of a ``chain`` of settings, or ``a`` against a constant
 Anything else is *inconclusive*, with the number of seeds that would decide it
 at the observed effect and spread (power 0.8), at the level the verdict uses
 (the row's Holm step-down level), or "no effect detected at this size" above
-``stats.seeds_cap``; claims whose table has not been produced are *not run*.  A chain holds only if every link holds
+``stats.seeds_cap``; claims whose table has not been produced are *not run*.
+A chain holds only if every link holds
 (intersection-union test, so the chain's p-value is the largest link p-value,
 with no multiplicity penalty).  The Wilcoxon signed-rank p-value of the same
 hypothesis is reported alongside as a distribution-free cross-check; it does
@@ -896,7 +897,7 @@ def _apply_polarity(df: pd.DataFrame, claims: Sequence[dict[str, Any]]) -> pd.Da
     """``expected: fails``: the source found the test fails, so ours failing reproduces it."""
     swap = {"reproduced": "not reproduced", "not reproduced": "reproduced"}
     for i, c in enumerate(claims):
-        if c["expected"] != "fails" or df.at[i, "verdict"] == "not run":
+        if c["expected"] != "fails" or df.at[i, "verdict"] in ("not run", "not testable here"):
             continue
         v = df.at[i, "verdict"]
         ours = {"reproduced": "our test holds", "not reproduced": "our test fails conclusively",
