@@ -87,7 +87,8 @@ def _fewer_waited(name: str) -> None:
     for s in (1, 2, 3):
         assert _units(name, s, 4) == _units(name, 1, 4) and _wait(name, s) == N - s
     clock = "is-gc" if name.startswith("is-gc") else "is-sgd"
-    assert all({regime.units(clock, s, 4)} == _units(name, s, 4) for s in (1, 2, 3))  # the clock charges the scheme's units
+    # the clock charges the scheme's units
+    assert all({regime.units(clock, s, 4)} == _units(name, s, 4) for s in (1, 2, 3))
     for seed in range(5):
         t = [regime.clock_time_per_step(clock, N, s, UNIT_S, 1.0, seed, 30) for s in (1, 2, 3)]
         assert t[0] > t[1] > t[2], (seed, t)

@@ -473,7 +473,8 @@ def _directional(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, dci: stats
     excluded = dci.low >= bound if test == "less" else dci.high <= bound
     if excluded:
         side = "at or above" if test == "less" else "at or below"
-        return p, p_w, "not reproduced", f"CI wholly {side} {_num(bound)}: excludes the claimed effect (p = {p:.2g})", toward
+        why = f"CI wholly {side} {_num(bound)}: excludes the claimed effect (p = {p:.2g})"
+        return p, p_w, "not reproduced", why, toward
     wrong = " (mean in the wrong direction, CI contains the claimed side)" if float(np.mean(toward)) <= 0 else ""
     return p, p_w, "inconclusive", f"{name} p = {p:.2g} ≥ {alpha:g}{wrong}", toward
 
@@ -559,8 +560,9 @@ def _exact_link(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, label: str,
     elif test == "greater":
         ok, rule = d > m, f"a − b = {_num(d)} > {_num(m)}"
     elif test == "noninferior":
-        ok = d > -m if claim["higher_is_better"] else d < m
-        rule = f"a − b = {_num(d)} {'>' if claim['higher_is_better'] else '<'} {'−' if claim['higher_is_better'] else '+'}{_num(m)}"
+        hib = claim["higher_is_better"]
+        ok = d > -m if hib else d < m
+        rule = f"a − b = {_num(d)} {'>' if hib else '<'} {'−' if hib else '+'}{_num(m)}"
     else:
         ok, rule = abs(d) < m, f"|a − b| = {_num(abs(d))} < {_num(m)}"
     if claim["transform"] == "ratio" and b[0]:
