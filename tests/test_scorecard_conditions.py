@@ -272,7 +272,11 @@ def test_learned_placers_are_compared_on_what_they_learned():
     assert p2
     for c in p2:
         learned = [conds[n] for n in c["preconditions"] if n.endswith("_learns")]
-        assert learned and all(k["metric"] == c["metric"] for k in learned), c["id"]
+        assert learned, c["id"]
+        if c["id"].endswith(".noninferior_random"):  # a search against a search: best against best
+            assert c["metric"] == "latency_ms", c["id"]
+        else:  # a learned policy against a baseline's placement or another learner's policy
+            assert all(k["metric"] == c["metric"] == "final_median_ms" for k in learned), c["id"]
         if ".ablation_" in c["id"]:
             model = c["id"].split(".")[1]
             assert f"placement.{model}.hsdag_corrected_ahead_of_cpu" in c["preconditions"]
