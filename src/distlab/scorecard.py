@@ -1016,7 +1016,11 @@ def write_scorecard(
              "Holm-adjusted within each paper over the testable claims, and the verdict uses the "
              "adjusted value. Intervals: Student-t over seeds. A claim is *not testable here* when a "
              "precondition (the method below its data's floor, ahead of its negative control, past "
-             "its horizon) is not met: it is neither reproduced nor not reproduced. "
+             "its horizon) is not met: it is neither reproduced nor not reproduced. *Not reproduced* "
+             "needs the interval to exclude the claimed effect (or margin); a mean in the wrong direction "
+             "whose interval reaches the claim is inconclusive. Seeds that would decide an inconclusive row "
+             "are counted at its Holm-adjusted level; beyond the declared cap (stats.seeds_cap) the row "
+             "reads *no effect detected at this size*. "
              f"{tested} of {len(df)} claims were testable and tested.")
     text = f"# {title}\n\n**{len(df)} claims:** {tally}\n\n{notes}\n\n{markdown_table(view)}"
     if conditions is not None and len(conditions):
