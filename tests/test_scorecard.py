@@ -340,3 +340,14 @@ def test_the_shipped_claims_evaluate_without_tables():
     assert set(df.loc[df.id.isin(listed), "verdict"]) == {"not testable here"}
     assert set(df.loc[~df.id.isin(listed), "verdict"]) == {"not run"}
     assert len(listed) >= 5
+
+
+def test_tied_seeds_on_the_bound_are_inconclusive_not_a_negative_finding():
+    # two seeds with the same steps for both schemes: d = [0, 0], a zero-width interval at the
+    # bound of "a < b"; strictly beyond it (d = [1, 1]) the claim is excluded
+    tied = _pair_table([0.0, 0.0])
+    row = evaluate(claim(a={"scheme": "a"}, b={"scheme": "b"}), tables={"pgc_sim": tied}).iloc[0]
+    assert row.verdict == "inconclusive"
+    beyond = _pair_table([1.0, 1.0])
+    row = evaluate(claim(a={"scheme": "a"}, b={"scheme": "b"}), tables={"pgc_sim": beyond}).iloc[0]
+    assert row.verdict == "not reproduced"
