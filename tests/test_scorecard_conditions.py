@@ -299,3 +299,30 @@ def test_learned_placers_are_compared_on_what_they_learned():
     row = scorecard.evaluate_claims([abl], {"placement": table}, STATS, cond).iloc[0]
     assert row.verdict == "not testable here" and "ahead not met" in row.reason
     assert "learns: met" in row.preconditions
+
+
+def test_local_runs_table_carries_the_horizon_columns(tmp_path):
+    """local.summary.collect_all writes late_val_drop and gap_shrink_late for every run (the columns
+    the P3 horizon conditions read); a curve with one evaluation in its last third gives NaN, which
+    the condition reads as not met (no horizon can be judged from one point)."""
+    import json
+
+    from distlab.local.summary import collect_all
+
+    dirs = []
+    for method, slope in (("bp", 0.004), ("rc-seq", 0.001)):
+        d = tmp_path / method
+        d.mkdir()
+        steps = np.arange(0, 101, 10)
+        pd.DataFrame({"step": steps, "tokens": steps * 10, "time": steps * 0.1, "loss": 2.0,
+                      "val_loss": 3.0 - slope * steps}).to_csv(d / "metrics.csv", index=False)
+        (d / "manifest.json").write_text(json.dumps({
+            "spec": {"group": "rc", "seed": 0, "model": {"n_layer": 2}, "steps": 100}, "method": method,
+            "final": {"val_loss": 2.0, "test_loss": 2.0}, "tokens_per_s": 1.0, "train_s": 1.0,
+            "memory": {"pss_mb": 1.0}}))
+        dirs.append(d)
+    _, runs, _ = collect_all(dirs)
+    runs = runs.set_index("method")
+    assert runs.loc["bp", "late_val_drop"] == pytest.approx(0.004 * 30)  # steps 70 -> 100
+    assert runs.loc["rc-seq", "gap_shrink_late"] == pytest.approx(0.001 * 30 - 0.004 * 30)
+    assert runs.loc["bp", "gap_shrink_late"] == 0
