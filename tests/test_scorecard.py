@@ -72,7 +72,7 @@ def test_false_less_claim_is_not_reproduced():
     row = evaluate(claim(a={"scheme": "gc", "s": 2}, b={"scheme": "pgc", "s": 2})).iloc[0]
     assert row.verdict == "not reproduced"
     assert row.p_value > 0.99
-    assert "opposite direction" in row.reason
+    assert "excludes the claimed effect" in row.reason
 
 
 def test_greater_claim_is_reproduced():
@@ -80,20 +80,59 @@ def test_greater_claim_is_reproduced():
     assert row.verdict == "reproduced" and row.estimate > 0
 
 
-def test_wrong_direction_needs_five_seeds():
-    # a - b = [0.5, -0.4, 0.6, -0.3, 0.2, -0.1]: mean > 0 against a claimed a < b,
-    # but far from significant in either direction.
-    d = [0.5, -0.4, 0.6, -0.3, 0.2, -0.1]
-    tab = pd.DataFrame(
-        [{"scheme": "b", "seed": i, "time_per_step": 1.0} for i in range(6)]
+def _pair_table(d):
+    return pd.DataFrame(
+        [{"scheme": "b", "seed": i, "time_per_step": 1.0} for i in range(len(d))]
         + [{"scheme": "a", "seed": i, "time_per_step": 1.0 + x} for i, x in enumerate(d)]
     )
+
+
+def test_wrong_direction_with_zero_inside_is_inconclusive_with_its_seeds():
+    # mean a - b > 0 against a claimed a < b, but the interval contains zero: no negative
+    # finding (the old rule read n >= 5 in the wrong direction as "not reproduced")
+    d = np.array([0.5, -0.1, 0.6, 0.0, 0.3, -0.2])
     c = claim(a={"scheme": "a"}, b={"scheme": "b"})
-    row = evaluate(c, tables={"pgc_sim": tab}).iloc[0]
-    assert row.p_value > 0.5 and row.verdict == "not reproduced"
-    assert "wrong direction with n = 6" in row.reason
-    four = evaluate(c, tables={"pgc_sim": tab[tab.seed < 4]}).iloc[0]
-    assert four.estimate == pytest.approx(0.1) and four.verdict == "inconclusive"
+    row = evaluate(c, tables={"pgc_sim": _pair_table(d)}).iloc[0]
+    assert row.ci_low < 0 < row.ci_high
+    assert row.verdict == "inconclusive" and "wrong direction" in row.reason
+    # the seeds that would decide it: those at which the t interval would exclude a < b
+    # (one-sided at (1 - 0.95) / 2) at the observed mean and spread
+    from scipy.stats import norm
+
+    z = ((norm.ppf(0.975) + norm.ppf(0.8)) / (d.mean() / d.std(ddof=1))) ** 2
+    assert z <= row.seeds_needed <= z + 4 and row.seeds_needed <= 50
+    assert "toward not reproduced" in row.reason
+
+
+def test_seeds_beyond_the_cap_read_no_effect_detected():
+    # a mean near zero: ~200 seeds would be needed, beyond stats.seeds_cap (default 50)
+    d = [0.5, -0.4, 0.6, -0.3, 0.2, -0.1]
+    c = claim(a={"scheme": "a"}, b={"scheme": "b"})
+    row = evaluate(c, tables={"pgc_sim": _pair_table(d)}).iloc[0]
+    assert row.verdict == "inconclusive" and np.isnan(row.seeds_needed)
+    assert "no effect detected at this size" in row.reason and "cap of 50" in row.reason
+    wide = scorecard.evaluate_claims([c], {"pgc_sim": _pair_table(d)}, {**STATS, "seeds_cap": 1000}).iloc[0]
+    assert 150 < wide.seeds_needed < 1000 and "no effect detected" not in wide.reason
+
+
+def test_wholly_outside_interval_is_not_reproduced():
+    # every seed in the wrong direction, tight: the interval excludes the claimed a < b
+    tab = pd.DataFrame(
+        [{"scheme": "b", "seed": i, "time_per_step": 1.0} for i in range(4)]
+        + [{"scheme": "a", "seed": i, "time_per_step": 1.2 + 0.01 * i} for i in range(4)]
+    )
+    row = evaluate(claim(a={"scheme": "a"}, b={"scheme": "b"}), tables={"pgc_sim": tab}).iloc[0]
+    assert row.ci_low > 0 and row.verdict == "not reproduced" and "excludes the claimed effect" in row.reason
+    assert np.isnan(row.seeds_needed)
+    # and with a margin: a - b < -0.1 is excluded by an interval wholly above -0.1, not by one that crosses it
+    near = tab.assign(time_per_step=np.where(tab.scheme == "a", 0.95 + 0.01 * tab.seed, 1.0))
+    row = evaluate(claim(a={"scheme": "a"}, b={"scheme": "b"}, margin=0.1, threshold="ours"),
+                   tables={"pgc_sim": near}).iloc[0]
+    assert row.ci_low > -0.1 and row.verdict == "not reproduced"
+    cross = tab.assign(time_per_step=np.where(tab.scheme == "a", [0.85, 0.97, 0.88, 0.99] * 2, 1.0))
+    row = evaluate(claim(a={"scheme": "a"}, b={"scheme": "b"}, margin=0.1, threshold="ours"),
+                   tables={"pgc_sim": cross}).iloc[0]
+    assert row.ci_low < -0.1 < row.ci_high and row.verdict == "inconclusive"
 
 
 def test_noisy_null_is_inconclusive():
@@ -160,7 +199,8 @@ def test_missing_table_and_missing_setting_are_not_run():
 def test_single_seed_is_inconclusive():
     one = _table()[lambda t: t.seed == 0]
     row = evaluate(claim(), tables={"pgc_sim": one}).iloc[0]
-    assert (row.verdict, row.reason, row.n_seeds) == ("inconclusive", "n < 2", 1)
+    assert (row.verdict, row.n_seeds) == ("inconclusive", 1)
+    assert row.reason.startswith("n < 2: one seed (n = 1)") and "stats.extra_seeds" in row.reason
 
 
 @pytest.mark.parametrize(
@@ -219,3 +259,95 @@ def test_load_claims_validates(tmp_path):
     p.write_text(yaml.safe_dump([claim(id="k", margin=-0.1)]))
     with pytest.raises(scorecard.ClaimError, match="claim 'k': bad key 'margin'"):
         scorecard.load_claims(p)
+
+
+def test_holm_inconclusive_row_gets_its_seed_count_at_the_adjusted_level():
+    # three claims of one paper: one whose raw p (~0.026) passes 0.05 and two null ones.  The
+    # weak one has the smallest p, so Holm judges it at 0.05 / 3: inconclusive, and its seed
+    # count must be the one at that level, not at the raw 0.05.
+    from scipy.stats import norm
+
+    d_weak = np.array([0.1, 0.35, -0.05, 0.3, 0.2, 0.05])
+    d_null = np.array([0.1, -0.1, 0.2, -0.2, 0.05, -0.04])
+    tabs = {"w": _pair_table(d_weak), "n1": _pair_table(d_null), "n2": _pair_table(-d_null)}
+    claims = [claim(id=f"x.{t}", table=t, test="greater", a={"scheme": "a"}, b={"scheme": "b"}) for t in tabs]
+    df = scorecard.evaluate_claims(claims, tabs, STATS).set_index("id")
+    w = df.loc["x.w"]
+    assert w.p_value < 0.05 <= w.p_holm
+    assert w.verdict == "inconclusive" and "Holm-adjusted" in w.reason
+    level = scorecard.holm_levels(df.p_value.to_numpy(float), 0.05)[list(df.index).index("x.w")]
+    assert level == pytest.approx(0.05 / 3)
+    z = ((norm.ppf(1 - level) + norm.ppf(0.8)) / (d_weak.mean() / d_weak.std(ddof=1))) ** 2
+    raw = scorecard.seeds_needed(d_weak, 0.05)
+    assert z <= w.seeds_needed <= z + 4 and w.seeds_needed > raw
+    assert "Holm: 0.05 / 3" in w.reason and "toward reproduced" in w.reason
+
+
+def test_holm_levels_follow_the_step_down():
+    levels = scorecard.holm_levels([0.04, 0.001, 0.02], 0.05)
+    assert levels.tolist() == pytest.approx([0.05, 0.05 / 3, 0.05 / 2])
+
+
+def test_by_construction_relabels_only_rows_whose_data_show_it():
+    holds = claim(id="h", by_construction="pgc does fewer units on the clock")
+    broken = claim(id="b", by_construction="gc does fewer units", a={"scheme": "gc", "s": 2},
+                   b={"scheme": "pgc", "s": 2})
+    df = evaluate(holds, broken).set_index("id")
+    assert df.loc["h", "verdict"] == "by construction"
+    # a construction the data contradict is a finding: the row keeps its verdict and says so
+    assert df.loc["b", "verdict"] == "not reproduced"
+    assert df.loc["b", "reason"].startswith("should hold by construction (gc does fewer units)")
+
+
+def test_one_deterministic_value_is_checked_exactly():
+    # arithmetic rows (one value, no seeds): the inequality is checked on the value itself
+    tab = pd.DataFrame([{"model": "m", "seed": 0, "ratio": 21.3}])
+    base = dict(table="bytes", metric="ratio", test="greater", a={"model": "m"}, b=..., threshold="t",
+                by_construction="arithmetic on shapes")
+    df = scorecard.evaluate_claims([claim(id="ok", value=20, **base), claim(id="no", value=25, **base)],
+                                   {"bytes": tab}, STATS).set_index("id")
+    assert df.loc["ok", "verdict"] == "by construction" and "21.3 − " not in df.loc["ok", "reason"]
+    assert "checked exactly" in df.loc["ok", "reason"] and df.loc["ok", "estimate"] == pytest.approx(21.3)
+    assert df.loc["no", "verdict"] == "not reproduced" and "fails" in df.loc["no", "reason"]
+    # an equality of one bit-for-bit pair (two modes of one computation, seed 0)
+    pair = pd.DataFrame([{"mode": "par", "seed": 0, "loss": 1.25}, {"mode": "seq", "seed": 0, "loss": 1.25}])
+    eq = dict(table="p", metric="loss", test="equivalent", a={"mode": "par"}, b={"mode": "seq"}, margin=0.001,
+              threshold="t", by_construction="lock-step")
+    row = scorecard.evaluate_claims([claim(id="eq", **eq)], {"p": pair}, STATS).iloc[0]
+    assert row.verdict == "by construction" and "|a − b| = 0 < 0.001 holds" in row.reason
+    off = pair.assign(loss=[1.25, 1.3])
+    row = scorecard.evaluate_claims([claim(id="eq", **eq)], {"p": off}, STATS).iloc[0]
+    assert row.verdict == "not reproduced"
+
+
+def test_not_testable_rows_are_listed_with_their_reason():
+    c = claim(id="nt", not_testable="the source gives no setting")
+    df = evaluate(c, claim(id="t"), claim(id="ntf", expected="fails", not_testable="no setting either"))
+    assert df.set_index("id").loc["ntf", "verdict"] == "not testable here"
+    row = df.set_index("id").loc["nt"]
+    assert row.verdict == "not testable here" and row.reason == "not testable here: the source gives no setting"
+    assert np.isnan(row.p_holm) and np.isnan(row.seeds_needed)
+    with pytest.raises(scorecard.ClaimError, match="bad key 'not_testable'"):
+        scorecard.validate_claims([claim(not_testable=True)])
+
+
+def test_the_shipped_claims_evaluate_without_tables():
+    from pathlib import Path
+
+    claims, conds = scorecard.load_claims_file(Path(__file__).resolve().parents[1] / "config/claims.yaml")
+    df = scorecard.evaluate_claims(claims, {}, STATS, conds)
+    listed = {c["id"] for c in claims if c.get("not_testable")}
+    assert set(df.loc[df.id.isin(listed), "verdict"]) == {"not testable here"}
+    assert set(df.loc[~df.id.isin(listed), "verdict"]) == {"not run"}
+    assert len(listed) >= 5
+
+
+def test_tied_seeds_on_the_bound_are_inconclusive_not_a_negative_finding():
+    # two seeds with the same steps for both schemes: d = [0, 0], a zero-width interval at the
+    # bound of "a < b"; strictly beyond it (d = [1, 1]) the claim is excluded
+    tied = _pair_table([0.0, 0.0])
+    row = evaluate(claim(a={"scheme": "a"}, b={"scheme": "b"}), tables={"pgc_sim": tied}).iloc[0]
+    assert row.verdict == "inconclusive"
+    beyond = _pair_table([1.0, 1.0])
+    row = evaluate(claim(a={"scheme": "a"}, b={"scheme": "b"}), tables={"pgc_sim": beyond}).iloc[0]
+    assert row.verdict == "not reproduced"

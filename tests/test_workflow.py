@@ -91,7 +91,8 @@ def test_tiny_end_to_end_run(tiny_workflow):
     card = pd.read_csv(paper / "scorecard.csv").set_index("id")
     assert card.loc["baseline.dgd_equals_single", "verdict"] == "reproduced"
     assert card.loc["baseline.gloo_equals_single", "verdict"] == "reproduced"
-    assert card.loc["pgc.fig9.gc_steps_equal_dgd", "verdict"] == "by construction"
+    # not by construction: the stop reads the received workers' mean loss (tests/test_scorecard_construction.py)
+    assert card.loc["pgc.fig9.gc_steps_equal_dgd", "verdict"] in {"reproduced", "not reproduced", "inconclusive"}
     # the tiny config leaves some settings out, so some claims are "not run" there
     assert set(card["verdict"]) <= {"reproduced", "not reproduced", "inconclusive", "by construction",
                                     "not testable here", "not run"}

@@ -24,7 +24,7 @@ REQUIRED_KEYS = ("id", "paper", "source", "statement", "table", "metric", "test"
 OPTIONAL_KEYS = (
     "paper_value", "a", "b", "value", "value_from", "chain", "margin", "margin_relative",
     "higher_is_better", "transform", "by_construction", "tested_at", "threshold", "expected",
-    "preconditions", "measured",
+    "preconditions", "measured", "not_testable",
 )
 COND_KINDS = ("floor", "control", "horizon", "other")
 COND_TESTS = ("less", "greater", "each_at_least", "each_at_most")
@@ -167,6 +167,9 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
     measured = claim.get("measured", False)
     if not isinstance(measured, bool):
         raise bad("measured", "must be true or false")
+    not_testable = claim.get("not_testable", "")
+    if not isinstance(not_testable, str):
+        raise bad("not_testable", "must say why the claim cannot be tested here (a string)")
 
     return {
         **{k: claim[k] for k in REQUIRED_KEYS},
@@ -183,6 +186,7 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
         "expected": expected,
         "preconditions": list(pre),
         "measured": measured,
+        "not_testable": not_testable.strip(),
     }
 
 

@@ -6,16 +6,19 @@ consecutive pair of a ``chain`` of settings, or ``a`` against a constant
 
 * ``less`` / ``greater``: one-sided paired t test of a < b (a > b); with a
   ``margin`` m, of a - b < -m (a - b > m).  Reproduced if p < alpha; not
-  reproduced if the opposite one-sided test rejects, or the mean difference
-  points the wrong way with n >= 5.
+  reproduced only if the t interval of a - b excludes the claimed effect
+  (wholly at or above -m, at or below +m): a mean in the wrong direction whose
+  interval reaches the claimed side is inconclusive, whatever n.
 * ``noninferior``: paired non-inferiority t test with the claim's margin.
   Not reproduced if the CI of a - b lies wholly beyond the margin.
 * ``equivalent``: TOST with bounds (-margin, +margin).  Not reproduced if the
   CI of a - b lies wholly outside the bounds.
 
 Anything else is *inconclusive*, with the number of seeds that would decide it
-at the observed effect and spread (power 0.8); claims whose table has not been
-produced are *not run*.  A chain holds only if every link holds
+at the observed effect and spread (power 0.8), at the level the verdict uses
+(the row's Holm step-down level), or "no effect detected at this size" above
+``stats.seeds_cap``; claims whose table has not been produced are *not run*.
+A chain holds only if every link holds
 (intersection-union test, so the chain's p-value is the largest link p-value,
 with no multiplicity penalty).  The Wilcoxon signed-rank p-value of the same
 hypothesis is reported alongside as a distribution-free cross-check; it does
@@ -36,6 +39,8 @@ What makes a verdict mean something:
   arithmetic that gives it, shown in the row.
 * ``by_construction``: the reason a row holds whatever the data (a string);
   such rows are labelled so and kept out of the reproduced count.
+* ``not_testable``: why a claim of the source cannot be tested here (a
+  string): the row is listed, *not testable here*, with that reason.
 
 Tests are always on the paired differences a - b (a relative margin is
 ``margin × |mean(b)|``); ``transform: ratio`` only changes what ``ours``,
@@ -80,6 +85,7 @@ class StatsSettings:
     n_resamples: int = 9999
     seed: int = 0
     confidence: float = 0.95
+    seeds_cap: int = 50  # above it an inconclusive row reads "no effect detected at this size"
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> StatsSettings:
@@ -94,8 +100,10 @@ class StatsSettings:
             n_resamples=int(boot.get("n_resamples", cls.n_resamples)),
             seed=int(boot.get("seed", cls.seed)),
             confidence=float(boot.get("confidence", cls.confidence)),
+            seeds_cap=int(cfg.get("seeds_cap") or cls.seeds_cap),
         )
-        if not (0 < settings.alpha < 1 and 0 < settings.confidence < 1 and settings.n_resamples > 0):
+        if not (0 < settings.alpha < 1 and 0 < settings.confidence < 1 and settings.n_resamples > 0
+                and settings.seeds_cap >= 2):
             raise ValueError(f"stats config out of range: {settings}")
         return settings
 
@@ -118,6 +126,8 @@ class _Link:
     verdict: str
     reason: str
     seeds_needed: float = math.nan  # seeds that would decide an inconclusive link (power 0.8)
+    # the (margin-shifted) differences oriented so that mean > 0 is the claimed direction
+    toward: np.ndarray | None = None
 
 
 class _NotRun(Exception):
@@ -158,30 +168,56 @@ def seeds_needed(d: np.ndarray, alpha: float, power: float = POWER) -> float:
     return float(max(2, math.ceil(n))) if math.isfinite(n) else math.nan
 
 
+def seeds_to_decide(toward: np.ndarray, level: float, confidence: float) -> tuple[float, str]:
+    """(seeds, which way) that would decide an inconclusive link at the observed effect and spread.
+
+    ``toward`` is oriented so that mean > 0 is the claimed direction.  A mean on the
+    claim's side needs the test to reject at ``level`` (the Holm-adjusted level the
+    verdict uses); a mean on the wrong side needs the t interval (``confidence``) to
+    exclude the claimed effect, i.e. a one-sided rejection at (1 - confidence) / 2.
+    """
+    toward = np.asarray(toward, float)
+    if float(np.mean(toward)) > 0:
+        return seeds_needed(toward, level), "reproduced"
+    return seeds_needed(-toward, (1 - confidence) / 2), "not reproduced"
+
+
 def _directional(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, dci: stats.CI,
-                 alpha: float) -> tuple[float, float, str, str, float]:
-    """``less``/``greater`` (with an optional margin): (p, Wilcoxon p, verdict, why, seeds needed)."""
+                 alpha: float) -> tuple[float, float, str, str, np.ndarray]:
+    """``less``/``greater`` (with an optional margin): (p, Wilcoxon p, verdict, why, oriented d).
+
+    Reproduced if the one-sided paired t test rejects; not reproduced only if the
+    t interval of a - b excludes every value the claim allows (wholly at or above
+    -m for ``less``, at or below +m for ``greater``); anything else, a mean in the
+    wrong direction included, is inconclusive.
+    """
     test = claim["test"]
     m = _margin(claim, b)
     # a - b < -m  <=>  (a + m) - b < 0;   a - b > m  <=>  (a - m) - b > 0
     shifted = a + m if test == "less" else a - m
     main = stats.paired_t(shifted, b, test)
-    other = stats.paired_t(shifted, b, "greater" if test == "less" else "less")
     p_w = stats.wilcoxon(shifted, b, test).p_value
     d = shifted - b
-    wrong_way = float(np.mean(d)) > 0 if test == "less" else float(np.mean(d)) < 0
+    toward = -d if test == "less" else d
     rel = "<" if test == "less" else ">"
-    shown_bound = f"a − b {rel} {'−' if test == 'less' else ''}{_num(m)}" if m else f"a {rel} b"
+    bound = (-m if test == "less" else m) if m else 0.0
+    shown_bound = f"a − b {rel} {_num(bound)}" if m else f"a {rel} b"
     p, name = main.p_value, f"paired t ({shown_bound})"
     if p < alpha:
-        return p, p_w, "reproduced", f"{name} p = {p:.2g} < {alpha:g}", math.nan
-    if other.p_value < alpha:
-        return p, p_w, "not reproduced", f"opposite direction: paired t p = {other.p_value:.2g} < {alpha:g}", math.nan
-    if wrong_way and len(a) >= 5:
-        return p, p_w, "not reproduced", f"mean in the wrong direction with n = {len(a)} (p = {p:.2g})", math.nan
-    toward = -d if test == "less" else d
-    n = seeds_needed(toward if float(np.mean(toward)) > 0 else -toward, alpha)
-    return p, p_w, "inconclusive", f"{name} p = {p:.2g} ≥ {alpha:g}", n
+        return p, p_w, "reproduced", f"{name} p = {p:.2g} < {alpha:g}", toward
+    # a zero-width interval (every seed's difference the same) estimates no spread: it decides
+    # against the claim only strictly beyond the bound, not by sitting on it (two tied seeds)
+    degenerate = dci.low == dci.high
+    if test == "less":
+        excluded = dci.low > bound if degenerate else dci.low >= bound
+    else:
+        excluded = dci.high < bound if degenerate else dci.high <= bound
+    if excluded:
+        side = "at or above" if test == "less" else "at or below"
+        why = f"CI wholly {side} {_num(bound)}: excludes the claimed effect (p = {p:.2g})"
+        return p, p_w, "not reproduced", why, toward
+    wrong = " (mean in the wrong direction, CI contains the claimed side)" if float(np.mean(toward)) <= 0 else ""
+    return p, p_w, "inconclusive", f"{name} p = {p:.2g} ≥ {alpha:g}{wrong}", toward
 
 
 def _margin(claim: dict[str, Any], b: np.ndarray) -> float:
@@ -191,8 +227,8 @@ def _margin(claim: dict[str, Any], b: np.ndarray) -> float:
 
 
 def _with_margin(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, dci: stats.CI,
-                 alpha: float) -> tuple[float, float, str, str, float]:
-    """``noninferior``/``equivalent``: (p, Wilcoxon p, verdict, why, seeds needed)."""
+                 alpha: float) -> tuple[float, float, str, str, np.ndarray]:
+    """``noninferior``/``equivalent``: (p, Wilcoxon p, verdict, why, oriented d)."""
     margin = _margin(claim, b)
     m_txt = f"margin {_num(margin)}"
     if claim["margin_relative"]:
@@ -216,19 +252,24 @@ def _with_margin(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, dci: stats
         # the binding side: the bound the mean is nearer to
         toward = d + margin if float(np.mean(d)) < 0 else margin - d
     if p < alpha:
-        return p, p_w, "reproduced", f"{name} ({m_txt}) p = {p:.2g} < {alpha:g}", math.nan
+        return p, p_w, "reproduced", f"{name} ({m_txt}) p = {p:.2g} < {alpha:g}", toward
     if beyond:
-        return p, p_w, "not reproduced", f"{outside} (p = {p:.2g})", math.nan
-    n = seeds_needed(toward if float(np.mean(toward)) > 0 else -toward, alpha)
-    return p, p_w, "inconclusive", f"{name} ({m_txt}) p = {p:.2g} ≥ {alpha:g}", n
+        return p, p_w, "not reproduced", f"{outside} (p = {p:.2g})", toward
+    return p, p_w, "inconclusive", f"{name} ({m_txt}) p = {p:.2g} ≥ {alpha:g}", toward
 
 
 def _evaluate_link(claim: dict[str, Any], paired: pd.DataFrame, label: str,
                    cfg: StatsSettings) -> _Link:
     """Test one a-vs-b pair; the verdict's CI is the t interval of the mean of a - b."""
     a, b = paired["a"].to_numpy(float), paired["b"].to_numpy(float)
+    if len(a) == 1 and claim["by_construction"]:
+        return _exact_link(claim, a, b, label, VALUE in paired.attrs)
     if len(a) < 2:
-        return _Link(label, len(a), "", None, math.nan, math.nan, "inconclusive", "n < 2")
+        what = (f"one seed (n = {len(a)}): a = {_num(a[0])}" + ("" if VALUE in paired.attrs else f", b = {_num(b[0])}")
+                if len(a) else "no seed with both sides")
+        return _Link(label, len(a), fmt_ci(a[0], a[0], a[0]) if len(a) else "", None, math.nan, math.nan,
+                     "inconclusive", f"n < 2: {what}; no test is possible on one seed: run more seeds "
+                     "(stats.extra_seeds) to decide it")
     dci = stats.t_interval(a - b, cfg.confidence)
     if claim["transform"] == "ratio":
         if np.any(b == 0):
@@ -239,10 +280,40 @@ def _evaluate_link(claim: dict[str, Any], paired: pd.DataFrame, label: str,
     else:
         shown = dci
     judge = _directional if claim["test"] in ("less", "greater") else _with_margin
-    p, p_w, verdict, why, n_more = judge(claim, a, b, dci, cfg.alpha)
+    p, p_w, verdict, why, toward = judge(claim, a, b, dci, cfg.alpha)
+    n_more = seeds_to_decide(toward, cfg.alpha, cfg.confidence)[0] if verdict == "inconclusive" else math.nan
     reason = f"mean a−b = {_num(dci.estimate)} [{_num(dci.low)}, {_num(dci.high)}], {why}"
     ours = fmt_ci(shown.estimate, shown.low, shown.high)
-    return _Link(label, len(a), ours, shown, p, p_w, verdict, reason, n_more)
+    return _Link(label, len(a), ours, shown, p, p_w, verdict, reason, n_more, toward)
+
+
+def _exact_link(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, label: str, is_value: bool) -> _Link:
+    """One deterministic pair of a by-construction row (arithmetic on shapes, one bit-for-bit seed).
+
+    No test on one value: the row checks the construction itself, exactly: the
+    inequality (or equality within the margin) the claim states holds for this value.
+    """
+    d = float(a[0] - b[0])
+    m = _margin(claim, b)
+    test = claim["test"]
+    if test == "less":
+        ok, rule = d < -m, f"a − b = {_num(d)} < {_num(-m)}"
+    elif test == "greater":
+        ok, rule = d > m, f"a − b = {_num(d)} > {_num(m)}"
+    elif test == "noninferior":
+        hib = claim["higher_is_better"]
+        ok = d > -m if hib else d < m
+        rule = f"a − b = {_num(d)} {'>' if hib else '<'} {'−' if hib else '+'}{_num(m)}"
+    else:
+        ok, rule = abs(d) < m, f"|a − b| = {_num(abs(d))} < {_num(m)}"
+    if claim["transform"] == "ratio" and b[0]:
+        value = float(a[0] / b[0])
+    else:
+        value = float(a[0]) if is_value else d
+    shown = stats.CI(value, value, value, 1, "exact")
+    verdict = "reproduced" if ok else "not reproduced"
+    reason = f"one deterministic value, checked exactly (no test): {rule} {'holds' if ok else 'fails'}"
+    return _Link(label, 1, _num(shown.estimate), shown, math.nan, math.nan, verdict, reason)
 
 
 def _row(claim: dict[str, Any], **values: Any) -> dict[str, Any]:
@@ -382,15 +453,18 @@ def conditions_frame(results: Mapping[str, ConditionResult]) -> pd.DataFrame:
 
 
 def _evaluate_claim(claim: dict[str, Any], tables: Mapping[str, pd.DataFrame],
-                    cfg: StatsSettings) -> dict[str, Any]:
+                    cfg: StatsSettings) -> tuple[dict[str, Any], list[_Link]]:
+    """The claim's row and its links (whose oriented differences the power step reuses)."""
+    if claim["not_testable"]:  # listed with its reason: nothing here can test it
+        return _row(claim, verdict="not testable here", reason=f"not testable here: {claim['not_testable']}"), []
     table = tables.get(claim["table"])
     if table is None:
-        return _row(claim, verdict="not run", reason=f"table {claim['table']!r} not available")
+        return _row(claim, verdict="not run", reason=f"table {claim['table']!r} not available"), []
     try:
         resolved = [(a, _resolve(b, tables)) for a, b in claim["links"]]  # value_from read once
         pairs = [_pair(table, claim["metric"], a, b) for a, b in resolved]
     except (stats.EmptySelectionError, _NotRun) as err:
-        return _row(claim, verdict="not run", reason=str(err))
+        return _row(claim, verdict="not run", reason=str(err)), []
     except ValueError as err:
         raise ClaimError(f"claim {claim['id']!r}: {err}") from err
     links = [_evaluate_link(claim, paired, _link_label(a, b), cfg) for paired, (a, b) in zip(pairs, resolved)]
@@ -424,7 +498,7 @@ def _evaluate_claim(claim: dict[str, Any], tables: Mapping[str, pd.DataFrame],
         verdict=verdict,
         reason=reason,
         seeds_needed=_largest(undecided) if undecided and verdict == "inconclusive" else math.nan,
-    )
+    ), links
 
 
 def evaluate_claims(
@@ -448,7 +522,8 @@ def evaluate_claims(
     (over the claims that are testable and not by construction); then the
     source's polarity (``expected: fails`` swaps reproduced and not
     reproduced); then preconditions (one not met: *not testable here*; one
-    not run: *not run*); then ``by_construction``.
+    not run: *not run*); then ``by_construction``; last the seeds an
+    inconclusive row needs, at the level its verdict uses (Holm-adjusted).
     """
     cfg = StatsSettings.from_config(stats_cfg)
     checked = _normalize(list(claims))
@@ -456,8 +531,8 @@ def evaluate_claims(
     _check_references(checked, conds)
     if condition_results is None:
         condition_results = evaluate_conditions(conditions or {}, tables, stats_cfg)
-    rows = [_evaluate_claim(c, tables, cfg) for c in checked]
-    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    evaluated = [_evaluate_claim(c, tables, cfg) for c in checked]
+    df = pd.DataFrame([row for row, _ in evaluated], columns=list(COLUMNS))
     blocked = {c["id"]: _blocking(c, condition_results) for c in checked}
     for i, c in enumerate(checked):
         df.at[i, "preconditions"] = "; ".join(condition_results[n].line() for n in c["preconditions"])
@@ -465,6 +540,7 @@ def evaluate_claims(
     df = _apply_polarity(df, checked)
     df = _apply_preconditions(df, checked, blocked)
     df = _apply_construction(df, checked)
+    df = _power_at_level(df, checked, [links for _, links in evaluated], cfg)
     return df.astype({"n_seeds": int})
 
 
@@ -502,11 +578,69 @@ def _holm_within_papers(df: pd.DataFrame, claims: Sequence[dict[str, Any]], alph
     return df
 
 
+def holm_levels(pvalues: Sequence[float], alpha: float) -> np.ndarray:
+    """The level each p-value must reach under Holm's step-down: alpha / (m - rank + 1).
+
+    ``p_holm < alpha`` exactly when every smaller p-value, and this one, is below its
+    level; so a row that is to reproduce needs its own p below this level.
+    """
+    p = np.asarray(pvalues, float)
+    order = np.argsort(p, kind="stable")
+    levels = np.empty(p.size)
+    levels[order] = alpha / (p.size - np.arange(p.size))
+    return levels
+
+
+def _power_at_level(df: pd.DataFrame, claims: Sequence[dict[str, Any]], links: Sequence[Sequence[_Link]],
+                    cfg: StatsSettings) -> pd.DataFrame:
+    """Seeds that would decide each inconclusive row, at the level its verdict uses.
+
+    A tested row in a paper's Holm family must reach alpha / (m - rank + 1), not alpha;
+    a row outside it (no family) uses alpha.  Every link that has not decided at that
+    level counts (the chain's largest).  Above ``cfg.seeds_cap`` seeds the row says
+    "no effect detected at this size" instead: an effect that small is not one the
+    runs can decide, and a seed count there would read as a promise.
+    """
+    df = df.copy()
+    level = pd.Series(cfg.alpha, index=df.index, dtype=float)
+    fam = df["p_holm"].notna()
+    for _, idx in df[fam].groupby("paper").groups.items():
+        level.loc[idx] = holm_levels(df.loc[idx, "p_value"].to_numpy(float), cfg.alpha)
+    for i, c in enumerate(claims):
+        if df.at[i, "verdict"] != "inconclusive":
+            continue
+        lv = float(level.iat[i])
+        need, ways = [], set()
+        for lk in links[i]:
+            if lk.toward is None or (lk.verdict == "reproduced" and lk.p_value < lv):
+                continue
+            n, way = seeds_to_decide(lk.toward, lv, cfg.confidence)
+            need.append(n)
+            ways.add(way)
+        if not need:
+            continue
+        n = _largest(need)
+        at = f"α = {lv:.2g}" + (f" (Holm: {cfg.alpha:g} / {round(cfg.alpha / lv)})" if fam.iat[i] else "")
+        if math.isnan(n):
+            df.at[i, "seeds_needed"] = math.nan
+        elif n > cfg.seeds_cap:
+            df.at[i, "seeds_needed"] = math.nan
+            df.at[i, "reason"] = (f"{df.at[i, 'reason']}; no effect detected at this size: about {int(n)} seeds "
+                                  f"would be needed at {at}, beyond the cap of {cfg.seeds_cap} (stats.seeds_cap)")
+        else:
+            df.at[i, "seeds_needed"] = n
+            toward = " or ".join(sorted(ways))
+            if c["expected"] == "fails":
+                toward = {"reproduced": "our test holding", "not reproduced": "our test failing"}.get(toward, toward)
+            df.at[i, "reason"] = f"{df.at[i, 'reason']}; seeds counted at {at}, toward {toward}"
+    return df
+
+
 def _apply_polarity(df: pd.DataFrame, claims: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """``expected: fails``: the source found the test fails, so ours failing reproduces it."""
     swap = {"reproduced": "not reproduced", "not reproduced": "reproduced"}
     for i, c in enumerate(claims):
-        if c["expected"] != "fails" or df.at[i, "verdict"] == "not run":
+        if c["expected"] != "fails" or df.at[i, "verdict"] in ("not run", "not testable here"):
             continue
         v = df.at[i, "verdict"]
         ours = {"reproduced": "our test holds", "not reproduced": "our test fails conclusively",
@@ -530,9 +664,19 @@ def _apply_preconditions(df: pd.DataFrame, claims: Sequence[dict[str, Any]],
 
 
 def _apply_construction(df: pd.DataFrame, claims: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Rows that hold whatever the data are labelled so, with what makes them hold."""
+    """Rows that hold whatever the data are labelled so, with what makes them hold.
+
+    Only a row whose data do show what the construction makes true is relabelled; a
+    row whose data contradict it (or cannot confirm it) keeps its verdict and says
+    that the construction did not show: a broken construction is a finding, not a
+    label.
+    """
     for i, c in enumerate(claims):
         if not c["by_construction"] or df.at[i, "verdict"] in ("not run", "not testable here"):
+            continue
+        if df.at[i, "verdict"] != "reproduced":
+            df.at[i, "reason"] = (f"should hold by construction ({c['by_construction']}), but the data give "
+                                  f"{df.at[i, 'verdict']}: {df.at[i, 'reason']}")
             continue
         df.at[i, "reason"] = (f"holds by construction: {c['by_construction']} (was: {df.at[i, 'verdict']}); "
                               f"{df.at[i, 'reason']}")
@@ -613,7 +757,11 @@ def write_scorecard(
              "Holm-adjusted within each paper over the testable claims, and the verdict uses the "
              "adjusted value. Intervals: Student-t over seeds. A claim is *not testable here* when a "
              "precondition (the method below its data's floor, ahead of its negative control, past "
-             "its horizon) is not met: it is neither reproduced nor not reproduced. "
+             "its horizon) is not met: it is neither reproduced nor not reproduced. *Not reproduced* "
+             "needs the interval to exclude the claimed effect (or margin); a mean in the wrong direction "
+             "whose interval reaches the claim is inconclusive. Seeds that would decide an inconclusive row "
+             "are counted at its Holm-adjusted level; beyond the declared cap (stats.seeds_cap) the row "
+             "reads *no effect detected at this size*. "
              f"{tested} of {len(df)} claims were testable and tested.")
     text = f"# {title}\n\n**{len(df)} claims:** {tally}\n\n{notes}\n\n{markdown_table(view)}"
     if conditions is not None and len(conditions):

@@ -50,6 +50,7 @@ def collect_all(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
             "feedback_T": int(spec["feedback"]["T"]) if "feedback" in spec else -1,
             "steps": int(spec["steps"]),
             "tokens": int(metrics["tokens"].iloc[-1]),
+            "late_val_drop": late_val_drop(metrics),
         })
         for st in manifest.get("staleness") or []:
             stale.append({**keys, **st})
@@ -59,11 +60,31 @@ def collect_all(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
     dup = runs_df.duplicated(["group", "method", "seed"])
     if dup.any():
         raise ValueError(f"local summarize: duplicate runs {runs_df[dup][['group', 'method', 'seed']].to_dict('records')}")
+    runs_df["gap_shrink_late"] = gap_shrink_late(runs_df)
     stale_df = pd.DataFrame(stale, columns=["group", "method", "seed", "n_layer", "section", "bound",
                                             "applied", "dropped", "readout_staleness_mean",
                                             "readout_staleness_max", "activation_age_mean",
                                             "activation_age_max", "updates"])
     return pd.concat(steps, ignore_index=True), runs_df, stale_df
+
+
+LATE = 2 / 3  # the horizon check looks at the last third of training, as DeMo's does
+
+
+def late_val_drop(metrics: pd.DataFrame) -> float:
+    """How much the validation loss still fell over the last third: its value at the first
+    evaluation at or after 2/3 of the steps minus the last one (NaN without two evaluations)."""
+    ev = metrics[metrics["val_loss"].notna()].sort_values("step") if "val_loss" in metrics else metrics.iloc[:0]
+    late = ev[ev["step"] >= LATE * ev["step"].max()] if len(ev) else ev
+    return float(late["val_loss"].iloc[0] - late["val_loss"].iloc[-1]) if len(late) >= 2 else float("nan")
+
+
+def gap_shrink_late(runs: pd.DataFrame) -> pd.Series:
+    """How much a run's gap to BP (same group and seed) shrank over the last third: its
+    ``late_val_drop`` minus BP's (0 for BP itself; NaN where the group has no BP run)."""
+    bp = runs[runs["method"] == "bp"].set_index(["group", "seed"])["late_val_drop"]
+    keys = pd.MultiIndex.from_frame(runs[["group", "seed"]])
+    return pd.Series(runs["late_val_drop"].to_numpy() - bp.reindex(keys).to_numpy(), index=runs.index)
 
 
 def summarize(run_dirs: list[Path], steps_out: Path, summary_out: Path,
