@@ -75,10 +75,10 @@ COLUMNS = (
     "ours", "estimate", "ci_low", "ci_high", "n_seeds", "p_value", "p_holm", "p_wilcoxon", "margin",
     "tested_at", "preconditions", "measured", "verdict", "reason", "seeds_needed",
 )
-COND_KINDS = ("floor", "control", "horizon", "other")
-COND_TESTS = ("less", "greater", "each_at_least", "each_at_most")
+COND_KINDS = ("floor", "control", "horizon", "reach", "other")
+COND_TESTS = ("less", "greater", "each_at_least", "each_at_most", "bound_reaches")
 COND_KEYS = ("kind", "statement", "table", "metric", "a", "test", "b", "value", "value_from", "margin",
-             "threshold")
+             "threshold", "factor", "reach")
 COND_COLUMNS = ("name", "kind", "statement", "measured", "status")
 POWER = 0.8  # the power at which seeds_needed is computed
 # a/b selections name table columns; `value` compares a with a constant instead of b
@@ -266,7 +266,8 @@ def _check_condition(name: Any, cond: Any) -> dict[str, Any]:
         _check_text(cond, "threshold", bad, "a margin or a constant needs the arithmetic that gives it")
     return {"name": name, "kind": cond["kind"], "statement": cond["statement"], "table": cond["table"],
             "metric": cond["metric"], "test": cond["test"], "a": links[0][0], "b": links[0][1],
-            "margin": float(margin), "threshold": str(cond.get("threshold", "")).strip()}
+            "margin": float(margin), "threshold": str(cond.get("threshold", "")).strip(),
+            **_check_bound(cond, bad)}
 
 
 def _normalize(claims: Sequence[Any]) -> list[dict[str, Any]]:
@@ -583,6 +584,8 @@ def evaluate_condition(cond: dict[str, Any], tables: Mapping[str, pd.DataFrame],
     table = tables.get(cond["table"])
     if table is None:
         return result("not run", f"table {cond['table']!r} not available")
+    if cond["test"] == "bound_reaches":
+        return _evaluate_bound(cond, table, cfg, result)
     try:
         b = _resolve(cond["b"], tables)
         m, test = cond["margin"], cond["test"]
@@ -617,6 +620,43 @@ def evaluate_condition(cond: dict[str, Any], tables: Mapping[str, pd.DataFrame],
             f"{_num(dci.estimate)} [{_num(dci.low)}, {_num(dci.high)}], needs a {rel} b{bound}: "
             f"paired t p = {p:.2g}, n = {len(a_)}")
     return result("met" if p < cfg.alpha else "not met", text)
+
+
+def _check_bound(cond: Mapping[str, Any], bad) -> dict[str, Any]:
+    """``test: bound_reaches`` (out of reach named, issue 31): ``factor`` x a / b, paired by seed,
+    is an upper bound this machine puts on the claim's ratio; ``reach`` is the ratio the claim needs.
+    Returns the two numbers ({} for the other tests, which take neither key)."""
+    if cond["test"] != "bound_reaches":
+        for key in ("factor", "reach"):
+            if key in cond:
+                raise bad(key, "only test 'bound_reaches' takes it")
+        return {}
+    if "b" not in cond:
+        raise bad("b", "test 'bound_reaches' needs a and b (the bound is factor x a / b by seed)")
+    for key in ("factor", "reach"):
+        if not _is_number(cond.get(key)) or cond[key] <= 0:
+            raise bad(key, "test 'bound_reaches' needs a number > 0")
+    _check_text(cond, "threshold", bad, "a bound needs the arithmetic that gives it")
+    return {"factor": float(cond["factor"]), "reach": float(cond["reach"])}
+
+
+def _evaluate_bound(cond: dict[str, Any], table: pd.DataFrame, cfg: StatsSettings, result) -> ConditionResult:
+    """``bound_reaches``: the per-seed bound ``factor x a / b`` with its t interval; met while the
+    interval's upper end reaches ``reach`` (the claim may hold here), not met when the whole
+    interval lies below it (the claim is out of this machine's reach, whatever the method does)."""
+    try:
+        paired = stats.pair_by_seed(table, cond["metric"], cond["a"], cond["b"])
+    except stats.EmptySelectionError as err:
+        return result("not run", str(err))
+    bound = cond["factor"] * paired["a"].to_numpy(float) / paired["b"].to_numpy(float)
+    if len(bound) < 2:
+        return result("not met", f"n = {len(bound)} < 2 seeds")
+    ci = stats.t_interval(bound, cfg.confidence)
+    ok = ci.high >= cond["reach"]
+    text = (f"bound {_num(cond['factor'])} × a / b = {fmt_ci(ci.estimate, ci.low, ci.high)}, n = {len(bound)}; "
+            f"the claim needs {_num(cond['reach'])}: " + ("within reach" if ok else "out of reach here")
+            + f" ({cond['threshold']})")
+    return result("met" if ok else "not met", text)
 
 
 def evaluate_conditions(conditions: Mapping[str, Any], tables: Mapping[str, pd.DataFrame],
