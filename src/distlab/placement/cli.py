@@ -150,6 +150,17 @@ def cmd_place(a):
     return 0 if same else 1
 
 
+@_guard
+def cmd_space(a):
+    from distlab.tables import write_table
+
+    from .space import table
+
+    df = table(a.spec, a.graphs, a.profiles, a.runs)
+    write_table(df, a.out, a.md)
+    print(f"{len(df)} rows -> {a.out}")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     q = sub.add_parser("place", help="place your own model (package.module:factory) on a device pair")
     q.add_argument("--model", required=True, help="package.module:factory; the factory returns an nn.Module")
@@ -222,3 +233,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--profile", type=Path, required=True)
     q.add_argument("--out", type=Path, required=True)
     q.set_defaults(func=cmd_bench)
+
+    q = sub.add_parser("placement-space", help="can each learner's clusters express HEFT's placement? (simulated)")
+    q.add_argument("--spec", type=_json, required=True, help="JSON: pair, pair_name, sim_order, learners")
+    q.add_argument("--graphs", type=_json, required=True, help="JSON: model -> graph file")
+    q.add_argument("--profiles", type=_json, required=True, help="JSON: model -> profile file")
+    q.add_argument("--runs", nargs="+", required=True)
+    q.add_argument("--out", required=True)
+    q.add_argument("--md", default=None)
+    q.set_defaults(func=cmd_space)
