@@ -26,10 +26,10 @@ OPTIONAL_KEYS = (
     "higher_is_better", "transform", "by_construction", "tested_at", "threshold", "expected",
     "preconditions", "measured", "not_testable",
 )
-COND_KINDS = ("floor", "control", "horizon", "other")
-COND_TESTS = ("less", "greater", "each_at_least", "each_at_most")
+COND_KINDS = ("floor", "control", "horizon", "reach", "other")
+COND_TESTS = ("less", "greater", "each_at_least", "each_at_most", "bound_reaches")
 COND_KEYS = ("kind", "statement", "table", "metric", "a", "test", "b", "value", "value_from", "margin",
-             "threshold")
+             "threshold", "factor", "reach")
 # a/b selections name table columns; `value` compares a with a constant instead of b
 VALUE = "__value__"
 VALUE_FROM = "__value_from__"
@@ -219,7 +219,26 @@ def _check_condition(name: Any, cond: Any) -> dict[str, Any]:
         _check_text(cond, "threshold", bad, "a margin or a constant needs the arithmetic that gives it")
     return {"name": name, "kind": cond["kind"], "statement": cond["statement"], "table": cond["table"],
             "metric": cond["metric"], "test": cond["test"], "a": links[0][0], "b": links[0][1],
-            "margin": float(margin), "threshold": str(cond.get("threshold", "")).strip()}
+            "margin": float(margin), "threshold": str(cond.get("threshold", "")).strip(),
+            **_check_bound(cond, bad)}
+
+
+def _check_bound(cond: Mapping[str, Any], bad) -> dict[str, Any]:
+    """``test: bound_reaches`` (out of reach named, issue 31): ``factor`` x a / b, paired by seed,
+    is an upper bound this machine puts on the claim's ratio; ``reach`` is the ratio the claim needs.
+    Returns the two numbers ({} for the other tests, which take neither key)."""
+    if cond["test"] != "bound_reaches":
+        for key in ("factor", "reach"):
+            if key in cond:
+                raise bad(key, "only test 'bound_reaches' takes it")
+        return {}
+    if "b" not in cond:
+        raise bad("b", "test 'bound_reaches' needs a and b (the bound is factor x a / b by seed)")
+    for key in ("factor", "reach"):
+        if not _is_number(cond.get(key)) or cond[key] <= 0:
+            raise bad(key, "test 'bound_reaches' needs a number > 0")
+    _check_text(cond, "threshold", bad, "a bound needs the arithmetic that gives it")
+    return {"factor": float(cond["factor"]), "reach": float(cond["reach"])}
 
 
 def _normalize(claims: Sequence[Any]) -> list[dict[str, Any]]:

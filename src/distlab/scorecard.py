@@ -393,6 +393,8 @@ def evaluate_condition(cond: dict[str, Any], tables: Mapping[str, pd.DataFrame],
     table = tables.get(cond["table"])
     if table is None:
         return result("not run", f"table {cond['table']!r} not available")
+    if cond["test"] == "bound_reaches":
+        return _evaluate_bound(cond, table, cfg, result)
     try:
         b = _resolve(cond["b"], tables)
         m, test = cond["margin"], cond["test"]
@@ -427,6 +429,25 @@ def evaluate_condition(cond: dict[str, Any], tables: Mapping[str, pd.DataFrame],
             f"{_num(dci.estimate)} [{_num(dci.low)}, {_num(dci.high)}], needs a {rel} b{bound}: "
             f"paired t p = {p:.2g}, n = {len(a_)}")
     return result("met" if p < cfg.alpha else "not met", text)
+
+
+def _evaluate_bound(cond: dict[str, Any], table: pd.DataFrame, cfg: StatsSettings, result) -> ConditionResult:
+    """``bound_reaches``: the per-seed bound ``factor x a / b`` with its t interval; met while the
+    interval's upper end reaches ``reach`` (the claim may hold here), not met when the whole
+    interval lies below it (the claim is out of this machine's reach, whatever the method does)."""
+    try:
+        paired = stats.pair_by_seed(table, cond["metric"], cond["a"], cond["b"])
+    except stats.EmptySelectionError as err:
+        return result("not run", str(err))
+    bound = cond["factor"] * paired["a"].to_numpy(float) / paired["b"].to_numpy(float)
+    if len(bound) < 2:
+        return result("not met", f"n = {len(bound)} < 2 seeds")
+    ci = stats.t_interval(bound, cfg.confidence)
+    ok = ci.high >= cond["reach"]
+    text = (f"bound {_num(cond['factor'])} × a / b = {fmt_ci(ci.estimate, ci.low, ci.high)}, n = {len(bound)}; "
+            f"the claim needs {_num(cond['reach'])}: " + ("within reach" if ok else "out of reach here")
+            + f" ({cond['threshold']})")
+    return result("met" if ok else "not met", text)
 
 
 def evaluate_conditions(conditions: Mapping[str, Any], tables: Mapping[str, pd.DataFrame],

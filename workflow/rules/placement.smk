@@ -312,3 +312,38 @@ rule placement:
     input:
         placement_wf.outputs(PL, PAPER),
         f"{PAPER}/scorecard/P2.md",
+
+
+# ---- fair comparison (issue 31): can each learner's search space express HEFT's placement?
+if PL:
+    register_tables("P2", {"placement_space": f"{PL_DIR}/space.csv"})
+    register_outputs("P2", [f"{PAPER}/tables/placement_space.md"])
+
+
+rule placement_space:
+    """HEFT's placement projected onto each learner's clusters (co-location groups, or HSDAG's final
+    parsing) and improved cluster by cluster: the best placement its space is shown to hold, and the
+    gap to the best baseline (simulated).  The placement.<model>.<learner>_space conditions read it."""
+    input:
+        runs=placement_wf.space_runs(PL, PL_DIR) if PL else [],
+        graphs=[f"{PL_DIR}/graphs/{m}.json" for m in placement_wf.models(PL)] if PL else [],
+        profiles=[placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)] if PL else [],
+    output:
+        csv=f"{PL_DIR}/space.csv",
+        md=f"{PAPER}/tables/placement_space.md",
+    params:
+        spec=placement_wf.space_spec(PL) if PL else "{}",
+        graphs=as_json({m: f"{PL_DIR}/graphs/{m}.json" for m in placement_wf.models(PL)}) if PL else "{}",
+        profiles=as_json({m: placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",
+    conda:
+        ENV
+    log:
+        "logs/placement/space.log",
+    benchmark:
+        "benchmarks/placement/space.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+    shell:
+        "OMP_NUM_THREADS=1 python -m distlab placement-space --spec {params.spec:q} --graphs {params.graphs:q} "
+        "--profiles {params.profiles:q} --runs {input.runs:q} --out {output.csv:q} --md {output.md:q} > {log:q} 2>&1"

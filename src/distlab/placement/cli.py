@@ -148,6 +148,17 @@ def cmd_place(a):
     return 0 if same else 1
 
 
+@_guard
+def cmd_space(a):
+    from distlab.tables import write_table
+
+    from .space import table
+
+    df = table(a.spec, a.graphs, a.profiles, a.runs)
+    write_table(df, a.out, a.md)
+    print(f"{len(df)} rows -> {a.out}")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     q = sub.add_parser("place", help="place your own model (path/to/file.py:factory or package.module:factory) on a device pair")
     q.add_argument("--model", required=True, help="path/to/file.py:factory or package.module:factory; the factory returns an nn.Module")
@@ -180,3 +191,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             inputs=PATHS, out_csv=OUT, out_md=OUT)
     command(sub, "placement-bench", cmd_bench, "simulator evaluations per second",
             spec=JSON, graph=PATH, profile=PATH, out=OUT)
+    command(sub, "placement-space", cmd_space, "can each learner's clusters express HEFT's placement? (simulated)",
+            spec={**JSON, "help": "JSON: pair, pair_name, sim_order, learners"},
+            graphs={**JSON, "help": "JSON: model -> graph file"},
+            profiles={**JSON, "help": "JSON: model -> profile file"},
+            runs=PATHS, out=OUT, md={"type": Path, "default": None})

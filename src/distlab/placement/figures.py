@@ -147,7 +147,8 @@ def headline_table(df: pd.DataFrame) -> pd.DataFrame:
     means = df.groupby(["pair", "model", "method"]).latency_ms.mean()
     for pair in sorted(df.pair.unique()):
         m = means.loc[pair]
-        for variant in ("hsdag", "hsdag_const", "hsdag_corrected", "hsdag_corrected_const"):
+        for variant in ("hsdag", "hsdag_const", "hsdag_corrected", "hsdag_corrected_const", "hsdag_fine",
+                        "hsdag_fine_const"):
             if variant not in m.index.get_level_values("method"):
                 continue
             best_cpu, best_other = (-np.inf, ""), (-np.inf, "")

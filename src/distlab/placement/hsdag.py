@@ -255,5 +255,7 @@ def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[s
             log(f"episode {episode}: best {problem.best * 1e3:.3f} ms"
                 + (f", episode mean {lats.mean() * 1e3:.3f} ms" if lats is not None else "")
                 + f", clusters {clusters_seen[-1]}, evaluations {len(problem.history)}")
+    with torch.no_grad():  # the clusters of the final policy's parsing (input features, no state update)
+        _, assign_last, _ = net(x0, adj)
     return {"episodes": episode, "clusters_mean": float(np.mean(clusters_seen)),
-            "clusters_last": clusters_seen[-1]}
+            "clusters_last": clusters_seen[-1], "assign_last": np.asarray(assign_last).tolist()}

@@ -37,11 +37,18 @@ class Problem:
     @classmethod
     def build(cls, graph: dict, pair: dict, profiled: np.ndarray | None, budget: int,
               single_device: str = "allow", cuda: np.ndarray | None = None,
-              order: str = "topological") -> Problem:
+              order: str = "topological", partition: str = "coarsen") -> Problem:
+        """``partition``: ``coarsen`` (the released code's co-location groups) or ``operators``
+        (every operator its own group: the operator-level graph, a space that holds any placement)."""
         compute, transfer = costs.pair_costs(graph, pair, profiled, cuda=cuda)
         pinned = np.array([n["op"] == "input" for n in graph["nodes"]])
         sim = Simulator(graph["n_nodes"], graph["edges"], compute, transfer, pinned, order=order)
-        group = coarsen.coarsen(graph["n_nodes"], graph["edges"])
+        if partition == "operators":
+            group = np.arange(graph["n_nodes"], dtype=np.int64)
+        elif partition == "coarsen":
+            group = coarsen.coarsen(graph["n_nodes"], graph["edges"])
+        else:
+            raise ValueError(f"partition: {partition!r} is not 'coarsen' or 'operators'")
         return cls(graph, sim, group, coarsen.coarse_edges(group, graph["edges"]),
                    compute.shape[1], single_device, budget)
 

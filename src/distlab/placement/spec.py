@@ -63,12 +63,12 @@ def check(config: Mapping[str, Any]) -> list[str]:
     for c in p.get("controls") or []:
         if c not in methods:
             errs.append(f"placement.controls: {c!r} is not in placement.methods")
-    for v in ("hsdag", "hsdag_corrected"):
+    for v in ("hsdag", "hsdag_corrected", "hsdag_fine"):
         if v in methods and not isinstance(p.get(v), Mapping):
             errs.append(f"placement.{v}: method {v} needs its options")
     budget = p.get("budget")
     if isinstance(budget, int):
-        for v in ("hsdag", "hsdag_corrected", "rnn"):
+        for v in ("hsdag", "hsdag_corrected", "hsdag_fine", "rnn"):
             opts = p.get(v)
             if v in methods and isinstance(opts, Mapping) and isinstance(opts.get("samples"), int) \
                     and opts["samples"] > budget:
@@ -79,7 +79,7 @@ def check(config: Mapping[str, Any]) -> list[str]:
     for m in real.get("models") or []:
         if m not in models:
             errs.append(f"placement.real.models: {m!r} is not one of placement.models {sorted(models)}")
-    learned = {"rnn", "placeto", "hsdag", "hsdag_corrected"} & set(methods)
+    learned = {"rnn", "placeto", "hsdag", "hsdag_corrected", "hsdag_fine"} & set(methods)
     if learned and len(p.get("seeds") or []) < 2:
         errs.append("placement.seeds: learned methods need at least 2 seeds for an interval")
     for name, m in models.items():

@@ -84,6 +84,8 @@ def run_seed(problem: Problem, spec: dict[str, Any], seed: int) -> dict[str, Any
         "wall_s": wall, "curve": curve.tolist(), "placement": place.tolist(),
         "clusters_mean": float(info.get("clusters_mean", np.nan)),
         **({"heft_estimate_s": info["estimate_s"]} if "estimate_s" in info else {}),
+        # the operators' clusters of the final policy (HSDAG: its last parsing), for the space table
+        **({"clusters": np.asarray(info["assign_last"])[problem.group].tolist()} if "assign_last" in info else {}),
     }
 
 
@@ -101,7 +103,8 @@ def run(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Path, 
     rule = "allow" if det else spec.get("single_device", "allow")
     problem = Problem.build(graph, spec["pair"], prof, budget, rule,
                             cuda=costs.load_cuda_profile(profile_path, graph),
-                            order=spec.get("sim_order", "topological"))
+                            order=spec.get("sim_order", "topological"),
+                            partition=(spec.get("options") or {}).get("partition", "coarsen"))
     out = Path(out)
     ck_cfg = (runtime or {}).get("checkpoint", {"every_s": 0.0, "every_steps": 1})
     ck = Checkpointer(out.with_suffix(".ckpt"), spec=spec, every_s=float(ck_cfg.get("every_s", 0.0)),

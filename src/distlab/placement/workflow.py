@@ -18,7 +18,8 @@ def pairs(pl: dict) -> list[str]:
     return list(pl.get("run_pairs") or pl["pairs"])
 
 
-LEARNERS = {"rnn": "rnn", "placeto": "placeto", "hsdag": "hsdag", "hsdag_corrected": "hsdag"}
+LEARNERS = {"rnn": "rnn", "placeto": "placeto", "hsdag": "hsdag", "hsdag_corrected": "hsdag",
+            "hsdag_fine": "hsdag"}
 DETERMINISTIC = ("cpu_only", "gpu_only", "heft")
 CONTROL = "_const"          # <learner>_const: the same learner fed a constant reward
 
@@ -144,3 +145,22 @@ def outputs(pl: dict, paper: str) -> list[str]:
     if pl.get("real", {}).get("enabled", False) and pl["real"]["models"]:
         out += t["real"]
     return out
+
+
+def space_learners(pl: dict) -> list[str]:
+    """The learners whose search space the space table checks (issue 31): the configured
+    learners and the ablated variant, without their controls."""
+    return [m for m in pl["methods"] if m in LEARNERS]
+
+
+def space_spec(pl: dict) -> str:
+    pair = pl["default_pair"]
+    return as_json({"pair": pl["pairs"][pair], "pair_name": pair, "sim_order": pl.get("sim_order", "topological"),
+                    "learners": space_learners(pl)})
+
+
+def space_runs(pl: dict, root: str) -> list[str]:
+    """The run files the space table reads: the default pair's baselines and learners."""
+    pair = pl["default_pair"]
+    keep = [m for m in ("cpu_only", "gpu_only", "heft", "random") if m in pl["methods"]] + space_learners(pl)
+    return [f"{root}/runs/{pair}/{model}/{m}.json" for model in models(pl) for m in keep]
