@@ -309,6 +309,9 @@ def run_ranks(cluster: ShapedCluster, argv: Sequence[str], timeout_s: float, thr
         for t in readers:
             t.join(5)
     if failed:
-        causes = root_causes(list(kept))
         rank = next(iter(failed))
+        causes = root_causes(list(kept))
+        if not causes:  # a rank that printed its own one-line reason ("distlab: ...") and exited
+            own = [ln for ln in kept if ln.startswith(f"[rank{rank}]: ") and "Warning" not in ln]
+            causes = [f"rank {rank}: {own[-1].split(': ', 1)[1]}"] if own else []
         raise RuntimeError("\n".join(_blame(rank, failed[rank], causes)) + f"\nshaped job of {cluster.n} ranks failed")
