@@ -75,3 +75,20 @@ def test_a_short_shaped_run_gives_fit_rows(tmp_path):
     assert skipped and all(s["rate"] == "100Mbit" for s in skipped)
     netcheck.write_outputs(points, fits, skipped, tmp_path / "nc.csv")
     assert (tmp_path / "nc.md").read_text().startswith("# Gloo on shaped links (measured")
+
+
+def test_the_netcheck_target_resolves_and_stays_outside_all():
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+
+    def jobs(target):
+        r = subprocess.run(["snakemake", target, "-n", "--forceall", "--quiet", "rules"], cwd=root,
+                           capture_output=True, text=True, timeout=600, env={**os.environ})
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        return {ln.split()[0] for ln in r.stdout.splitlines() if len(ln.split()) == 2 and ln.split()[1].isdigit()}
+
+    assert {"netcheck_bench", "netcheck_error"} <= jobs("netcheck")
+    assert not {j for j in jobs("all") if j.startswith("netcheck")}
