@@ -92,3 +92,14 @@ def test_the_netcheck_target_resolves_and_stays_outside_all():
 
     assert {"netcheck_bench", "netcheck_error"} <= jobs("netcheck")
     assert not {j for j in jobs("all") if j.startswith("netcheck")}
+
+
+def test_a_fitted_link_replaces_the_nominal_one(tmp_path):
+    pd.DataFrame([{"rate": "10Mbit", "latency": "link", "op": "all_reduce", "alpha_s": 2e-3, "beta_Bps": 1e6},
+                  {"rate": "-", "latency": "-", "op": "namespaces setup", "alpha_s": float("nan"),
+                   "beta_Bps": float("nan")}]).to_csv(tmp_path / "fit.csv", index=False)
+    fits = techerror.load_fits(tmp_path / "fit.csv")
+    assert fits == {("10Mbit", "all_reduce"): (2e-3, 1e6)}
+    m = pd.DataFrame({"compute_s": [0.01], "rounds": [6], "bytes": [1.5e5]})
+    got = techerror.predict_steps(m, "demo", 10e6, 4, fit=fits[("10Mbit", "all_reduce")])
+    assert got[0] == pytest.approx(0.01 + 6 * 2e-3 + 1.5e5 / 1e6)

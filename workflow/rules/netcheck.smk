@@ -9,6 +9,8 @@ rule netcheck_bench:
     output:
         csv=f"{RESULTS}/netcheck/netcheck.csv",
         md=f"{RESULTS}/netcheck/netcheck.md",
+        fit=f"{RESULTS}/netcheck/netcheck_fit.csv",
+        skipped=f"{RESULTS}/netcheck/netcheck_skipped.csv",
     conda:
         ENV
     log:
@@ -27,10 +29,12 @@ rule netcheck_error:
     input:
         demo=data_manifest("pydoc"),
         pgc=data_manifest("digits"),
+        fit=rules.netcheck_bench.output.fit,
     output:
         csv=f"{RESULTS}/netcheck/techerror.csv",
         md=f"{RESULTS}/netcheck/techerror.md",
         png=f"{RESULTS}/netcheck/techerror.png",
+        steps=f"{RESULTS}/netcheck/techerror_steps.csv",
     params:
         demo=lambda w, input: os.path.dirname(input.demo),
         pgc=lambda w, input: os.path.dirname(input.pgc),
@@ -45,7 +49,7 @@ rule netcheck_error:
         mem_mb=8000,
     shell:
         "OMP_NUM_THREADS=1 python -m distlab.bench.techerror --data-demo {params.demo:q} "
-        "--data-pgc {params.pgc:q} --out {output.csv:q} > {log:q} 2>&1"
+        "--data-pgc {params.pgc:q} --fit {input.fit:q} --out {output.csv:q} > {log:q} 2>&1"
 
 
 rule netcheck:

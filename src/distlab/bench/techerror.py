@@ -21,6 +21,11 @@ nominal link rate and the model's default latency (simulated):
 * PGC / IS-SGD: ``broadcast(model) + compute_max + encode_max + p2p(message) +
   decode_s`` (the master's overlapping sends, as the simulator assumes).
 
+With ``--fit`` (the shaped benchmark's ``netcheck_fit.csv``) a second prediction
+replaces the nominal link by the measured one: the fitted latency and bandwidth
+of the collective the technique uses at that rate (``FIT_OP``), column
+``error_with_fitted_link``.
+
 The error is ``simulated / measured - 1`` per step (the first step, with its
 connection set-up, is left out); its interval is a 95 % t-interval over the
 repeats' mean errors.  The atlas's replay of a recorded run could be plugged in by
@@ -71,12 +76,26 @@ def pgc_spec(scheme: str, steps: int, seed: int) -> dict:
             }
 
 
+# the collective whose measured alpha-beta fit (distlab.bench.netcheck) stands for a technique's traffic
+FIT_OP = {"adamw": "all_reduce", "powersgd": "all_reduce", "diloco": "all_reduce", "demo": "all_gather",
+          "is-sgd": "p2p", "pgc-cr": "p2p"}
+
+
+def load_fits(path: Path) -> dict:
+    """{(rate, op): (alpha_s, beta_Bps)} from netcheck's ``*_fit.csv`` (link rows only)."""
+    f = pd.read_csv(path)
+    f = f[(f.get("latency") == "link") & f["alpha_s"].notna()]
+    return {(r.rate, r.op): (float(r.alpha_s), float(r.beta_Bps)) for r in f.itertuples()}
+
+
 def predict_steps(m: pd.DataFrame, kind: str, rate_bps: float, n_workers: int,
-                  latency_s: float = DEFAULT_LATENCY_S) -> np.ndarray:
-    """NetworkModel's time (simulated) of each recorded step, from the run's own record."""
+                  latency_s: float = DEFAULT_LATENCY_S, fit: tuple[float, float] | None = None) -> np.ndarray:
+    """NetworkModel's time (simulated) of each recorded step, from the run's own record; with
+    ``fit`` = (alpha, beta) the link's measured latency and bandwidth replace the nominal ones."""
     from ..runtime.network import NetworkModel
 
-    net = NetworkModel(latency_s=latency_s, bandwidth_Bps=rate_bps / 8)
+    net = (NetworkModel(latency_s=fit[0], bandwidth_Bps=fit[1]) if fit is not None
+           else NetworkModel(latency_s=latency_s, bandwidth_Bps=rate_bps / 8))
     if kind == "demo":
         return (m["compute_s"].to_numpy() + m["rounds"].to_numpy() * net.latency_s
                 + m["bytes"].to_numpy() / net.bandwidth_Bps)
@@ -92,7 +111,8 @@ def _t95(k: int) -> float:
 
 
 def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
-              rates: dict | None = None, timeout_s: float = 300.0, log=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+              rates: dict | None = None, timeout_s: float = 300.0, log=None,
+              fits: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-step rows, per technique x rate summary); "not run" rows without root/kernel features."""
     from ..runtime.launch import run_shaped
     from ..runtime.netns import unavailable
@@ -122,12 +142,18 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
                     m = pd.read_csv(out / "metrics.csv")
                     nw = 4 if kind == "demo" else 3
                     pred = predict_steps(m, kind, bps, nw)
+                    fit = (fits or {}).get((label, FIT_OP[name]))
+                    fitted = predict_steps(m, kind, bps, nw, fit=fit) if fit else np.full(len(m), np.nan)
+                    compute = (m["compute_s"] if kind == "demo" else
+                               m["compute_max"] + m["encode_max"] + m["decode_s"]).to_numpy()
                     for i, (meas, sim) in enumerate(zip(m["step_time"].to_numpy(), pred)):
                         if i == 0:
                             continue  # the first step opens the connections
                         steps_rows.append({"technique": tech, "rate": label, "repeat": rep, "step": int(m["step"].iloc[i]),
                                            "measured_s": float(meas), "simulated_s": float(sim),
+                                           "simulated_fitted_s": float(fitted[i]), "compute_s": float(compute[i]),
                                            "bytes": float(m["bytes"].iloc[i]),
+                                           "rounds": float(m["rounds"].iloc[i]) if "rounds" in m else 2.0,
                                            "rel_err": float(sim / meas - 1.0)})
                     if log:
                         print(f"techerror: {tech} at {label} repeat {rep}: job {wall:.1f} s", file=log, flush=True)
@@ -139,12 +165,16 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
         k = len(per_rep)
         mean = float(per_rep.mean())
         half = _t95(k) * float(per_rep.std(ddof=1)) / math.sqrt(k) if k > 1 else math.nan
+        fe = g.groupby("repeat")[["simulated_fitted_s", "measured_s"]].sum()
+        fe = fe["simulated_fitted_s"] / fe["measured_s"] - 1.0
         summary.append({"technique": tech, "rate": label, "status": "measured vs simulated",
                         "measured_step_s": float(g["measured_s"].median()),
                         "simulated_step_s": float(g["simulated_s"].median()),
+                        "compute_s": float(g["compute_s"].median()),
                         "bytes_per_step": float(g["bytes"].median()), "repeats": k,
                         "error": mean, "error_ci95_lo": mean - half, "error_ci95_hi": mean + half,
-                        "over_10pct": bool(abs(mean) > 0.10)})
+                        "over_10pct": bool(abs(mean) > 0.10),
+                        "error_with_fitted_link": float(fe.mean()) if fe.notna().all() else float("nan")})
     summary += [{"technique": t, "rate": r, "status": NOT_ON_GLOO[name]}
                 for t, _, name in techs if name in NOT_ON_GLOO for r in rates]
     return steps_df, pd.DataFrame(summary)
@@ -187,8 +217,10 @@ def main(argv) -> int:
     ap.add_argument("--out", type=Path, required=True, help="summary CSV; .md, _steps.csv and .png beside it")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--fit", type=Path, help="netcheck's *_fit.csv: adds the error with the measured link")
     a = ap.parse_args(argv)
-    steps_df, summary = run_table(a.data_demo, a.data_pgc, a.steps, a.repeats, log=sys.stderr)
+    fits = load_fits(a.fit) if a.fit else None
+    steps_df, summary = run_table(a.data_demo, a.data_pgc, a.steps, a.repeats, log=sys.stderr, fits=fits)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     summary.to_csv(a.out, index=False)
     steps_df.to_csv(a.out.with_name(a.out.stem + "_steps.csv"), index=False)
