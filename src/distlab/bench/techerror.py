@@ -46,6 +46,9 @@ import numpy as np
 import pandas as pd
 
 RATES = {"10Mbit": 10e6, "100Mbit": 100e6, "1Gbit": 1e9}
+# the same runs on the unshaped link: what a step costs here beyond the recorded compute and the
+# network (the update's own compute, Python, 4 ranks on 2 cores), used by the calibrated prediction
+REFERENCE = "unshaped"
 DEMO_METHODS = {"AdamW-DDP": "adamw", "DeMo": "demo", "DiLoCo": "diloco", "PowerSGD": "powersgd"}
 PGC_SCHEMES = {"IS-SGD": "is-sgd", "PGC": "pgc-cr"}
 TINY_GPT = {"name": "gpt", "n_layer": 1, "d_model": 64, "n_head": 2, "block_size": 16}
@@ -95,7 +98,7 @@ def predict_steps(m: pd.DataFrame, kind: str, rate_bps: float, n_workers: int,
     from ..runtime.network import NetworkModel
 
     net = (NetworkModel(latency_s=fit[0], bandwidth_Bps=fit[1]) if fit is not None
-           else NetworkModel(latency_s=latency_s, bandwidth_Bps=rate_bps / 8))
+           else NetworkModel(latency_s=latency_s, bandwidth_Bps=rate_bps / 8 if rate_bps else math.inf))
     if kind == "demo":
         return (m["compute_s"].to_numpy() + m["rounds"].to_numpy() * net.latency_s
                 + m["bytes"].to_numpy() / net.bandwidth_Bps)
@@ -127,7 +130,7 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
     steps_rows = []
     with tempfile.TemporaryDirectory(prefix="distlab-techerror-") as tmp:
         for rep in range(repeats):
-            for label, bps in rates.items():
+            for label, bps in [*rates.items(), *([(REFERENCE, None)] if fits else [])]:
                 for tech, kind, name in techs:  # interleaved: a passing load touches all alike
                     if name in NOT_ON_GLOO:
                         continue
@@ -158,14 +161,20 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
                     if log:
                         print(f"techerror: {tech} at {label} repeat {rep}: job {wall:.1f} s", file=log, flush=True)
     steps_df = pd.DataFrame(steps_rows)
+    # calibrated: the fitted link plus the technique's per-step residual on the unshaped link
+    # (measured minus fitted prediction there, median over its steps and repeats)
+    ref = steps_df[steps_df["rate"] == REFERENCE]
+    resid = (ref["measured_s"] - ref["simulated_fitted_s"]).groupby(ref["technique"]).median()
+    steps_df["simulated_calibrated_s"] = steps_df["simulated_fitted_s"] + steps_df["technique"].map(resid)
     summary = []
-    for (tech, label), g in steps_df.groupby(["technique", "rate"], sort=False):
+    for (tech, label), g in steps_df[steps_df["rate"] != REFERENCE].groupby(["technique", "rate"], sort=False):
         per_rep = g.groupby("repeat")[["simulated_s", "measured_s"]].sum()
         per_rep = per_rep["simulated_s"] / per_rep["measured_s"] - 1.0
         k = len(per_rep)
         mean = float(per_rep.mean())
         half = _t95(k) * float(per_rep.std(ddof=1)) / math.sqrt(k) if k > 1 else math.nan
-        fe = g.groupby("repeat")[["simulated_fitted_s", "measured_s"]].sum()
+        fe = g.groupby("repeat")[["simulated_fitted_s", "simulated_calibrated_s", "measured_s"]].sum(min_count=1)
+        ce = fe["simulated_calibrated_s"] / fe["measured_s"] - 1.0
         fe = fe["simulated_fitted_s"] / fe["measured_s"] - 1.0
         summary.append({"technique": tech, "rate": label, "status": "measured vs simulated",
                         "measured_step_s": float(g["measured_s"].median()),
@@ -174,7 +183,9 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
                         "bytes_per_step": float(g["bytes"].median()), "repeats": k,
                         "error": mean, "error_ci95_lo": mean - half, "error_ci95_hi": mean + half,
                         "over_10pct": bool(abs(mean) > 0.10),
-                        "error_with_fitted_link": float(fe.mean()) if fe.notna().all() else float("nan")})
+                        "error_with_fitted_link": float(fe.mean()) if fe.notna().all() else float("nan"),
+                        "error_calibrated": float(ce.mean()) if ce.notna().all() else float("nan"),
+                        "residual_unshaped_s": float(resid.get(tech, float("nan")))})
     summary += [{"technique": t, "rate": r, "status": NOT_ON_GLOO[name]}
                 for t, _, name in techs if name in NOT_ON_GLOO for r in rates]
     return steps_df, pd.DataFrame(summary)
@@ -188,8 +199,13 @@ def figure(summary: pd.DataFrame, out: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
     if "measured_step_s" in summary:
-        for tech, g in summary.dropna(subset=["measured_step_s"]).groupby("technique", sort=False):
-            ax.loglog(g["measured_step_s"], g["simulated_step_s"], "o-", label=tech)
+        for i, (tech, g) in enumerate(summary.dropna(subset=["measured_step_s"]).groupby("technique", sort=False)):
+            colour = f"C{i}"
+            ax.loglog(g["measured_step_s"], g["simulated_step_s"], "o-", color=colour,
+                      label=f"{tech}: nominal link")
+            if "error_calibrated" in g and g["error_calibrated"].notna().all():
+                ax.loglog(g["measured_step_s"], g["measured_step_s"] * (1 + g["error_calibrated"]), "s--",
+                          mfc="none", color=colour, label=f"{tech}: fitted link + unshaped residual")
         lo = float(min(summary["measured_step_s"].min(), summary["simulated_step_s"].min())) * 0.8
         hi = float(max(summary["measured_step_s"].max(), summary["simulated_step_s"].max())) * 1.25
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="simulated = measured")
