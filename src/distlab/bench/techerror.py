@@ -26,9 +26,9 @@ replaces the nominal link by the measured one: the fitted latency and bandwidth
 of the collective the technique uses at that rate (``FIT_OP``), column
 ``error_with_fitted_link``.
 
-The error is ``simulated / measured - 1`` per step (the first step, with its
-connection set-up, is left out); its interval is a 95 % t-interval over the
-repeats' mean errors.  The atlas's replay of a recorded run could be plugged in by
+The error of a repeat is ``sum(simulated) / sum(measured) - 1`` over its steps (the
+first step, with its connection set-up, is left out); the table gives the mean
+over repeats and its 95 % t-interval.  The atlas's replay of a recorded run could be plugged in by
 replacing :func:`predict_steps` with the replay of the same ``metrics.csv``.
 """
 
