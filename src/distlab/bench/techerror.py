@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 import sys
 import tempfile
 import time
