@@ -59,3 +59,77 @@ def test_sparse_crossover_matches_the_cost_model(b, k, bv, bi):
     assert slow is not None and slow >= first
     assert U.first_n_where_dense_wins(NetworkModel(latency_s=1.0, bandwidth_Bps=1e9), 1_000_000, b, k, bv, bi,
                                       n_max=512) is None
+
+
+# ------------------------------------------------------------------ overlapped form
+
+
+def _event_stall(t_step, comm_s, frac, buckets):
+    """Independent check: send the buckets one by one as they become ready, return the idle time."""
+    free = 0.0
+    for k in range(1, buckets + 1):
+        ready = t_step * (1 - frac) + k * frac * t_step / buckets
+        free = max(free, ready) + comm_s / buckets
+    return max(0.0, free - t_step)
+
+
+@pytest.mark.parametrize("comm", [0.01, 0.3, 0.8, 2.5])
+@pytest.mark.parametrize("buckets", [1, 7, 48])
+def test_overlapped_stall_matches_an_event_schedule_and_its_inverse(comm, buckets):
+    assert U.overlapped_stall_s(0.8, comm, 2 / 3, buckets) == pytest.approx(_event_stall(0.8, comm, 2 / 3, buckets))
+    payload = 1.6e11
+    for h in (1, 100):
+        for u in U.T4_TARGETS:
+            w = U.overlapped_bandwidth_for_utilisation(u, 0.8, payload, h, 2 / 3, buckets)
+            assert U.overlapped_utilisation(0.8, payload, w, h, 2 / 3, buckets) == pytest.approx(u, rel=1e-9)
+
+
+def test_every_published_ddp_and_diloco_figure_is_a_point_of_the_log_grid():
+    # Streaming DiLoCo (arXiv 2501.18512) Table 4 and the Table 7 figures: all on logspace(-1, 3, 50)
+    figures = list(P["ddp_gbps"]) + list(P["diloco_h100_gbps"])
+    for row in U.STREAMING_DILOCO_T4.values():
+        figures += list(row["ddp_gbps"]) + list(row["diloco_h100_gbps"])
+    for w in figures:
+        # within 2 % of a grid point (printed to 0.1 Gbit/s; the grid step is 20.7 %)
+        assert min(abs(g / w - 1) for g in U.BANDWIDTH_GRID_GBPS) < 0.02
+    g = U.BANDWIDTH_GRID_GBPS
+    assert U.grid_readout_gbps(g[37]) == g[37] and U.grid_readout_gbps(g[37] * 1.01) == g[38]
+    assert g[38] / g[37] == pytest.approx(1.207, abs=1e-3) and U.grid_readout_gbps(2e3) == math.inf
+    # the Table 7 DiLoCo row is, cell for cell, Table 4's 1B vanilla-DiLoCo row (50/80/90/99 %)
+    one_b = U.STREAMING_DILOCO_T4["1B"]["diloco_h100_gbps"]
+    assert tuple(one_b[i] for i in (0, 1, 2, 4)) == P["diloco_h100_gbps"]
+
+
+SOURCE = dict(bits=16, replicas=2, collective="ring", backward_frac=2 / 3, buckets=48)
+
+
+def test_overlap_breaks_the_h_times_ratio_but_the_source_settings_miss_table_7():
+    ddp = U.overlapped_table(10e9, 0.8, P["targets"], h=1, **SOURCE)
+    dil = U.overlapped_table(10e9, 0.8, P["targets"], h=100, **SOURCE)
+    ratios = [d / l for d, l in zip(ddp, dil)]
+    assert ratios == pytest.approx([60.8, 28.4, 15.4, 3.43], rel=0.01)  # table: 75, 30, 17, 4.5
+    # not reproduced: measured error per cell (DDP 50/80/90/99, then DiLoCo), continuous requirement
+    err = [p / r - 1 for p, r in zip(ddp + dil, P["ddp_gbps"] + P["diloco_h100_gbps"])]
+    assert err == pytest.approx([0.155, 0.203, 0.178, 0.056, 0.419, 0.257, 0.278, 0.386], abs=0.002)
+
+
+def test_best_fit_over_the_open_settings_is_not_within_5_percent():
+    # sweep: bits 16/32, ring over 2 or 4 replicas or one-shot, overlap fraction 0..1, buckets 1/L/2L
+    t7 = U.sweep_overlap_fit(10e9, 0.8, 48, P["targets"], P["ddp_gbps"], P["diloco_h100_gbps"])
+    assert len(t7) == 90
+    assert t7[0]["max_abs"] == pytest.approx(0.415, abs=0.002)
+    assert t7[0]["settings"]["bits"] == 16 and t7[0]["settings"]["backward_frac"] == 1.0
+    # against Table 4's own 10B row (the source the settings come from) the best fit is 17.8 %,
+    # and read off the grid as the paper does no setting is within one grid step (20.7 %) everywhere
+    row = U.STREAMING_DILOCO_T4["10B"]
+    t4 = U.sweep_overlap_fit(row["n_params"], row["step_s"], row["layers"], U.T4_TARGETS,
+                             row["ddp_gbps"], row["diloco_h100_gbps"])
+    assert t4[0]["max_abs"] == pytest.approx(0.178, abs=0.002)
+    assert t4[0]["settings"] == dict(SOURCE, grid=False)
+    t4g = U.sweep_overlap_fit(row["n_params"], row["step_s"], row["layers"], U.T4_TARGETS,
+                              row["ddp_gbps"], row["diloco_h100_gbps"], grid=True)
+    assert t4g[0]["max_abs"] == pytest.approx(0.214, abs=0.002)
+    for name, row in U.STREAMING_DILOCO_T4.items():
+        best = U.sweep_overlap_fit(row["n_params"], row["step_s"], row["layers"], U.T4_TARGETS,
+                                   row["ddp_gbps"], row["diloco_h100_gbps"])[0]
+        assert best["max_abs"] > 0.05, name
