@@ -1,0 +1,105 @@
+"""The shaped benchmark's planning, fit and prediction; a short shaped run where root."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from distlab.bench import netcheck, techerror
+from distlab.runtime import netns
+from distlab.runtime.network import NetworkModel
+
+WHY = netns.unavailable()
+
+
+def test_the_fit_recovers_alpha_and_beta():
+    n = 4
+    rounds, nbytes, t = [], [], []
+    for op in ("all_reduce", "all_gather"):
+        for size in netcheck.SIZES:
+            r, b = netcheck.model_terms(op, size, n)
+            rounds.append(r)
+            nbytes.append(b)
+            t.append(r * 3e-4 + b / 1.2e7)
+    alpha, beta, rms = netcheck.fit_alpha_beta(rounds, nbytes, t)
+    assert alpha == pytest.approx(3e-4, rel=1e-6) and beta == pytest.approx(1.2e7, rel=1e-6) and rms < 1e-9
+
+
+def test_model_terms_are_the_network_models():
+    net = NetworkModel(latency_s=1e-3, bandwidth_Bps=1e6)
+    for op, fn in (("all_reduce", net.all_reduce), ("all_gather", net.all_gather)):
+        r, b = netcheck.model_terms(op, 65536, 4)
+        assert r * net.latency_s + b / net.bandwidth_Bps == pytest.approx(fn(65536, 4))
+
+
+def test_slow_links_skip_long_points_and_say_why():
+    run, skipped = netcheck.plan(10e6, 4, 1.5)
+    assert ("all_reduce", 4096) in run and ("all_reduce", 64 * 2**20) not in run
+    assert {(s["op"], s["size_bytes"]) for s in skipped} == \
+        {(op, s) for op in netcheck.OPS for s in netcheck.SIZES} - set(run)
+    assert all("nominal rate" in s["reason"] for s in skipped)
+    run_fast, skipped_fast = netcheck.plan(None, 4, 1.5)
+    assert not skipped_fast and len(run_fast) == len(netcheck.OPS) * len(netcheck.SIZES)
+
+
+def test_not_root_rows_read_not_run(monkeypatch):
+    monkeypatch.setattr(netns, "_probed", True)
+    monkeypatch.setattr(netns, "_reason", "no root here")
+    points, fits, skipped = netcheck.run_bench()
+    assert not points and fits and all(f["status"] == "not run: no root here" for f in fits)
+    steps, summary = techerror.run_table(None, None)
+    assert steps.empty and (summary["status"] == "not run: no root here").all()
+
+
+def test_prediction_is_the_network_model_of_the_recorded_pattern():
+    m = pd.DataFrame({"compute_s": [0.01, 0.02], "rounds": [6, 3], "bytes": [1.5e5, 3e5]})
+    got = techerror.predict_steps(m, "demo", 10e6, 4)
+    net = NetworkModel(latency_s=techerror.DEFAULT_LATENCY_S, bandwidth_Bps=10e6 / 8)
+    assert np.allclose(got, [0.01 + 6 * net.latency_s + 1.5e5 / net.bandwidth_Bps,
+                             0.02 + 3 * net.latency_s + 3e5 / net.bandwidth_Bps])
+    p = pd.DataFrame({"bytes": [3000.0], "compute_max": [0.1], "encode_max": [0.01], "decode_s": [0.002]})
+    got = techerror.predict_steps(p, "pgc", 10e6, 3)
+    assert got[0] == pytest.approx(2 * net.p2p(1000.0) + 0.112)
+
+
+@pytest.mark.skipif(WHY is not None, reason=f"shaped runs skipped: {WHY}")
+def test_a_short_shaped_run_gives_fit_rows(tmp_path):
+    points, fits, skipped = netcheck.run_bench(n=2, max_point_s=0.02, inject_ms=0.0,
+                                               rates={"100Mbit": 100e6}, timeout_s=120)
+    ops = {p["op"] for p in points}
+    assert ops == set(netcheck.OPS)
+    assert all(p["median_s"] > 0 and p["min_s"] <= p["median_s"] <= p["max_s"] for p in points)
+    fit = [f for f in fits if f.get("rate") == "100Mbit"]
+    assert {f["op"] for f in fit} == set(netcheck.OPS) and all(f["beta_Bps"] > 0 for f in fit)
+    assert skipped and all(s["rate"] == "100Mbit" for s in skipped)
+    netcheck.write_outputs(points, fits, skipped, tmp_path / "nc.csv")
+    assert (tmp_path / "nc.md").read_text().startswith("# Gloo on shaped links (measured")
+
+
+def test_the_netcheck_target_resolves_and_stays_outside_all():
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+
+    def jobs(target):
+        r = subprocess.run(["snakemake", target, "-n", "--forceall", "--quiet", "rules"], cwd=root,
+                           capture_output=True, text=True, timeout=600, env={**os.environ})
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        return {ln.split()[0] for ln in r.stdout.splitlines() if len(ln.split()) == 2 and ln.split()[1].isdigit()}
+
+    assert {"netcheck_bench", "netcheck_error"} <= jobs("netcheck")
+    assert not {j for j in jobs("all") if j.startswith("netcheck")}
+
+
+def test_a_fitted_link_replaces_the_nominal_one(tmp_path):
+    pd.DataFrame([{"rate": "10Mbit", "latency": "link", "op": "all_reduce", "alpha_s": 2e-3, "beta_Bps": 1e6},
+                  {"rate": "-", "latency": "-", "op": "namespaces setup", "alpha_s": float("nan"),
+                   "beta_Bps": float("nan")}]).to_csv(tmp_path / "fit.csv", index=False)
+    fits = techerror.load_fits(tmp_path / "fit.csv")
+    assert fits == {("10Mbit", "all_reduce"): (2e-3, 1e6)}
+    m = pd.DataFrame({"compute_s": [0.01], "rounds": [6], "bytes": [1.5e5]})
+    got = techerror.predict_steps(m, "demo", 10e6, 4, fit=fits[("10Mbit", "all_reduce")])
+    assert got[0] == pytest.approx(0.01 + 6 * 2e-3 + 1.5e5 / 1e6)

@@ -1,0 +1,59 @@
+# The cluster model held against real shaped links: `snakemake netcheck` (measured).
+# Outside the default target `all` (make reproduce's budget is full): about 1.5 min for the
+# shaped benchmark and 8-12 min for the error table on 2 cores.  Needs root and a kernel with
+# network namespaces, veth, bridges and tbf; without them every row reads "not run" and why.
+
+
+rule netcheck_bench:
+    """Gloo p2p, all-reduce, all-gather at 10M/100M/1G/unshaped on 4 namespaced ranks: the alpha-beta fit."""
+    output:
+        csv=f"{RESULTS}/netcheck/netcheck.csv",
+        md=f"{RESULTS}/netcheck/netcheck.md",
+        fit=f"{RESULTS}/netcheck/netcheck_fit.csv",
+        skipped=f"{RESULTS}/netcheck/netcheck_skipped.csv",
+    conda:
+        ENV
+    log:
+        "logs/netcheck/bench.log",
+    benchmark:
+        "benchmarks/netcheck/bench.tsv"
+    threads: config["runtime"]["threads"]
+    resources:
+        mem_mb=8000,
+    shell:
+        "OMP_NUM_THREADS=1 python -m distlab.bench.netcheck --out {output.csv:q} > {log:q} 2>&1"
+
+
+rule netcheck_error:
+    """The simulator's error per technique: 4 real gloo ranks on shaped links against NetworkModel."""
+    input:
+        demo=data_manifest("pydoc"),
+        pgc=data_manifest("digits"),
+        fit=rules.netcheck_bench.output.fit,
+    output:
+        csv=f"{RESULTS}/netcheck/techerror.csv",
+        md=f"{RESULTS}/netcheck/techerror.md",
+        png=f"{RESULTS}/netcheck/techerror.png",
+        steps=f"{RESULTS}/netcheck/techerror_steps.csv",
+    params:
+        demo=lambda w, input: os.path.dirname(input.demo),
+        pgc=lambda w, input: os.path.dirname(input.pgc),
+    conda:
+        ENV
+    log:
+        "logs/netcheck/error.log",
+    benchmark:
+        "benchmarks/netcheck/error.tsv"
+    threads: config["runtime"]["threads"]
+    resources:
+        mem_mb=8000,
+    shell:
+        "OMP_NUM_THREADS=1 python -m distlab.bench.techerror --data-demo {params.demo:q} "
+        "--data-pgc {params.pgc:q} --fit {input.fit:q} --out {output.csv:q} > {log:q} 2>&1"
+
+
+rule netcheck:
+    """The shaped benchmark and the simulator's error table (not part of `all`)."""
+    input:
+        rules.netcheck_bench.output,
+        rules.netcheck_error.output,
