@@ -33,6 +33,7 @@ include: "workflow/rules/demo.smk"
 include: "workflow/rules/local_learning.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/atlas.smk"
 
 
 rule all:

@@ -189,3 +189,59 @@ def run_distributed(spec: dict, data_dir, out_dir, runtime: dict | None = None):
         return None
     finally:
         ctx.close()
+
+
+# ------------------------------------------------------------------ jobs (one per technique)
+
+def _final(out: Path) -> float:
+    return float(json.loads((out / "manifest.json").read_text())["final_val_loss"])
+
+
+def technique_job(a: dict, technique: str, data_dir, out_dir) -> dict:
+    """The technique's sweep (lr x natural setting, chosen on the final validation loss of
+    the fixed windows), then its runs at the choice; writes ``choice.json`` and ``done.json``."""
+    from .workflow import SETTING_KEY, run_specs, sweep_specs
+
+    out_dir = Path(out_dir)
+    rows = []
+    for label, spec in sweep_specs(a, technique):
+        d = out_dir / "sweep" / label
+        _once(spec, data_dir, d)
+        rows.append((_final(d), label, spec))
+    best = min(rows, key=lambda r: (not np.isfinite(r[0]), r[0]))
+    key = SETTING_KEY.get(technique)
+    setting = {key[0]: {key[1]: best[2][key[0]][key[1]]}} if key else None
+    choice = {"technique": technique, "lr": best[2]["lr"], "setting": setting, "chosen": best[1],
+              "sweep": {label: v for v, label, _ in rows}}
+    (out_dir / "choice.json").write_text(json.dumps(choice, indent=2) + "\n")
+    runs = []
+    for label, spec in run_specs(a, technique, best[2]["lr"], setting):
+        d = out_dir / "runs" / label
+        _once(spec, data_dir, d)
+        runs.append(str(d))
+    (out_dir / "done.json").write_text(json.dumps({"runs": runs, **choice}, indent=2) + "\n")
+    return choice
+
+
+def reference_job(a: dict, data_dir, out_dir) -> list[str]:
+    from .workflow import reference_specs
+
+    runs = []
+    for label, spec in reference_specs(a):
+        d = Path(out_dir) / label
+        _once(spec, data_dir, d)
+        runs.append(str(d))
+    (Path(out_dir) / "done.json").write_text(json.dumps({"runs": runs}, indent=2) + "\n")
+    return runs
+
+
+def _once(spec: dict, data_dir, d: Path) -> None:
+    """Train unless ``d`` already holds this very spec's finished run."""
+    spec = specs.validate_spec(spec, SPEC_SCHEMA, "atlas")
+    man = d / "manifest.json"
+    if man.exists() and (d / "record.json").exists():
+        if specs.spec_hash(json.loads(man.read_text()).get("spec")) == specs.spec_hash(spec):
+            return
+    t0 = time.perf_counter()
+    run_simulated(spec, data_dir, d)
+    print(f"atlas {spec['technique']} {d}: {time.perf_counter() - t0:.1f} s", flush=True)
