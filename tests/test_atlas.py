@@ -218,7 +218,7 @@ def test_query_parsers():
 @pytest.mark.slow
 def test_snakemake_atlas_on_the_tiny_config(tmp_path):
     work = tracked_copy(tmp_path / "repo")
-    r = subprocess.run(["snakemake", "--cores", "2", "--configfile", "tests/configs/tiny.yaml", "atlas"],
+    r = subprocess.run(["snakemake", "atlas", "--cores", "2", "--configfile", "tests/configs/tiny.yaml"],
                        cwd=work, env=ENV, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     import pandas as pd
@@ -231,3 +231,6 @@ def test_snakemake_atlas_on_the_tiny_config(tmp_path):
         assert (work / "results/atlas/figures" / f).stat().st_size > 1000
     bench = json.loads((work / "results/atlas/map/summary.json").read_text())["replay_bench"]
     assert bench["cells"] == 10_000
+    card = pd.read_csv(work / "results/atlas/scorecard.csv")
+    assert set(card["id"]) == {"atlas.diloco_beats_ddp_10mbit", "atlas.ddp_beats_diloco_100gbit",
+                               "atlas.pgc_fr_beats_ddp_pareto", "atlas.diloco_demo_beats_diloco_10mbit"}

@@ -62,7 +62,7 @@ VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here",
             "not run")
 TESTS = ("less", "greater", "noninferior", "equivalent")
 EXPECTED = ("holds", "fails")
-PAPERS = ("P1", "P2", "P3", "P4", "foundation")
+PAPERS = ("P1", "P2", "P3", "P4", "foundation", "atlas")
 TRANSFORMS = ("diff", "ratio")
 REQUIRED_KEYS = ("id", "paper", "source", "statement", "table", "metric", "test")
 OPTIONAL_KEYS = (

@@ -72,6 +72,7 @@ rule atlas_map:
         crossovers=f"{ATLAS_OUT}/map/crossovers.csv",
         summary=f"{ATLAS_OUT}/map/summary.json",
         reference=f"{ATLAS_OUT}/map/reference.csv",
+        ttt=f"{ATLAS_OUT}/map/ttt.csv",
     params:
         cfg=lambda w: _atlas_json.dumps(ATLAS),
         out=f"{ATLAS_OUT}/map",
@@ -110,8 +111,33 @@ rule atlas_figures:
         "--out-size {output.size:q} --out-time {output.time:q} > {log:q} 2>&1"
 
 
+rule atlas_scorecard:
+    """The atlas's claims (paper key `atlas`, marked ours in config/claims.yaml) on its table."""
+    input:
+        claims="config/claims.yaml",
+        ttt=f"{ATLAS_OUT}/map/ttt.csv",
+    output:
+        md=f"{ATLAS_OUT}/scorecard.md",
+        csv=f"{ATLAS_OUT}/scorecard.csv",
+        conditions=f"{ATLAS_OUT}/scorecard_conditions.csv",
+    params:
+        stats=lambda w: _atlas_json.dumps(config["stats"]),
+    log:
+        "logs/atlas/scorecard.log",
+    benchmark:
+        "benchmarks/atlas/scorecard.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+    shell:
+        "python -m distlab scorecard --paper atlas --claims {input.claims:q} --table=atlas_ttt={input.ttt:q} "
+        "--stats {params.stats:q} --md {output.md:q} --csv {output.csv:q} --conditions-csv {output.conditions:q} "
+        "> {log:q} 2>&1"
+
+
 rule atlas:
-    """The atlas: map, tables and figures."""
+    """The atlas: map, tables, figures and its scorecard section."""
     input:
         rules.atlas_map.output,
         rules.atlas_figures.output,
+        rules.atlas_scorecard.output,

@@ -114,6 +114,7 @@ def build_map(a: dict, done_files, ref_done, floors_csv, out: Path) -> dict:
                 "steps_to_target": r.steps_to_target(target)} for r in recs if r.straggler.get("model") == "none"]
     reached = pd.DataFrame(reached)
     write_table(reached, out / "steps_to_target.csv")
+    write_table(ttt_table(a, recs), out / "ttt.csv")
     big = max(recs, key=lambda r: (r.technique == "ddp", r.n, r.n_params))
     bench = replay_benchmark(big, target)
     (out / "bench_replay.json").write_text(json.dumps(bench, indent=2) + "\n")
@@ -143,3 +144,42 @@ def curve_table(recs: list[Recording]) -> pd.DataFrame:
 
 
 __all__ = ["build_map", "crossovers", "curve_table", "interval", "load_runs"]
+
+
+def ttt_table(a: dict, recs: list[Recording]) -> pd.DataFrame:
+    """The scorecard's table: one row per (technique, size, N, straggler, named network, seed):
+    simulated time to target (NaN where never reached or where the replay is invalid for an
+    arrival-dependent technique), steps to target, reached (0/1) and the run's horizon."""
+    target = float(a["target_loss"])
+    size_of = {}
+    for name, m in a["sizes"].items():
+        size_of[json.dumps(m, sort_keys=True)] = name
+    nets = a["claims_networks"]
+    rows = []
+    for r in recs:
+        size = size_of.get(json.dumps((r.spec or {}).get("model"), sort_keys=True), str(r.n_params))
+        trained = r.straggler.get("model")
+        for sname, scfg in a["straggler_axis"].items():
+            cfg = straggler_for(scfg, r.n)
+            if trained != "none" and cfg != r.straggler:
+                continue
+            if trained == "none" and sname != "none" and any(
+                    (q.technique, q.n, q.n_params, q.seed) == (r.technique, r.n, r.n_params, r.seed)
+                    and q.straggler == cfg for q in recs):
+                continue  # the run trained under this straggler model stands for it
+            for nname, net in nets.items():
+                t, valid = time_to_target_one(r, target, net, cfg)
+                k = r.steps_to_target(target)
+                rows.append({"technique": r.technique, "size": size, "n_params": r.n_params, "N": r.n,
+                             "straggler": sname, "network": nname, "seed": r.seed,
+                             "time_to_target_s": t if (valid and np.isfinite(t)) else np.nan,
+                             "steps_to_target": np.nan if k is None else k, "reached": int(k is not None),
+                             "valid": int(valid), "steps": len(r.steps)})
+    return pd.DataFrame(rows)
+
+
+def time_to_target_one(rec: Recording, target: float, net: dict, straggler: dict) -> tuple[float, bool]:
+    from .replay import time_to_target
+
+    t, v = time_to_target(rec, target, [float(net["latency_s"])], [float(net["bandwidth_Bps"])], straggler)
+    return float(t[0]), bool(v[0])
