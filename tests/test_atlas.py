@@ -234,3 +234,33 @@ def test_snakemake_atlas_on_the_tiny_config(tmp_path):
     card = pd.read_csv(work / "results/atlas/scorecard.csv")
     assert set(card["id"]) == {"atlas.diloco_beats_ddp_10mbit", "atlas.ddp_beats_diloco_100gbit",
                                "atlas.pgc_fr_beats_ddp_pareto", "atlas.diloco_demo_beats_diloco_10mbit"}
+
+
+@pytest.mark.parametrize("technique,method", [("ddp", "adamw"), ("demo", "demo"), ("diloco", "diloco"),
+                                              ("powersgd", "powersgd")])
+def test_demo_comparison_is_a_slice_of_the_atlas(tmp_path, pydoc_dir, technique, method):
+    """The atlas's DDP, DeMo, DiLoCo and PowerSGD compute exactly what DeMo's own trainer
+    computes for the same spec (same weights, windows, updates): the same losses."""
+    import pandas as pd
+
+    from distlab.demo import train as demo_train
+
+    common = {"seed": 0, "model": MODEL, "n_workers": 2, "batch_size": 2, "lr": 1e-2, "steps": 4,
+              "eval_every": 2, "eval_batches": 1}
+    net = {"compute": {"mode": "measured", "unit_seconds": 0.0, "scale": 1.0}, "network": dict(NET),
+           "straggler": {"model": "none"}}
+    dspec = specs.validate_spec({**common, "experiment": "demo", "method": method, "backend": "simulated",
+                                 "dtype": "float32", "cluster": net,
+                                 "demo": {"topk": 4, "chunk": 16, "decay": 0.999, "weight_decay": 0.0},
+                                 "diloco": {"H": 2, "outer_lr": 0.7, "outer_momentum": 0.9},
+                                 "powersgd": {"rank": 1}}, demo_train.SPEC_SCHEMA, "demo")
+    demo_train.run_simulated(dspec, pydoc_dir, tmp_path / "demo", {"checkpoint": {"every_s": 0, "every_steps": 0}})
+    ref = pd.read_csv(tmp_path / "demo/metrics.csv")
+    rec = _run(spec_for(technique, **common, cluster=net,
+                        demo={"topk": 4, "chunk": 16, "decay": 0.999},
+                        diloco={"H": 2, "outer_lr": 0.7, "outer_momentum": 0.9}, powersgd={"rank": 1}),
+               pydoc_dir, tmp_path / "atlas")
+    assert [s["loss"] for s in rec.steps] == ref["loss"].tolist()
+    st, v = rec.curve()
+    assert v.tolist() == ref["val_loss"].dropna().tolist()
+    assert [sum(b for _, b in s["colls"]) for s in rec.steps] == ref["payload_bytes"].tolist()
