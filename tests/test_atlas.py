@@ -20,7 +20,7 @@ from distlab import specs
 from distlab.atlas import train
 from distlab.atlas.clock import Clock, tie_order
 from distlab.atlas.record import Recording
-from distlab.atlas.replay import replay, time_to_target
+from distlab.atlas.replay import replay
 from distlab.atlas.spec import SPEC_SCHEMA, TECHNIQUES, arrival_dependent
 from distlab.runtime.compute import ComputeModel
 from distlab.runtime.network import NetworkModel

@@ -24,7 +24,6 @@ DeMo, DiLoCo, PowerSGD); the codes take placement, encoding and decoding from
 
 from __future__ import annotations
 
-import copy
 import time
 
 import numpy as np
