@@ -34,6 +34,7 @@ include: "workflow/rules/local_learning.smk"
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/netcheck.smk"
+include: "workflow/rules/atlas.smk"
 
 
 rule all:

@@ -18,7 +18,7 @@ from typing import Any
 
 TESTS = ("less", "greater", "noninferior", "equivalent")
 EXPECTED = ("holds", "fails")
-PAPERS = ("P1", "P2", "P3", "P4", "foundation")
+PAPERS = ("P1", "P2", "P3", "P4", "foundation", "atlas")
 TRANSFORMS = ("diff", "ratio")
 REQUIRED_KEYS = ("id", "paper", "source", "statement", "table", "metric", "test")
 OPTIONAL_KEYS = (

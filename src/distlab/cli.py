@@ -63,6 +63,7 @@ TRAINERS = {
     "pgc": "distlab.pgc.train",
     "demo": "distlab.demo.train",
     "local": "distlab.local.train",
+    "atlas": "distlab.atlas.train",
 }
 
 # torch-free modules holding a trainer's SPEC_SCHEMA and nprocs: with one, the process that
@@ -72,7 +73,7 @@ SPEC_MODULES = {
 }
 
 # packages that add subcommands of their own through register(subparsers)
-PLUGINS = ("distlab.demo.cli", "distlab.local.cli", "distlab.pgc.cli", "distlab.placement.cli")
+PLUGINS = ("distlab.demo.cli", "distlab.local.cli", "distlab.pgc.cli", "distlab.placement.cli", "distlab.atlas.cli")
 
 
 def _under_torchrun() -> bool:

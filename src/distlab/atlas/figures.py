@@ -1,0 +1,91 @@
+"""The atlas figures: winner maps and time to target against bandwidth (labels say simulated/extrapolated)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .spec import TECHNIQUES  # noqa: E402
+
+COLORS = dict(zip(TECHNIQUES, plt.get_cmap("tab20").colors))
+
+
+def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str) -> None:
+    bws = np.sort(win["bandwidth_Bps"].unique())
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(row_order) + 2))
+    for i, rv in enumerate(row_order):
+        g = win[win[rows] == rv].set_index("bandwidth_Bps")
+        for j, b in enumerate(bws):
+            if b not in g.index:
+                continue
+            r = g.loc[b]
+            ax.add_patch(plt.Rectangle((j, i), 1, 1, color=COLORS.get(r["winner"], "grey"),
+                                       hatch="//" if bool(r["tie"]) else None, ec="white"))
+    ax.set_xlim(0, len(bws))
+    ax.set_ylim(0, len(row_order))
+    ax.set_xticks(np.arange(len(bws))[:: max(1, len(bws) // 8)] + 0.5)
+    ax.set_xticklabels([f"{b * 8 / 1e9:.3g}" for b in bws[:: max(1, len(bws) // 8)]])
+    ax.set_xlabel("bandwidth (Gbit/s)")
+    ax.set_yticks(np.arange(len(row_order)) + 0.5)
+    ax.set_yticklabels([str(r) for r in row_order])
+    present = sorted(set(win["winner"]))
+    ax.legend([plt.Rectangle((0, 0), 1, 1, color=COLORS[t]) for t in present], present, loc="upper left",
+              bbox_to_anchor=(1.01, 1), fontsize=8, title="winner (hatched: tie)")
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def winner_maps(winners_csv: Path, axis_order, out_strag: Path, out_size: Path) -> None:
+    win = pd.read_csv(winners_csv)
+    lat = np.sort(win["latency_s"].unique())
+    lat = lat[len(lat) // 2]
+    w = win[np.isclose(win["latency_s"], lat)]
+    meas = w[w["label"] == "simulated"]
+    P = meas["n_params"].max()
+    N = meas["N"].max()
+    sub = meas[(meas["n_params"] == P) & (meas["N"] == N)]
+    _winner_image(sub, "straggler", [s for s in axis_order if s in set(sub["straggler"])], out_strag,
+                  f"simulated: {P} parameters, N = {N}, latency {lat:g} s; rows: straggler model (severity up)")
+    sz = w[(w["N"] == N) & (w["straggler"] == axis_order[0])].copy()
+    sz["size"] = sz["n_params"].map(lambda p: f"{p:.3g}") + np.where(sz["label"] == "extrapolated", " (extrap.)", " (sim.)")
+    order = [f"{p:.3g}" + (" (extrap.)" if lab == "extrapolated" else " (sim.)")
+             for p, lab in sorted(set(zip(sz["n_params"], sz["label"])))]
+    _winner_image(sz, "size", order, out_size, f"N = {N}, no stragglers, latency {lat:g} s; rows: parameters")
+
+
+def time_vs_bandwidth(cells_csv: Path, crossovers_csv: Path, out: Path) -> None:
+    c = pd.read_csv(cells_csv)
+    c = c[(c["label"] == "simulated") & c["valid"]]
+    lat = np.sort(c["latency_s"].unique())
+    lat = lat[len(lat) // 2]
+    P, N = c["n_params"].max(), c["N"].max()
+    c = c[(c["n_params"] == P) & (c["N"] == N) & np.isclose(c["latency_s"], lat) & (c["straggler"] == "none")]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for t, g in c.groupby("technique"):
+        g = g.sort_values("bandwidth_Bps")
+        ax.plot(g["bandwidth_Bps"] * 8, g["time_s"], label=t, color=COLORS.get(t))
+        ax.fill_between(g["bandwidth_Bps"] * 8, g["lo_s"], g["hi_s"], color=COLORS.get(t), alpha=0.15)
+    x = pd.read_csv(crossovers_csv)
+    x = x[(x["n_params"] == P) & (x["N"] == N) & np.isclose(x["latency_s"], lat) & (x["straggler"] == "none")]
+    for _, r in x.iterrows():
+        ax.axvline(np.sqrt(r["bw_lo_Bps"] * r["bw_hi_Bps"]) * 8, color="k", ls=":", lw=0.8)
+        ax.annotate(f"{r['a']}/{r['b']}", (np.sqrt(r["bw_lo_Bps"] * r["bw_hi_Bps"]) * 8, ax.get_ylim()[1]),
+                    fontsize=7, rotation=90, va="top")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("bandwidth (bit/s)")
+    ax.set_ylabel("simulated time to target (s), mean and 95 % interval over seeds")
+    ax.set_title(f"simulated: {P} parameters, N = {N}, latency {lat:g} s, no stragglers; dotted: crossovers",
+                 fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,100 @@
+"""Torch-free: the atlas run spec, its techniques and their properties.
+
+A technique's *kind* says how the cluster clock times its step:
+
+* ``sync`` — every worker computes, then collectives (all-reduce, all-gather);
+  a step without a collective (DiLoCo between synchronisations) lets each
+  worker run ahead on its own clock until the next collective.
+* ``master`` — a master broadcasts, workers compute and send one message, the
+  master proceeds with the fastest ``wait_for`` (gradient coding, ignore-stragglers).
+
+``arrival_dependent`` marks the techniques whose *trajectory* depends on who
+arrives first: the master uses only the messages it received and the result
+differs with the set (IS-SGD averages the fastest n-s gradients; IS-GC keeps
+the disjoint subset of them; PGC-CR scales the arrived sum; IS-DeMo applies the
+arrived payloads).  GC-FR, GC-CR and PGC-FR decode the exact (pipelined) sum
+from any n-s arrivals, so their trajectory is the same under every straggler
+model; the sync techniques wait for everyone.  An arrival-dependent technique
+is trained under each straggler model of the map's straggler axis.
+"""
+
+from __future__ import annotations
+
+from .. import specs
+
+# name -> (kind, arrival_dependent, what)
+TECHNIQUES: dict[str, tuple[str, bool, str]] = {
+    "ddp": ("sync", False, "AdamW on the all-reduced mean gradient"),
+    "demo": ("sync", False, "DeMo: top-k DCT of decoupled momentum, all-gather"),
+    "diloco": ("sync", False, "DiLoCo: H local AdamW steps, outer Nesterov on the mean delta"),
+    "powersgd": ("sync", False, "PowerSGD rank r with error feedback, two all-reduces"),
+    "is-sgd": ("master", True, "AdamW on the mean of the fastest n-s gradients"),
+    "gc-fr": ("master", False, "gradient coding, fractional repetition (exact decode)"),
+    "gc-cr": ("master", False, "gradient coding, cyclic repetition (exact decode)"),
+    "pgc-fr": ("master", False, "pipelined gradient coding, FR (exact pipelined decode)"),
+    "pgc-cr": ("master", True, "pipelined gradient coding, CR (scaled arrived sum)"),
+    "is-gc": ("master", True, "ignore-straggler gradient coding, CR, c = 2"),
+    # combinations none of the anchors measured
+    "diloco-demo": ("sync", False, "ours: DiLoCo whose outer step is DeMo (top-k DCT, momentum as error feedback)"),
+    "is-demo": ("master", True, "ours: DeMo payloads of the fastest n-s workers only"),
+}
+CODED = {"is-sgd": "is-sgd", "gc-fr": "gc-fr", "gc-cr": "gc-cr", "pgc-fr": "pgc-fr", "pgc-cr": "pgc-cr",
+         "is-gc": "is-gc-cr"}
+OURS = ("diloco-demo", "is-demo")
+
+SPEC_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["experiment", "technique", "backend", "seed", "model", "n_workers", "batch_size", "lr",
+                 "steps", "cluster"],
+    "properties": {
+        "experiment": {"const": "atlas"},
+        "technique": {"enum": list(TECHNIQUES)},
+        "backend": specs.BACKEND,
+        "seed": specs.NONNEG_INT,
+        "model": {"type": "object", "required": ["name"], "additionalProperties": False,
+                  "properties": {"name": {"enum": ["gpt"]}, "n_layer": specs.POS_INT, "d_model": specs.POS_INT,
+                                 "n_head": specs.POS_INT, "block_size": specs.POS_INT}},
+        "n_workers": specs.POS_INT,
+        "batch_size": specs.POS_INT,
+        "lr": specs.POS_NUM,
+        "steps": specs.POS_INT,
+        "eval_every": specs.POS_INT,
+        "eval_batches": specs.POS_INT,
+        "s": specs.NONNEG_INT,
+        "demo": {"type": "object", "additionalProperties": False, "properties": {
+            "topk": specs.POS_INT, "chunk": specs.POS_INT,
+            "decay": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}},
+        "diloco": {"type": "object", "additionalProperties": False, "properties": {
+            "H": specs.POS_INT, "outer_lr": specs.POS_NUM,
+            "outer_momentum": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}},
+        "powersgd": {"type": "object", "additionalProperties": False, "properties": {"rank": specs.POS_INT}},
+        "cluster": specs.CLUSTER,
+    },
+}
+
+
+def kind(technique: str) -> str:
+    return TECHNIQUES[technique][0]
+
+
+def arrival_dependent(technique: str) -> bool:
+    return TECHNIQUES[technique][1]
+
+
+def nprocs(spec: dict) -> int:
+    return int(spec["n_workers"])
+
+
+def check_spec(spec: dict) -> None:
+    """Cross-field rules; SpecError naming the key."""
+    t, n, s = spec["technique"], int(spec["n_workers"]), int(spec.get("s", 1))
+    if kind(t) == "master" and not 0 <= s < n:
+        raise specs.SpecError(f"atlas spec: key 's': {t} needs 0 <= s < n_workers = {n}, got {s}")
+    if t in ("gc-fr", "pgc-fr") and n % (s + 1):
+        raise specs.SpecError(f"atlas spec: key 's': {t} needs n_workers divisible by s+1 ({n}, s={s})")
+    if t.startswith("diloco") and spec["steps"] % int(spec.get("diloco", {}).get("H", 10)):
+        raise specs.SpecError("atlas spec: key 'diloco.H': steps must be a multiple of H")
+    m = spec["model"]
+    if m.get("d_model", 64) % m.get("n_head", 4):
+        raise specs.SpecError("atlas spec: key 'model.n_head': must divide model.d_model")

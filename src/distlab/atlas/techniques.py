@@ -1,0 +1,267 @@
+"""Every technique of the atlas behind one interface, written once for both drivers.
+
+A technique sees ``n`` workers of which ``local`` run in this process (all of
+them on the simulated driver, one rank on gloo).  Per step:
+
+* :meth:`Technique.compute` — worker ``w`` (local index ``i``) does its
+  forward/backward passes on the step's data and prepares its message;
+  returns the number of passes (its FLOPs are ``passes * flops_per_pass``);
+* :meth:`Technique.update` — communicate through the comm and update, given
+  ``received`` (the workers whose messages the master uses, master kind only).
+
+The message pattern of the step (collectives and their bytes for sync kinds;
+message and broadcast bytes and ``wait_for`` for master kinds) is what the
+comm recorded plus :meth:`Technique.master_pattern`.
+
+Data: worker ``w`` of a sync technique draws ``text_batch(seed, w, step)``;
+partition ``j`` of a coded technique draws ``text_batch(seed, j, step)``, so
+DDP and every code see the same windows (partition ``j`` is worker ``j``'s data).
+
+The sync techniques wrap :mod:`distlab.demo.methods` unchanged (AdamW-DDP,
+DeMo, DiLoCo, PowerSGD); the codes take placement, encoding and decoding from
+:mod:`distlab.pgc.coding` and feed AdamW.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from ..data import text_batch
+from ..demo import methods as dm
+from ..demo.optim import DeMo
+from ..models import lm_loss
+from ..pgc import coding
+from .spec import CODED, kind
+
+
+def _demo_spec(spec: dict, method: str) -> dict:
+    d = spec.get("demo", {})
+    return {"method": method, "lr": spec["lr"], "seed": spec["seed"],
+            "adamw": {"betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.0},
+            "demo": {"topk": int(d.get("topk", 32)), "chunk": int(d.get("chunk", 64)),
+                     "decay": float(d.get("decay", 0.999)), "weight_decay": 0.0, "value_dtype": "bfloat16"},
+            "diloco": spec.get("diloco", {}), "powersgd": spec.get("powersgd", {})}
+
+
+class Technique:
+    """Base: the data, the passes and the loss bookkeeping every technique shares."""
+
+    def __init__(self, name, model, n, local, spec, comm, train, block, bs, device):
+        self.name, self.model, self.n, self.local, self.spec, self.comm = name, model, n, list(local), spec, comm
+        self.train, self.block, self.bs, self.device = train, block, bs, device
+        self.seed = int(spec["seed"])
+        self.kind = kind(name)
+
+    def batch(self, stream: int, step: int):
+        x, y = text_batch(self.train, self.block, self.bs, self.seed, stream, step)
+        return x.to(self.device), y.to(self.device)
+
+    def eval_model(self):
+        return self.model
+
+    def master_pattern(self) -> dict:
+        return {}
+
+
+class Wrapped(Technique):
+    """A :class:`distlab.demo.methods.Method` (sync kind), unchanged."""
+
+    METHOD = {"ddp": "adamw", "demo": "demo", "diloco": "diloco", "powersgd": "powersgd"}
+
+    def __init__(self, name, model, n, local, spec, comm, *a):
+        super().__init__(name, model, n, local, spec, comm, *a)
+        self.method = dm.make_method(model, len(self.local), _demo_spec(spec, self.METHOD[name]), comm)
+
+    def compute(self, i, w, step):
+        m = self.method.model_for(i)
+        x, y = self.batch(w, step)
+        m.zero_grad(set_to_none=True)
+        loss = lm_loss(m(x), y)
+        loss.backward()
+        self.method.after_backward(i, loss.detach())
+        return 1
+
+    def update(self, step, received=None):
+        return self.method.update(step)
+
+    def eval_model(self):
+        return self.method.eval_model()
+
+
+class DiLoCoDeMo(Wrapped):
+    """Ours: DiLoCo whose outer step is DeMo — each worker's parameter delta is the
+    'gradient' of a per-worker DeMo state (decoupled momentum = error feedback, top-k
+    of the DCT), payloads all-gathered every H steps, a sign step of ``outer_lr``."""
+
+    METHOD = {"diloco-demo": "diloco"}
+
+    def __init__(self, name, model, n, local, spec, comm, *a):
+        super().__init__(name, model, n, local, spec, comm, *a)
+        d, o = spec.get("demo", {}), spec.get("diloco", {})
+        gp = self.method.global_params
+        self.outer = [DeMo(gp, lr=float(o.get("outer_lr", 0.7)) * float(spec["lr"]),
+                           compression_decay=float(d.get("decay", 0.999)), compression_topk=int(d.get("topk", 32)),
+                           compression_chunk=int(d.get("chunk", 64))) for _ in self.local]
+
+    def update(self, step, received=None):
+        me = self.method
+        if (step + 1) % me.H:
+            return float(torch.stack(me.losses).mean())
+        payloads = []
+        for i, wm in enumerate(me.workers):
+            for g, p in zip(me.global_params, dm._params(wm)):
+                g.grad = (g.detach() - p.detach()).clone()
+            pl = self.outer[i].encode()
+            payloads.append(torch.cat([pl, me.losses[i].to(torch.float32).reshape(1).view(torch.uint8)]))
+        gathered = self.comm.all_gather(payloads)
+        loss = float(gathered[:, -4:].clone().view(torch.float32).mean())
+        self.outer[0].apply(gathered[:, :-4])
+        with torch.no_grad():
+            for wm in me.workers:
+                for g, p in zip(me.global_params, dm._params(wm)):
+                    p.copy_(g)
+        return loss
+
+
+class Coded(Technique):
+    """Gradient codes (GC, PGC, IS-SGD, IS-GC): master kind, AdamW on the decoded gradient."""
+
+    def __init__(self, name, model, n, local, spec, comm, *a):
+        super().__init__(name, model, n, local, spec, comm, *a)
+        self.scheme = coding.make_scheme(CODED[name], n, int(spec.get("s", 1)), seed=self.seed)
+        self.params = dm._params(model)
+        self.opt = dm._adamw(self.params, _demo_spec(spec, "adamw"))
+        self.P = sum(p.numel() for p in self.params)
+        self.latest = {w: {} for w in self.local}   # worker -> partition -> flat gradient
+        self.msgs: dict[int, torch.Tensor] = {}
+        self.losses: list[float] = []
+
+    def compute(self, i, w, step):
+        parts = self.scheme.partitions_to_compute(w, step)
+        for j in parts:
+            x, y = self.batch(j, step)
+            self.model.zero_grad(set_to_none=True)
+            loss = lm_loss(self.model(x), y)
+            loss.backward()
+            self.latest[w][j] = dm._flat_grad(self.params).detach().clone()
+            self.losses.append(float(loss.detach()))
+        coef = self.scheme.encode_coefficients(w)
+        msg = sum(float(c) * self.latest[w][j] for j, c in coef.items())
+        lt = torch.tensor([float(np.mean(self.losses[-len(parts):]))], dtype=msg.dtype, device=msg.device)
+        self.msgs[w] = torch.cat([msg, lt])
+        return len(parts)
+
+    def update(self, step, received):
+        allm = self.comm.gather([self.msgs[w] for w in self.local])  # (n, P + 1): every worker's message
+        weights = self.scheme.decode_weights(list(received))
+        g = sum(wk * allm[k, :-1] for k, wk in weights.items() if wk != 0.0)
+        i = 0
+        for p in self.params:
+            p.grad = g[i:i + p.numel()].view_as(p).clone()
+            i += p.numel()
+        self.opt.step()
+        self.msgs, self.losses = {}, []
+        return float(allm[list(received), -1].mean())
+
+    def master_pattern(self):
+        nb = (self.P + 1) * self.params[0].element_size()
+        return {"msg_bytes": nb, "bcast_bytes": self.P * self.params[0].element_size(),
+                "wait_for": self.scheme.wait_for}
+
+
+class ISDeMo(Wrapped):
+    """Ours: DeMo where the master applies the payloads of the fastest n-s workers only
+    (mean over the senders among them) and broadcasts them (master kind)."""
+
+    METHOD = {"is-demo": "demo"}
+
+    def __init__(self, name, model, n, local, spec, comm, *a):
+        super().__init__(name, model, n, local, spec, comm, *a)
+        self.s = int(spec.get("s", 1))
+
+    def update(self, step, received):
+        me = self.method
+        allp = self.comm.gather(me.payloads)
+        rows = allp[list(received)]
+        losses = rows[:, -4:].flatten().clone().view(torch.float32)
+        me.opts[0].apply(rows[:, :-4])
+        me.payloads = [None] * len(self.local)
+        return float(losses.mean())
+
+    def master_pattern(self):
+        nb = self.method.payload_nbytes()
+        return {"msg_bytes": nb, "bcast_bytes": (self.n - self.s) * nb, "wait_for": self.n - self.s}
+
+
+def make_technique(name, model, n, local, spec, comm, train, block, bs, device) -> Technique:
+    cls = {"diloco-demo": DiLoCoDeMo, "is-demo": ISDeMo}.get(name)
+    if cls is None:
+        cls = Coded if name in CODED else Wrapped
+    return cls(name, model, n, local, spec, comm, train, block, bs, device)
+
+
+# ------------------------------------------------------------------ comms
+
+class SimComm:
+    """In-memory collectives over the local workers; records each collective (kind, bytes)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.colls: list[tuple[str, int]] = []
+
+    def all_reduce_mean(self, xs):
+        self.colls.append(("all_reduce", xs[0].numel() * xs[0].element_size()))
+        return torch.stack(xs).mean(0)
+
+    def all_gather(self, xs):
+        self.colls.append(("all_gather", xs[0].numel() * xs[0].element_size()))
+        return torch.stack(xs)
+
+    def gather(self, xs):
+        """The master's view of every worker's message (costed by the master pattern, not here)."""
+        return torch.stack(xs)
+
+    def pop(self):
+        c, self.colls = self.colls, []
+        return c
+
+
+class DistComm(SimComm):
+    """The same interface over torch.distributed (one local worker)."""
+
+    def all_reduce_mean(self, xs):
+        import torch.distributed as dist
+
+        (x,) = xs
+        buf = x.detach().clone()
+        dist.all_reduce(buf, op=dist.ReduceOp.SUM)
+        buf.div_(self.n)
+        self.colls.append(("all_reduce", buf.numel() * buf.element_size()))
+        return buf
+
+    def all_gather(self, xs):
+        out = self.gather(xs)
+        self.colls.append(("all_gather", xs[0].numel() * xs[0].element_size()))
+        return out
+
+    def gather(self, xs):
+        import torch.distributed as dist
+
+        (x,) = xs
+        out = torch.empty((self.n, *x.shape), dtype=x.dtype, device=x.device)
+        dist.all_gather_into_tensor(out.view(-1), x.contiguous().view(-1))
+        return out
+
+
+def flops_per_pass(model: torch.nn.Module, tokens: int) -> float:
+    """Forward + backward FLOPs of one pass: 6 per parameter per token (the usual estimate)."""
+    return 6.0 * sum(p.numel() for p in model.parameters()) * tokens
+
+
+def timed(fn, *a):
+    t0 = time.perf_counter()
+    r = fn(*a)
+    return r, time.perf_counter() - t0

@@ -1,0 +1,77 @@
+"""Spec builders for the atlas rules (torch-free): from the ``atlas:`` config section to run specs.
+
+One job per technique: its learning-rate and natural-setting sweep (one seed, the
+sweep's size and N, chosen on the final validation loss of the fixed windows),
+then its runs at the choice — every size x N x seed with no stragglers, and for
+an arrival-dependent technique also under each straggler model of
+``train_under.stragglers`` (``train_under.sizes`` x N x ``train_under.seeds``).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from .spec import TECHNIQUES, arrival_dependent
+
+SETTING_KEY = {"diloco": ("diloco", "H"), "diloco-demo": ("diloco", "H"), "powersgd": ("powersgd", "rank"),
+               "demo": ("demo", "topk"), "is-demo": ("demo", "topk")}
+
+
+def base_spec(a: dict, technique: str, size: str, n: int, seed: int, lr: float, straggler: dict,
+              steps: int | None = None, setting: dict | None = None) -> dict:
+    spec = {"experiment": "atlas", "technique": technique, "backend": "simulated", "seed": int(seed),
+            "model": dict(a["sizes"][size]), "n_workers": int(n), "batch_size": int(a["batch_size"]),
+            "lr": float(lr), "steps": int(steps or a["steps"]), "eval_every": int(a["eval_every"]),
+            "eval_batches": int(a["eval_batches"]), "s": int(a["s"]),
+            "demo": dict(a["demo"]), "diloco": dict(a["diloco"]), "powersgd": dict(a["powersgd"]),
+            "cluster": {"compute": {"mode": "measured", "unit_seconds": 0.0, "scale": 1.0},
+                        "network": dict(a["cluster"]["network"]), "straggler": dict(straggler)}}
+    for sec, val in (setting or {}).items():
+        spec[sec] = {**spec[sec], **val}
+    return spec
+
+
+def sweep_specs(a: dict, technique: str) -> list[tuple[str, dict]]:
+    """(label, spec) of the technique's sweep: lrs x its natural setting's values."""
+    sw = a["sweep"]
+    key = SETTING_KEY.get(technique)
+    values = sw.get("settings", {}).get(technique, [None]) if key else [None]
+    out = []
+    for lr, v in itertools.product(sw["lrs"], values):
+        setting = {key[0]: {key[1]: v}} if v is not None else None
+        label = f"lr{lr:g}" + (f"_{key[1]}{v}" if v is not None else "")
+        out.append((label, base_spec(a, technique, sw["size"], sw["n_workers"], sw["seed"], lr,
+                                     {"model": "none"}, setting=setting)))
+    return out
+
+
+def run_specs(a: dict, technique: str, lr: float, setting: dict | None) -> list[tuple[str, dict]]:
+    out = []
+    for size, n, seed in itertools.product(a["sizes"], a["n_workers"], a["seeds"]):
+        out.append((f"{size}/n{n}/none/seed{seed}",
+                    base_spec(a, technique, size, n, seed, lr, {"model": "none"}, setting=setting)))
+    if arrival_dependent(technique):
+        tu = a["train_under"]
+        for sname, size, n, seed in itertools.product(tu["stragglers"], tu["sizes"], a["n_workers"], tu["seeds"]):
+            strag = straggler_for(a["straggler_axis"][sname], n)
+            out.append((f"{size}/n{n}/{sname}/seed{seed}",
+                        base_spec(a, technique, size, n, seed, lr, strag, setting=setting)))
+    return out
+
+
+def straggler_for(cfg: dict, n: int) -> dict:
+    """An axis entry at N workers: ``slow_workers: last`` is the last worker."""
+    cfg = dict(cfg)
+    if cfg.get("slow_workers") == "last":
+        cfg["slow_workers"] = [n - 1]
+    return cfg
+
+
+def reference_specs(a: dict) -> list[tuple[str, dict]]:
+    r = a["reference"]
+    return [(f"seed{seed}", base_spec(a, "ddp", r["size"], r["n_workers"], seed, r["lr"], {"model": "none"},
+                                      steps=r["steps"])) for seed in r["seeds"]]
+
+
+def techniques(a: dict) -> list[str]:
+    return [t for t in a["techniques"] if t in TECHNIQUES]
