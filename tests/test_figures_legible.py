@@ -128,6 +128,38 @@ def test_bars_that_fill_every_corner_make_room_above_them_for_the_legend():
     plt.close(fig)
 
 
+def test_a_legend_with_no_room_inside_goes_beside_the_rightmost_axes():
+    plots.set_style()
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        ax.bar(["a", "b", "c"], [1.0, 1.0, 1.0], width=1.0, label="bars")
+        ax.set_yscale("log")
+        ax.set_ylim(1e-3, 1.0)
+        ax.bar(["a", "b", "c"], [1e-3, 1e-3, 1e-3], bottom=1e-3, width=1.0, label="low")
+        for _ in range(6):  # a legend taller than any room the range could make
+            ax.bar(["a"], [1e-3], width=1.0, label="a bar with a long label")
+        ax.legend(loc="lower left")
+        ax.set(title="t (measured)", ylabel="y")
+    lims = axes[1].get_ylim()
+    plots.tidy(fig)
+    assert not plots.legend_over_data(axes[1]) and axes[1].get_ylim() == lims
+    assert axes[1].get_legend().get_bbox_to_anchor() is not axes[1].bbox  # beside it
+    plt.close(fig)
+
+
+def test_a_hand_placed_provenance_text_gives_the_title_its_clock():
+    plots.set_style()
+    fig, ax = plt.subplots()
+    _lines(ax, 1)
+    ax.set(title="loss", xlabel="step", ylabel="loss")
+    fig.text(0.01, 0.01, "[gloo] " + plots.provenance_text("gloo") + "; [simulated] "
+             + plots.provenance_text("simulated") + "; no times plotted")
+    fig.suptitle("DGD vs SGD")
+    plots.tidy(fig)
+    assert plots.titles(fig)[0] == "DGD vs SGD (simulated and measured)"
+    plt.close(fig)
+
+
 def test_a_legend_anchored_outside_is_left_where_its_figure_put_it():
     plots.set_style()
     fig, ax = plt.subplots()

@@ -380,7 +380,8 @@ def _grow_top(ax: Axes, frac: float) -> None:
 
 def place_legend(ax: Axes, renderer=None) -> None:
     """Move a legend that covers data to the first corner where it covers none; with no free
-    corner, raise the top of the y range until an upper corner is free (two tries)."""
+    corner, raise the top of the y range until an upper corner is free (two tries), else put
+    it beside the axes on the right when no other axes is there."""
     legend = ax.get_legend()
     if legend is None or legend.get_bbox_to_anchor() is not ax.bbox:
         return  # none, or anchored by its figure code: leave it
@@ -391,14 +392,27 @@ def place_legend(ax: Axes, renderer=None) -> None:
         legend.set_loc(loc)
         if not legend_over_data(ax, renderer):
             return
+    lims = ax.get_ylim()
     for _ in range(2):
         height = legend.get_window_extent(renderer).height / max(ax.get_window_extent(renderer).height, 1)
+        if height > 0.35:  # room for it would squash the data
+            break
         _grow_top(ax, height + 0.04)
         renderer = _renderer(ax.figure)
         for loc in _LEGEND_LOCS[:2] + ("upper center",):
             legend.set_loc(loc)
             if not legend_over_data(ax, renderer):
                 return
+    # still covered: beside the axes on the right when no axes sits there, the range as it was
+    box = ax.get_window_extent(renderer)
+    right = [b for b in ax.figure.axes if b is not ax and b.get_visible()
+             and b.get_window_extent(renderer).x0 >= box.x1 - 1
+             and b.get_window_extent(renderer).y0 < box.y1 and b.get_window_extent(renderer).y1 > box.y0]
+    if not right:
+        ax.set_ylim(*lims)
+        legend.set_loc("upper left")
+        legend.set_bbox_to_anchor((1.01, 1.0), transform=ax.transAxes)
+        return
     legend.set_loc("best")
 
 
@@ -406,8 +420,20 @@ CLOCKS = ("simulated", "measured", "extrapolated")
 _CLOCK_WORD = re.compile(r"\b(simulated|measured|extrapolated)\b", re.I)
 
 
+_PROVENANCE_PHRASES = {"simulated (virtual clock)": "simulated", "measured (wall clock": "measured",
+                       "extrapolated (from measurements)": "extrapolated"}
+
+
 def _clocks(texts) -> list[str]:
-    found = [getattr(t, "_distlab_clock", None) for t in texts]
+    """The clocks the provenance texts among ``texts`` name (a text written by
+    :func:`provenance_text` but placed by hand counts too)."""
+    found = set()
+    for t in texts:
+        clock = getattr(t, "_distlab_clock", None)
+        if clock:
+            found.add(clock)
+            continue
+        found.update(c for phrase, c in _PROVENANCE_PHRASES.items() if phrase in t.get_text())
     return [c for c in CLOCKS if c in found]
 
 
