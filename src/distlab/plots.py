@@ -395,7 +395,7 @@ def place_legend(ax: Axes, renderer=None) -> None:
     lims = ax.get_ylim()
     for _ in range(2):
         height = legend.get_window_extent(renderer).height / max(ax.get_window_extent(renderer).height, 1)
-        if height > 0.35:  # room for it would squash the data
+        if height > 0.35 and ax.get_yscale() == "log":  # decades of room would squash the data
             break
         _grow_top(ax, height + 0.04)
         renderer = _renderer(ax.figure)
