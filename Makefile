@@ -11,7 +11,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.distlab-installed
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: env reproduce test lint dryrun report stability clean-results
+.PHONY: env reproduce snapshot test lint dryrun report stability clean-results
 
 $(STAMP): envs/requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,8 +21,22 @@ $(STAMP): envs/requirements.txt pyproject.toml
 
 env: $(STAMP)
 
+# make reproduce records its own run in results/reproduce.json (commit, dirty tree, start and
+# end, exit code, load average, machine): `make snapshot` copies paper/ into docs/results/ only
+# from a run of HEAD's tree.
 reproduce: $(STAMP)
-	snakemake --profile profiles/default --cores $(CORES)
+	@mkdir -p results; start=$$(date +%s); load=$$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); \
+	commit=$$(git rev-parse HEAD 2>/dev/null); \
+	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); rc=0; \
+	snakemake --profile profiles/default --cores $(CORES) || rc=$$?; \
+	$(BIN)/python scripts/snapshot.py record --out results/reproduce.json --start "$$start" \
+	  --rc $$rc --commit "$$commit" --dirty "$$dirty" --load-start "$$load" --cores $(CORES); \
+	exit $$rc
+
+# docs/results/ from paper/ and benchmarks/ of the last make reproduce (refused when that run
+# was of another tree than HEAD's); SNAPSHOT_ARGS=--allow-other-commit overrides
+snapshot: $(STAMP)
+	$(BIN)/python scripts/snapshot.py $(SNAPSHOT_ARGS)
 
 report: $(STAMP)
 	snakemake --profile profiles/default --cores $(CORES) --report report.html

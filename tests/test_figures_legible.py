@@ -1,9 +1,11 @@
 """Every figure is legible, as far as the plotting helper can tell.
 
-distlab.plots.save lays a figure out again when an axes title prints over another axes'
-labels, moves each provenance box to a corner where it covers no data (else above the
-axes), and records in the PNG what distlab.plots.legibility_problems still finds (no
-title, an unlabelled axis, a text box over data, overlapping labels).  The unit tests
+distlab.plots.save names the figure's clock in its title, moves a legend off the data,
+lays a figure out again when an axes title prints over another axes' labels, moves each
+provenance box to a corner where it covers no data (else above the axes, wrapped to its
+width), lifts the figure's title above what it would print over, and records in the PNG
+what distlab.plots.legibility_problems still finds (no title, a title without its clock,
+an unlabelled axis, a text box or a legend over data, overlapping labels).  The unit tests
 check the helper on figures built to fail; the end-to-end test reads every figure the
 tiny workflow made.
 """
@@ -11,6 +13,7 @@ tiny workflow made.
 from __future__ import annotations
 
 import json
+import re
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -39,7 +42,7 @@ def test_a_provenance_box_moves_off_the_data(tmp_path):
     assert not plots.text_over_data(ax, box)
     assert box.get_position()[1] > 0.5  # moved to the top
     out = plots.save(fig, tmp_path / "f.png")
-    assert _meta(out) == ([], ["t"])
+    assert _meta(out) == ([], ["t (simulated)"])
 
 
 def test_a_box_with_no_free_corner_goes_above_the_axes(tmp_path):
@@ -59,7 +62,7 @@ def test_titles_over_labels_are_laid_out_again():
     fig, axes = plt.subplots(2, 1, figsize=(4, 3))
     for ax in axes:
         ax.plot([0, 1], [0, 1])
-        ax.set(title="a title", xlabel="an x label", ylabel="y")
+        ax.set(title="a title (simulated)", xlabel="an x label", ylabel="y")
     assert "an axes title prints over another axes' labels" in plots.legibility_problems(fig)
     plots.tidy(fig)
     assert plots.legibility_problems(fig) == []
@@ -91,6 +94,138 @@ def test_coinciding_lines_are_found_and_named():
     plt.close(fig)
 
 
+def _lines(ax, n=4):
+    x = np.linspace(0, 1, 40)
+    for k in range(n):
+        ax.plot(x, 0.2 + 0.6 * x + 0.05 * k, label=f"run {k}")
+
+
+def test_a_legend_over_data_moves_to_a_free_corner():
+    plots.set_style()
+    fig, ax = plt.subplots()
+    _lines(ax)
+    ax.legend(loc="center")  # the middle is where the lines are
+    ax.set(title="t (simulated)", xlabel="x (s)", ylabel="y")
+    assert plots.legend_over_data(ax)
+    assert "axes 0 ('t (simulated)'): the legend covers data" in plots.legibility_problems(fig)
+    plots.tidy(fig)
+    assert not plots.legend_over_data(ax) and plots.legibility_problems(fig) == []
+    plt.close(fig)
+
+
+def test_bars_that_fill_every_corner_make_room_above_them_for_the_legend():
+    plots.set_style()
+    fig, ax = plt.subplots()
+    for i in range(6):
+        ax.bar(np.arange(3) + i * 0.14, [3.7, 3.5, 3.9], width=0.14, label=f"m{i}")
+    ax.legend(loc="lower left", ncol=2)
+    ax.set(title="bars (simulated)", xlabel="s", ylabel="time (simulated s)")
+    top = ax.get_ylim()[1]
+    assert plots.legend_over_data(ax)
+    plots.tidy(fig)
+    assert not plots.legend_over_data(ax) and ax.get_ylim()[1] > top
+    assert min(p.get_height() for p in ax.patches) > 3  # the data are unchanged
+    plt.close(fig)
+
+
+def test_a_legend_with_no_room_inside_goes_beside_the_rightmost_axes():
+    plots.set_style()
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        ax.bar(["a", "b", "c"], [1.0, 1.0, 1.0], width=1.0, label="bars")
+        ax.set_yscale("log")
+        ax.set_ylim(1e-3, 1.0)
+        ax.bar(["a", "b", "c"], [1e-3, 1e-3, 1e-3], bottom=1e-3, width=1.0, label="low")
+        for _ in range(6):  # a legend taller than any room the range could make
+            ax.bar(["a"], [1e-3], width=1.0, label="a bar with a long label")
+        ax.legend(loc="lower left")
+        ax.set(title="t (measured)", ylabel="y")
+    lims = axes[1].get_ylim()
+    plots.tidy(fig)
+    assert not plots.legend_over_data(axes[1]) and axes[1].get_ylim() == lims
+    assert axes[1].get_legend().get_bbox_to_anchor() is not axes[1].bbox  # beside it
+    plt.close(fig)
+
+
+def test_a_hand_placed_provenance_text_gives_the_title_its_clock():
+    plots.set_style()
+    fig, ax = plt.subplots()
+    _lines(ax, 1)
+    ax.set(title="loss", xlabel="step", ylabel="loss")
+    fig.text(0.01, 0.01, "[gloo] " + plots.provenance_text("gloo") + "; [simulated] "
+             + plots.provenance_text("simulated") + "; no times plotted")
+    fig.suptitle("DGD vs SGD")
+    plots.tidy(fig)
+    assert plots.titles(fig)[0] == "DGD vs SGD (simulated and measured)"
+    plt.close(fig)
+
+
+def test_a_legend_anchored_outside_is_left_where_its_figure_put_it():
+    plots.set_style()
+    fig, ax = plt.subplots()
+    _lines(ax)
+    leg = ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0))
+    ax.set(title="t (measured)", xlabel="x", ylabel="y")
+    plots.tidy(fig)
+    assert ax.get_legend() is leg and leg.get_bbox_to_anchor() is not ax.bbox
+    assert not plots.legend_over_data(ax)
+    plt.close(fig)
+
+
+def test_every_title_gets_its_clock():
+    plots.set_style()
+    # a suptitle takes every clock of the figure's boxes
+    fig, axes = plt.subplots(1, 2)
+    for ax, clock in zip(axes, ("simulated", "gloo")):
+        _lines(ax, 1)
+        ax.set(title="panel", xlabel="x", ylabel="y")
+        plots.label_provenance(ax, clock)
+    fig.suptitle("Fig. 9")
+    assert "no clock in the title (simulated, measured or extrapolated)" in plots.legibility_problems(fig)
+    plots.tidy(fig)
+    assert plots.titles(fig)[0] == "Fig. 9 (simulated and measured)" and plots.clock_in_titles(fig)
+    plt.close(fig)
+    # no suptitle: each axes title its own box's clock, else the figure's
+    fig, axes = plt.subplots(1, 3)
+    for ax in axes:
+        _lines(ax, 1)
+        ax.set(xlabel="x", ylabel="y")
+    axes[0].set_title("a")
+    axes[1].set_title("b, measured already")
+    axes[2].set_title("c")
+    plots.label_provenance(axes[0], "extrapolated")
+    plots.label_provenance(fig, "simulated")
+    plots.tidy(fig)
+    assert [a.get_title() for a in axes] == ["a (extrapolated)", "b, measured already", "c (simulated)"]
+    assert plots.legibility_problems(fig) == []
+    plt.close(fig)
+    # without any provenance the title cannot know its clock: reported, not invented
+    fig, ax = plt.subplots()
+    _lines(ax, 1)
+    ax.set(title="loss", xlabel="step", ylabel="loss")
+    plots.tidy(fig)
+    assert ax.get_title() == "loss"
+    assert "no clock in the title (simulated, measured or extrapolated)" in plots.legibility_problems(fig)
+    plt.close(fig)
+
+
+def test_a_box_wider_than_its_axes_is_wrapped_and_the_suptitle_lifted_above_it(tmp_path):
+    plots.set_style()
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+    for ax in axes:
+        ax.bar(["a", "b"], [1.0, 1.0], width=1.0)
+        ax.set(title="panel", ylabel="time (s)")
+        box = plots.label_provenance(ax, "simulated", "a note long enough to be wider than one of "
+                                     "the two axes, and longer, and longer still")
+    fig.suptitle("the figure's title")
+    plots.tidy(fig)
+    r = fig.canvas.get_renderer()
+    assert "\n" in box.get_text() and box.get_window_extent(r).width <= axes[1].get_window_extent(r).width
+    assert plots.legibility_problems(fig) == []
+    out = plots.save(fig, tmp_path / "wide.png")
+    assert _meta(out) == ([], ["the figure's title (simulated)", "panel", "panel"])
+
+
 @pytest.mark.slow
 def test_every_figure_of_the_tiny_run_is_legible(tiny_workflow):
     work, r = tiny_workflow
@@ -98,10 +233,14 @@ def test_every_figure_of_the_tiny_run_is_legible(tiny_workflow):
     figures = sorted((work / "paper/figures").glob("*.png"))
     assert len(figures) >= 15
     bad = {}
+    clock = re.compile(r"\b(simulated|measured|extrapolated)\b", re.I)
     for path in figures:
         problems, titles = _meta(path)
         if problems or not titles:
             bad[path.name] = problems or ["no title"]
+        # every title carries its clock: the figure's title, else every axes title
+        elif not clock.search(titles[0]) and not all(clock.search(x) for x in titles):
+            bad[path.name] = [f"no clock in {titles}"]
     assert not bad, bad
 
     # the baseline says when its lines coincide (DGD's arithmetic is the same on both backends)

@@ -8,9 +8,12 @@ times are simulated (virtual clock) or measured (wall clock) via
 
 Legibility, where the helper can tell (:func:`save` applies it, :func:`legibility_problems`
 reports what is left): a provenance box on an axes goes to the first corner where it
-covers no data (lines, bands, bars, points) and no legend, else above the axes; a
-figure whose axes titles print over another axes' labels is laid out again;
-:func:`note_coinciding` says which lines lie on top of each other.
+covers no data (lines, bands, bars, points) and no legend, else above the axes, wrapped to
+the axes' width; a legend that covers data moves to a free corner, or the y range grows to make
+one; every figure's title names its clock (the suptitle, else each axes title, gets the clock of
+its provenance boxes appended: simulated, measured or extrapolated); a figure whose axes titles
+print over another axes' labels is laid out again; :func:`note_coinciding` says which lines lie
+on top of each other.
 """
 
 from __future__ import annotations
@@ -196,11 +199,14 @@ def provenance_text(backend: str, note: str = "") -> str:
         text = "simulated (virtual clock)"
     elif key == "measured":
         text = "measured (wall clock)"
+    elif key == "extrapolated":
+        text = "extrapolated (from measurements)"
     elif key in MEASURED_BACKENDS:
         text = f"measured (wall clock, {key})"
     else:
         raise ValueError(
-            f"unknown backend {backend!r}: expected 'simulated' or one of {sorted(MEASURED_BACKENDS)}"
+            f"unknown backend {backend!r}: expected 'simulated', 'extrapolated' or one of "
+            f"{sorted(MEASURED_BACKENDS)}"
         )
     return f"{text}; {note}" if note else text
 
@@ -223,12 +229,16 @@ def label_provenance(ax_or_fig: Axes | Figure, backend: str, note: str = "") -> 
         "color": "0.25",
         "bbox": {"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.85},
     }
+    clock = text.split(" ", 1)[0]  # simulated | measured | extrapolated
     if isinstance(ax_or_fig, Axes):
         label = ax_or_fig.text(0.99, 0.02, text, transform=ax_or_fig.transAxes, **style)
         label._distlab_provenance = True  # placed clear of the data by place_provenance (save does it)
+        label._distlab_clock = clock
         return label
     if isinstance(ax_or_fig, Figure):
-        return ax_or_fig.text(0.99, 0.01, text, **style)
+        label = ax_or_fig.text(0.99, 0.01, text, **style)
+        label._distlab_clock = clock
+        return label
     raise TypeError(f"expected a matplotlib Axes or Figure, got {type(ax_or_fig).__name__}")
 
 
@@ -304,9 +314,26 @@ def text_over_data(ax: Axes, text: Text, renderer=None) -> bool:
     return _covers(box, _data_paths(ax))
 
 
+def _fit_width(ax: Axes, text: Text, renderer) -> None:
+    """Wrap ``text`` onto more lines while its box is wider than ``ax``."""
+    width = ax.get_window_extent(renderer).width * 0.95
+    raw = text.get_text().replace("\n", " ")
+    box = text.get_window_extent(renderer).width
+    if box <= width or len(raw) < 20:
+        return
+    chars = max(16, int(len(raw) * width / box))
+    while chars >= 16:
+        text.set_text(textwrap.fill(raw, chars, break_on_hyphens=False))
+        if text.get_window_extent(renderer).width <= width:
+            return
+        chars -= 4
+
+
 def place_provenance(ax: Axes, text: Text, renderer=None) -> None:
-    """Move ``text`` to the first corner of ``ax`` where it covers no data, else above the axes."""
+    """Move ``text`` to the first corner of ``ax`` where it covers no data, else above the axes
+    (wrapped first if it is wider than the axes)."""
     renderer = renderer or _renderer(ax.figure)
+    _fit_width(ax, text, renderer)
     for x, y, ha, va in _CORNERS:
         text.set_position((x, y))
         text.set_ha(ha)
@@ -322,6 +349,125 @@ def place_provenance(ax: Axes, text: Text, renderer=None) -> None:
         if title.get_text():
             ax.set_title(title.get_text(), loc=title.get_horizontalalignment(), fontsize=title.get_fontsize(),
                          pad=matplotlib.rcParams["axes.titlepad"] + height_pt + 2)
+
+
+_LEGEND_LOCS = ("upper right", "upper left", "lower left", "lower right", "center right", "center left",
+                "upper center", "lower center")
+
+
+def legend_over_data(ax: Axes, renderer=None) -> bool:
+    """Whether the legend of ``ax`` (one drawn inside it) covers its data."""
+    legend = ax.get_legend()
+    if legend is None or not legend.get_visible():
+        return False
+    renderer = renderer or _renderer(ax.figure)
+    box = legend.get_window_extent(renderer)
+    if not box.overlaps(ax.get_window_extent(renderer)):
+        return False  # placed outside the axes
+    return _covers(box.padded(-2), _data_paths(ax))
+
+
+def _grow_top(ax: Axes, frac: float) -> None:
+    """Raise the top of the y range so that a free band of ``frac`` of the axes height is
+    left above the current range (on a linear or a log axis)."""
+    lo, hi = ax.get_ylim()
+    frac = min(frac, 0.6)
+    if ax.get_yscale() == "log" and lo > 0 and hi > 0:
+        ax.set_ylim(lo, hi * (hi / lo) ** (frac / (1 - frac)))
+    elif ax.get_yscale() == "linear":
+        ax.set_ylim(lo, hi + (hi - lo) * frac / (1 - frac))
+
+
+def place_legend(ax: Axes, renderer=None) -> None:
+    """Move a legend that covers data to the first corner where it covers none; with no free
+    corner, raise the top of the y range until an upper corner is free (two tries), else put
+    it beside the axes on the right when no other axes is there."""
+    legend = ax.get_legend()
+    if legend is None or legend.get_bbox_to_anchor() is not ax.bbox:
+        return  # none, or anchored by its figure code: leave it
+    renderer = renderer or _renderer(ax.figure)
+    if not legend_over_data(ax, renderer):
+        return
+    for loc in _LEGEND_LOCS:
+        legend.set_loc(loc)
+        if not legend_over_data(ax, renderer):
+            return
+    lims = ax.get_ylim()
+    for _ in range(2):
+        height = legend.get_window_extent(renderer).height / max(ax.get_window_extent(renderer).height, 1)
+        if height > 0.35 and ax.get_yscale() == "log":  # decades of room would squash the data
+            break
+        _grow_top(ax, height + 0.04)
+        renderer = _renderer(ax.figure)
+        for loc in _LEGEND_LOCS[:2] + ("upper center",):
+            legend.set_loc(loc)
+            if not legend_over_data(ax, renderer):
+                return
+    # still covered: beside the axes on the right when no axes sits there, the range as it was
+    box = ax.get_window_extent(renderer)
+    right = [b for b in ax.figure.axes if b is not ax and b.get_visible()
+             and b.get_window_extent(renderer).x0 >= box.x1 - 1
+             and b.get_window_extent(renderer).y0 < box.y1 and b.get_window_extent(renderer).y1 > box.y0]
+    if not right:
+        ax.set_ylim(*lims)
+        legend.set_loc("upper left")
+        legend.set_bbox_to_anchor((1.01, 1.0), transform=ax.transAxes)
+        return
+    legend.set_loc("best")
+
+
+CLOCKS = ("simulated", "measured", "extrapolated")
+_CLOCK_WORD = re.compile(r"\b(simulated|measured|extrapolated)\b", re.I)
+
+
+_PROVENANCE_PHRASES = {"simulated (virtual clock)": "simulated", "measured (wall clock": "measured",
+                       "extrapolated (from measurements)": "extrapolated"}
+
+
+def _clocks(texts) -> list[str]:
+    """The clocks the provenance texts among ``texts`` name (a text written by
+    :func:`provenance_text` but placed by hand counts too)."""
+    found = set()
+    for t in texts:
+        clock = getattr(t, "_distlab_clock", None)
+        if clock:
+            found.add(clock)
+            continue
+        found.update(c for phrase, c in _PROVENANCE_PHRASES.items() if phrase in t.get_text())
+    return [c for c in CLOCKS if c in found]
+
+
+def titles(fig: Figure) -> list[str]:
+    """The figure's suptitle and its axes' titles that are set."""
+    sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    return [x for x in [sup] + [a.get_title() for a in fig.axes] if x]
+
+
+def carry_clock(fig: Figure) -> None:
+    """Append the clock of the figure's provenance boxes to its title when the title names
+    none: to the suptitle if there is one, else to each axes title (that axes' own boxes
+    first, then the figure's)."""
+    every = _clocks(list(fig.texts) + [t for a in fig.axes for t in a.texts])
+    if not every:
+        return
+    if fig._suptitle is not None and fig._suptitle.get_text():
+        if not _CLOCK_WORD.search(fig._suptitle.get_text()):
+            fig._suptitle.set_text(f"{fig._suptitle.get_text()} ({' and '.join(every)})")
+        return
+    for ax in fig.axes:
+        title = ax.get_title()
+        if title and not _CLOCK_WORD.search(title):
+            own = _clocks(ax.texts) or _clocks(fig.texts) or every
+            ax.title.set_text(f"{title} ({' and '.join(own)})")
+
+
+def clock_in_titles(fig: Figure) -> bool:
+    """Whether the suptitle, or every titled axes with data, names a clock."""
+    sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    if sup:
+        return bool(_CLOCK_WORD.search(sup))
+    named = [a.get_title() for a in fig.axes if a.get_visible() and a.has_data() and a.get_title()]
+    return bool(named) and all(_CLOCK_WORD.search(x) for x in named)
 
 
 def _labels_overlap(fig: Figure, renderer) -> bool:
@@ -342,25 +488,65 @@ def _labels_overlap(fig: Figure, renderer) -> bool:
     return False
 
 
+def _under_suptitle(fig: Figure, renderer) -> list[Bbox]:
+    """The boxes of axes titles and axes text boxes that the suptitle prints over."""
+    sup = fig._suptitle
+    if sup is None or not sup.get_text():
+        return []
+    s = sup.get_window_extent(renderer)
+    boxes = []
+    for a in fig.axes:
+        if not a.get_visible():
+            continue
+        items = [a.title] + [t for t in a.texts if t.get_bbox_patch() is not None]
+        for it in items:
+            if it.get_text():
+                b = it.get_window_extent(renderer)
+                if it.get_bbox_patch() is not None:
+                    b = Bbox.union([b, it.get_bbox_patch().get_window_extent(renderer)])
+                if s.overlaps(b):
+                    boxes.append(b)
+    return boxes
+
+
+def lift_suptitle(fig: Figure, renderer=None) -> None:
+    """Move the suptitle just above every axes title and text box it prints over
+    (``bbox_inches="tight"`` then keeps it in the saved image)."""
+    renderer = renderer or _renderer(fig)
+    for _ in range(8):  # raised above one box, it may meet the title above that box
+        boxes = _under_suptitle(fig, renderer)
+        if not boxes:
+            return
+        top = max(b.y1 for b in boxes)
+        fig._suptitle.set_y(fig.transFigure.inverted().transform((0, top + 4))[1])
+        fig._suptitle.set_va("bottom")
+
+
 def tidy(fig: Figure) -> None:
-    """Lay ``fig`` out again if an axes title prints over another axes' labels, then
-    place each axes' provenance box clear of the data."""
+    """Name the clock in the title (:func:`carry_clock`), move legends off the data, lay
+    ``fig`` out again if an axes title prints over another axes' labels, then place each
+    axes' provenance box clear of the data."""
     def place(renderer):
         for ax in fig.axes:
             for text in ax.texts:
                 if getattr(text, "_distlab_provenance", False):
                     place_provenance(ax, text, renderer)
 
+    carry_clock(fig)
+    for ax in fig.axes:
+        place_legend(ax)
     place(_renderer(fig))
     if _labels_overlap(fig, _renderer(fig)) and fig.get_layout_engine() is None:
         fig.tight_layout(rect=(0, 0, 1, 0.96) if fig._suptitle is not None else None)
         place(_renderer(fig))
+    lift_suptitle(fig)
 
 
 def legibility_problems(fig: Figure) -> list[str]:
-    """What makes ``fig`` hard to read, as far as this helper can tell: no title, an
-    unlabelled axis (categorical tick labels count as labels; a y axis shared with a
-    labelled one counts), an axes title over another's labels, a text box over data."""
+    """What makes ``fig`` hard to read, as far as this helper can tell: no title, a title
+    that names no clock, an unlabelled axis (categorical tick labels count as labels; a y
+    axis shared with a labelled one counts), an axes title over another's labels, a text
+    box or a legend over data."""
     renderer = _renderer(fig)
     problems = []
     axes = [a for a in fig.axes if a.get_visible() and a.has_data()]
@@ -380,8 +566,14 @@ def legibility_problems(fig: Figure) -> list[str]:
         for t in a.texts:
             if t.get_bbox_patch() is not None and text_over_data(a, t, renderer):
                 problems.append(f"axes {i} ({a.get_title()!r}): text box {t.get_text()!r} covers data")
+        if legend_over_data(a, renderer):
+            problems.append(f"axes {i} ({a.get_title()!r}): the legend covers data")
+    if axes and not clock_in_titles(fig):
+        problems.append("no clock in the title (simulated, measured or extrapolated)")
     if _labels_overlap(fig, renderer):
         problems.append("an axes title prints over another axes' labels")
+    if _under_suptitle(fig, renderer):
+        problems.append("the figure's title prints over an axes title or text box")
     return problems
 
 
@@ -408,9 +600,7 @@ def save(fig: Figure, path: str | os.PathLike[str]) -> Path:
         metadata = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}.get(fmt)
         if fmt == "png":  # what legibility_problems finds, and the titles, for tests/test_figures_legible.py
             metadata = {"distlab:legibility": json.dumps(legibility_problems(fig)),
-                        "distlab:titles": json.dumps([t for t in [fig._suptitle.get_text() if fig._suptitle
-                                                                  else ""] + [a.get_title() for a in fig.axes]
-                                                      if t])}
+                        "distlab:titles": json.dumps(titles(fig))}
         with atomic_output(target) as tmp:
             fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight", metadata=metadata)
     finally:

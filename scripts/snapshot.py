@@ -1,0 +1,346 @@
+"""The results snapshot in ``docs/results/``: one ``make reproduce`` of one commit.
+
+Two verbs:
+
+``python scripts/snapshot.py record --out results/reproduce.json --start T0 --end T1 --rc RC ...``
+    called by ``make reproduce`` after the workflow ends: the commit it ran (and whether
+    the tree was dirty), its start and end time, exit code, load average and the machine
+    (CPU model, cores, memory, instruction set).
+
+``python scripts/snapshot.py [--allow-other-commit] [--allow-failed]`` (``make snapshot``)
+    copies ``paper/`` (scorecard, per-paper sections, figures, tables, write-up) and
+    ``benchmarks/`` into ``docs/results/``, writes ``docs/results/snapshot.json`` (the
+    record above), keeps the previous snapshot's verdicts in
+    ``docs/results/previous_verdicts.csv``, lists every claim whose verdict changed, with
+    the commit range, in ``docs/results/verdict_changes.md``, and rewrites the README's
+    verdict table between its markers from the new counts.  It refuses (exit 2, one line)
+    when ``paper/`` was made by other code than HEAD's tree: a record of another tree, a
+    dirty tree, or a scorecard that lists "Results made by other code".
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here", "by construction",
+            "not run")
+# scorecard paper code -> (README label, its page)
+PAPERS = {
+    "foundation": ("Shared baseline (DGD = single-process SGD)", "docs/runtime.md"),
+    "P1": ("P1 Pipelined Gradient Coding", "docs/pgc.md"),
+    "P2": ("P2 HSDAG device placement", "docs/placement.md"),
+    "P3": ("P3 Local credit assignment", "docs/local_learning.md"),
+    "P4": ("P4 DeMo", "docs/demo.md"),
+}
+# the code whose commits may explain a paper's verdict changes
+PAPER_PATHS = {
+    "foundation": ["src/distlab/train", "src/distlab/runtime"],
+    "P1": ["src/distlab/pgc"],
+    "P2": ["src/distlab/placement"],
+    "P3": ["src/distlab/local"],
+    "P4": ["src/distlab/demo"],
+}
+SHARED_PATHS = ["config/claims.yaml", "config/config.yaml", "src/distlab/scorecard.py",
+                "src/distlab/stats.py"]
+BEGIN = "<!-- verdicts:begin"
+END = "<!-- verdicts:end -->"
+STALE = "## Results made by other code"
+PAPER_FILES = ("scorecard.md", "scorecard.csv", "README.md")
+PAPER_DIRS = ("scorecard", "figures", "tables")
+
+
+class Refused(Exception):
+    """A snapshot that would not be the landed code's (or a missing input)."""
+
+
+def git(*args: str, cwd: Path = ROOT, check: bool = True) -> str:
+    r = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    if check and r.returncode != 0:
+        raise Refused(f"git {' '.join(args)}: {r.stderr.strip()}")
+    return r.stdout.strip()
+
+
+# ------------------------------------------------------------------ the machine
+
+def machine() -> dict:
+    info = {"platform": platform.platform(), "machine": platform.machine(),
+            "cores": os.cpu_count(), "cpu_model": None, "memory_gb": None, "isa": None,
+            "isa_pinned": os.environ.get("DISTLAB_CPU_ISA") or None}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        m = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+        info["cpu_model"] = m.group(1).strip() if m else None
+        m = re.search(r"^flags\s*:\s*(.+)$", text, re.M)
+        flags = set(m.group(1).split()) if m else set()
+        info["isa"] = ("avx512" if "avx512f" in flags else "avx2" if "avx2" in flags
+                       else "sse" if flags else None)
+    except OSError:
+        pass
+    try:
+        m = re.search(r"^MemTotal:\s*(\d+) kB", Path("/proc/meminfo").read_text(), re.M)
+        info["memory_gb"] = round(int(m.group(1)) / 2**20, 1) if m else None
+    except OSError:
+        pass
+    return info
+
+
+def loadavg() -> list[float] | None:
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except (OSError, ValueError):
+        return None
+
+
+def record(args: argparse.Namespace) -> dict:
+    end = args.end if args.end is not None else time.time()
+    rec = {
+        "command": args.command_line,
+        "commit": args.commit or None,
+        "dirty": args.dirty > 0,
+        "start_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(args.start)),
+        "end_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(end)),
+        "wall_s": round(end - args.start, 1),
+        "exit_code": args.rc,
+        "cores_used": args.cores,
+        "load_start": [float(x) for x in args.load_start.split()] if args.load_start.strip() else None,
+        "load_end": loadavg(),
+        "machine": machine(),
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(rec, indent=2) + "\n")
+    tmp.replace(out)
+    return rec
+
+
+# ------------------------------------------------------------------ checks
+
+def check_made_here(rec: dict, paper: Path, root: Path, allow_other: bool, allow_failed: bool,
+                    record_path: Path) -> None:
+    if rec.get("exit_code") != 0 and not allow_failed:
+        raise Refused(f"{record_path}: make reproduce exited {rec.get('exit_code')}; "
+                      "rerun it, or pass --allow-failed to snapshot a partial run")
+    if allow_other:
+        return
+    commit = rec.get("commit")
+    if not commit:
+        raise Refused(f"{record_path}: no commit recorded; run make reproduce in a git checkout, "
+                      "or pass --allow-other-commit")
+    if rec.get("dirty"):
+        raise Refused(f"{record_path}: make reproduce ran on a dirty tree at {commit[:10]}; commit, "
+                      "rerun it, or pass --allow-other-commit")
+    made = git("rev-parse", f"{commit}^{{tree}}", cwd=root)
+    head = git("rev-parse", "HEAD^{tree}", cwd=root)
+    if made != head:
+        raise Refused(f"{record_path}: paper/ was made at {commit[:10]}, whose tree is not HEAD's; "
+                      "run make reproduce at HEAD, or pass --allow-other-commit")
+    card = paper / "scorecard.md"
+    if STALE in card.read_text(encoding="utf-8"):
+        raise Refused(f"{card}: lists '{STALE[3:]}'; rerun those rules with --forcerun, "
+                      "or pass --allow-other-commit")
+
+
+# ------------------------------------------------------------------ verdicts
+
+def read_verdicts(path: Path) -> dict[str, tuple[str, str]]:
+    """id -> (paper, verdict) of a scorecard CSV (empty when there is none)."""
+    if not path.exists():
+        return {}
+    with path.open(newline="", encoding="utf-8") as f:
+        return {r["id"]: (r.get("paper", ""), r["verdict"]) for r in csv.DictReader(f)}
+
+
+def counts(verdicts: dict[str, tuple[str, str]]) -> dict[str, Counter]:
+    out: dict[str, Counter] = {p: Counter() for p in PAPERS}
+    for paper, verdict in verdicts.values():
+        out.setdefault(paper, Counter())[verdict] += 1
+    return out
+
+
+def commits_between(old: str | None, new: str | None, paths: list[str], root: Path,
+                    limit: int = 12) -> list[str]:
+    if not old or not new:
+        return []
+    out = git("log", "--format=%h %s", f"{old}..{new}", "--", *paths, cwd=root, check=False)
+    lines = [ln[:120] + ("…" if len(ln) > 120 else "") for ln in out.splitlines() if ln]
+    if len(lines) > limit:
+        lines = lines[:limit] + [f"… and {len(lines) - limit} more (`git log {old[:10]}..{new[:10]}`)"]
+    return lines
+
+
+def verdict_changes(old: dict, new: dict, old_commit: str | None, new_commit: str | None,
+                    root: Path) -> tuple[list[dict], str]:
+    rows = []
+    for cid in sorted(set(old) | set(new)):
+        before = old.get(cid, ("", "—"))[1]
+        after = new.get(cid, ("", "—"))[1]
+        if before != after:
+            paper = (new.get(cid) or old.get(cid))[0]
+            rows.append({"id": cid, "paper": paper, "previous": before, "now": after})
+    rng = f"{(old_commit or 'unrecorded')[:10]}..{(new_commit or 'unrecorded')[:10]}"
+    lines = ["# Verdict changes", "",
+             f"Written by `make snapshot`: every claim whose verdict differs from the previous "
+             f"snapshot's (`previous_verdicts.csv`), commit range `{rng}`. \"—\" marks a claim "
+             "that did not exist on that side. Under each paper, the commits of the range that "
+             "touched its code or the claims; the closing note of the snapshot's commit says why "
+             "each verdict changed.", ""]
+    if not rows:
+        lines += ["No verdict changed.", ""]
+    for paper in PAPERS:
+        mine = [r for r in rows if r["paper"] == paper]
+        if not mine:
+            continue
+        lines += [f"## {PAPERS[paper][0]}", "", "| claim | previous | now |", "|---|---|---|"]
+        lines += [f"| `{r['id']}` | {r['previous']} | {r['now']} |" for r in mine]
+        lines.append("")
+        commits = commits_between(old_commit, new_commit, PAPER_PATHS[paper] + SHARED_PATHS, root)
+        if commits:
+            lines += [f"Commits in `{rng}` touching this paper's code or the claims:", ""]
+            lines += [f"- {c}" for c in commits]
+            lines.append("")
+    return rows, "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the README's table
+
+def verdict_table(card: dict[str, Counter], findings: dict[str, str]) -> str:
+    head = "| paper | " + " | ".join(VERDICTS) + " | what it found |"
+    lines = [head, "|---|" + "---:|" * len(VERDICTS) + "---|"]
+    total: Counter = Counter()
+    for paper, (label, page) in PAPERS.items():
+        c = card.get(paper, Counter())
+        total.update(c)
+        lines.append(f"| [{label}]({page}) | " + " | ".join(str(c[v]) for v in VERDICTS)
+                     + f" | {findings.get(paper, '')} |")
+    lines.append("| **all claims** | " + " | ".join(str(total[v]) for v in VERDICTS) + " | |")
+    return "\n".join(lines)
+
+
+def parse_table(readme: str) -> tuple[dict[str, dict[str, int]], dict[str, str]]:
+    """The README's verdict table: paper -> {verdict: count}, paper -> finding."""
+    if BEGIN not in readme or END not in readme:
+        raise Refused(f"README.md: no verdict table markers ('{BEGIN} ...' and '{END}')")
+    block = readme.split(BEGIN, 1)[1].split(END, 1)[0]
+    got, findings = {}, {}
+    labels = {f"[{label}]({page})": paper for paper, (label, page) in PAPERS.items()}
+    for line in block.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0] in labels:
+            paper = labels[cells[0]]
+            got[paper] = {v: int(n) for v, n in zip(VERDICTS, cells[1:1 + len(VERDICTS)])}
+            findings[paper] = cells[1 + len(VERDICTS)] if len(cells) > 1 + len(VERDICTS) else ""
+    return got, findings
+
+
+def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict) -> None:
+    text = readme.read_text(encoding="utf-8")
+    _, findings = parse_table(text)
+    before, rest = text.split(BEGIN, 1)
+    marker_line, _ = rest.split("\n", 1)
+    after = rest.split(END, 1)[1]
+    table = verdict_table(card, findings)
+    when = (rec.get("end_utc") or "")[:10]
+    commit = (rec.get("commit") or "unrecorded")[:10]
+    block = (f"{BEGIN}{marker_line}\n{table}\n\nCounts from the snapshot of commit `{commit}` "
+             f"({when}), `docs/results/snapshot.json`.\n{END}")
+    readme.write_text(before + block + after, encoding="utf-8")
+
+
+# ------------------------------------------------------------------ the snapshot
+
+def snapshot(args: argparse.Namespace) -> dict:
+    root = Path(args.root).resolve()
+    paper = root / args.paper
+    dest = root / args.dest
+    record_path = root / args.record
+    if not (paper / "scorecard.csv").exists():
+        raise Refused(f"{paper / 'scorecard.csv'}: missing; run make reproduce first")
+    if not record_path.exists():
+        raise Refused(f"{record_path}: missing; run make reproduce (it writes this record) first")
+    rec = json.loads(record_path.read_text())
+    check_made_here(rec, paper, root, args.allow_other_commit, args.allow_failed, record_path)
+
+    old = read_verdicts(dest / "scorecard.csv")
+    old_rec = json.loads((dest / "snapshot.json").read_text()) if (dest / "snapshot.json").exists() else {}
+    old_commit = old_rec.get("commit")
+    new = read_verdicts(paper / "scorecard.csv")
+
+    dest.mkdir(parents=True, exist_ok=True)
+    if old:
+        with (dest / "previous_verdicts.csv").open("w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(["id", "paper", "verdict", "commit"])
+            for cid, (p, v) in sorted(old.items()):
+                w.writerow([cid, p, v, old_commit or ""])
+    for name in PAPER_FILES:
+        if (paper / name).exists():
+            shutil.copy2(paper / name, dest / name)
+    for name in PAPER_DIRS + ("benchmarks",):
+        src = (root / args.benchmarks) if name == "benchmarks" else paper / name
+        if src.is_dir():
+            shutil.rmtree(dest / name, ignore_errors=True)
+            shutil.copytree(src, dest / name)
+    rows, text = verdict_changes(old, new, old_commit, rec.get("commit"), root)
+    (dest / "verdict_changes.md").write_text(text + "\n", encoding="utf-8")
+    snap = {**rec, "previous_commit": old_commit, "claims": len(new),
+            "verdicts": dict(Counter(v for _, v in new.values())), "verdict_changes": len(rows)}
+    (dest / "snapshot.json").write_text(json.dumps(snap, indent=2) + "\n")
+    if args.readme:
+        rewrite_readme(root / args.readme, counts(new), rec)
+    return snap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="verb")
+    r = sub.add_parser("record", help="write the record of one make reproduce")
+    r.add_argument("--out", default="results/reproduce.json")
+    r.add_argument("--start", type=float, required=True, help="start time, seconds since the epoch")
+    r.add_argument("--end", type=float, default=None)
+    r.add_argument("--rc", type=int, required=True)
+    r.add_argument("--commit", default="")
+    r.add_argument("--dirty", type=int, default=0, help="how many tracked files had uncommitted changes")
+    r.add_argument("--load-start", default="")
+    r.add_argument("--cores", type=int, default=None)
+    r.add_argument("--command-line", default="make reproduce")
+    for a in (ap,):
+        a.add_argument("--root", default=str(ROOT))
+        a.add_argument("--paper", default="paper")
+        a.add_argument("--benchmarks", default="benchmarks")
+        a.add_argument("--record", default="results/reproduce.json")
+        a.add_argument("--dest", default="docs/results")
+        a.add_argument("--readme", default="README.md", help="'' to leave the README alone")
+        a.add_argument("--allow-other-commit", action="store_true",
+                       help="snapshot a paper/ made by another tree than HEAD's")
+        a.add_argument("--allow-failed", action="store_true",
+                       help="snapshot a make reproduce that exited non-zero")
+    args = ap.parse_args(argv)
+    try:
+        if args.verb == "record":
+            record(args)
+            return 0
+        snap = snapshot(args)
+    except Refused as err:
+        print(f"snapshot: {err}", file=sys.stderr)
+        return 2
+    print(f"snapshot of {str(snap.get('commit'))[:10]}: {snap['claims']} claims, "
+          f"{snap['verdict_changes']} verdict changes (docs/results/verdict_changes.md)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,327 @@
+"""What a reader sees: the snapshot in docs/results/ is the current claims' and of an
+ancestor of HEAD, the README's verdict table is the snapshot's counts, the pages name
+only paths that exist, stay short and quote no hand-typed number of ours; and
+`make snapshot` (scripts/snapshot.py) on a fake paper/ tree."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import snapshot  # noqa: E402
+
+RESULTS = ROOT / "docs/results"
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = sorted((ROOT / "docs").glob("*.md"))
+# what the workflow writes: named in the docs, never versioned
+OUTPUTS = ("results/", "logs/", "benchmarks/", "paper/", ".venv/", ".snakemake/", "report.html")
+
+
+def git(*args, cwd=ROOT):
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def tracked_files() -> set[str]:
+    return set(git("ls-files").stdout.split())
+
+
+def snapshot_verdicts() -> dict[str, tuple[str, str]]:
+    return snapshot.read_verdicts(RESULTS / "scorecard.csv")
+
+
+# ------------------------------------------------------------------ the snapshot itself
+
+def test_the_snapshots_claim_ids_equal_the_claims():
+    """Fails until `make reproduce` + `make snapshot` ran after a claim was added, removed
+    or renamed in config/claims.yaml."""
+    from distlab.scorecard import load_claims
+
+    ours = {c["id"] for c in load_claims(ROOT / "config/claims.yaml")}
+    snap = set(snapshot_verdicts())
+    assert snap == ours, (f"docs/results/ is stale: missing {sorted(ours - snap)[:10]}, "
+                          f"gone {sorted(snap - ours)[:10]}; run make reproduce, then make snapshot")
+
+
+def test_the_snapshots_commit_is_recorded_and_an_ancestor_of_head():
+    rec = json.loads((RESULTS / "snapshot.json").read_text())
+    assert re.fullmatch(r"[0-9a-f]{40}", rec["commit"]), rec["commit"]
+    r = git("merge-base", "--is-ancestor", rec["commit"], "HEAD")
+    assert r.returncode == 0, f"snapshot commit {rec['commit'][:10]} is not an ancestor of HEAD"
+    assert rec["claims"] == len(snapshot_verdicts())
+    assert rec["verdicts"] == dict(Counter(v for _, v in snapshot_verdicts().values()))
+
+
+def test_the_readmes_verdict_table_equals_the_snapshots_counts():
+    table, findings = snapshot.parse_table(README)
+    card = snapshot.counts(snapshot_verdicts())
+    assert set(table) == set(snapshot.PAPERS)
+    for paper, got in table.items():
+        assert got == {v: card[paper][v] for v in snapshot.VERDICTS}, paper
+        assert findings[paper], f"README: no 'what it found' for {paper}"
+    rec = json.loads((RESULTS / "snapshot.json").read_text())
+    assert f"`{rec['commit'][:10]}`" in README.split(snapshot.BEGIN, 1)[1].split(snapshot.END)[0]
+
+
+def test_every_figure_the_readme_shows_is_in_the_snapshot():
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README)
+    assert len(images) >= 3
+    for img in images:
+        assert img.startswith("docs/results/figures/") and (ROOT / img).is_file(), img
+
+
+# ------------------------------------------------------------------ the pages
+
+def top_level() -> set[str]:
+    return {f.split("/", 1)[0] for f in tracked_files()} | {p.rstrip("/").split("/")[0] for p in OUTPUTS}
+
+
+def named_paths(page: Path) -> set[str]:
+    """Repository paths a page names: backticked ones that start at a top-level entry of
+    the repository (not `owner/repo` of a source, a claim id or a run name), and its links
+    (relative to the page)."""
+    text = page.read_text(encoding="utf-8")
+    text = re.sub(r"```.*?```", "", text, flags=re.S)  # command lines name outputs and options
+    out = set()
+    roots = top_level()
+    for p in re.findall(r"`([A-Za-z0-9_.-]+/[A-Za-z0-9_./-]*)`", text):
+        if p.split("/", 1)[0] in roots:
+            out.add(p)
+    for link in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if "://" in link or link.startswith("mailto:"):
+            continue
+        out.add(os.path.normpath(os.path.relpath(page.parent / link, ROOT)))
+    return out
+
+
+def is_named_in_repo(path: str, files: set[str]) -> bool:
+    path = path.rstrip("/")
+    return path in files or any(f.startswith(path + "/") for f in files)
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda p: p.name)
+def test_every_path_a_page_names_is_in_the_repository(page):
+    files = tracked_files()
+    missing = []
+    for p in sorted(named_paths(page)):
+        if p.startswith(OUTPUTS) or any(ch in p for ch in "*<>{}") or p.startswith(("http", "torch.")):
+            continue
+        if not is_named_in_repo(p, files):
+            missing.append(p)
+    assert not missing, f"{page.name} names paths not in git ls-files: {missing}"
+
+
+def test_the_readme_is_short():
+    assert len(README) <= 12_000, len(README)
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "CHANGELOG.md"], ids=lambda p: p.name)
+def test_no_doc_page_is_over_20000_characters(page):
+    # the changelog is the history the pages no longer carry, read by date, not a page
+    assert len(page.read_text(encoding="utf-8")) <= 20_000, f"{page.name}: {len(page.read_text())}"
+
+
+NUMBER = re.compile(r"(?<![\w.-])\d+(?:[.,]\d+)*(?:\s?(?:%|×|ms|s|min|nats|GB|MB))?(?![\w×]|[.,]\d)")
+
+
+def quoted_numbers(text: str) -> list[str]:
+    """Numbers in prose: outside the generated verdict table, code, paths, links and
+    version strings; shapes (32×32) and names (P1, 24-layer, 2-core) are not results."""
+    text = text.split(snapshot.BEGIN)[0] + text.split(snapshot.END)[-1]
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    text = re.sub(r"`[^`]*`", "", text)
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    text = re.sub(r"\d+×\d+|\d+(?:\.\d+){2,}|\b\d+-(?:core|layer|node|GPU)\b", "", text)
+    return [m.group(0) for m in NUMBER.finditer(text)]
+
+
+def test_the_readme_quotes_no_number_of_ours_outside_the_generated_table():
+    found = [n for n in quoted_numbers(README) if not re.fullmatch(r"[0-9]", n)]
+    assert not found, f"README quotes numbers outside the generated table: {found}"
+
+
+def test_the_path_check_sees_a_missing_file(tmp_path):
+    page = ROOT / "docs" / "zz-not-a-page.md"
+    try:
+        page.write_text("See `src/distlab/nothere.py`, [x](../config/nothere.yaml), `bloc97/DeMo`, "
+                        "`config/claims.yaml` and [y](pgc.md).")
+        got = named_paths(page)
+    finally:
+        page.unlink()
+    files = tracked_files()
+    assert {p for p in got if not is_named_in_repo(p, files)} == {"src/distlab/nothere.py",
+                                                                  "config/nothere.yaml"}
+
+
+def test_the_number_check_sees_a_hand_typed_result():
+    text = "intro\n<!-- verdicts:begin -->\n| 12 |\n<!-- verdicts:end -->\nDeMo is 1.8× faster, 414 s."
+    assert quoted_numbers(text) == ["1.8×", "414 s"]
+    assert quoted_numbers("ImageNet 32×32 and CIFAR-10, torch 2.14.1, a 2-core CPU, `results/x1.5`") == []
+
+
+# ------------------------------------------------------------------ make snapshot on a fake tree
+
+def _write_card(path: Path, rows: list[tuple[str, str, str]], stale: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["id", "paper", "statement", "verdict"])
+        for cid, paper, verdict in rows:
+            w.writerow([cid, paper, "s", verdict])
+    text = "# Reproduction scorecard\n"
+    if stale:
+        text += "\n" + snapshot.STALE + "\n\n| table | run |\n"
+    path.with_suffix(".md").write_text(text)
+
+
+@pytest.fixture
+def fake_repo(tmp_path):
+    """A git repository with a README table, an old snapshot and a paper/ of HEAD."""
+    repo = tmp_path / "repo"
+    (repo / "docs/results").mkdir(parents=True)
+    (repo / "src/distlab/pgc").mkdir(parents=True)
+    readme = README.split(snapshot.BEGIN)[0] + snapshot.BEGIN + README.split(snapshot.BEGIN, 1)[1]
+    (repo / "README.md").write_text(readme)
+    old = [("a.one", "P1", "reproduced"), ("a.two", "P1", "inconclusive"), ("b.one", "P2", "reproduced"),
+           ("gone", "P4", "not run")]
+    _write_card(repo / "docs/results/scorecard.csv", old)
+    (repo / "docs/results/figures").mkdir()
+    (repo / "docs/results/figures/old.png").write_bytes(b"old")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+
+    def commit(msg):
+        subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
+        subprocess.run(["git", "commit", "-qm", msg, "--allow-empty"], cwd=repo, check=True, env=env)
+        return git("rev-parse", "HEAD", cwd=repo).stdout.strip()
+
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    first = commit("first")
+    (repo / "docs/results/snapshot.json").write_text(json.dumps({"commit": first}))
+    (repo / "src/distlab/pgc/coding.py").write_text("x = 1\n")
+    head = commit("pgc: a change that moves a verdict")
+    (repo / ".gitignore").write_text("/paper/\n/results/\n/benchmarks/\n")
+    head = commit("ignore outputs")
+    new = [("a.one", "P1", "not reproduced"), ("a.two", "P1", "inconclusive"),
+           ("b.one", "P2", "not testable here"), ("c.new", "P3", "reproduced")]
+    _write_card(repo / "paper/scorecard.csv", new)
+    _write_card(repo / "paper/scorecard/P1.csv", new[:2])
+    (repo / "paper/figures").mkdir()
+    (repo / "paper/figures/pgc_fig7.png").write_bytes(b"png")
+    (repo / "paper/tables").mkdir()
+    (repo / "paper/tables/pgc.md").write_text("| a |\n")
+    (repo / "paper/README.md").write_text("# write-up\n")
+    (repo / "benchmarks/pgc").mkdir(parents=True)
+    (repo / "benchmarks/pgc/run.tsv").write_text("s\n1.0\n")
+    rc = snapshot.main(["record", "--out", str(repo / "results/reproduce.json"), "--start", "1000",
+                        "--end", "1600", "--rc", "0", "--commit", head, "--dirty", "0",
+                        "--load-start", "0.5 0.4 0.3", "--cores", "2"])
+    assert rc == 0
+    return repo, first, head
+
+
+def test_the_record_holds_the_run_and_the_machine(fake_repo):
+    repo, _, head = fake_repo
+    rec = json.loads((repo / "results/reproduce.json").read_text())
+    assert rec["commit"] == head and rec["dirty"] is False and rec["exit_code"] == 0
+    assert rec["wall_s"] == 600.0 and rec["load_start"] == [0.5, 0.4, 0.3]
+    assert rec["start_utc"] == "1970-01-01T00:16:40Z"
+    assert rec["machine"]["cores"] == os.cpu_count() and rec["machine"]["isa"] in ("avx512", "avx2", "sse", None)
+
+
+def test_snapshot_copies_paper_keeps_previous_verdicts_and_lists_the_changes(fake_repo):
+    repo, first, head = fake_repo
+    assert snapshot.main(["--root", str(repo)]) == 0
+    res = repo / "docs/results"
+    assert (res / "figures/pgc_fig7.png").read_bytes() == b"png"
+    assert not (res / "figures/old.png").exists()  # the old figures go with the old snapshot
+    assert (res / "tables/pgc.md").exists() and (res / "scorecard/P1.csv").exists()
+    assert (res / "README.md").read_text() == "# write-up\n"
+    assert (res / "benchmarks/pgc/run.tsv").exists()
+    snap = json.loads((res / "snapshot.json").read_text())
+    assert snap["commit"] == head and snap["previous_commit"] == first and snap["wall_s"] == 600.0
+    assert snap["claims"] == 4 and snap["verdict_changes"] == 4
+    prev = list(csv.DictReader((res / "previous_verdicts.csv").open()))
+    assert {(r["id"], r["verdict"], r["commit"]) for r in prev} >= {("a.one", "reproduced", first)}
+    changes = (res / "verdict_changes.md").read_text()
+    assert f"`{first[:10]}..{head[:10]}`" in changes
+    assert "| `a.one` | reproduced | not reproduced |" in changes
+    assert "| `b.one` | reproduced | not testable here |" in changes
+    assert "| `c.new` | — | reproduced |" in changes and "| `gone` | not run | — |" in changes
+    assert "`a.two`" not in changes  # unchanged
+    assert "pgc: a change that moves a verdict" in changes  # the commit that touched P1's code
+    table, findings = snapshot.parse_table((repo / "README.md").read_text())
+    assert table["P1"]["not reproduced"] == 1 and table["P1"]["inconclusive"] == 1
+    assert table["P2"]["not testable here"] == 1 and table["P3"]["reproduced"] == 1
+    assert sum(table["P4"].values()) == 0
+    _, before = snapshot.parse_table(README)
+    assert findings == before  # the words are kept, the counts rewritten
+    # a second snapshot of the same run: nothing changed any more
+    assert snapshot.main(["--root", str(repo)]) == 0
+    assert "No verdict changed." in (res / "verdict_changes.md").read_text()
+
+
+def _refusal(repo, capsys, *extra):
+    rc = snapshot.main(["--root", str(repo), *extra])
+    return rc, capsys.readouterr().err
+
+
+def test_snapshot_refuses_a_paper_made_by_another_tree(fake_repo, capsys):
+    repo, first, _ = fake_repo
+    rec = json.loads((repo / "results/reproduce.json").read_text())
+    (repo / "results/reproduce.json").write_text(json.dumps({**rec, "commit": first}))
+    rc, err = _refusal(repo, capsys)
+    assert rc == 2 and "reproduce.json" in err and "not HEAD's" in err and len(err.strip().splitlines()) == 1
+    assert json.loads((repo / "docs/results/snapshot.json").read_text())["commit"] == first  # untouched
+    assert snapshot.main(["--root", str(repo), "--allow-other-commit"]) == 0
+
+
+def test_snapshot_refuses_a_dirty_run_a_failed_run_and_stale_results(fake_repo, capsys):
+    repo, _, _ = fake_repo
+    path = repo / "results/reproduce.json"
+    rec = json.loads(path.read_text())
+    path.write_text(json.dumps({**rec, "dirty": True}))
+    rc, err = _refusal(repo, capsys)
+    assert rc == 2 and "dirty" in err
+    path.write_text(json.dumps({**rec, "exit_code": 1}))
+    rc, err = _refusal(repo, capsys)
+    assert rc == 2 and "exited 1" in err and "--allow-failed" in err
+    path.write_text(json.dumps(rec))
+    _write_card(repo / "paper/scorecard.csv", [("a.one", "P1", "reproduced")], stale=True)
+    rc, err = _refusal(repo, capsys)
+    assert rc == 2 and "scorecard.md" in err and "other code" in err
+    path.unlink()
+    rc, err = _refusal(repo, capsys)
+    assert rc == 2 and "make reproduce" in err
+
+
+def test_make_reproduce_records_its_own_run(fake_repo, tmp_path):
+    """The Makefile's recipe, with a stand-in snakemake that fails: the record says so and
+    make exits with snakemake's code."""
+    repo, _, head = fake_repo
+    shutil.copy(ROOT / "Makefile", repo / "Makefile")
+    (repo / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts/snapshot.py", repo / "scripts/snapshot.py")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "python").symlink_to(sys.executable)
+    (bindir / "snakemake").write_text("#!/bin/sh\nexit 3\n")
+    (bindir / "snakemake").chmod(0o755)
+    (repo / "src/distlab/pgc/coding.py").write_text("x = 2\n")  # a tracked file changed
+    r = subprocess.run(["make", "reproduce", f"BIN={bindir}", "STAMP=", "CORES=2"], cwd=repo,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    rec = json.loads((repo / "results/reproduce.json").read_text())
+    assert rec["exit_code"] == 3 and rec["cores_used"] == 2 and rec["wall_s"] >= 0
+    assert rec["dirty"] is True and rec["commit"] == head
