@@ -18,7 +18,7 @@ import yaml
 from conftest import ROOT, bin_path
 
 from distlab import specs
-from distlab.demo import checks, train
+from distlab.demo import spec as checks, train
 from distlab.demo.methods import make_method
 from distlab.demo.optim import DeMo
 

@@ -107,7 +107,7 @@ def test_a_placement_search_past_its_timeout_stops_with_one_line(tmp_path):
              "vocab": 30}
     graphs.save_graph(graphs.extract(model), tmp_path / "g.json")
     (tmp_path / "p.json").write_text(json.dumps(costs.profile(model, repeats=1, warmup=0)))
-    from distlab.placement import wf
+    from distlab.placement import workflow as wf
 
     p = {**p, "budget": 100_000, "seeds": [0, 1], "single_device": "allow",
          "models": {**p["models"], "bert": model}}

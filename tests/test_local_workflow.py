@@ -19,7 +19,7 @@ import yaml
 
 from conftest import ROOT, bin_path
 from distlab.data import prepare_dataset
-from distlab.local import checks, workflow
+from distlab.local import spec as checks, workflow
 from distlab.local.train import run_simulated
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}

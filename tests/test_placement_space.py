@@ -102,8 +102,8 @@ def test_space_table_from_the_workflows_own_specs(tmp_path):
     one its parsing of the co-location groups; every gap is measured against the best baseline."""
     import json
 
-    from distlab.placement import costs, graphs, wf
-    from distlab.placement.run import run
+    from distlab.placement import costs, graphs, workflow as wf
+    from distlab.placement.train import run
 
     pl = yaml.safe_load(open("config/config.yaml"))["placement"]
     model = {"name": "bert", "batch": 1, "seq": 8, "layers": 1, "hidden": 16, "heads": 2, "ffn": 32, "vocab": 30}

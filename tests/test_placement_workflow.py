@@ -75,7 +75,7 @@ def test_paper_settings_shrunk_run(tmp_path):
     """config/paper.yaml's placement settings (released-code rules: no baseline, parsing to the
     fixed point without self-loops, single-device placements invalid; and the corrected variant)
     through the workflow's own specs and the job entry point, on a shrunk BERT."""
-    from distlab.placement import costs, graphs, wf
+    from distlab.placement import costs, graphs, workflow as wf
     from distlab.placement.train import run
 
     p = _config("paper.yaml")["placement"]
@@ -104,7 +104,7 @@ def test_an_extra_seed_run_equals_that_seed_of_the_configured_run(tmp_path):
     job computes for that seed, and only the settings the named claim or condition compares
     get extra run files."""
     from distlab.extra_seeds import requests
-    from distlab.placement import costs, graphs, wf
+    from distlab.placement import costs, graphs, workflow as wf
     from distlab.placement.train import run
     from distlab.scorecard import load_claims_file
 
@@ -132,7 +132,7 @@ def test_an_extra_seed_run_equals_that_seed_of_the_configured_run(tmp_path):
 
 
 def _all_specs(pl):
-    from distlab.placement import wf
+    from distlab.placement import workflow as wf
 
     return {f: wf.run_spec(pl, f.split("/")[-3], f.split("/")[-2], f.split("/")[-1][:-5])
             for f in wf.runs(pl, "r")}
@@ -187,7 +187,7 @@ def test_tiny_placement_end_to_end(tiny_workflow):
         assert (paper / f).exists() and (paper / f).stat().st_size > 0, f
     s = pd.read_csv(work / "results/placement/summary.csv")
     tiny = yaml.safe_load((ROOT / "tests/configs/tiny.yaml").read_text())["placement"]
-    from distlab.placement import wf
+    from distlab.placement import workflow as wf
 
     want = set(wf.all_methods(tiny)) | set(wf.ablation_methods(tiny))
     assert set(s.method) == want and set(s.clock) == {"simulated"}
