@@ -44,6 +44,7 @@ PAPERS = {
     "P2": ("P2 HSDAG device placement", "docs/placement.md"),
     "P3": ("P3 Local credit assignment", "docs/local_learning.md"),
     "P4": ("P4 DeMo", "docs/demo.md"),
+    "atlas": ("Atlas (ours; `snakemake atlas`, outside the default target)", "docs/atlas.md"),
 }
 # the code whose commits may explain a paper's verdict changes
 PAPER_PATHS = {
@@ -52,6 +53,7 @@ PAPER_PATHS = {
     "P2": ["src/distlab/placement"],
     "P3": ["src/distlab/local"],
     "P4": ["src/distlab/demo"],
+    "atlas": ["src/distlab/atlas"],
 }
 SHARED_PATHS = ["config/claims.yaml", "config/config.yaml", "src/distlab/scorecard.py",
                 "src/distlab/stats.py"]
