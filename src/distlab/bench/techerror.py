@@ -116,7 +116,7 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
               rates: dict | None = None, timeout_s: float = 300.0, log=None,
               fits: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-step rows, per technique x rate summary); "not run" rows without root/kernel features."""
-    from ..runtime.launch import run_shaped
+    from ..runtime.netns import run_shaped
     from ..runtime.netns import unavailable
 
     rates = RATES if rates is None else rates

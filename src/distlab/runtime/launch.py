@@ -470,12 +470,3 @@ def _stop(pids) -> None:
         except ChildProcessError:
             pass
 
-
-def run_shaped(module_args: Sequence[str], nprocs: int, rate_bps: float | None, timeout_s: float,
-               threads: int | None = None, stream: TextIO | None = None) -> None:
-    """``python -m distlab *module_args`` on ``nprocs`` ranks, each in a network namespace of its
-    own with its link shaped to ``rate_bps`` (None: unshaped); see :mod:`distlab.runtime.netns`."""
-    from .netns import ShapedCluster, run_ranks
-
-    with ShapedCluster(nprocs, rate_bps) as cluster:
-        run_ranks(cluster, [sys.executable, "-m", "distlab", *module_args], timeout_s, threads, stream)

@@ -315,3 +315,11 @@ def run_ranks(cluster: ShapedCluster, argv: Sequence[str], timeout_s: float, thr
             own = [ln for ln in kept if ln.startswith(f"[rank{rank}]: ") and "Warning" not in ln]
             causes = [f"rank {rank}: {own[-1].split(': ', 1)[1]}"] if own else []
         raise RuntimeError("\n".join(_blame(rank, failed[rank], causes)) + f"\nshaped job of {cluster.n} ranks failed")
+
+
+def run_shaped(module_args: Sequence[str], nprocs: int, rate_bps: float | None, timeout_s: float,
+               threads: int | None = None, stream: TextIO | None = None) -> None:
+    """``python -m distlab *module_args`` on ``nprocs`` ranks, each in a network namespace of its
+    own with its link shaped to ``rate_bps`` (None: unshaped); the launcher mode of this module."""
+    with ShapedCluster(nprocs, rate_bps) as cluster:
+        run_ranks(cluster, [sys.executable, "-m", "distlab", *module_args], timeout_s, threads, stream)
