@@ -167,3 +167,11 @@ def test_snakemake_dry_run_refuses(tmp_path, case, expect):
     assert r.returncode != 0
     assert expect in r.stdout + r.stderr
     assert "nothing was run" in r.stdout + r.stderr
+
+
+def test_a_ceiling_given_on_the_command_line_is_read_as_the_number_it_spells():
+    """Snakemake's --config 'jobs={max_mem_mb: 65536}' hands the number over as a string."""
+    from distlab import bounds
+
+    assert bounds._ceiling({"max_mem_mb": "65536"}) == (65536, "jobs.max_mem_mb")
+    assert bounds._ceiling({"max_mem_mb": 65536}) == (65536, "jobs.max_mem_mb")

@@ -67,6 +67,8 @@ def gpu_mem_mb_here() -> int | None:
 def _ceiling(jobs: Mapping[str, Any]) -> tuple[int | None, str]:
     """(ceiling in MiB, where it comes from) for host memory."""
     value = jobs.get("max_mem_mb")
+    if isinstance(value, str) and value.isdigit():  # --config 'jobs={max_mem_mb: 65536}' gives a string
+        value = int(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return value, "jobs.max_mem_mb"
     if value == "slurm":

@@ -8,10 +8,6 @@ ATLAS = config.get("atlas")
 ATLAS_OUT = f"{RESULTS}/atlas"
 
 
-def atlas_techniques():
-    return list(ATLAS["techniques"]) if ATLAS else []
-
-
 rule atlas_technique:
     """One technique: its sweep (lrs x natural setting, one seed, small size, N = sweep.n_workers;
     chosen on the validation windows), then every size x N x seed at the choice, and for an
@@ -24,7 +20,9 @@ rule atlas_technique:
     params:
         cfg=lambda w: _atlas_json.dumps(ATLAS),
         data=lambda w, input: _atlas_os.path.dirname(input.data),
-        out=f"{ATLAS_OUT}/techniques/{{technique}}",
+        out=lambda w, output: _atlas_os.path.dirname(output.done),
+    conda:
+        ENV
     log:
         "logs/atlas/{technique}.log",
     benchmark:
@@ -46,7 +44,9 @@ rule atlas_reference:
     params:
         cfg=lambda w: _atlas_json.dumps(ATLAS),
         data=lambda w, input: _atlas_os.path.dirname(input.data),
-        out=f"{ATLAS_OUT}/reference",
+        out=lambda w, output: _atlas_os.path.dirname(output.done),
+    conda:
+        ENV
     log:
         "logs/atlas/reference.log",
     benchmark:
@@ -62,7 +62,7 @@ rule atlas_reference:
 rule atlas_map:
     """The map's tables: cells, winners with intervals, crossovers, trends, the reference, the replay benchmark."""
     input:
-        done=lambda w: [f"{ATLAS_OUT}/techniques/{t}/done.json" for t in atlas_techniques()],
+        done=lambda w: [f"{ATLAS_OUT}/techniques/{t}/done.json" for t in (ATLAS["techniques"] if ATLAS else [])],
         reference=f"{ATLAS_OUT}/reference/done.json",
         floors=lambda w: floors_table(ATLAS["dataset"]),
     output:
@@ -75,7 +75,9 @@ rule atlas_map:
         ttt=f"{ATLAS_OUT}/map/ttt.csv",
     params:
         cfg=lambda w: _atlas_json.dumps(ATLAS),
-        out=f"{ATLAS_OUT}/map",
+        out=lambda w, output: _atlas_os.path.dirname(output.cells),
+    conda:
+        ENV
     log:
         "logs/atlas/map.log",
     benchmark:
@@ -98,7 +100,9 @@ rule atlas_figures:
         time=f"{ATLAS_OUT}/figures/time_vs_bandwidth.png",
     params:
         cfg=lambda w: _atlas_json.dumps(ATLAS),
-        map=f"{ATLAS_OUT}/map",
+        map=lambda w, input: _atlas_os.path.dirname(input.winners),
+    conda:
+        ENV
     log:
         "logs/atlas/figures.log",
     benchmark:
@@ -122,6 +126,8 @@ rule atlas_scorecard:
         conditions=f"{ATLAS_OUT}/scorecard_conditions.csv",
     params:
         stats=lambda w: _atlas_json.dumps(config["stats"]),
+    conda:
+        ENV
     log:
         "logs/atlas/scorecard.log",
     benchmark:
