@@ -2,6 +2,9 @@
 
 Two verbs:
 
+``python scripts/snapshot.py blocks``
+    rewrites only the pages' generated blocks from ``docs/results/`` as it is.
+
 ``python scripts/snapshot.py record --out results/reproduce.json --start T0 --end T1 --rc RC ...``
     called by ``make reproduce`` after the workflow ends: the commit it ran (and whether
     the tree was dirty), its start and end time, exit code, load average and the machine
@@ -13,7 +16,9 @@ Two verbs:
     record above), keeps the previous snapshot's verdicts in
     ``docs/results/previous_verdicts.csv``, lists every claim whose verdict changed, with
     the commit range, in ``docs/results/verdict_changes.md``, and rewrites the README's
-    verdict table between its markers from the new counts.  It refuses (exit 2, one line)
+    verdict table between its markers from the new counts, and the generated blocks of the
+    pages (``<!-- snapshot:KIND ARG -->`` ... ``<!-- /snapshot -->``) from the new snapshot.
+    It refuses (exit 2, one line)
     when ``paper/`` was made by other code than HEAD's tree: a record of another tree, a
     dirty tree, or a scorecard that lists "Results made by other code".
 """
@@ -262,6 +267,52 @@ def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict) -> None:
     readme.write_text(before + block + after, encoding="utf-8")
 
 
+# ------------------------------------------------------------------ the pages' generated blocks
+
+BLOCK = re.compile(r"(<!-- snapshot:(\w+) ([\w.-]+) -->\n)(.*?)(<!-- /snapshot -->)", re.S)
+BLOCK_PAGES = ("README.md", "docs/*.md")
+
+
+def block_text(kind: str, arg: str, dest: Path) -> str:
+    """What a block of ``kind`` over ``arg`` holds, from the snapshot in ``dest``:
+    ``counts P1`` the verdict counts of a scorecard section, ``table NAME`` a table of
+    ``tables/NAME.md`` as the workflow wrote it."""
+    if kind == "counts":
+        path = dest / "scorecard" / f"{arg}.md"
+        line = next((ln for ln in path.read_text(encoding="utf-8").splitlines()
+                     if ln.startswith("**") and "claims" in ln), None)
+        if line is None:
+            raise Refused(f"{path}: no counts line ('**N claims:** ...')")
+        return f"{line} (`docs/results/scorecard/{arg}.md`)\n"
+    if kind == "table":
+        path = dest / "tables" / f"{arg}.md"
+        if not path.exists():
+            raise Refused(f"{path}: missing; a block names a table the snapshot does not have")
+        return path.read_text(encoding="utf-8").strip() + f"\n\n(`docs/results/tables/{arg}.md`)\n"
+    raise Refused(f"unknown generated block kind {kind!r} (counts, table)")
+
+
+def fill_blocks(text: str, dest: Path) -> str:
+    return BLOCK.sub(lambda m: m.group(1) + block_text(m.group(2), m.group(3), dest) + m.group(5), text)
+
+
+def block_pages(root: Path) -> list[Path]:
+    return sorted({p for pat in BLOCK_PAGES for p in root.glob(pat)
+                   if not p.is_relative_to(root / "docs" / "results")})
+
+
+def rewrite_blocks(root: Path, dest: Path) -> list[Path]:
+    """Refill every page's generated blocks from the snapshot; the pages it changed."""
+    changed = []
+    for page in block_pages(root):
+        text = page.read_text(encoding="utf-8")
+        new = fill_blocks(text, dest)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
+            changed.append(page)
+    return changed
+
+
 # ------------------------------------------------------------------ the snapshot
 
 def snapshot(args: argparse.Namespace) -> dict:
@@ -303,6 +354,7 @@ def snapshot(args: argparse.Namespace) -> dict:
     (dest / "snapshot.json").write_text(json.dumps(snap, indent=2) + "\n")
     if args.readme:
         rewrite_readme(root / args.readme, counts(new), rec)
+    rewrite_blocks(root, dest)
     return snap
 
 
@@ -319,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--load-start", default="")
     r.add_argument("--cores", type=int, default=None)
     r.add_argument("--command-line", default="make reproduce")
+    sub.add_parser("blocks", help="refill the pages' generated blocks from docs/results/")
     for a in (ap,):
         a.add_argument("--root", default=str(ROOT))
         a.add_argument("--paper", default="paper")
@@ -334,6 +387,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.verb == "record":
             record(args)
+            return 0
+        if args.verb == "blocks":
+            root = Path(args.root).resolve()
+            for page in rewrite_blocks(root, root / args.dest):
+                print(f"snapshot: rewrote the generated blocks of {page.relative_to(root)}")
             return 0
         snap = snapshot(args)
     except Refused as err:

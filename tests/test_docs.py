@@ -135,10 +135,18 @@ def test_no_doc_page_is_over_20000_characters(page):
 NUMBER = re.compile(r"(?<![\w.-])\d+(?:[.,]\d+)*(?:\s?(?:%|×|ms|s|min|nats|GB|MB))?(?![\w×]|[.,]\d)")
 
 
+def outside_generated(text: str) -> str:
+    """The text less what `make snapshot` writes: the README's verdict table and the pages'
+    generated blocks."""
+    if snapshot.BEGIN in text and snapshot.END in text:
+        text = text.split(snapshot.BEGIN)[0] + text.split(snapshot.END)[-1]
+    return snapshot.BLOCK.sub("", text)
+
+
 def quoted_numbers(text: str) -> list[str]:
-    """Numbers in prose: outside the generated verdict table, code, paths, links and
+    """Numbers in prose: outside the generated table and blocks, code, paths, links and
     version strings; shapes (32×32) and names (P1, 24-layer, 2-core) are not results."""
-    text = text.split(snapshot.BEGIN)[0] + text.split(snapshot.END)[-1]
+    text = outside_generated(text)
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     text = re.sub(r"`[^`]*`", "", text)
     text = re.sub(r"\]\([^)]*\)", "]", text)
@@ -146,9 +154,98 @@ def quoted_numbers(text: str) -> list[str]:
     return [m.group(0) for m in NUMBER.finditer(text)]
 
 
+def value(number: str) -> float:
+    return float(re.sub(r"[^\d.]", "", number.replace(",", "")))
+
+
+def config_values() -> set[float]:
+    """Every number config/*.yaml holds: the settings, and the papers' figures each claim
+    names (`paper_value`, its `source`, its threshold's arithmetic): not results of ours."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "config").glob("*.yaml")))
+    return {value(n) for n in re.findall(r"(?<![\w.])\d+(?:,\d{3})*(?:\.\d+)?", text)}
+
+
+def results_sections(text: str) -> str:
+    """The page's "Results" sections (a `## Results...` heading to the next `## `)."""
+    parts = re.split(r"(?m)^(?=## )", text)
+    return "\n".join(p for p in parts if re.match(r"## Results\b", p))
+
+
+# a sentence that reports a run of ours: a number with a unit beside words of our runs
+OURS = re.compile(r"\b(?:measured|took|takes|on this (?:machine|CPU|\S+ machine)|at commit|our runs? "
+                  r"(?:gave|show|reach)|we (?:got|measured|found))\b", re.I)
+WITH_UNIT = re.compile(r"\d\s?(?:%|×|ms|s|min|nats|GB|MB)$")
+
+
+def stray_results(text: str, allowed: set[float]) -> list[str]:
+    """Numbers of ours a page quotes outside the generated blocks: any number of its
+    Results sections, and any number with a unit in a sentence that reports a run of ours,
+    unless config/*.yaml holds it (a setting or a paper's figure)."""
+    stray = [n for n in quoted_numbers(results_sections(text)) if value(n) not in allowed]
+    prose = re.sub(r"```.*?```", "", outside_generated(text), flags=re.S)
+    for sentence in re.split(r"(?<=[.;:])\s+(?=[A-Z(*`])|\n\s*\n|\n\s*[*-] ", prose):
+        if OURS.search(sentence):
+            stray += [n for n in quoted_numbers(sentence)
+                      if WITH_UNIT.search(n) and value(n) not in allowed]
+    return stray
+
+
 def test_the_readme_quotes_no_number_of_ours_outside_the_generated_table():
     found = [n for n in quoted_numbers(README) if not re.fullmatch(r"[0-9]", n)]
     assert not found, f"README quotes numbers outside the generated table: {found}"
+
+
+# the papers' pages and the shared ones; the changelog is dated history, not results, and the
+# studies' pages (atlas.md, network.md) join this list when their tables move into blocks
+RESULT_PAGES = ["README.md", "docs/pgc.md", "docs/placement.md", "docs/demo.md",
+                "docs/local_learning.md", "docs/runtime.md", "docs/papers.md", "docs/conventions.md",
+                "docs/design.md"]
+
+
+@pytest.mark.parametrize("page", [ROOT / p for p in RESULT_PAGES], ids=lambda p: p.name)
+def test_no_page_quotes_a_result_of_ours_outside_a_generated_block(page):
+    """A result of ours sits in a block `make snapshot` writes (`<!-- snapshot:KIND ARG -->`)
+    or is a link to the snapshot; the papers' figures and the settings are in config/*.yaml."""
+    stray = stray_results(page.read_text(encoding="utf-8"), config_values())
+    assert not stray, f"{page.name} quotes numbers of ours by hand: {stray}"
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda p: p.name)
+def test_every_generated_block_is_the_snapshots(page):
+    """The blocks hold what `make snapshot` writes from docs/results/ now: a page edited by
+    hand, or a snapshot regenerated without them, fails here."""
+    text = page.read_text(encoding="utf-8")
+    assert snapshot.fill_blocks(text, RESULTS) == text, (
+        f"{page.name}: a generated block differs from docs/results/; run python scripts/snapshot.py blocks")
+
+
+def test_the_number_check_sees_a_hand_typed_result():
+    text = "intro\n<!-- verdicts:begin -->\n| 12 |\n<!-- verdicts:end -->\nDeMo is 1.8× faster, 414 s."
+    assert quoted_numbers(text) == ["1.8×", "414 s"]
+    assert quoted_numbers("ImageNet 32×32 and CIFAR-10, torch 2.14.1, a 2-core CPU, `results/x1.5`") == []
+    allowed = {4.0, 0.05}
+    page = ("# P\n\n## Decisions\n\nThe paper's lr is 4e-4 over 4 workers.  The run took 17.4 s "
+            "on this machine.\n\n## Results\n\n<!-- snapshot:counts P1 -->\n**9 claims:** 3 reproduced\n"
+            "<!-- /snapshot -->\nDeMo is 1.8× faster; the margin is 0.05.\n\n## At the paper's scale\n\n"
+            "Eight nodes, 64 GPUs.\n")
+    assert stray_results(page, allowed) == ["1.8×", "17.4 s"]
+    assert stray_results(page.replace("17.4 s", "4 s").replace("1.8×", "0.05"), allowed) == []
+
+
+def test_make_snapshot_rewrites_the_generated_blocks(tmp_path):
+    dest = tmp_path / "results"
+    (dest / "scorecard").mkdir(parents=True)
+    (dest / "tables").mkdir()
+    (dest / "scorecard/P1.md").write_text("# P1\n\n**3 claims:** 2 reproduced · 1 inconclusive\n")
+    (dest / "tables/t.md").write_text("| a |\n|--:|\n| 7 |\n")
+    page = ("x\n<!-- snapshot:counts P1 -->\nold\n<!-- /snapshot -->\ny\n"
+            "<!-- snapshot:table t -->\n<!-- /snapshot -->\n")
+    got = snapshot.fill_blocks(page, dest)
+    assert "**3 claims:** 2 reproduced · 1 inconclusive (`docs/results/scorecard/P1.md`)\n" in got
+    assert "old" not in got and "| 7 |\n\n(`docs/results/tables/t.md`)\n<!-- /snapshot -->" in got
+    assert snapshot.fill_blocks(got, dest) == got and quoted_numbers(got) == []
+    with pytest.raises(snapshot.Refused, match="missing"):
+        snapshot.fill_blocks("<!-- snapshot:table nothere -->\n<!-- /snapshot -->", dest)
 
 
 def test_the_path_check_sees_a_missing_file(tmp_path):
@@ -162,12 +259,6 @@ def test_the_path_check_sees_a_missing_file(tmp_path):
     files = tracked_files()
     assert {p for p in got if not is_named_in_repo(p, files)} == {"src/distlab/nothere.py",
                                                                   "config/nothere.yaml"}
-
-
-def test_the_number_check_sees_a_hand_typed_result():
-    text = "intro\n<!-- verdicts:begin -->\n| 12 |\n<!-- verdicts:end -->\nDeMo is 1.8× faster, 414 s."
-    assert quoted_numbers(text) == ["1.8×", "414 s"]
-    assert quoted_numbers("ImageNet 32×32 and CIFAR-10, torch 2.14.1, a 2-core CPU, `results/x1.5`") == []
 
 
 # ------------------------------------------------------------------ make snapshot on a fake tree
