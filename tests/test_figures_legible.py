@@ -249,3 +249,107 @@ def test_every_figure_of_the_tiny_run_is_legible(tiny_workflow):
     same = plots.coinciding(steps, "step", "loss", "run")
     titles = " ".join(_meta(work / "paper/figures/baseline_loss.png")[1])
     assert ("losses that lie on top of each other" in titles) == bool(same)
+
+
+# ------------------------------------------------------------------ ticks and intervals
+
+def _two_seeds_far_apart() -> pd.DataFrame:
+    # two seeds a long way apart: the t interval of the mean (t = 12.7 at one degree of
+    # freedom) reaches below zero on the linear scale
+    return pd.DataFrame({"m": ["a", "a", "b", "b"], "seed": [0, 1, 0, 1], "t": [0.0216, 0.0272, 0.010, 0.011]})
+
+
+def _lowest_error_bar(ax) -> float:
+    return min(float(np.nanmin(ln.get_ydata())) for ln in ax.lines if len(ln.get_ydata()))
+
+
+def test_a_positive_quantitys_interval_never_reaches_below_zero():
+    d = _two_seeds_far_apart()
+    linear = plots.bar_with_ci(d, "m", "t", None)
+    assert _lowest_error_bar(linear) < 0  # the symmetric interval does
+    assert "an error bar reaches below zero under positive bars" in " ".join(plots.legibility_problems(linear.figure))
+    ax = plots.bar_with_ci(d, "m", "t", None, positive=True)
+    low = _lowest_error_bar(ax)
+    assert low > 0
+    gm = float(np.exp(np.log([0.0216, 0.0272]).mean()))
+    assert ax.patches[0].get_height() == pytest.approx(gm)  # the geometric mean, inside its interval
+    lo, hi = plots.log_t_errorbar(0.95)([0.0216, 0.0272])
+    assert 0 < lo < gm < hi and hi - gm > gm - lo  # asymmetric: longer upwards
+    with pytest.raises(ValueError, match="positive"):
+        plots.log_t_errorbar()([0.0, 1.0])
+    plt.close("all")
+
+
+def test_a_short_log_axis_gets_plain_ticks_and_a_bare_one_is_reported():
+    def loss_axes():
+        fig, ax = plt.subplots()
+        ax.plot(np.arange(10), np.linspace(2.2, 0.6, 10))
+        ax.set(yscale="log", xlabel="step", ylabel="loss", title="x (simulated)")
+        return fig, ax
+
+    fig, ax = loss_axes()
+    assert any("fewer than three plain numbers" in p for p in plots.legibility_problems(fig))
+    fig, ax = loss_axes()
+    plots.log_ticks(ax)
+    assert plots.legibility_problems(fig) == []
+    shown = [t.get_text() for t in ax.get_yticklabels() if t.get_visible() and t.get_text()]
+    lo, hi = ax.get_ylim()
+    shown = [s for s, v in zip(shown, ax.get_yticks()) if lo <= v <= hi]
+    assert len(shown) >= 3 and all(re.fullmatch(r"[\d.]+", s) for s in shown), shown
+    plt.close("all")
+
+
+def test_overlapping_tick_labels_are_reported():
+    fig, ax = plt.subplots(figsize=(2, 2))
+    ax.bar([f"a rather long category {i}" for i in range(6)], np.arange(1, 7))
+    ax.set(ylabel="count", title="x (measured)")
+    assert "x tick labels overlap" in " ".join(plots.legibility_problems(fig))
+    ax.tick_params(axis="x", rotation=90)
+    assert not any("overlap" in p for p in plots.legibility_problems(fig))
+    plt.close("all")
+
+
+def test_the_four_figures_read_last_round_are_legible(tmp_path):
+    """demo_real and local_throughput_memory (intervals of times and sizes), local_nonident
+    (its clock and its toy's label) and pgc_fig8 (ticks on a short log axis), from inputs
+    shaped like the workflow's, with two far-apart seeds."""
+    from distlab.demo.figures import real_figure
+    from distlab.local import figures as lf
+    from distlab.pgc import figures as pf
+
+    real = pd.DataFrame([{"method": m, "n_workers": n, "seed": s, "step_time_median": v, "backend": "gloo"}
+                         for m, n, vals in [("adamw", 2, (0.0093, 0.0109)), ("demo", 4, (0.0216, 0.0272))]
+                         for s, v in enumerate(vals)])
+    sim = pd.DataFrame({"method": ["adamw"] * 2, "n_workers": [2, 2], "seed": [0, 1], "time_per_step": [0.0107, 0.0108]})
+    real.to_csv(tmp_path / "real.csv", index=False)
+    sim.to_csv(tmp_path / "sim.csv", index=False)
+    tp = pd.DataFrame([{"method": m, "seed": s, "tokens_per_s": t, "pss_mb": 1000.0 + s, "max_rss_mb": 1100.0,
+                        "rss_sum_mb": 3100.0 + 40 * s}
+                       for m, ts in [("bp", (2400, 2700, 3000)), ("rc-async", (900, 1000, 4200))]
+                       for s, t in enumerate(ts)])
+    tp.to_csv(tmp_path / "tp.csv", index=False)
+    res = {"toy": [{"h": h, "output": 1.0, "loss": 0.5625, "readout_grad": 1.5, "upstream_grad": 3.0 * h}
+                   for h in (1.0, -1.0)],
+           "model": [{"scale": sc, "report_rel_diff": 1e-4, "state_grad_rel_diff": 0.5, "section_grad_rel_diff": 0.3}
+                     for sc in (0.5, 2.0)],
+           "source": {"n_layer": 24, "sections": 4}}
+    (tmp_path / "nonident.json").write_text(json.dumps(res))
+    steps = pd.DataFrame([{"scheme": sch, "s": s, "delay_mean": 1.0, "seed": seed, "step": step,
+                           "train_loss_full": 2.2 * np.exp(-1.3 * (step / 150) ** 2) * (1 + 0.01 * seed)}
+                          for sch, s in [("dgd", 0), ("gc-fr", 1), ("pgc-fr", 1)] for seed in range(2)
+                          for step in range(0, 151, 25)])
+
+    real_figure(tmp_path / "real.csv", tmp_path / "sim.csv", tmp_path / "demo_real.png")
+    lf.throughput_memory(tmp_path / "tp.csv", tmp_path / "local_throughput_memory.png")
+    lf.nonident_figure(tmp_path / "nonident.json", tmp_path / "local_nonident.png")
+    pf.fig8(steps, tmp_path / "pgc_fig8.png", {})
+    for name in ("demo_real", "local_throughput_memory", "local_nonident", "pgc_fig8"):
+        problems, titles = _meta(tmp_path / f"{name}.png")
+        assert problems == [], (name, problems)
+        assert re.search(r"\b(simulated|measured)\b", titles[0]), (name, titles)
+    # the intervals of the times and sizes, drawn again here, stay above zero
+    ax = plots.bar_with_ci(real.assign(t=real.step_time_median), "method", "t", None, positive=True)
+    assert _lowest_error_bar(ax) > 0
+    nonident_titles = " ".join(_meta(tmp_path / "local_nonident.png")[1])
+    assert "no timing" in nonident_titles and "wall clock" not in nonident_titles
+    plt.close("all")

@@ -42,7 +42,7 @@ from matplotlib.path import Path as MplPath  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
-from distlab.stats import t_errorbar  # noqa: E402
+from distlab.stats import t_errorbar, t_interval  # noqa: E402
 from distlab.tables import atomic_output  # noqa: E402
 
 DPI = 150
@@ -87,43 +87,62 @@ def _per_seed(df: pd.DataFrame, y: str, keys: list[str | None]) -> pd.DataFrame:
     return df.groupby(cols, as_index=False, dropna=False, observed=True, sort=False)[y].mean()
 
 
-def line_with_ci(
-    df: pd.DataFrame,
-    x: str,
-    y: str,
-    hue: str | None,
-    ax: Axes | None = None,
-    units: str | None = "seed",
-    ci: float | None = 95,
-    style: str | None = None,
-    hue_order: list | None = None,
-    distinct: bool = False,
-) -> Axes:
-    """Line of the mean of ``y`` over ``units`` (seeds) with a t-interval band.
+def log_t_errorbar(confidence: float = 0.95):
+    """For a quantity that cannot be negative (a time, a rate, a size): the t interval of
+    the log values over seeds, mapped back, so the interval is asymmetric and never
+    reaches below zero; it goes with :func:`geometric_mean` as the estimator."""
+    def bar(values) -> tuple[float, float]:
+        v = np.asarray(values, dtype=float)
+        if (v <= 0).any():
+            raise ValueError(f"a log-scale interval needs positive values, got min {v.min():g}")
+        ci = t_interval(np.log(v), confidence)
+        return float(np.exp(ci.low)), float(np.exp(ci.high))
+    return bar
 
-    Rows are first averaged within each (x, hue, style, unit) cell, so the band
-    is a CI over seeds, not over repeated rows of one seed.  ``ci=None`` draws
-    the mean only.  ``distinct`` gives each ``hue`` level its own dash pattern and
-    marker as well as its colour (for many lines, or lines that lie close together).
+
+def geometric_mean(values) -> float:
+    return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
+
+
+POSITIVE_NOTE = "geometric mean over seeds, 95% t interval on the log scale"
+
+
+def _with_ci(kind: str, df: pd.DataFrame, x: str, y: str, hue: str | None, ax: Axes | None = None,
+             units: str | None = "seed", ci: float | None = 95, positive: bool = False,
+             style: str | None = None, distinct: bool = False, **kw) -> Axes:
+    """The mean of ``y`` over ``units`` (seeds) with a t interval, as lines (``kind="line"``)
+    or bars (``"bar"``).
+
+    Rows are first averaged within each (x, hue, style, unit) cell, so the interval is one
+    over seeds, not over repeated rows of one seed.  ``ci=None`` draws the mean only.
+    ``positive`` (a quantity that cannot be negative) draws the geometric mean with the
+    interval on the log scale (:func:`log_t_errorbar`): asymmetric, never below zero; say
+    so on the figure (:data:`POSITIVE_NOTE`).  Lines: ``distinct`` gives each ``hue``
+    level its own dash pattern and marker as well as its colour (for many lines, or lines
+    that lie close together).  Other keywords (``order``, ``hue_order``) go to seaborn.
     """
     ax = _axes(ax)
     data = _per_seed(df, y, [x, hue, style, units]) if units else df
-    if distinct and hue and not style:
-        style_kw = {"style": hue, "style_order": hue_order, "markers": True, "dashes": True}
+    interval = log_t_errorbar if positive else t_errorbar
+    common = {"data": data, "x": x, "y": y, "hue": hue, "ax": ax,
+              "errorbar": interval(ci / 100) if ci else None, **kw}
+    if positive:
+        common["estimator"] = geometric_mean
+    if kind == "bar":
+        sns.barplot(capsize=0.1, err_kws={"linewidth": 1.0}, **common)
+    elif distinct and hue and not style:
+        sns.lineplot(style=hue, style_order=kw.get("hue_order"), markers=True, dashes=True,
+                     markersize=5, **common)
     else:
-        style_kw = {"style": style, "marker": "o"}
-    sns.lineplot(
-        data=data,
-        x=x,
-        y=y,
-        hue=hue,
-        hue_order=hue_order,
-        errorbar=t_errorbar(ci / 100) if ci else None,
-        markersize=4 if not distinct else 5,
-        ax=ax,
-        **style_kw,
-    )
+        sns.lineplot(style=style, marker="o", markersize=4, **common)
     return ax
+
+
+def line_with_ci(df: pd.DataFrame, x: str, y: str, hue: str | None, ax: Axes | None = None,
+                 **kw) -> Axes:
+    """Line of the mean of ``y`` over seeds with a t-interval band (:func:`_with_ci`;
+    ``style``, ``hue_order``, ``distinct``, ``units``, ``ci``, ``positive``)."""
+    return _with_ci("line", df, x, y, hue, ax, **kw)
 
 
 def coinciding(df: pd.DataFrame, x: str, y: str, hue: str, tol: float = 0.002, log: bool = False) -> list[list]:
@@ -162,34 +181,25 @@ def note_coinciding(ax: Axes, groups: list[list], what: str = "curves", wrap: in
     return note
 
 
-def bar_with_ci(
-    df: pd.DataFrame,
-    x: str,
-    y: str,
-    hue: str | None,
-    ax: Axes | None = None,
-    units: str | None = "seed",
-    ci: float | None = 95,
-    order: list | None = None,
-    hue_order: list | None = None,
-) -> Axes:
-    """Bars of the mean of ``y`` over seeds with t-interval error bars
-    (``order``/``hue_order`` fix the categories' order, as in seaborn)."""
-    ax = _axes(ax)
-    data = _per_seed(df, y, [x, hue, units]) if units else df
-    sns.barplot(
-        data=data,
-        x=x,
-        y=y,
-        hue=hue,
-        order=order,
-        hue_order=hue_order,
-        errorbar=t_errorbar(ci / 100) if ci else None,
-        capsize=0.1,
-        err_kws={"linewidth": 1.0},
-        ax=ax,
-    )
-    return ax
+def log_ticks(ax: Axes, axis: str = "y") -> None:
+    """Plain-number ticks on a log axis that spans little (a loss from 2.2 to 0.6 gets
+    0.7, 1, 1.5, 2 rather than one or two powers of ten)."""
+    from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
+    lo, hi = (ax.get_ylim() if axis == "y" else ax.get_xlim())
+    decades = np.log10(hi / lo) if lo > 0 and hi > lo else 3.0
+    subs = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if decades < 1 else (1.0, 2.0, 5.0) if decades < 2.5 else (1.0,)
+    a = ax.yaxis if axis == "y" else ax.xaxis
+    a.set_major_locator(LogLocator(base=10, subs=subs))
+    a.set_major_formatter(StrMethodFormatter("{x:g}"))
+    a.set_minor_formatter(NullFormatter())
+
+
+def bar_with_ci(df: pd.DataFrame, x: str, y: str, hue: str | None, ax: Axes | None = None,
+                **kw) -> Axes:
+    """Bars of the mean of ``y`` over seeds with t-interval error bars (:func:`_with_ci`;
+    ``order``/``hue_order`` fix the categories' order, as in seaborn; ``units``, ``ci``,
+    ``positive``)."""
+    return _with_ci("bar", df, x, y, hue, ax, **kw)
 
 
 def provenance_text(backend: str, note: str = "") -> str:
@@ -523,7 +533,8 @@ def lift_suptitle(fig: Figure, renderer=None) -> None:
 
 
 def tidy(fig: Figure) -> None:
-    """Name the clock in the title (:func:`carry_clock`), move legends off the data, lay
+    """Name the clock in the title (:func:`carry_clock`), give a short log axis plain ticks
+    (:func:`log_ticks`), move legends off the data, lay
     ``fig`` out again if an axes title prints over another axes' labels, then place each
     axes' provenance box clear of the data."""
     def place(renderer):
@@ -533,7 +544,10 @@ def tidy(fig: Figure) -> None:
                     place_provenance(ax, text, renderer)
 
     carry_clock(fig)
-    for ax in fig.axes:
+    renderer = _renderer(fig)
+    for ax in fig.axes:  # a log axis without enough plain numbers on it gets them
+        for problem in [p for p in _tick_problems(ax, renderer) if p.startswith("log ")]:
+            log_ticks(ax, problem[4])
         place_legend(ax)
     place(_renderer(fig))
     if _labels_overlap(fig, _renderer(fig)) and fig.get_layout_engine() is None:
@@ -574,7 +588,35 @@ def legibility_problems(fig: Figure) -> list[str]:
         problems.append("an axes title prints over another axes' labels")
     if _under_suptitle(fig, renderer):
         problems.append("the figure's title prints over an axes title or text box")
+    for i, a in enumerate(axes):
+        problems += [f"axes {i} ({a.get_title()!r}): {p}" for p in _tick_problems(a, renderer)]
     return problems
+
+
+def _tick_problems(ax: Axes, renderer) -> list[str]:
+    """Tick labels printed over each other; a log axis with fewer than three numbers on it,
+    or spanning less than a decade in powers of ten;
+    error bars reaching below zero under bars that are all positive (a quantity that
+    cannot be negative)."""
+    out = []
+    for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+        labels = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text()]
+        # rotated labels' boxes overlap where their glyphs do not: only level ones are compared
+        boxes = sorted((t.get_window_extent(renderer) for t in labels if t.get_rotation() == 0),
+                       key=lambda b: b.x0 if name == "x" else b.y0)
+        if any(a.overlaps(b) for a, b in zip(boxes, boxes[1:])):
+            out.append(f"{name} tick labels overlap")
+        lo, hi = sorted(axis.get_view_interval())
+        shown = [t for which in ("major", "minor") for t, v in
+                 zip(axis.get_ticklabels(which=which), axis.get_ticklocs(minor=which == "minor"))
+                 if lo <= v <= hi and t.get_text() and _numeric(t.get_text())]
+        if axis.get_scale() == "log" and ax.has_data() and (
+                len(shown) < 3 or hi < 10 * lo and any("10^" in t.get_text() for t in shown)):
+            out.append(f"log {name} axis with fewer than three plain numbers on it")
+    bars = [b.get_height() for b in ax.patches if hasattr(b, "get_height") and b.get_width() > 0]
+    if bars and min(bars) > 0 and any(len(ln.get_ydata()) and np.nanmin(ln.get_ydata()) < 0 for ln in ax.lines):
+        out.append("an error bar reaches below zero under positive bars")
+    return out
 
 
 def _numeric(s: str) -> bool:

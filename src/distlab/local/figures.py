@@ -81,19 +81,20 @@ def throughput_memory(throughput_csv: Path, out: Path) -> None:
     plots.set_style()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     order = list(dict.fromkeys(df.method))
-    plots.bar_with_ci(df, "method", "tokens_per_s", None, ax=axes[0], order=order)
+    plots.bar_with_ci(df, "method", "tokens_per_s", None, ax=axes[0], order=order, positive=True)
     axes[0].set_ylabel("training tokens / s")
     mem = pd.concat([df.assign(measure="PSS summed (each page once)", mb=df["pss_mb"]),
                      df.assign(measure="peak RSS of the largest process", mb=df["max_rss_mb"]),
                      df.assign(measure="peak RSS summed (pages counted per process)", mb=df["rss_sum_mb"])])
-    plots.bar_with_ci(mem, "method", "mb", "measure", ax=axes[1], order=order)
+    plots.bar_with_ci(mem, "method", "mb", "measure", ax=axes[1], order=order, positive=True)
     axes[1].set_ylabel("memory (MiB)")
     axes[1].legend(fontsize=6)
     for ax in axes:
         ax.set_xlabel("")
         ax.tick_params(axis="x", rotation=20)
         plots.label_provenance(ax, "measured", f"{df.seed.nunique()} interleaved repeats")
-    fig.suptitle("Training throughput and peak memory by method")
+    fig.suptitle("Training throughput and peak memory by method\n(" + plots.POSITIVE_NOTE.replace("seeds", "repeats")
+                 + ")")
     plots.save(fig, out)
 
 
@@ -136,8 +137,8 @@ def nonident_figure(json_path: Path, out: Path) -> None:
         ax.text(r["h"], r["loss"] + 0.12, f"dL/da={r['readout_grad']:.2f}\ndL/dh={r['upstream_grad']:.2f}",
                 ha="center", fontsize=7)
     ax.set_xlabel("internal state h")
-    ax.set_ylabel("loss (a h² − y)²")
-    ax.set_title("toy: same output and readout gradient, opposite dL/dh")
+    ax.set_ylabel(f"loss L = (a·h² − y)²,  a = 1, y = {y:g}")
+    ax.set_title("toy: same output and dL/da, opposite dL/dh")
     m = pd.DataFrame(res["model"])
     ax = axes[1]
     long = pd.concat([
@@ -154,7 +155,9 @@ def nonident_figure(json_path: Path, out: Path) -> None:
     ax.set_xlabel("residual stream rescaled by s (same function)")
     ax.set_title(f"trained {res['source']['n_layer']}-layer GPT, {res['source']['sections']} sections")
     ax.legend(fontsize=7, loc="upper left")
-    plots.label_provenance(ax, "measured", "no timing: exact arithmetic, one held-out batch")
+    # no clock is involved: the figure's title says the numbers are computed, not timed
+    fig.suptitle("Same function, different credit: readout vs upstream gradients "
+                 "(measured: exact arithmetic, no timing; one held-out batch)", fontsize=10)
     plots.save(fig, out)
 
 

@@ -69,8 +69,20 @@ def _expand_dgd(summary: pd.DataFrame, s_values) -> pd.DataFrame:
     return pd.concat([rest] + [dgd.assign(s=s) for s in s_values], ignore_index=True)
 
 
+def _s_values(df: pd.DataFrame) -> list[int]:
+    return sorted(int(s) for s in df["s"].unique() if s > 0)
+
+
+def _finish(fig, out: Path, title: str, note: str, margin: float = 0.05) -> None:
+    """The figure's simulated-clock box, its title, its layout, and the file."""
+    plots.label_provenance(fig, "simulated", note)
+    fig.suptitle(title)
+    fig.tight_layout(rect=(0, margin, 1, 1 - margin))
+    plots.save(fig, out)
+
+
 def fig7(summary: pd.DataFrame, out: Path, opts: dict) -> None:
-    s_values = sorted(int(s) for s in summary["s"].unique() if s > 0)
+    s_values = _s_values(summary)
     d = _with_label(_expand_dgd(summary, s_values))
     means = sorted(d["delay_mean"].unique())
     fig, axes = plt.subplots(1, len(means), figsize=(6 * len(means), 4.2), squeeze=False)
@@ -81,14 +93,11 @@ def fig7(summary: pd.DataFrame, out: Path, opts: dict) -> None:
         ax.set_title(f"exp. delays, mean {mu:g} s ({_regime(opts, mu)})")
         ax.set_ylabel("time per step (simulated s)")
         ax.legend(fontsize=7, ncol=2)
-    plots.label_provenance(fig, "simulated", f"n = {opts.get('n')}, {d['seed'].nunique()} seeds")
-    fig.suptitle("Fig. 7 counterpart: time per step")
-    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
-    plots.save(fig, out)
+    _finish(fig, out, "Fig. 7 counterpart: time per step", f"n = {opts.get('n')}, {d['seed'].nunique()} seeds")
 
 
 def fig8(steps: pd.DataFrame, out: Path, opts: dict) -> None:
-    s_values = sorted(int(s) for s in steps["s"].unique() if s > 0)
+    s_values = _s_values(steps)
     ev = steps[steps["train_loss_full"].notna()]
     d = _with_label(_expand_dgd(ev, s_values))
     means = sorted(d["delay_mean"].unique())
@@ -104,6 +113,7 @@ def fig8(steps: pd.DataFrame, out: Path, opts: dict) -> None:
             plots.line_with_ci(sub, x="step", y="train_loss_full", hue="Scheme", ax=ax,
                                hue_order=_order(sub), distinct=True)
             ax.set_yscale("log")
+            plots.log_ticks(ax)
             ax.set_title(f"s = {s}, delay mean {mu:g} s", fontsize=9)
             plots.note_coinciding(ax, plots.coinciding(sub, "step", "train_loss_full", "Scheme", log=True),
                                   "losses")
@@ -112,10 +122,8 @@ def fig8(steps: pd.DataFrame, out: Path, opts: dict) -> None:
                 ax.get_legend().remove()
             else:
                 ax.legend(fontsize=7, ncol=2)
-    plots.label_provenance(fig, "simulated", f"{d['seed'].nunique()} seeds; loss vs steps")
-    fig.suptitle("Fig. 8 counterpart: training loss against steps")
-    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
-    plots.save(fig, out)
+    _finish(fig, out, "Fig. 8 counterpart: training loss against steps",
+            f"{d['seed'].nunique()} seeds; loss vs steps", margin=0.03)
 
 
 def fig9(summary: pd.DataFrame, out: Path, opts: dict) -> None:
@@ -133,11 +141,9 @@ def fig9(summary: pd.DataFrame, out: Path, opts: dict) -> None:
         ax.tick_params(axis="x", labelrotation=30)
         ax.set_xlabel("")
     mu = float(d["delay_mean"].iloc[0])
-    plots.label_provenance(fig, "simulated", f"s = {opts.get('cloud_s')}, exp. delays mean {mu:g} s, "
-                           f"{_regime(opts, mu)}; {d['seed'].nunique()} seeds")
-    fig.suptitle("Fig. 9 counterpart: time per step and steps to the loss threshold")
-    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
-    plots.save(fig, out)
+    _finish(fig, out, "Fig. 9 counterpart: time per step and steps to the loss threshold",
+            f"s = {opts.get('cloud_s')}, exp. delays mean {mu:g} s, {_regime(opts, mu)}; "
+            f"{d['seed'].nunique()} seeds")
 
 
 def fig10(steps: pd.DataFrame, out: Path, opts: dict) -> None:
@@ -154,6 +160,7 @@ def fig10(steps: pd.DataFrame, out: Path, opts: dict) -> None:
     if thr is not None:
         ax.axhline(thr, color="grey", ls="--", lw=1)
     ax.set_yscale("log")
+    plots.log_ticks(ax)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("training loss (10-step mean)")
     plots.label_provenance(fig, "simulated", f"{d['seed'].nunique()} seeds")
