@@ -114,12 +114,11 @@ def _with_ci(kind: str, df: pd.DataFrame, x: str, y: str, hue: str | None, ax: A
     or bars (``"bar"``).
 
     Rows are first averaged within each (x, hue, style, unit) cell, so the interval is one
-    over seeds, not over repeated rows of one seed.  ``ci=None`` draws the mean only.
-    ``positive`` (a quantity that cannot be negative) draws the geometric mean with the
-    interval on the log scale (:func:`log_t_errorbar`): asymmetric, never below zero; say
-    so on the figure (:data:`POSITIVE_NOTE`).  Lines: ``distinct`` gives each ``hue``
-    level its own dash pattern and marker as well as its colour (for many lines, or lines
-    that lie close together).  Other keywords (``order``, ``hue_order``) go to seaborn.
+    over seeds, not over repeated rows of one seed.  ``ci=None``: the mean only.  ``positive``
+    (a quantity that cannot be negative): the geometric mean, the interval on the log scale
+    (:func:`log_t_errorbar`), never below zero; say so (:data:`POSITIVE_NOTE`).  Lines:
+    ``distinct`` gives each ``hue`` level its own dashes and marker.  Other keywords
+    (``order``, ``hue_order``) go to seaborn.
     """
     ax = _axes(ax)
     data = _per_seed(df, y, [x, hue, style, units]) if units else df
@@ -545,9 +544,12 @@ def tidy(fig: Figure) -> None:
 
     carry_clock(fig)
     renderer = _renderer(fig)
-    for ax in fig.axes:  # a log axis without enough plain numbers on it gets them
-        for problem in [p for p in _tick_problems(ax, renderer) if p.startswith("log ")]:
-            log_ticks(ax, problem[4])
+    for ax in fig.axes:  # plain numbers on a short log axis; crowded level x labels turned
+        for problem in _tick_problems(ax, renderer):
+            if problem.startswith("log "):
+                log_ticks(ax, problem[4])
+            elif problem == "x tick labels overlap":
+                ax.tick_params(axis="x", labelrotation=30)
         place_legend(ax)
     place(_renderer(fig))
     if _labels_overlap(fig, _renderer(fig)) and fig.get_layout_engine() is None:
@@ -594,14 +596,12 @@ def legibility_problems(fig: Figure) -> list[str]:
 
 
 def _tick_problems(ax: Axes, renderer) -> list[str]:
-    """Tick labels printed over each other; a log axis with fewer than three numbers on it,
-    or spanning less than a decade in powers of ten;
-    error bars reaching below zero under bars that are all positive (a quantity that
-    cannot be negative)."""
+    """Level tick labels over each other; a log axis with under three numbers (or under a
+    decade, in powers of ten); error bars below zero under all-positive bars."""
     out = []
     for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
         labels = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text()]
-        # rotated labels' boxes overlap where their glyphs do not: only level ones are compared
+        # rotated labels' boxes overlap where their glyphs do not: level ones only
         boxes = sorted((t.get_window_extent(renderer) for t in labels if t.get_rotation() == 0),
                        key=lambda b: b.x0 if name == "x" else b.y0)
         if any(a.overlaps(b) for a, b in zip(boxes, boxes[1:])):
