@@ -269,14 +269,13 @@ def test_a_positive_quantitys_interval_never_reaches_below_zero():
     assert _lowest_error_bar(linear) < 0  # the symmetric interval does
     assert "an error bar reaches below zero under positive bars" in " ".join(plots.legibility_problems(linear.figure))
     ax = plots.bar_with_ci(d, "m", "t", None, positive=True)
-    low = _lowest_error_bar(ax)
-    assert low > 0
-    gm = float(np.exp(np.log([0.0216, 0.0272]).mean()))
-    assert ax.patches[0].get_height() == pytest.approx(gm)  # the geometric mean, inside its interval
-    lo, hi = plots.log_t_errorbar(0.95)([0.0216, 0.0272])
-    assert 0 < lo < gm < hi and hi - gm > gm - lo  # asymmetric: longer upwards
-    with pytest.raises(ValueError, match="positive"):
-        plots.log_t_errorbar()([0.0, 1.0])
+    assert _lowest_error_bar(ax) == 0.0  # cut at zero
+    assert ax.patches[0].get_height() == pytest.approx(0.0244)  # the mean, as in the tables
+    full = plots.t_errorbar(0.95)([0.0216, 0.0272])
+    assert plots.clipped_t_errorbar(0.95)([0.0216, 0.0272]) == (0.0, full[1])  # the top unchanged
+    assert plots.clipped_t_errorbar(0.95)([1.0, 1.1, 1.2]) == plots.t_errorbar(0.95)([1.0, 1.1, 1.2])
+    with pytest.raises(ValueError, match="negative"):
+        plots.clipped_t_errorbar()([-1.0, 1.0])
     plt.close("all")
 
 
@@ -346,9 +345,9 @@ def test_the_four_figures_read_last_round_are_legible(tmp_path):
         problems, titles = _meta(tmp_path / f"{name}.png")
         assert problems == [], (name, problems)
         assert re.search(r"\b(simulated|measured)\b", titles[0]), (name, titles)
-    # the intervals of the times and sizes, drawn again here, stay above zero
+    # the intervals of the times and sizes, drawn again here, stay at or above zero
     ax = plots.bar_with_ci(real.assign(t=real.step_time_median), "method", "t", None, positive=True)
-    assert _lowest_error_bar(ax) > 0
+    assert _lowest_error_bar(ax) >= 0
     nonident_titles = " ".join(_meta(tmp_path / "local_nonident.png")[1])
     assert "no timing" in nonident_titles and "wall clock" not in nonident_titles
     plt.close("all")

@@ -87,24 +87,20 @@ def _per_seed(df: pd.DataFrame, y: str, keys: list[str | None]) -> pd.DataFrame:
     return df.groupby(cols, as_index=False, dropna=False, observed=True, sort=False)[y].mean()
 
 
-def log_t_errorbar(confidence: float = 0.95):
-    """For a quantity that cannot be negative (a time, a rate, a size): the t interval of
-    the log values over seeds, mapped back, so the interval is asymmetric and never
-    reaches below zero; it goes with :func:`geometric_mean` as the estimator."""
+def clipped_t_errorbar(confidence: float = 0.95):
+    """For a quantity that cannot be negative (a time, a rate, a size, a count): the t
+    interval over seeds, its lower end cut at zero (a symmetric interval of two or three
+    seeds often reaches below it); the figure says so (:data:`POSITIVE_NOTE`)."""
     def bar(values) -> tuple[float, float]:
-        v = np.asarray(values, dtype=float)
-        if (v <= 0).any():
-            raise ValueError(f"a log-scale interval needs positive values, got min {v.min():g}")
-        ci = t_interval(np.log(v), confidence)
-        return float(np.exp(ci.low)), float(np.exp(ci.high))
+        v = pd.Series(values, dtype=float).dropna().to_numpy()
+        if (v < 0).any():
+            raise ValueError(f"a quantity that cannot be negative has a negative value, {v.min():g}")
+        ci = t_interval(v, confidence)
+        return max(ci.low, 0.0), ci.high
     return bar
 
 
-def geometric_mean(values) -> float:
-    return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
-
-
-POSITIVE_NOTE = "geometric mean over seeds, 95% t interval on the log scale"
+POSITIVE_NOTE = "mean over seeds, 95% t interval cut at 0"
 
 
 def _with_ci(kind: str, df: pd.DataFrame, x: str, y: str, hue: str | None, ax: Axes | None = None,
@@ -115,18 +111,16 @@ def _with_ci(kind: str, df: pd.DataFrame, x: str, y: str, hue: str | None, ax: A
 
     Rows are first averaged within each (x, hue, style, unit) cell, so the interval is one
     over seeds, not over repeated rows of one seed.  ``ci=None``: the mean only.  ``positive``
-    (a quantity that cannot be negative): the geometric mean, the interval on the log scale
-    (:func:`log_t_errorbar`), never below zero; say so (:data:`POSITIVE_NOTE`).  Lines:
+    (a quantity that cannot be negative): the interval cut at zero (:func:`clipped_t_errorbar`);
+    say so on the figure (:data:`POSITIVE_NOTE`).  Lines:
     ``distinct`` gives each ``hue`` level its own dashes and marker.  Other keywords
     (``order``, ``hue_order``) go to seaborn.
     """
     ax = _axes(ax)
     data = _per_seed(df, y, [x, hue, style, units]) if units else df
-    interval = log_t_errorbar if positive else t_errorbar
+    interval = clipped_t_errorbar if positive else t_errorbar
     common = {"data": data, "x": x, "y": y, "hue": hue, "ax": ax,
               "errorbar": interval(ci / 100) if ci else None, **kw}
-    if positive:
-        common["estimator"] = geometric_mean
     if kind == "bar":
         sns.barplot(capsize=0.1, err_kws={"linewidth": 1.0}, **common)
     elif distinct and hue and not style:

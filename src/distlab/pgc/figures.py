@@ -49,13 +49,13 @@ def fig3(summary: pd.DataFrame, out: Path, opts: dict) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for ax, col, title in [(axes[0], "total_time", "training time (simulated s)"),
                            (axes[1], "final_train_loss_full", "final training loss")]:
-        plots.bar_with_ci(d, x="config", y=col, hue=None, ax=ax, order=order)
+        plots.bar_with_ci(d, x="config", y=col, hue=None, ax=ax, order=order, positive=True)
         ax.tick_params(axis="x", labelrotation=30)
         ax.set_xlabel("")
         ax.set_ylabel(title)
     mu = float(d["delay_mean"].iloc[0])
     plots.label_provenance(fig, "simulated", f"{d['seed'].nunique()} seeds; exp. delays mean "
-                           f"{mu:g} s; {_regime(opts, mu)}")
+                           f"{mu:g} s; {_regime(opts, mu)}; {plots.POSITIVE_NOTE}")
     fig.suptitle("Fig. 3 counterpart: DGD vs GC with c partitions per worker")
     fig.tight_layout(rect=(0, 0.05, 1, 0.95))
     plots.save(fig, out)
@@ -89,11 +89,12 @@ def fig7(summary: pd.DataFrame, out: Path, opts: dict) -> None:
     for ax, mu in zip(axes[0], means):
         sub = d[d["delay_mean"] == mu]
         plots.bar_with_ci(sub, x="s", y="time_per_step", hue="Scheme", ax=ax,
-                          hue_order=_order(sub))
+                          hue_order=_order(sub), positive=True)
         ax.set_title(f"exp. delays, mean {mu:g} s ({_regime(opts, mu)})")
         ax.set_ylabel("time per step (simulated s)")
         ax.legend(fontsize=7, ncol=2)
-    _finish(fig, out, "Fig. 7 counterpart: time per step", f"n = {opts.get('n')}, {d['seed'].nunique()} seeds")
+    _finish(fig, out, "Fig. 7 counterpart: time per step",
+            f"n = {opts.get('n')}, {d['seed'].nunique()} seeds; {plots.POSITIVE_NOTE}")
 
 
 def fig8(steps: pd.DataFrame, out: Path, opts: dict) -> None:
@@ -131,11 +132,12 @@ def fig9(summary: pd.DataFrame, out: Path, opts: dict) -> None:
     order = _order(d)
     thr = opts.get("threshold", {})
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    plots.bar_with_ci(d, x="Scheme", y="time_per_step", hue=None, ax=axes[0], order=order)
+    plots.bar_with_ci(d, x="Scheme", y="time_per_step", hue=None, ax=axes[0], order=order, positive=True)
     axes[0].set_ylabel("time per step (simulated s)")
-    plots.bar_with_ci(d, x="Scheme", y="steps_to_threshold", hue=None, ax=axes[1], order=order)
+    plots.bar_with_ci(d, x="Scheme", y="steps_to_threshold", hue=None, ax=axes[1], order=order, positive=True)
     axes[1].set_ylabel(f"steps to loss <= {thr.get('loss')}\n(paper: {thr.get('repeat', 3)} mini-batches in a row)")
-    plots.bar_with_ci(d, x="Scheme", y="steps_to_threshold_ma", hue=None, ax=axes[2], order=order)
+    plots.bar_with_ci(d, x="Scheme", y="steps_to_threshold_ma", hue=None, ax=axes[2], order=order,
+                      positive=True)
     axes[2].set_ylabel(f"steps to loss <= {thr.get('loss')}\n(mean of last {thr.get('window', 10)} mini-batches)")
     for ax in axes:
         ax.tick_params(axis="x", labelrotation=30)
@@ -143,7 +145,7 @@ def fig9(summary: pd.DataFrame, out: Path, opts: dict) -> None:
     mu = float(d["delay_mean"].iloc[0])
     _finish(fig, out, "Fig. 9 counterpart: time per step and steps to the loss threshold",
             f"s = {opts.get('cloud_s')}, exp. delays mean {mu:g} s, {_regime(opts, mu)}; "
-            f"{d['seed'].nunique()} seeds")
+            f"{d['seed'].nunique()} seeds; {plots.POSITIVE_NOTE}")
 
 
 def fig10(steps: pd.DataFrame, out: Path, opts: dict) -> None:
@@ -215,12 +217,12 @@ def real_vs_sim(summary: pd.DataFrame, out_png: Path, out_md: Path, opts: dict) 
     d["clock"] = d["backend"].map(lambda b: "simulated prediction" if b == "simulated"
                                   else f"measured ({b})")
     fig, ax = plt.subplots(figsize=(7, 4))
-    plots.bar_with_ci(d, x="Scheme", y="time_per_step", hue="clock", ax=ax, order=_order(d))
+    plots.bar_with_ci(d, x="Scheme", y="time_per_step", hue="clock", ax=ax, order=_order(d), positive=True)
     ax.set_ylabel("time per step (s)")
     n = int(d["n"].iloc[0])
     mu = float(d["delay_mean"].iloc[0])
     plots.label_provenance(fig, "gloo", f"beside the simulator's prediction; n = {n}, exp. delays "
-                           f"mean {mu:g} s, {d['seed'].nunique()} seeds")
+                           f"mean {mu:g} s, {d['seed'].nunique()} seeds; {plots.POSITIVE_NOTE}")
     ax.set_title("Real processes (torchrun, gloo) vs the simulated cluster")
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     plots.save(fig, out_png)
