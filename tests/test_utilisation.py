@@ -201,3 +201,13 @@ def test_the_fitted_payload_is_pinned_by_the_published_rows():
         assert (max(abs(e) for e in _errors(pred, r["diloco_h100_gbps"])) < 0.02) is ok
     # the source's own 16 bits at the table's step time (the settings of the tests above) stays out of it
     assert not lo <= 16 <= hi
+
+
+@pytest.mark.parametrize("frac,ok", [(0.5, False), (0.6, False), (2 / 3, True), (0.8, False), (1.0, False)])
+def test_only_a_backward_fraction_near_two_thirds_lets_a_payload_print_the_1b_row(frac, ok):
+    # one bucket per layer; the DP and the DiLoCo row of Table 4 (1B) must print with the same payload
+    r = U.STREAMING_DILOCO_T4["1B"]
+    a, b = U.feasible_payload_bits(r["n_params"], r["step_s"], r["layers"], U.T4_TARGETS, r["ddp_gbps"], 1, frac)
+    c, d = U.feasible_payload_bits(r["n_params"], r["step_s"], r["layers"], U.T4_TARGETS, r["diloco_h100_gbps"],
+                                   100, frac)
+    assert (max(a, c) < min(b, d)) is ok
