@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -103,3 +106,51 @@ def test_a_fitted_link_replaces_the_nominal_one(tmp_path):
     m = pd.DataFrame({"compute_s": [0.01], "rounds": [6], "bytes": [1.5e5]})
     got = techerror.predict_steps(m, "demo", 10e6, 4, fit=fits[("10Mbit", "all_reduce")])
     assert got[0] == pytest.approx(0.01 + 6 * 2e-3 + 1.5e5 / 1e6)
+
+
+def test_an_atlas_record_reads_as_per_step_ring_bytes_and_rounds(tmp_path):
+    # DiLoCo at H = 2 on 4 workers: a step without a collective, then one all-reduce of 1000 bytes
+    rec = {"n": 4, "steps": [
+        {"step": 0, "step_time": 0.05, "compute_s": [0.01], "colls": [], "loss": 5.0},
+        {"step": 1, "step_time": 0.20, "compute_s": [0.02], "colls": [["all_reduce", 1000]], "loss": 4.5},
+        {"step": 2, "step_time": 0.30, "compute_s": [0.03], "colls": [["all_gather", 100], ["all_reduce", 8]],
+         "loss": 4.0}]}
+    (tmp_path / "record.json").write_text(json.dumps(rec))
+    m = techerror.atlas_metrics(tmp_path)
+    assert m["bytes"].tolist() == [0.0, 1500.0, 300.0 + 12.0]
+    assert m["rounds"].tolist() == [0.0, 6.0, 3.0 + 6.0]
+    assert m["compute_s"].tolist() == [0.01, 0.02, 0.03] and m["loss"].tolist() == [5.0, 4.5, 4.0]
+    net = NetworkModel(latency_s=techerror.DEFAULT_LATENCY_S, bandwidth_Bps=10e6 / 8)
+    got = techerror.predict_steps(m, "atlas", 10e6, 4)
+    assert got[1] == pytest.approx(0.02 + net.all_reduce(1000, 4))
+    spec = techerror.atlas_spec("diloco", 5, 1)
+    assert spec["experiment"] == "atlas" and spec["backend"] == "gloo" and spec["n_workers"] == 4
+
+
+def test_time_to_target_sums_each_runs_steps_until_the_shared_target():
+    rows = []
+    for rep, losses, meas in ((0, [5.0, 4.0, 3.0], [1.0, 1.0, 1.0]), (1, [5.0, 3.5, 3.4], [2.0, 2.0, 2.0])):
+        for i, (loss, m) in enumerate(zip(losses, meas)):
+            rows.append({"technique": "DiLoCo", "rate": "10Mbit", "repeat": rep, "step": i + 1, "loss": loss,
+                         "measured_s": m, "simulated_s": 0.5 * m})
+    ttt = techerror.time_to_target(pd.DataFrame(rows))
+    # target: the higher of the two last losses (3.4); run 0 reaches it at its third step, run 1 at its third
+    assert ttt["target_loss"].tolist() == [3.4, 3.4] and ttt["steps_to_target"].tolist() == [3, 3]
+    assert ttt["measured_s"].tolist() == [3.0, 6.0] and ttt["simulated_s"].tolist() == [1.5, 3.0]
+    s = techerror._ttt_summary(ttt, "DiLoCo", "10Mbit")
+    assert s["error_to_target"] == pytest.approx(-0.5) and s["error_to_target_ci95_lo"] == pytest.approx(-0.5)
+
+
+@pytest.mark.skipif(WHY is not None, reason=f"shaped runs skipped: {WHY}")
+def test_dilocos_shaped_run_through_the_atlas_driver_gives_error_rows(monkeypatch, tmp_path):
+    from distlab.data import prepare_dataset
+
+    data = tmp_path / "pydoc"
+    prepare_dataset(dict(name="pydoc", kind="text", source="pydoc_topics", val_fraction=0.05, test_fraction=0.05),
+                    data, seed=0)
+    monkeypatch.setattr(techerror, "DEMO_METHODS", {})
+    monkeypatch.setattr(techerror, "PGC_SCHEMES", {})
+    steps, summary = techerror.run_table(Path(data), None, steps=4, repeats=1, rates={"100Mbit": 100e6})
+    assert summary["technique"].tolist() == ["DiLoCo"] and summary["repeats"].iloc[0] == 1
+    assert np.isfinite(summary[["error", "error_to_target"]].to_numpy()).all()
+    assert (steps["step"] > 1).all()  # steps up to the first synchronisation (step H - 1 = 1) left out

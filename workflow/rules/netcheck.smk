@@ -1,6 +1,7 @@
 # The cluster model held against real shaped links: `snakemake netcheck` (measured).
 # Outside the default target `all` (make reproduce's budget is full): about 1.5 min for the
-# shaped benchmark and 8-12 min for the error table on 2 cores.  Needs root and a kernel with
+# shaped benchmark and 15-18 min for the error table on 2 cores (42 four-process jobs; see
+# docs/network.md for where the time goes).  Needs root and a kernel with
 # network namespaces, veth, bridges and tbf; without them every row reads "not run" and why.
 
 

@@ -4,8 +4,12 @@ Every technique runs for real, four processes, each in a network namespace of it
 own (:mod:`distlab.runtime.netns`), its link shaped by tbf, on this machine's two
 cores (measured):
 
-* AdamW-DDP, DeMo, DiLoCo, PowerSGD: the ``demo`` experiment's gloo driver, four
+* AdamW-DDP, DeMo, PowerSGD: the ``demo`` experiment's gloo driver, four
   workers, the tiny GPT;
+* DiLoCo: the ``atlas`` experiment's gloo driver (the demo driver runs DiLoCo on
+  the simulated backend only), four workers, the same tiny GPT; started as a
+  command like every run here (this shared module imports no study package) and
+  read back from its ``record.json``;
 * IS-SGD and PGC (``pgc-cr``): the ``pgc`` experiment's gloo driver, a master and
   three workers (four processes), logistic regression on digits.
 
@@ -28,7 +32,10 @@ of the collective the technique uses at that rate (``FIT_OP``), column
 
 The error of a repeat is ``sum(simulated) / sum(measured) - 1`` over its steps (the
 first step, with its connection set-up, is left out); the table gives the mean
-over repeats and its 95 % t-interval.  The atlas's replay of a recorded run could be plugged in by
+over repeats and its 95 % t-interval.  **Time to the target loss** is the same
+sum up to the first step whose training loss is at or below the technique's
+target (the highest final loss among its runs, so every run reaches it):
+measured against simulated for the same run.  The atlas's replay of a recorded run could be plugged in by
 replacing :func:`predict_steps` with the replay of the same ``metrics.csv``.
 """
 
@@ -48,12 +55,10 @@ RATES = {"10Mbit": 10e6, "100Mbit": 100e6, "1Gbit": 1e9}
 # the same runs on the unshaped link: what a step costs here beyond the recorded compute and the
 # network (the update's own compute, Python, 4 ranks on 2 cores), used by the calibrated prediction
 REFERENCE = "unshaped"
-DEMO_METHODS = {"AdamW-DDP": "adamw", "DeMo": "demo", "DiLoCo": "diloco", "PowerSGD": "powersgd"}
+DEMO_METHODS = {"AdamW-DDP": "adamw", "DeMo": "demo", "PowerSGD": "powersgd"}
+ATLAS_METHODS = {"DiLoCo": "diloco"}
 PGC_SCHEMES = {"IS-SGD": "is-sgd", "PGC": "pgc-cr"}
 TINY_GPT = {"name": "gpt", "n_layer": 1, "d_model": 64, "n_head": 2, "block_size": 16}
-# the demo package's gloo driver refuses DiLoCo ("runs on the simulated backend only"): its row
-# reads "not run" with that reason until the driver has a real-backend DiLoCo
-NOT_ON_GLOO = {"diloco": "not run: the demo package's gloo driver runs DiLoCo on the simulated backend only"}
 DEFAULT_LATENCY_S = 1e-4  # NetworkModel's own default
 
 
@@ -66,6 +71,31 @@ def demo_spec(method: str, steps: int, seed: int) -> dict:
             "cluster": {"compute": {"mode": "measured", "unit_seconds": 0.0, "scale": 1.0},
                         "network": {"latency_s": DEFAULT_LATENCY_S, "bandwidth_Bps": 1.25e9},
                         "straggler": {"model": "none"}}}
+
+
+def atlas_spec(technique: str, steps: int, seed: int) -> dict:
+    d = demo_spec(technique, steps, seed)
+    return {"experiment": "atlas", "technique": technique, "backend": "gloo", "seed": seed, "model": TINY_GPT,
+            "n_workers": 4, "batch_size": d["batch_size"], "lr": d["lr"], "steps": steps, "eval_every": steps,
+            "eval_batches": 1, "diloco": d["diloco"], "cluster": d["cluster"]}
+
+
+def atlas_metrics(run_dir: Path) -> pd.DataFrame:
+    """An atlas gloo run's ``record.json`` as the per-step columns :func:`predict_steps` reads: the
+    collectives' per-worker bytes and rounds by the ring rules of :mod:`distlab.runtime.network`."""
+    from ..runtime.network import all_gather_bytes, ring_all_reduce_bytes
+
+    rec = json.loads((Path(run_dir) / "record.json").read_text())
+    n, rows = int(rec["n"]), []
+    for s in rec["steps"]:
+        nbytes = rounds = 0.0
+        for op, b in s.get("colls", []):
+            ar = op == "all_reduce"
+            nbytes += ring_all_reduce_bytes(b, n) if ar else all_gather_bytes(b, n)
+            rounds += 2 * (n - 1) if ar else n - 1
+        rows.append({"step": s["step"], "step_time": s["step_time"], "compute_s": max(s["compute_s"]),
+                     "bytes": nbytes, "rounds": rounds, "loss": s["loss"]})
+    return pd.DataFrame(rows)
 
 
 def pgc_spec(scheme: str, steps: int, seed: int) -> dict:
@@ -98,12 +128,43 @@ def predict_steps(m: pd.DataFrame, kind: str, rate_bps: float, n_workers: int,
 
     net = (NetworkModel(latency_s=fit[0], bandwidth_Bps=fit[1]) if fit is not None
            else NetworkModel(latency_s=latency_s, bandwidth_Bps=rate_bps / 8 if rate_bps else math.inf))
-    if kind == "demo":
+    if kind in ("demo", "atlas"):
         return (m["compute_s"].to_numpy() + m["rounds"].to_numpy() * net.latency_s
                 + m["bytes"].to_numpy() / net.bandwidth_Bps)
     model_bytes = m["bytes"].to_numpy() / n_workers  # the master sends one model to each worker
     return (net.broadcast(model_bytes, n_workers) + m["compute_max"].to_numpy() + m["encode_max"].to_numpy()
             + net.p2p(model_bytes) + m["decode_s"].to_numpy())
+
+
+def time_to_target(steps_df: pd.DataFrame) -> pd.DataFrame:
+    """Per run (technique, rate, repeat): the measured and the simulated time (summed over the counted
+    steps) until the first step whose loss is at or below the technique's target, the highest last-step
+    loss among its runs (so every run reaches it)."""
+    if steps_df.empty:
+        return pd.DataFrame()
+    keys = ["technique", "rate", "repeat"]
+    runs = steps_df.sort_values("step").groupby(keys, sort=False)
+    target = runs["loss"].last().groupby(level="technique").max()
+    rows = []
+    for (tech, label, rep), g in runs:
+        hit = int(np.flatnonzero(g["loss"].to_numpy() <= target[tech])[0])
+        rows.append({"technique": tech, "rate": label, "repeat": rep, "target_loss": float(target[tech]),
+                     "steps_to_target": int(g["step"].iloc[hit]),
+                     "measured_s": float(g["measured_s"].iloc[:hit + 1].sum()),
+                     "simulated_s": float(g["simulated_s"].iloc[:hit + 1].sum())})
+    return pd.DataFrame(rows)
+
+
+def _ttt_summary(ttt: pd.DataFrame, tech: str, label: str) -> dict:
+    g = ttt[(ttt["technique"] == tech) & (ttt["rate"] == label)] if len(ttt) else ttt
+    if g.empty:
+        return {}
+    err = g["simulated_s"] / g["measured_s"] - 1.0
+    k = len(err)
+    half = _t95(k) * float(err.std(ddof=1)) / math.sqrt(k) if k > 1 else math.nan
+    return {"target_loss": float(g["target_loss"].iloc[0]), "measured_to_target_s": float(g["measured_s"].mean()),
+            "simulated_to_target_s": float(g["simulated_s"].mean()), "error_to_target": float(err.mean()),
+            "error_to_target_ci95_lo": float(err.mean()) - half, "error_to_target_ci95_hi": float(err.mean()) + half}
 
 
 def _t95(k: int) -> float:
@@ -114,13 +175,16 @@ def _t95(k: int) -> float:
 
 def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
               rates: dict | None = None, timeout_s: float = 300.0, log=None,
-              fits: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per-step rows, per technique x rate summary); "not run" rows without root/kernel features."""
+              fits: dict | None = None, reference_repeats: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per-step rows, per technique x rate summary); "not run" rows without root/kernel features.
+    The unshaped reference runs (only with ``fits``) are made ``reference_repeats`` times: they give
+    the calibrated prediction's residual, a median over their steps, not an error of its own."""
     from ..runtime.netns import run_shaped
     from ..runtime.netns import unavailable
 
     rates = RATES if rates is None else rates
-    techs = [(k, "demo", v) for k, v in DEMO_METHODS.items()] + [(k, "pgc", v) for k, v in PGC_SCHEMES.items()]
+    techs = ([(k, "demo", v) for k, v in DEMO_METHODS.items()] + [(k, "atlas", v) for k, v in ATLAS_METHODS.items()]
+             + [(k, "pgc", v) for k, v in PGC_SCHEMES.items()])
     why = unavailable()
     if why:
         print(f"techerror: not run: {why}", file=sys.stderr)
@@ -129,32 +193,34 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
     steps_rows = []
     with tempfile.TemporaryDirectory(prefix="distlab-techerror-") as tmp:
         for rep in range(repeats):
-            for label, bps in [*rates.items(), *([(REFERENCE, None)] if fits else [])]:
+            ref = [(REFERENCE, None)] if fits and rep < reference_repeats else []
+            for label, bps in [*rates.items(), *ref]:
                 for tech, kind, name in techs:  # interleaved: a passing load touches all alike
-                    if name in NOT_ON_GLOO:
-                        continue
                     out = Path(tmp) / f"{name}-{label}-{rep}"
-                    spec = demo_spec(name, steps, rep) if kind == "demo" else pgc_spec(name, steps, rep)
-                    data = data_demo if kind == "demo" else data_pgc
+                    spec = {"demo": demo_spec, "atlas": atlas_spec, "pgc": pgc_spec}[kind](name, steps, rep)
+                    data = data_pgc if kind == "pgc" else data_demo
                     t0 = time.perf_counter()
                     with open(Path(tmp) / "job.log", "a") as jl:
                         run_shaped(["train", "--experiment", kind, "--spec", json.dumps(spec), "--data", str(data),
                                     "--out", str(out)], 4, bps, timeout_s, stream=jl)
                     wall = time.perf_counter() - t0
-                    m = pd.read_csv(out / "metrics.csv")
-                    nw = 4 if kind == "demo" else 3
+                    m = atlas_metrics(out) if kind == "atlas" else pd.read_csv(out / "metrics.csv")
+                    nw = 3 if kind == "pgc" else 4
                     pred = predict_steps(m, kind, bps, nw)
                     fit = (fits or {}).get((label, FIT_OP[name]))
                     fitted = predict_steps(m, kind, bps, nw, fit=fit) if fit else np.full(len(m), np.nan)
-                    compute = (m["compute_s"] if kind == "demo" else
+                    compute = (m["compute_s"] if kind != "pgc" else
                                m["compute_max"] + m["encode_max"] + m["decode_s"]).to_numpy()
+                    # left out: the steps up to the first that communicates (it opens the connections;
+                    # DiLoCo's first synchronisation is at step H - 1)
+                    first = int(np.argmax(m["bytes"].to_numpy() > 0))
                     for i, (meas, sim) in enumerate(zip(m["step_time"].to_numpy(), pred)):
-                        if i == 0:
-                            continue  # the first step opens the connections
+                        if i <= first:
+                            continue
                         steps_rows.append({"technique": tech, "rate": label, "repeat": rep, "step": int(m["step"].iloc[i]),
                                            "measured_s": float(meas), "simulated_s": float(sim),
                                            "simulated_fitted_s": float(fitted[i]), "compute_s": float(compute[i]),
-                                           "bytes": float(m["bytes"].iloc[i]),
+                                           "bytes": float(m["bytes"].iloc[i]), "loss": float(m["loss"].iloc[i]),
                                            "rounds": float(m["rounds"].iloc[i]) if "rounds" in m else 2.0,
                                            "rel_err": float(sim / meas - 1.0)})
                     if log:
@@ -165,6 +231,7 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
     ref = steps_df[steps_df["rate"] == REFERENCE]
     resid = (ref["measured_s"] - ref["simulated_fitted_s"]).groupby(ref["technique"]).median()
     steps_df["simulated_calibrated_s"] = steps_df["simulated_fitted_s"] + steps_df["technique"].map(resid)
+    ttt = time_to_target(steps_df)
     summary = []
     for (tech, label), g in steps_df[steps_df["rate"] != REFERENCE].groupby(["technique", "rate"], sort=False):
         per_rep = g.groupby("repeat")[["simulated_s", "measured_s"]].sum()
@@ -184,9 +251,8 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
                         "over_10pct": bool(abs(mean) > 0.10),
                         "error_with_fitted_link": float(fe.mean()) if fe.notna().all() else float("nan"),
                         "error_calibrated": float(ce.mean()) if ce.notna().all() else float("nan"),
-                        "residual_unshaped_s": float(resid.get(tech, float("nan")))})
-    summary += [{"technique": t, "rate": r, "status": NOT_ON_GLOO[name]}
-                for t, _, name in techs if name in NOT_ON_GLOO for r in rates]
+                        "residual_unshaped_s": float(resid.get(tech, float("nan"))),
+                        **_ttt_summary(ttt, tech, label)})
     return steps_df, pd.DataFrame(summary)
 
 
@@ -232,10 +298,12 @@ def main(argv) -> int:
     ap.add_argument("--out", type=Path, required=True, help="summary CSV; .md, _steps.csv and .png beside it")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--reference-repeats", type=int, default=1, help="repeats of the unshaped reference runs")
     ap.add_argument("--fit", type=Path, help="netcheck's *_fit.csv: adds the error with the measured link")
     a = ap.parse_args(argv)
     fits = load_fits(a.fit) if a.fit else None
-    steps_df, summary = run_table(a.data_demo, a.data_pgc, a.steps, a.repeats, log=sys.stderr, fits=fits)
+    steps_df, summary = run_table(a.data_demo, a.data_pgc, a.steps, a.repeats, log=sys.stderr, fits=fits,
+                                  reference_repeats=a.reference_repeats)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     summary.to_csv(a.out, index=False)
     steps_df.to_csv(a.out.with_name(a.out.stem + "_steps.csv"), index=False)
