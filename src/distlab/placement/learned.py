@@ -80,13 +80,19 @@ def _constant(opts: dict[str, Any]):
     return f
 
 
+def _learning(net: nn.Module, opts: dict[str, Any]):
+    """A learner's optimizer (Adam at ``lr``), its baseline's ``baseline_decay`` and the
+    rewards it sees (:func:`_constant`)."""
+    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
+    return optim, float(opts.get("baseline_decay", 0.9)), _constant(opts)
+
+
 def rnn(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[str, Any]:
     torch.manual_seed(seed)
     x = torch.from_numpy(coarse_features(problem.graph, problem.group, problem.cedges))
     net = RNNPlacer(x.shape[1], problem.n_devices, int(opts.get("hidden", 64)))
-    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
-    samples, decay = int(opts.get("samples", 20)), float(opts.get("baseline_decay", 0.9))
-    seen = _constant(opts)
+    optim, decay, seen = _learning(net, opts)
+    samples = int(opts.get("samples", 20))
     baseline = None
     updates = 0
     while problem.left > 0:
@@ -133,9 +139,8 @@ def placeto(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict
         a_out[u, v] = 1.0
     a_out = a_out / a_out.sum(1, keepdim=True).clamp(min=1)
     net = PlacetoNet(x.shape[1], k, int(opts.get("hidden", 64)))
-    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
-    gamma, decay = float(opts.get("discount", 0.95)), float(opts.get("baseline_decay", 0.9))
-    seen = _constant(opts)
+    optim, decay, seen = _learning(net, opts)
+    gamma = float(opts.get("discount", 0.95))
     baseline = None
     episodes = 0
     while problem.left > 1:
