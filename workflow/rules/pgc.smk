@@ -193,46 +193,31 @@ for _fig, _table, _group in P1.FIGURES:
             "--out {output:q} > {log:q} 2>&1"
 
 
-rule pgc_table_time_to_target:
-    """Time and steps to the loss threshold per scheme, both threshold rules."""
-    input:
-        summary=P1.summary("cloud"),
-    output:
-        P1.tab["time_to_target"],
-    params:
-        inputs=lambda w, input: as_json(dict(input.items())),
-    conda:
-        ENV
-    log:
-        "logs/pgc/time_to_target.log",
-    benchmark:
-        "benchmarks/pgc/time_to_target.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
-    shell:
-        "python -m distlab.pgc figure time_to_target --inputs {params.inputs:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule pgc_table_compute:
-    """Work per worker-step of each scheme, and the simulator's own overhead."""
-    input:
-        summary=P1.summary("simulation"),
-    output:
-        P1.tab["compute"],
-    params:
-        inputs=lambda w, input: as_json(dict(input.items())),
-    conda:
-        ENV
-    log:
-        "logs/pgc/compute.log",
-    benchmark:
-        "benchmarks/pgc/compute.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
-    shell:
-        "python -m distlab.pgc figure compute --inputs {params.inputs:q} --out {output:q} > {log:q} 2>&1"
+# Time and steps to the loss threshold per scheme, both threshold rules (the cloud group); work
+# per worker-step of each scheme, and the simulator's own overhead (the simulation group).  One
+# rule text, one job a table; the table's name is written into the shell text, as it was in one
+# rule a table.
+for _tab, _group in (("time_to_target", "cloud"), ("compute", "simulation")):
+    rule:
+        name:
+            f"pgc_table_{_tab}"
+        input:
+            summary=P1.summary(_group),
+        output:
+            P1.tab[_tab],
+        params:
+            inputs=lambda w, input: as_json(dict(input.items())),
+        conda:
+            ENV
+        log:
+            f"logs/pgc/{_tab}.log",
+        benchmark:
+            f"benchmarks/pgc/{_tab}.tsv"
+        threads: 1
+        resources:
+            mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
+        shell:
+            f"python -m distlab.pgc figure {_tab} --inputs {{params.inputs:q}} --out {{output:q}} > {{log:q}} 2>&1"
 
 
 rule pgc_real_vs_sim:

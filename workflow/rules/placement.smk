@@ -140,50 +140,32 @@ rule placement_summarize:
         "--curves-out {output.curves:q} > {log:q} 2>&1"
 
 
-rule placement_table_main:
-    """Main table (method x model: latency, speedup % vs CPU-only), graph sizes, convergence."""
-    input:
-        f"{PL_DIR}/summary.csv",
-    output:
-        PL_TABLES,
-    params:
-        options=PL_OPTIONS,
-        out=lambda w, output: os.path.dirname(output[0]),
-    conda:
-        ENV
-    log:
-        "logs/placement/table_main.log",
-    benchmark:
-        "benchmarks/placement/table_main.tsv"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    shell:
-        "python -m distlab placement-tables --kind main --summary {input:q} --out-dir {params.out:q} "
-        "--options {params.options:q} > {log:q} 2>&1"
-
-
-rule placement_table_ablation:
-    """Ablation table: HSDAG without output shape / node id / structural features."""
-    input:
-        f"{PL_DIR}/summary.csv",
-    output:
-        PL_ABLATION,
-    params:
-        options=PL_OPTIONS,
-        out=lambda w, output: os.path.dirname(output[0]),
-    conda:
-        ENV
-    log:
-        "logs/placement/table_ablation.log",
-    benchmark:
-        "benchmarks/placement/table_ablation.tsv"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    shell:
-        "python -m distlab placement-tables --kind ablation --summary {input:q} --out-dir {params.out:q} "
-        "--options {params.options:q} > {log:q} 2>&1"
+# Main table (method x model: latency, speedup % vs CPU-only), graph sizes, convergence; and the
+# ablation table (HSDAG without output shape / node id / structural features).  One rule text,
+# one job a kind; the kind is written into the shell text, as it was in one rule a kind.
+for _kind, _tables in (("main", PL_TABLES), ("ablation", PL_ABLATION)):
+    rule:
+        name:
+            f"placement_table_{_kind}"
+        input:
+            f"{PL_DIR}/summary.csv",
+        output:
+            _tables,
+        params:
+            options=PL_OPTIONS,
+            out=lambda w, output: os.path.dirname(output[0]),
+        conda:
+            ENV
+        log:
+            f"logs/placement/table_{_kind}.log",
+        benchmark:
+            f"benchmarks/placement/table_{_kind}.tsv"
+        threads: 1
+        resources:
+            mem_mb=1000,
+        shell:
+            f"python -m distlab placement-tables --kind {_kind} --summary {{input:q}} --out-dir {{params.out:q}} "
+            "--options {params.options:q} > {log:q} 2>&1"
 
 
 rule placement_fig_curves:
