@@ -92,31 +92,19 @@ rule placement_run:
         "--profile {input.profile:q} --out {output:q} --runtime {resources.distlab_runtime:q} > {log:q} 2>&1"
 
 
-rule placement_run_extra:
-    """One extra seed of one run, asked for by a claim or precondition (config
-    stats.extra_seeds): a job of its own, so the configured runs do not change."""
-    input:
-        graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
-        profile=lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model),
+use rule placement_run as placement_run_extra with:
+    # One extra seed of one run, asked for by a claim or precondition (config
+    # stats.extra_seeds): a job of its own, so the configured runs do not change.
     output:
         f"{PL_DIR}/extra/{{pair}}/{{pl_model}}/{{pl_method}}/seed{{seed}}.json",
     wildcard_constraints:
         seed="|".join(str(k) for k in (placement_wf.all_extra_seeds(PL, EXTRA_SEED_REQUESTS) if PL else [])) or "none",
     params:
         spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method, seeds=[int(w.seed)]),
-    conda:
-        ENV
     log:
         "logs/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.log",
     benchmark:
         "benchmarks/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.tsv"
-    threads: 1
-    resources:
-        mem_mb=1500,
-        distlab_runtime=runtime_json(),
-    shell:
-        "OMP_NUM_THREADS=1 python -m distlab placement-run --spec {params.spec:q} --graph {input.graph:q} "
-        "--profile {input.profile:q} --out {output:q} --runtime {resources.distlab_runtime:q} > {log:q} 2>&1"
 
 
 rule placement_summarize:
