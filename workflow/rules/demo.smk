@@ -98,9 +98,9 @@ rule demo_train_real:
         "--threads {threads} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
-rule demo_train_sweep:
-    """One point of the learning-rate sweep (simulated cluster): one method at one lr, every sweep
-    seed, at the comparison's horizon (demo.steps)."""
+use rule demo_train_sim as demo_train_sweep with:
+    # One point of the learning-rate sweep (simulated cluster): one method at one lr, every sweep
+    # seed, at the comparison's horizon (demo.steps).
     input:
         data=data_manifest(DEMO["dataset"]),
     output:
@@ -109,19 +109,12 @@ rule demo_train_sweep:
     params:
         spec=P4.sweep_spec,
         out=P4.sweep_job,
-        data=subpath(input.data, parent=True),
-    conda:
-        ENV
     log:
         "logs/demo/sweep/lr{lr}/{dmethod}.log",
     benchmark:
         "benchmarks/demo/sweep/lr{lr}/{dmethod}.tsv"
-    threads: 1
     resources:
         **train_resources("demo_train_sweep", P4.sweep_spec, base_mb=1200),
-    shell:
-        "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
-        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule demo_summarize:
