@@ -53,8 +53,7 @@ rule pgc_train_sim:
         data=P1.group_data_manifest,
         coding=P1.coding_input,
     output:
-        manifests=[f"{PGC_SETTING}/simulated/{{scheme}}/seed{k}/manifest.json" for k in PGC_SEEDS],
-        metrics=[f"{PGC_SETTING}/simulated/{{scheme}}/seed{k}/metrics.csv" for k in PGC_SEEDS],
+        **P1.sim_job_outputs(PGC_SEEDS),
     wildcard_constraints:
         group="motivating|simulation|cloud",
     params:
@@ -130,8 +129,7 @@ use rule pgc_train_sim as pgc_train_sim_real with:
         data=P1.group_data_manifest,
         measured=[f"{PGC_SETTING}/gloo/{{scheme}}/seed{k}/manifest.json" for k in PGC_REAL_SEEDS],
     output:
-        manifests=[f"{PGC_SETTING}/simulated/{{scheme}}/seed{k}/manifest.json" for k in PGC_REAL_SEEDS],
-        metrics=[f"{PGC_SETTING}/simulated/{{scheme}}/seed{k}/metrics.csv" for k in PGC_REAL_SEEDS],
+        **P1.sim_job_outputs(PGC_REAL_SEEDS),
     wildcard_constraints:
         group="real",
     params:
