@@ -225,10 +225,10 @@ def test_either_inverse_transform_follows_the_loop_statement(path, monkeypatch):
     the per-index mean at N = 2 and 3 (indices sent by several workers), the plain mean at N = 3,
     a parameter one worker did not send, no host read.  The sparse sum runs in chunks of tiles (a
     cache's worth); here one tile a chunk, so chunk boundaries fall everywhere."""
-    from distlab.demo import optim
+    from distlab.demo import optim, optim_tiles
 
     monkeypatch.setattr(optim, "_sparse_pays", lambda tg, entries: path == "sparse")
-    monkeypatch.setattr(optim, "_SPARSE_CHUNK_BYTES", 1)
+    monkeypatch.setattr(optim_tiles, "_SPARSE_CHUNK_BYTES", 1)
     for world, steps, mean in ((2, STEPS, "senders"), (3, 6, "senders"), (3, 6, "all")):
         ref = reference_for(Net, world, steps, mean=mean)
         models, _ = run_replicas(Net, world, steps, mean=mean)

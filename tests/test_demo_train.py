@@ -190,8 +190,9 @@ def test_bad_specs_are_refused_naming_the_key(over, key):
 def test_cross_field_spec_rules(pydoc_dir, tmp_path):
     with pytest.raises(specs.SpecError, match="diloco"):
         train.run_simulated(spec_for("diloco", steps=3), pydoc_dir, tmp_path / "x")
-    with pytest.raises(specs.SpecError, match="simulated backend only"):
-        train.check_spec(spec_for("diloco", backend="gloo"))
+    with pytest.raises(specs.SpecError, match="multiple of H"):
+        train.check_spec(spec_for("diloco", backend="gloo", steps=3))
+    train.check_spec(spec_for("diloco", backend="gloo"))  # DiLoCo runs on gloo too (next test)
 
 
 def _config() -> dict:
@@ -223,23 +224,41 @@ def test_config_schema_refuses_bad_values(tmp_path):
     assert "demo.methods" in errs and "demo.lr.demo" in errs and "demo.networks.wan.latency_s" in errs
 
 
-@pytest.mark.slow
-def test_gloo_two_processes_match_the_simulated_run_and_stay_identical(tmp_path, pydoc_dir):
-    spec = spec_for("demo", backend="gloo", steps=3)
+def _on_gloo(spec: dict, data, out) -> tuple[dict, pd.DataFrame]:
+    """One real job through ``distlab train`` (two gloo processes): its manifest and metrics."""
     cmd = [sys.executable, "-m", "distlab", "train", "--experiment", "demo", "--threads", "2",
            "--spec", json.dumps(spec), "--runtime", json.dumps({"timeout_s": 60, "job_timeout_s": 600}),
-           "--data", str(pydoc_dir), "--out", str(tmp_path / "gloo")]
+           "--data", str(data), "--out", str(out)]
     r = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    man = json.loads((tmp_path / "gloo/manifest.json").read_text())
+    return json.loads((out / "manifest.json").read_text()), pd.read_csv(out / "metrics.csv")
+
+
+@pytest.mark.slow
+def test_gloo_two_processes_match_the_simulated_run_and_stay_identical(tmp_path, pydoc_dir):
+    man, real = _on_gloo(spec_for("demo", backend="gloo", steps=3), pydoc_dir, tmp_path / "gloo")
     assert man["backend"] == "gloo" and man["clock"] == "measured"
     assert man["params_max_abs_diff_across_ranks"] == 0.0
-    real = pd.read_csv(tmp_path / "gloo/metrics.csv")
     _, sim = _run(spec_for("demo", steps=3), pydoc_dir, tmp_path / "sim")
     assert np.allclose(real["loss"], sim["loss"], atol=1e-5)
     assert (real["bytes"] == sim["bytes"]).all()  # one accounting rule
     assert abs(man["final"]["val_loss"] - json.loads((tmp_path / "sim/manifest.json").read_text())["final"]["val_loss"]) < 1e-4
 
+
+@pytest.mark.slow
+def test_diloco_on_gloo_matches_the_simulated_run_at_each_sync(tmp_path, pydoc_dir):
+    """DiLoCo on two gloo processes (H = 2, four steps): the ranks end identical, the bytes are
+    the simulated run's, and at each synchronisation (every H-th step, where the workers' mean
+    loss is all-reduced with the deltas) the loss is the simulated run's.  Between syncs a
+    process reports its own worker's loss, the simulated cluster the mean of all of them."""
+    man, real = _on_gloo(spec_for("diloco", backend="gloo", steps=4), pydoc_dir, tmp_path / "gloo")
+    assert man["backend"] == "gloo" and man["params_max_abs_diff_across_ranks"] == 0.0
+    _, sim = _run(spec_for("diloco", steps=4), pydoc_dir, tmp_path / "sim")
+    assert len(real) == len(sim) == 4
+    assert (real["bytes"] == sim["bytes"]).all() and real["bytes"].iloc[1] > 0 == real["bytes"].iloc[0]
+    sync = [1, 3]  # steps 2 and 4 of H = 2
+    assert np.allclose(real["loss"].iloc[sync], sim["loss"].iloc[sync], atol=1e-5)
+    assert abs(man["final"]["val_loss"] - json.loads((tmp_path / "sim/manifest.json").read_text())["final"]["val_loss"]) < 1e-4
 
 def test_paper_config_runs_shrunk(tmp_path, monkeypatch):
     """config/paper.yaml's DeMo experiment: its data set through datasets.load_dataset (a tiny

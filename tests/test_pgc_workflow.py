@@ -64,15 +64,17 @@ def test_bad_specs_are_refused_naming_the_key(over, key):
         validate_spec(spec, SPEC_SCHEMA, "pgc")
 
 
-def test_cross_field_spec_errors_name_the_key(digits_dir):
-    from distlab.pgc.train import Setup
+def test_cross_field_spec_errors_name_the_key(digits_dir, tmp_path):
+    from distlab.pgc.train import run_simulated
 
+    # checked once where the spec enters the trainer, before any set-up
     with pytest.raises(ValueError, match="slow_workers"):
-        Setup(pgc_spec("pgc-cr", 1, cluster={**pgc_spec("pgc-cr", 1)["cluster"],
-                                             "straggler": {"model": "dead", "slow_workers": [7]}}),
-              digits_dir)
+        run_simulated(pgc_spec("pgc-cr", 1, cluster={**pgc_spec("pgc-cr", 1)["cluster"],
+                                                     "straggler": {"model": "dead", "slow_workers": [7]}}),
+                      digits_dir, tmp_path / "a")
     with pytest.raises(ValueError, match="^s:"):
-        Setup(pgc_spec("pgc-cr", 4), digits_dir)
+        run_simulated(pgc_spec("pgc-cr", 4), digits_dir, tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
 def test_both_threshold_rules():

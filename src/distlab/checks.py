@@ -185,15 +185,22 @@ def check_dataset(errors: list[str], config: Mapping, key: str, name: Any, model
         errors.append(f"{key}: model {mname!r} needs a text data set, {name!r} is {kind!r}")
 
 
+def check_workers(errors: list[str], key: str, section: Mapping, n: int) -> None:
+    """A config section run on ``n`` workers: its ``batch_size`` splits evenly among them
+    and its ``straggler`` model names workers within ``n``."""
+    bs = section.get("batch_size")
+    if isinstance(bs, int) and isinstance(n, int) and n > 0 and bs % n:
+        errors.append(f"{key}.batch_size: {bs} is not divisible by the {n} workers "
+                      f"(each worker draws batch_size / n samples)")
+    check_straggler(errors, f"{key}.straggler", section.get("straggler"), n)
+
+
 def _check_baseline(config: Mapping, errors: list[str]) -> None:
     b = config.get("baseline")
     if not b:
         return
-    n = b.get("n_workers", 1)
     check_dataset(errors, config, "baseline.dataset", b.get("dataset"), b.get("model"))
-    if isinstance(n, int) and n > 0 and b.get("batch_size", 0) % n:
-        errors.append(f"baseline.batch_size: {b['batch_size']} is not divisible by n_workers = {n}")
-    check_straggler(errors, "baseline.straggler", b.get("straggler"), n)
+    check_workers(errors, "baseline", b, b.get("n_workers", 1))
 
 
 def _check_claims(claims_path: str | Path | None, errors: list[str]) -> None:

@@ -70,6 +70,7 @@ TRAINERS = {
 # validates a spec and launches torchrun never imports torch (about 2.4 s of every real job)
 SPEC_MODULES = {
     "pgc": "distlab.pgc.spec",
+    "demo": "distlab.demo.spec",
 }
 
 # packages that add subcommands of their own through register(subparsers)

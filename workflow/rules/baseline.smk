@@ -1,7 +1,14 @@
 # The shared baseline: synchronous data-parallel SGD against single-process SGD.
+from distlab.train.workflow import BaselineWorkflow
 
-register_tables("foundation", {"baseline": f"{RESULTS}/baseline/summary.csv"})
-register_outputs("foundation", BASELINE_OUT)
+wildcard_constraints:
+    method=r"dgd|single",
+    backend=r"simulated|gloo|nccl",
+
+BASE = BaselineWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
+
+register_tables("foundation", {"baseline": BASE.summary})
+register_outputs("foundation", BASE.outputs)
 
 
 rule baseline_train_sim:
@@ -12,7 +19,7 @@ rule baseline_train_sim:
         manifest=f"{RESULTS}/baseline/simulated/{{method}}/seed{{seed}}/manifest.json",
         metrics=f"{RESULTS}/baseline/simulated/{{method}}/seed{{seed}}/metrics.csv",
     params:
-        spec=lambda w: baseline_spec("simulated", w.method, w.seed),
+        spec=BASE.sim_spec,
         out=subpath(output.manifest, parent=True),
         data=subpath(input.data, parent=True),
     conda:
@@ -23,10 +30,7 @@ rule baseline_train_sim:
         "benchmarks/baseline/simulated/{method}/seed{seed}.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: job_mem_mb(baseline_spec(SIM, w.method, w.seed), input.data),
-        runtime=lambda w, input, attempt: job_runtime("baseline_train_sim", baseline_spec(SIM, w.method, w.seed),
-                                                      input.data, attempt),
-        distlab_runtime=runtime_json(),
+        **train_resources("baseline_train_sim", BASE.sim_spec),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment baseline --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -42,7 +46,7 @@ rule baseline_train_dist:
     wildcard_constraints:
         backend="gloo|nccl",
     params:
-        spec=lambda w: baseline_spec(w.backend, "dgd", w.seed),
+        spec=BASE.dist_spec,
         out=subpath(output.manifest, parent=True),
         data=subpath(input.data, parent=True),
     conda:
@@ -53,12 +57,7 @@ rule baseline_train_dist:
         "benchmarks/baseline/{backend}/dgd/seed{seed}.tsv"
     threads: config["runtime"]["threads"]
     resources:
-        mem_mb=lambda w, input: job_mem_mb(baseline_spec(w.backend, "dgd", w.seed), input.data),
-        gpu=lambda w: job_gpus(baseline_spec(w.backend, "dgd", w.seed)),
-        slurm_partition=lambda w: job_partition(baseline_spec(w.backend, "dgd", w.seed)),
-        runtime=lambda w, input, attempt: job_runtime("baseline_train_dist", baseline_spec(w.backend, "dgd", w.seed),
-                                                      input.data, attempt),
-        distlab_runtime=runtime_json(),
+        **train_resources("baseline_train_dist", BASE.dist_spec, gpu=True, partition=True),
     shell:
         "python -m distlab train --experiment baseline --spec {params.spec:q} --threads {threads} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -66,7 +65,7 @@ rule baseline_train_dist:
 
 rule baseline_summarize:
     input:
-        baseline_runs(),
+        BASE.runs(),
     output:
         steps=f"{RESULTS}/baseline/steps.csv",
         summary=f"{RESULTS}/baseline/summary.csv",

@@ -15,12 +15,6 @@ SIM = "simulated"
 
 wildcard_constraints:
     seed=r"\d+",
-    s=r"\d+",
-    delay=r"[0-9.]+(e[-+]?[0-9]+)?",
-    scheme=r"[a-z-]+",
-    method=r"dgd|single",
-    backend=r"simulated|gloo|nccl",
-    group=r"motivating|simulation|cloud|real",
     dataset=r"[A-Za-z0-9_]+",
 
 
@@ -31,14 +25,6 @@ def data_manifest(name):
 def floors_table(name):
     """The unigram/bigram floors of a text data set (rule data_floors)."""
     return f"{RESULTS}/data/{name}/floors.csv"
-
-
-def cluster_spec(straggler, compute=None):
-    return {
-        "compute": compute or config["cluster"]["compute"],
-        "network": config["cluster"]["network"],
-        "straggler": straggler,
-    }
 
 
 from distlab.clihelp import as_json
@@ -99,6 +85,34 @@ def job_partition(spec):
     return _jobs.partition(_jobs.gpus(spec), JOBS)
 
 
+def train_resources(rule, spec_of, base_mb=None, gpu=False, partition=False, runtime=True):
+    """A training rule's resources from its spec (``spec_of(wildcards)``, the function its
+    params.spec names, which builds a job's spec once): memory, minutes (jobs.step_s[rule]),
+    with ``gpu`` its GPUs and with ``partition`` its batch partition, and the run-time settings."""
+
+    def mem_mb(wildcards, input):
+        return job_mem_mb(spec_of(wildcards), input.data, base_mb)
+
+    def minutes(wildcards, input, attempt):
+        return job_runtime(rule, spec_of(wildcards), input.data, attempt)
+
+    def gpus(wildcards):
+        return job_gpus(spec_of(wildcards))
+
+    def slurm_partition(wildcards):
+        return job_partition(spec_of(wildcards))
+
+    out = {"mem_mb": mem_mb}
+    if gpu:
+        out["gpu"] = gpus
+    if partition:
+        out["slurm_partition"] = slurm_partition
+    if runtime:
+        out["runtime"] = minutes
+    out["distlab_runtime"] = runtime_json()
+    return out
+
+
 def partition_for_gpus(gpus):
     """jobs.partitions.gpu for a job that claims GPUs, jobs.partitions.cpu otherwise."""
     return _jobs.partition(int(gpus), JOBS)
@@ -141,36 +155,6 @@ def all_outputs():
 def scorecard_papers():
     """Papers with at least one registered table, in a fixed order."""
     return [p for p in ("foundation", "P1", "P2", "P3", "P4") if p in SUMMARY_TABLES]
-
-
-# ---------------------------------------------------------------- baseline
-def baseline_runs():
-    """Every run of the baseline: each seed (one job a seed), then the extra seeds that
-    stats.extra_seeds asks of a setting (new jobs only: no configured run changes)."""
-    b = config["baseline"]
-    seeds = [int(k) for k in config["seeds"]]
-    settings = [(backend, "dgd") for backend in b["backends"]] + [(SIM, "single")]
-    runs = [f"{RESULTS}/baseline/{backend}/{method}/seed{seed}/manifest.json"
-            for seed in seeds for backend, method in settings]
-    for backend, method in settings:
-        more = extra_for_setting(EXTRA_SEED_REQUESTS, seeds, "baseline", {"backend": backend, "method": method})
-        runs += [f"{RESULTS}/baseline/{backend}/{method}/seed{seed}/manifest.json" for seed in more]
-    return runs
-
-
-def baseline_spec(backend, method, seed):
-    b = config["baseline"]
-    spec = {
-        "experiment": "baseline", "method": method, "backend": backend,
-        "seed": int(seed), "model": b["model"], "n_workers": b["n_workers"],
-        "batch_size": b["batch_size"], "lr": b["lr"], "steps": b["steps"],
-        "eval_every": b["eval_every"], "dtype": b["dtype"],
-        "cluster": cluster_spec(b.get("straggler", {"model": "none"})),
-    }
-    return as_json(spec)
-
-
-BASELINE_OUT = [f"{PAPER}/figures/baseline_loss.png", f"{PAPER}/tables/baseline.md"]
 
 
 # stats.extra_seeds: more seeds for the settings of named claims (distlab.extra_seeds)

@@ -33,7 +33,7 @@ rule demo_train_sim:
         manifests=[f"{P4.sim_job}/seed{k}/manifest.json" for k in config["seeds"]],
         metrics=[f"{P4.sim_job}/seed{k}/metrics.csv" for k in config["seeds"]],
     params:
-        spec=lambda w: P4.sim_spec(w.dmethod, w.nw, config["seeds"]),
+        spec=P4.seeds_spec,
         out=P4.sim_job,
         data=subpath(input.data, parent=True),
     conda:
@@ -44,20 +44,16 @@ rule demo_train_sim:
         f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: job_mem_mb(P4.sim_spec(w.dmethod, w.nw, config["seeds"]), input.data,
-                                           base_mb=1200),
-        runtime=lambda w, input, attempt: job_runtime(
-            "demo_train_sim", P4.sim_spec(w.dmethod, w.nw, config["seeds"]), input.data, attempt),
-        distlab_runtime=runtime_json(),
+        **train_resources("demo_train_sim", P4.seeds_spec, base_mb=1200),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
-rule demo_train_sim_extra:
-    """One extra seed of a simulated setting whose claim asked for more (config stats.extra_seeds):
-    a job of its own, so no configured job's spec changes; the same numbers the multi-seed job would
-    give that seed."""
+use rule demo_train_sim as demo_train_sim_extra with:
+    # One extra seed of a simulated setting whose claim asked for more (config stats.extra_seeds):
+    # a job of its own, so no configured job's spec changes; the same numbers the multi-seed job
+    # would give that seed.
     input:
         data=data_manifest(DEMO["dataset"]),
         choice=P4.choice_input(),
@@ -67,25 +63,13 @@ rule demo_train_sim_extra:
     wildcard_constraints:
         seed="|".join(str(k) for k in P4.all_extra_seeds()) or "none",
     params:
-        spec=lambda w: P4.sim_spec(w.dmethod, w.nw, [int(w.seed)]),
-        out=P4.sim_job,
-        data=subpath(input.data, parent=True),
-    conda:
-        ENV
+        spec=P4.extra_seed_spec,
     log:
         f"logs/demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}.log",
     benchmark:
         f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}.tsv"
-    threads: 1
     resources:
-        mem_mb=lambda w, input: job_mem_mb(P4.sim_spec(w.dmethod, w.nw, [int(w.seed)]), input.data,
-                                           base_mb=1200),
-        runtime=lambda w, input, attempt: job_runtime(
-            "demo_train_sim", P4.sim_spec(w.dmethod, w.nw, [int(w.seed)]), input.data, attempt),
-        distlab_runtime=runtime_json(),
-    shell:
-        "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
-        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+        **train_resources("demo_train_sim", P4.extra_seed_spec, base_mb=1200),
 
 
 rule demo_train_real:
@@ -108,19 +92,15 @@ rule demo_train_real:
         f"benchmarks/demo/{P4.real_backend}/n{{nw}}/{{dmethod}}/seed{{seed}}.tsv"
     threads: config["runtime"]["threads"]
     resources:
-        mem_mb=lambda w, input: job_mem_mb(P4.real_spec(w), input.data, base_mb=1200),
-        gpu=lambda w: job_gpus(P4.real_spec(w)),
-        slurm_partition=lambda w: job_partition(P4.real_spec(w)),
-        runtime=lambda w, input, attempt: job_runtime("demo_train_real", P4.real_spec(w), input.data, attempt),
-        distlab_runtime=runtime_json(),
+        **train_resources("demo_train_real", P4.real_spec, base_mb=1200, gpu=True, partition=True),
     shell:
         "python -m distlab train --experiment demo --spec {params.spec:q} --runtime {resources.distlab_runtime:q} "
         "--threads {threads} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
-rule demo_train_sweep:
-    """One point of the learning-rate sweep (simulated cluster): one method at one lr, every sweep
-    seed, at the comparison's horizon (demo.steps)."""
+use rule demo_train_sim as demo_train_sweep with:
+    # One point of the learning-rate sweep (simulated cluster): one method at one lr, every sweep
+    # seed, at the comparison's horizon (demo.steps).
     input:
         data=data_manifest(DEMO["dataset"]),
     output:
@@ -129,21 +109,12 @@ rule demo_train_sweep:
     params:
         spec=P4.sweep_spec,
         out=P4.sweep_job,
-        data=subpath(input.data, parent=True),
-    conda:
-        ENV
     log:
         "logs/demo/sweep/lr{lr}/{dmethod}.log",
     benchmark:
         "benchmarks/demo/sweep/lr{lr}/{dmethod}.tsv"
-    threads: 1
     resources:
-        mem_mb=lambda w, input: job_mem_mb(P4.sweep_spec(w), input.data, base_mb=1200),
-        runtime=lambda w, input, attempt: job_runtime("demo_train_sweep", P4.sweep_spec(w), input.data, attempt),
-        distlab_runtime=runtime_json(),
-    shell:
-        "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
-        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+        **train_resources("demo_train_sweep", P4.sweep_spec, base_mb=1200),
 
 
 rule demo_summarize:

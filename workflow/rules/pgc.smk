@@ -9,6 +9,13 @@
 # torchrun job per seed.
 from distlab.pgc.workflow import PGCWorkflow
 
+wildcard_constraints:
+    s=r"\d+",
+    delay=r"[0-9.]+(e[-+]?[0-9]+)?",
+    scheme=r"[a-z-]+",
+    group=r"motivating|simulation|cloud|real",
+
+
 P1 = PGCWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
 PGC_SETTING = P1.setting
 PGC_SEEDS = config["seeds"]
@@ -43,17 +50,16 @@ rule pgc_coding_profile:
 rule pgc_train_sim:
     """Every seed of one scheme and setting on the simulated cluster (virtual clock)."""
     input:
-        data=lambda w: P1.data_manifest(w.group),
-        coding=lambda w: P1.coding_inputs(),
+        data=P1.group_data_manifest,
+        coding=P1.coding_input,
     output:
-        manifests=[f"{PGC_SETTING}/simulated/{{scheme}}/seed{k}/manifest.json" for k in PGC_SEEDS],
-        metrics=[f"{PGC_SETTING}/simulated/{{scheme}}/seed{k}/metrics.csv" for k in PGC_SEEDS],
+        **P1.sim_job_outputs(PGC_SEEDS),
     wildcard_constraints:
         group="motivating|simulation|cloud",
     params:
-        spec=lambda w: P1.run_spec(w, SIM, seeds=PGC_SEEDS),
+        spec=P1.sim_spec,
         out=f"{PGC_SETTING}/simulated/{{scheme}}",
-        data=lambda w, input: os.path.dirname(input.data),
+        data=subpath(input.data, parent=True),
     conda:
         ENV
     log:
@@ -61,24 +67,18 @@ rule pgc_train_sim:
     benchmark:
         "benchmarks/pgc/{group}/s{s}/d{delay}/simulated/{scheme}.tsv"
     threads: 1
+    # torch, the data set, and the coding-cost vectors (measured: 1.15 GB at ResNet-18's size)
     resources:
-        # torch, the data set, and the coding-cost vectors (measured: 1.15 GB at ResNet-18's size)
-        mem_mb=lambda w, input: job_mem_mb(P1.run_spec(w, SIM, seeds=PGC_SEEDS), input.data, base_mb=1300),
-        runtime=lambda w, input, attempt: job_runtime("pgc_train_sim", P1.run_spec(w, SIM, seeds=PGC_SEEDS),
-                                                      input.data, attempt),
-        distlab_runtime=runtime_json(),
+        **train_resources("pgc_train_sim", P1.sim_spec, base_mb=1300),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment pgc --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
-rule pgc_train_sim_extra:
-    """One extra seed of a setting whose claim asked for more (config stats.extra_seeds): a job of
-    its own, so the configured seeds' jobs do not change; the same numbers the multi-seed job
-    would give that seed."""
-    input:
-        data=lambda w: P1.data_manifest(w.group),
-        coding=lambda w: P1.coding_inputs(),
+use rule pgc_train_sim as pgc_train_sim_extra with:
+    # One extra seed of a setting whose claim asked for more (config stats.extra_seeds): a job
+    # of its own, so the configured seeds' jobs do not change; the same numbers the multi-seed
+    # job would give that seed.
     output:
         manifest=f"{PGC_SETTING}/simulated/{{scheme}}/seed{{seed}}/manifest.json",
         metrics=f"{PGC_SETTING}/simulated/{{scheme}}/seed{{seed}}/metrics.csv",
@@ -86,37 +86,28 @@ rule pgc_train_sim_extra:
         group="motivating|simulation|cloud",
         seed="|".join(str(k) for k in P1.all_extra_seeds()) or "none",
     params:
-        spec=lambda w: P1.run_spec(w, SIM, seeds=[int(w.seed)]),
-        out=f"{PGC_SETTING}/simulated/{{scheme}}",
-        data=lambda w, input: os.path.dirname(input.data),
-    conda:
-        ENV
+        spec=P1.extra_seed_spec,
     log:
         "logs/pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}.log",
     benchmark:
         "benchmarks/pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}.tsv"
-    threads: 1
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=1300),
-        distlab_runtime=runtime_json(),
-    shell:
-        "OMP_NUM_THREADS={threads} python -m distlab train --experiment pgc --spec {params.spec:q} "
-        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+        **train_resources("pgc_train_sim_extra", P1.extra_seed_spec, base_mb=1300, runtime=False),
 
 
 rule pgc_train_real:
     """A master and n workers under torchrun on gloo, injected delays as real sleeps."""
     input:
-        data=lambda w: P1.data_manifest(w.group),
+        data=P1.group_data_manifest,
     output:
         manifest=f"{PGC_SETTING}/gloo/{{scheme}}/seed{{seed}}/manifest.json",
         metrics=f"{PGC_SETTING}/gloo/{{scheme}}/seed{{seed}}/metrics.csv",
     wildcard_constraints:
         group="real",
     params:
-        spec=lambda w: P1.run_spec(w, "gloo"),
+        spec=P1.real_spec,
         out=subpath(output.manifest, parent=True),
-        data=lambda w, input: os.path.dirname(input.data),
+        data=subpath(input.data, parent=True),
     conda:
         ENV
     log:
@@ -125,46 +116,26 @@ rule pgc_train_real:
         "benchmarks/pgc/{group}/s{s}/d{delay}/gloo/{scheme}/seed{seed}.tsv"
     threads: config["runtime"]["threads"]
     resources:
-        mem_mb=lambda w, input: job_mem_mb(P1.run_spec(w, "gloo"), input.data),
-        gpu=lambda w: job_gpus(P1.run_spec(w, "gloo")),
-        runtime=lambda w, input, attempt: job_runtime("pgc_train_real", P1.run_spec(w, "gloo"), input.data, attempt),
-        distlab_runtime=runtime_json(),
+        **train_resources("pgc_train_real", P1.real_spec, gpu=True),
     shell:
         "python -m distlab train --experiment pgc --spec {params.spec:q} --runtime {resources.distlab_runtime:q} "
         "--threads {threads} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
-rule pgc_train_sim_real:
-    """The simulator's prediction of each real run, charged with the compute and
-    coding costs that run's workers and master measured."""
+use rule pgc_train_sim as pgc_train_sim_real with:
+    # The simulator's prediction of each real run, charged with the compute and coding costs
+    # that run's workers and master measured.
     input:
-        data=lambda w: P1.data_manifest(w.group),
+        data=P1.group_data_manifest,
         measured=[f"{PGC_SETTING}/gloo/{{scheme}}/seed{k}/manifest.json" for k in PGC_REAL_SEEDS],
     output:
-        manifests=[f"{PGC_SETTING}/simulated/{{scheme}}/seed{k}/manifest.json" for k in PGC_REAL_SEEDS],
-        metrics=[f"{PGC_SETTING}/simulated/{{scheme}}/seed{k}/metrics.csv" for k in PGC_REAL_SEEDS],
+        **P1.sim_job_outputs(PGC_REAL_SEEDS),
     wildcard_constraints:
         group="real",
     params:
-        spec=lambda w: P1.run_spec(w, SIM, seeds=PGC_REAL_SEEDS),
-        out=f"{PGC_SETTING}/simulated/{{scheme}}",
-        data=lambda w, input: os.path.dirname(input.data),
-    conda:
-        ENV
-    log:
-        "logs/pgc/{group}/s{s}/d{delay}/simulated/{scheme}.log",
-    benchmark:
-        "benchmarks/pgc/{group}/s{s}/d{delay}/simulated/{scheme}.tsv"
-    threads: 1
+        spec=P1.sim_real_spec,
     resources:
-        # torch, the data set, and the coding-cost vectors (measured: 1.15 GB at ResNet-18's size)
-        mem_mb=lambda w, input: job_mem_mb(P1.run_spec(w, SIM, seeds=PGC_REAL_SEEDS), input.data, base_mb=1300),
-        runtime=lambda w, input, attempt: job_runtime("pgc_train_sim_real", P1.run_spec(w, SIM, seeds=PGC_REAL_SEEDS),
-                                                      input.data, attempt),
-        distlab_runtime=runtime_json(),
-    shell:
-        "OMP_NUM_THREADS={threads} python -m distlab train --experiment pgc --spec {params.spec:q} "
-        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+        **train_resources("pgc_train_sim_real", P1.sim_real_spec, base_mb=1300),
 
 
 rule pgc_summarize:
@@ -220,46 +191,31 @@ for _fig, _table, _group in P1.FIGURES:
             "--out {output:q} > {log:q} 2>&1"
 
 
-rule pgc_table_time_to_target:
-    """Time and steps to the loss threshold per scheme, both threshold rules."""
-    input:
-        summary=P1.summary("cloud"),
-    output:
-        P1.tab["time_to_target"],
-    params:
-        inputs=lambda w, input: as_json(dict(input.items())),
-    conda:
-        ENV
-    log:
-        "logs/pgc/time_to_target.log",
-    benchmark:
-        "benchmarks/pgc/time_to_target.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
-    shell:
-        "python -m distlab.pgc figure time_to_target --inputs {params.inputs:q} --out {output:q} > {log:q} 2>&1"
-
-
-rule pgc_table_compute:
-    """Work per worker-step of each scheme, and the simulator's own overhead."""
-    input:
-        summary=P1.summary("simulation"),
-    output:
-        P1.tab["compute"],
-    params:
-        inputs=lambda w, input: as_json(dict(input.items())),
-    conda:
-        ENV
-    log:
-        "logs/pgc/compute.log",
-    benchmark:
-        "benchmarks/pgc/compute.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
-    shell:
-        "python -m distlab.pgc figure compute --inputs {params.inputs:q} --out {output:q} > {log:q} 2>&1"
+# Time and steps to the loss threshold per scheme, both threshold rules (the cloud group); work
+# per worker-step of each scheme, and the simulator's own overhead (the simulation group).  One
+# rule text, one job a table; the table's name is written into the shell text, as it was in one
+# rule a table.
+for _tab, _group in (("time_to_target", "cloud"), ("compute", "simulation")):
+    rule:
+        name:
+            f"pgc_table_{_tab}"
+        input:
+            summary=P1.summary(_group),
+        output:
+            P1.tab[_tab],
+        params:
+            inputs=lambda w, input: as_json(dict(input.items())),
+        conda:
+            ENV
+        log:
+            f"logs/pgc/{_tab}.log",
+        benchmark:
+            f"benchmarks/pgc/{_tab}.tsv"
+        threads: 1
+        resources:
+            mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
+        shell:
+            f"python -m distlab.pgc figure {_tab} --inputs {{params.inputs:q}} --out {{output:q}} > {{log:q}} 2>&1"
 
 
 rule pgc_real_vs_sim:

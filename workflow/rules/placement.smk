@@ -92,31 +92,19 @@ rule placement_run:
         "--profile {input.profile:q} --out {output:q} --runtime {resources.distlab_runtime:q} > {log:q} 2>&1"
 
 
-rule placement_run_extra:
-    """One extra seed of one run, asked for by a claim or precondition (config
-    stats.extra_seeds): a job of its own, so the configured runs do not change."""
-    input:
-        graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
-        profile=lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model),
+use rule placement_run as placement_run_extra with:
+    # One extra seed of one run, asked for by a claim or precondition (config
+    # stats.extra_seeds): a job of its own, so the configured runs do not change.
     output:
         f"{PL_DIR}/extra/{{pair}}/{{pl_model}}/{{pl_method}}/seed{{seed}}.json",
     wildcard_constraints:
         seed="|".join(str(k) for k in (placement_wf.all_extra_seeds(PL, EXTRA_SEED_REQUESTS) if PL else [])) or "none",
     params:
         spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method, seeds=[int(w.seed)]),
-    conda:
-        ENV
     log:
         "logs/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.log",
     benchmark:
         "benchmarks/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.tsv"
-    threads: 1
-    resources:
-        mem_mb=1500,
-        distlab_runtime=runtime_json(),
-    shell:
-        "OMP_NUM_THREADS=1 python -m distlab placement-run --spec {params.spec:q} --graph {input.graph:q} "
-        "--profile {input.profile:q} --out {output:q} --runtime {resources.distlab_runtime:q} > {log:q} 2>&1"
 
 
 rule placement_summarize:
@@ -140,50 +128,32 @@ rule placement_summarize:
         "--curves-out {output.curves:q} > {log:q} 2>&1"
 
 
-rule placement_table_main:
-    """Main table (method x model: latency, speedup % vs CPU-only), graph sizes, convergence."""
-    input:
-        f"{PL_DIR}/summary.csv",
-    output:
-        PL_TABLES,
-    params:
-        options=PL_OPTIONS,
-        out=lambda w, output: os.path.dirname(output[0]),
-    conda:
-        ENV
-    log:
-        "logs/placement/table_main.log",
-    benchmark:
-        "benchmarks/placement/table_main.tsv"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    shell:
-        "python -m distlab placement-tables --kind main --summary {input:q} --out-dir {params.out:q} "
-        "--options {params.options:q} > {log:q} 2>&1"
-
-
-rule placement_table_ablation:
-    """Ablation table: HSDAG without output shape / node id / structural features."""
-    input:
-        f"{PL_DIR}/summary.csv",
-    output:
-        PL_ABLATION,
-    params:
-        options=PL_OPTIONS,
-        out=lambda w, output: os.path.dirname(output[0]),
-    conda:
-        ENV
-    log:
-        "logs/placement/table_ablation.log",
-    benchmark:
-        "benchmarks/placement/table_ablation.tsv"
-    threads: 1
-    resources:
-        mem_mb=1000,
-    shell:
-        "python -m distlab placement-tables --kind ablation --summary {input:q} --out-dir {params.out:q} "
-        "--options {params.options:q} > {log:q} 2>&1"
+# Main table (method x model: latency, speedup % vs CPU-only), graph sizes, convergence; and the
+# ablation table (HSDAG without output shape / node id / structural features).  One rule text,
+# one job a kind; the kind is written into the shell text, as it was in one rule a kind.
+for _kind, _tables in (("main", PL_TABLES), ("ablation", PL_ABLATION)):
+    rule:
+        name:
+            f"placement_table_{_kind}"
+        input:
+            f"{PL_DIR}/summary.csv",
+        output:
+            _tables,
+        params:
+            options=PL_OPTIONS,
+            out=lambda w, output: os.path.dirname(output[0]),
+        conda:
+            ENV
+        log:
+            f"logs/placement/table_{_kind}.log",
+        benchmark:
+            f"benchmarks/placement/table_{_kind}.tsv"
+        threads: 1
+        resources:
+            mem_mb=1000,
+        shell:
+            f"python -m distlab placement-tables --kind {_kind} --summary {{input:q}} --out-dir {{params.out:q}} "
+            "--options {params.options:q} > {log:q} 2>&1"
 
 
 rule placement_fig_curves:

@@ -38,9 +38,9 @@ import torch
 from torch import nn
 
 from .optim import DeMo
+from .spec import METHODS  # noqa: F401  (the names make_method builds, listed with the spec)
 from .transforms import matrix_shape
 
-METHODS = ("adamw", "demo", "demo-compact", "demo-allmean", "diloco", "powersgd")
 
 
 def _params(model: nn.Module) -> list[nn.Parameter]:

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..models import causal_attention, check_heads
+
 SIZES = {
     "olmo-300m": dict(d_model=1024, n_layer=16, n_head=16, mlp_ratio=8, vocab_size=50304),
     "olmo-1b": dict(d_model=2048, n_layer=16, n_head=16, mlp_ratio=8, vocab_size=50304),
@@ -33,8 +35,7 @@ SIZES = {
 class _Block(nn.Module):
     def __init__(self, d: int, n_head: int, mlp_ratio: int) -> None:
         super().__init__()
-        if d % n_head:
-            raise ValueError(f"d_model={d} is not divisible by n_head={n_head}")
+        check_heads(d, n_head)
         self.n_head = n_head
         self.att_proj = nn.Linear(d, 3 * d, bias=False)
         self.attn_out = nn.Linear(d, d, bias=False)
@@ -43,12 +44,8 @@ class _Block(nn.Module):
         self.ff_out = nn.Linear(hidden // 2, d, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
-        h = F.layer_norm(x, (C,))
-        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-                   for t in self.att_proj(h).split(C, dim=2))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.attn_out(y.transpose(1, 2).reshape(B, T, C))
+        C = x.shape[-1]
+        x = x + self.attn_out(causal_attention(self.att_proj(F.layer_norm(x, (C,))), self.n_head))
         a, g = self.ff_proj(F.layer_norm(x, (C,))).chunk(2, dim=-1)
         return x + self.ff_out(F.silu(g) * a)
 

@@ -1,14 +1,104 @@
-"""Cross-field checks of the ``demo:`` config section (torch-free).
+"""DeMo's run spec and config checks (torch-free).
 
-``check(config)`` returns one ``"key: why"`` string per problem; the
-Snakefile's ``distlab.checks.check_config`` runs it before any job.
+``SPEC_SCHEMA`` is the JSON-Schema of a run spec ``distlab train --experiment demo`` takes,
+``check_spec(spec)`` its cross-field rules (a :class:`distlab.specs.SpecError` naming the
+key); ``check(config)`` returns one ``"key: why"`` string per problem of the ``demo:``
+config section, which the Snakefile's ``distlab.checks.check_config`` runs before any job.
+
+The methods' option sections are named constants, for any spec that carries the same
+options (a study across papers):
+
+* ``DECAY_FACTOR``: a factor in [0, 1) (a momentum or a decay);
+* ``DEMO_COMPRESSION``: DeMo's ``topk``, ``chunk`` and ``decay`` (the properties), and
+  ``DEMO_OPTIONS`` the ``demo`` section (those plus ``weight_decay``, ``value_dtype``);
+* ``DILOCO_OPTIONS``: DiLoCo's ``H``, ``outer_lr``, ``outer_momentum``;
+* ``POWERSGD_OPTIONS``: PowerSGD's ``rank``;
+* ``ADAMW_OPTIONS``: AdamW's ``betas``, ``eps``, ``weight_decay``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from .. import specs
+
 CONFIG_SECTION = "demo"  # distlab.checks.paper_checks finds check() by it
+
+# the methods a run trains with (distlab.demo.methods.make_method builds each)
+METHODS = ("adamw", "demo", "demo-compact", "demo-allmean", "diloco", "powersgd")
+
+DECAY_FACTOR = {"type": "number", "minimum": 0, "exclusiveMaximum": 1}
+DEMO_COMPRESSION = {"topk": specs.POS_INT, "chunk": specs.POS_INT, "decay": DECAY_FACTOR}
+DEMO_OPTIONS = {"type": "object", "additionalProperties": False, "properties": {
+    **DEMO_COMPRESSION, "weight_decay": specs.NONNEG_NUM, "value_dtype": {"enum": ["bfloat16", "float16"]}}}
+DILOCO_OPTIONS = {"type": "object", "additionalProperties": False, "properties": {
+    "H": specs.POS_INT, "outer_lr": specs.POS_NUM, "outer_momentum": DECAY_FACTOR}}
+POWERSGD_OPTIONS = {"type": "object", "additionalProperties": False, "properties": {"rank": specs.POS_INT}}
+ADAMW_OPTIONS = {"type": "object", "additionalProperties": False, "properties": {
+    "betas": {"type": "array", "minItems": 2, "maxItems": 2, "items": DECAY_FACTOR},
+    "eps": specs.POS_NUM, "weight_decay": specs.NONNEG_NUM}}
+
+
+SPEC_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["experiment", "method", "backend", "model", "n_workers", "batch_size", "lr",
+                 "steps", "cluster"],
+    # one seed, or (simulated backend) a list run one after another in this process
+    "oneOf": [{"required": ["seed"]}, {"required": ["seeds"]}],
+    "properties": {
+        "experiment": {"const": "demo"},
+        "method": {"enum": list(METHODS)},
+        "backend": specs.BACKEND,
+        "seed": specs.NONNEG_INT,
+        "seeds": {"type": "array", "items": specs.NONNEG_INT, "minItems": 1, "uniqueItems": True},
+        "model": {
+            "type": "object", "required": ["name"], "additionalProperties": False,
+            "properties": {"name": {"enum": ["gpt", "olmo"]}, "n_layer": specs.POS_INT,
+                           "d_model": specs.POS_INT, "n_head": specs.POS_INT,
+                           "block_size": specs.POS_INT, "mlp_ratio": specs.POS_INT},
+        },
+        "n_workers": specs.POS_INT,
+        "batch_size": specs.POS_INT,
+        "lr": {"oneOf": [specs.POS_NUM, {
+            "type": "object", "additionalProperties": False, "required": ["sweep", "method"],
+            "properties": {"sweep": {"type": "string", "minLength": 1}, "method": {"enum": list(METHODS)}}}]},
+        "lr_chosen_by": {"type": "string"},
+        # the sweep's root: a seed whose run at the chosen lr is already there (same spec but for
+        # where the lr came from) is taken from it instead of trained again (the same computation)
+        "reuse_from": {"type": "string", "minLength": 1},
+        "steps": specs.POS_INT,
+        "eval_every": specs.POS_INT,
+        "eval_batches": specs.POS_INT,
+        "dtype": specs.DTYPE,
+        "demo": DEMO_OPTIONS,
+        "adamw": ADAMW_OPTIONS,
+        "diloco": DILOCO_OPTIONS,
+        "powersgd": POWERSGD_OPTIONS,
+        "cluster": specs.CLUSTER,
+    },
+}
+
+
+def nprocs(spec: dict) -> int:
+    return int(spec["n_workers"])
+
+
+def check_spec(spec: dict) -> None:
+    """Cross-field rules the schema cannot state; raise SpecError naming the key."""
+    if spec["backend"] != "simulated" and "seeds" in spec:
+        raise specs.SpecError("demo spec: key 'seeds': a list of seeds runs only on the simulated backend")
+    if spec["backend"] != "simulated" and "reuse_from" in spec:
+        raise specs.SpecError("demo spec: key 'reuse_from': only simulated runs are taken from the sweep")
+    if spec["method"] == "diloco" and spec["steps"] % int(spec.get("diloco", {}).get("H", 10)):
+        raise specs.SpecError("demo spec: key 'diloco.H': steps must be a multiple of H, so the run "
+                              "ends on a synchronisation")
+    dd = spec.get("demo") or {}
+    if "topk" in dd and "chunk" in dd and int(dd["topk"]) > int(dd["chunk"]) ** 2:
+        raise specs.SpecError(f"demo spec: key 'demo.topk': {dd['topk']} is larger than a chunk x chunk "
+                              f"tile ({dd['chunk']}^2); the optimizer would silently cap it")
+    if "n_head" in spec["model"] and spec["model"].get("d_model", 128) % spec["model"]["n_head"]:
+        raise specs.SpecError("demo spec: key 'model.n_head': must divide model.d_model")
 
 
 def _divides(n: int, h: int) -> bool:
@@ -51,13 +141,12 @@ def check(config: dict[str, Any]) -> list[str]:
         out.append("demo.model.n_head: must divide demo.model.d_model")
     H = (d.get("diloco") or {}).get("H", 1)
     for key, steps, methods in (("demo.steps", d.get("steps", 0), d.get("methods", []) + more.get("methods", [])),
-                                ("demo.sweep.steps", sweep.get("steps", 0), sweep.get("methods", []))):
+                                ("demo.sweep.steps", sweep.get("steps", 0), sweep.get("methods", [])),
+                                ("demo.real.steps", real.get("steps", 0),
+                                 real.get("methods", []) if real.get("enabled") else [])):
         if "diloco" in methods and not _divides(int(steps), int(H)):
             out.append(f"{key}: DiLoCo synchronises every demo.diloco.H = {H} steps; the run must end on "
                        f"a synchronisation (steps a multiple of H)")
-    if real.get("enabled"):
-        if "diloco" in real.get("methods", []):
-            out.append("demo.real.methods: diloco runs on the simulated backend only")
     dd = d.get("demo") or {}
     topk, chunk = dd.get("topk"), dd.get("chunk")
     if isinstance(topk, int) and isinstance(chunk, int) and chunk > 0 and topk > chunk * chunk:

@@ -46,58 +46,11 @@ from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster
 from ..runtime.stragglers import StragglerModel
 from ..train.common import DTYPES, seed_everything
-from .methods import METHODS, make_method
+from .methods import make_method
 from .olmo import OLMo
+from .spec import SPEC_SCHEMA, check_spec, nprocs  # noqa: F401  (distlab train reads them here)
 
 EVAL_SEED = 12345  # the validation windows: one fixed set for every run
-
-SPEC_SCHEMA = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["experiment", "method", "backend", "model", "n_workers", "batch_size", "lr",
-                 "steps", "cluster"],
-    # one seed, or (simulated backend) a list run one after another in this process
-    "oneOf": [{"required": ["seed"]}, {"required": ["seeds"]}],
-    "properties": {
-        "experiment": {"const": "demo"},
-        "method": {"enum": list(METHODS)},
-        "backend": specs.BACKEND,
-        "seed": specs.NONNEG_INT,
-        "seeds": {"type": "array", "items": specs.NONNEG_INT, "minItems": 1, "uniqueItems": True},
-        "model": {
-            "type": "object", "required": ["name"], "additionalProperties": False,
-            "properties": {"name": {"enum": ["gpt", "olmo"]}, "n_layer": specs.POS_INT,
-                           "d_model": specs.POS_INT, "n_head": specs.POS_INT,
-                           "block_size": specs.POS_INT, "mlp_ratio": specs.POS_INT},
-        },
-        "n_workers": specs.POS_INT,
-        "batch_size": specs.POS_INT,
-        "lr": {"oneOf": [specs.POS_NUM, {
-            "type": "object", "additionalProperties": False, "required": ["sweep", "method"],
-            "properties": {"sweep": {"type": "string", "minLength": 1}, "method": {"enum": list(METHODS)}}}]},
-        "lr_chosen_by": {"type": "string"},
-        # the sweep's root: a seed whose run at the chosen lr is already there (same spec but for
-        # where the lr came from) is taken from it instead of trained again (the same computation)
-        "reuse_from": {"type": "string", "minLength": 1},
-        "steps": specs.POS_INT,
-        "eval_every": specs.POS_INT,
-        "eval_batches": specs.POS_INT,
-        "dtype": specs.DTYPE,
-        "demo": {"type": "object", "additionalProperties": False, "properties": {
-            "topk": specs.POS_INT, "chunk": specs.POS_INT,
-            "decay": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-            "weight_decay": specs.NONNEG_NUM, "value_dtype": {"enum": ["bfloat16", "float16"]}}},
-        "adamw": {"type": "object", "additionalProperties": False, "properties": {
-            "betas": {"type": "array", "minItems": 2, "maxItems": 2,
-                      "items": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}},
-            "eps": specs.POS_NUM, "weight_decay": specs.NONNEG_NUM}},
-        "diloco": {"type": "object", "additionalProperties": False, "properties": {
-            "H": specs.POS_INT, "outer_lr": specs.POS_NUM,
-            "outer_momentum": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}},
-        "powersgd": {"type": "object", "additionalProperties": False, "properties": {"rank": specs.POS_INT}},
-        "cluster": specs.CLUSTER,
-    },
-}
 
 
 def resolve_lr(spec: dict) -> dict:
@@ -114,29 +67,6 @@ def resolve_lr(spec: dict) -> dict:
         raise specs.SpecError(f"demo spec: key 'lr.method': {lr['method']!r} is not in {path} "
                               f"(it has {sorted(chosen)})")
     return {**spec, "lr": float(chosen[lr["method"]]), "lr_chosen_by": f"{path}:{lr['method']}"}
-
-
-def nprocs(spec: dict) -> int:
-    return int(spec["n_workers"])
-
-
-def check_spec(spec: dict) -> None:
-    """Cross-field rules the schema cannot state; raise SpecError naming the key."""
-    if spec["backend"] != "simulated" and "seeds" in spec:
-        raise specs.SpecError("demo spec: key 'seeds': a list of seeds runs only on the simulated backend")
-    if spec["backend"] != "simulated" and "reuse_from" in spec:
-        raise specs.SpecError("demo spec: key 'reuse_from': only simulated runs are taken from the sweep")
-    if spec["backend"] != "simulated" and spec["method"] == "diloco":
-        raise specs.SpecError("demo spec: key 'method': diloco runs on the simulated backend only")
-    if spec["method"] == "diloco" and spec["steps"] % int(spec.get("diloco", {}).get("H", 10)):
-        raise specs.SpecError("demo spec: key 'diloco.H': steps must be a multiple of H, so the run "
-                              "ends on a synchronisation")
-    dd = spec.get("demo") or {}
-    if "topk" in dd and "chunk" in dd and int(dd["topk"]) > int(dd["chunk"]) ** 2:
-        raise specs.SpecError(f"demo spec: key 'demo.topk': {dd['topk']} is larger than a chunk x chunk "
-                              f"tile ({dd['chunk']}^2); the optimizer would silently cap it")
-    if "n_head" in spec["model"] and spec["model"].get("d_model", 128) % spec["model"]["n_head"]:
-        raise specs.SpecError("demo spec: key 'model.n_head': must divide model.d_model")
 
 
 # ------------------------------------------------------------------ set-up

@@ -18,6 +18,7 @@ class DemoWorkflow:
         self.d = d = config["demo"]
         self.extra = list(extra_seeds or [])  # stats.extra_seeds requests (distlab.extra_seeds.requests)
         self.results, self.paper = results, paper
+        self._job_specs: dict = {}
         self.run = f"{results}/demo/{{dbackend}}/n{{nw}}/{{dmethod}}/seed{{seed}}"
         self.sim_job = f"{results}/demo/{SIM}/n{{nw}}/{{dmethod}}"    # a simulated job: every seed below it
         self.sweep_job = f"{results}/demo/sweep/lr{{lr}}/{{dmethod}}"  # a sweep job: every sweep seed below it
@@ -116,14 +117,33 @@ class DemoWorkflow:
         }
         return as_json(spec)
 
+    # the spec of each training rule's job, a named function of its wildcards, built once a job
+    # (the rule's params and its resources read the same text)
+    def _once(self, kind: str, w, build) -> str:
+        fields = dict(w.items()) if hasattr(w, "items") else vars(w)  # Snakemake's wildcards, or any namespace
+        key = (kind, tuple(sorted((k, str(v)) for k, v in fields.items())))
+        if key not in self._job_specs:
+            self._job_specs[key] = build()
+        return self._job_specs[key]
+
+    def seeds_spec(self, w) -> str:
+        """demo_train_sim: every configured seed of one method and N, simulated."""
+        return self._once("sim", w, lambda: self.sim_spec(w.dmethod, w.nw, self.config["seeds"]))
+
+    def extra_seed_spec(self, w) -> str:
+        """demo_train_sim_extra: one extra seed of one method and N, simulated."""
+        return self._once("extra", w, lambda: self.sim_spec(w.dmethod, w.nw, [int(w.seed)]))
+
     def real_spec(self, w) -> str:
         """The spec of one real run (its request, too: distlab.jobs)."""
-        return self.spec(w.dmethod, w.nw, w.seed, self.real_backend, steps=self.d["real"]["steps"])
+        return self._once("real", w, lambda: self.spec(w.dmethod, w.nw, w.seed, self.real_backend,
+                                                       steps=self.d["real"]["steps"]))
 
     def sweep_spec(self, w) -> str:
         """The spec of one sweep job (every sweep seed of one method and rate)."""
         sw = self.d["sweep"]
-        return self.spec(w.dmethod, sw["n_workers"], None, SIM, lr=w.lr, steps=sw["steps"], seeds=sw["seeds"])
+        return self._once("sweep", w, lambda: self.spec(w.dmethod, sw["n_workers"], None, SIM, lr=w.lr,
+                                                        steps=sw["steps"], seeds=sw["seeds"]))
 
     # ------------------------------------------------------------ runs
     def runs(self, group) -> list[str]:

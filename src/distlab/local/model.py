@@ -48,12 +48,20 @@ def build_gpt(model_cfg: dict, seed: int) -> GPT:
     return gpt
 
 
-class Embed(nn.Module):
+class _Part(nn.Module):
+    """Some of a GPT's modules, by name: shared with the GPT, not copied."""
+
+    def __init__(self, gpt: GPT, *names: str) -> None:
+        super().__init__()
+        for name in names:
+            setattr(self, name, getattr(gpt, name))
+
+
+class Embed(_Part):
     """Token + position embedding of a GPT (its modules, shared)."""
 
     def __init__(self, gpt: GPT) -> None:
-        super().__init__()
-        self.wte, self.wpe = gpt.wte, gpt.wpe
+        super().__init__(gpt, "wte", "wpe")
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         return self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
@@ -75,12 +83,11 @@ class Section(nn.Module):
         return x
 
 
-class Readout(nn.Module):
+class Readout(_Part):
     """``lm_head(ln_f(h))``: the head every section's local objective goes through."""
 
     def __init__(self, gpt: GPT) -> None:
-        super().__init__()
-        self.ln_f, self.lm_head = gpt.ln_f, gpt.lm_head
+        super().__init__(gpt, "ln_f", "lm_head")
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         return self.lm_head(self.ln_f(h))

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-VARIANTS = ("strict", "fixed")
+from .spec import PC_VARIANTS as VARIANTS  # named with the run spec
 
 
 def _params(modules: Sequence[nn.Module]) -> list[nn.Parameter]:

@@ -1,14 +1,114 @@
-"""Cross-field checks of the ``local_learning:`` config section (torch-free).
+"""Local learning's run spec and config checks (torch-free).
 
-``check(config)`` returns one ``"key: why"`` string per problem; the
-Snakefile's ``distlab.checks.check_config`` runs it before any job.
+``SPEC_SCHEMA`` is the JSON-Schema of a run spec ``distlab train --experiment local``
+takes, ``check_spec(spec)`` its cross-field rules (``ValueError`` naming the key);
+``check(config)`` returns one ``"key: why"`` string per problem of the ``local_learning:``
+config section, which the Snakefile's ``distlab.checks.check_config`` runs before any job.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 CONFIG_SECTION = "local_learning"  # distlab.checks.paper_checks finds check() by it
+
+PC_VARIANTS = ("strict", "fixed")  # predictive coding's variants (distlab.local.pc)
+
+_pos_int = {"type": "integer", "minimum": 1}
+_pos_num = {"type": "number", "exclusiveMinimum": 0}
+
+SPEC_SCHEMA = {
+    "type": "object",
+    "additionalProperties": True,
+    "properties": {
+        "experiment": {"const": "local"},
+        "method": {"enum": ["bp", "rc", "pc"]},
+        "mode": {"enum": ["sequential", "parallel", "async"]},
+        "variant": {"enum": list(PC_VARIANTS)},
+        "group": {"type": "string", "pattern": "^[a-z0-9_]+$"},
+        "seed": {"type": "integer", "minimum": 0},
+        # several seeds in one process (the untimed jobs: one start-up instead of one a seed)
+        "seeds": {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1,
+                  "uniqueItems": True},
+        "model": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"name": {"const": "gpt"}, "n_layer": _pos_int, "n_head": _pos_int,
+                           "d_model": _pos_int, "block_size": _pos_int},
+            "required": ["n_layer", "n_head", "d_model", "block_size"],
+        },
+        "batch_size": _pos_int,
+        "steps": _pos_int,
+        "lr": _pos_num,
+        "lr_warmup": {"type": "integer", "minimum": 0, "maximum": 100000},
+        "optimizer": {"enum": ["adamw", "sgd"]},
+        "staleness_bound": {"type": "integer", "minimum": 0, "maximum": 1000},
+        "heads": {"enum": ["shared", "separate"]},  # separate: the per-section heads ablation
+        "feedback": {  # the RC + PC hybrid: PC-style error from above, T iterations
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"T": {"type": "integer", "minimum": 0, "maximum": 1000},
+                           "eta": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+                           "gamma": {"type": "number", "minimum": 0}},
+            "required": ["T", "eta", "gamma"],
+        },
+        "betas": {"type": "array", "items": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+                  "minItems": 2, "maxItems": 2},
+        "weight_decay": {"type": "number", "minimum": 0},
+        "sections": _pos_int,
+        "delay": {"type": "integer", "minimum": 0, "maximum": 16},
+        "concurrency": {"enum": ["process", "thread"]},
+        "worker_threads": _pos_int,
+        "threads": _pos_int,
+        "warmup_steps": {"type": "integer", "minimum": 0},
+        "save_model": {"type": "boolean"},
+        "timed": {"type": "boolean"},  # its clock is compared (else: an untimed one-thread run)
+        "dataset": {"type": "string"},
+        "pc": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"T": _pos_int, "eta": {"type": "number", "exclusiveMinimum": 0,
+                                                  "maximum": 1},
+                           "beta": _pos_num},
+            "required": ["T", "eta", "beta"],
+        },
+        "eval_every": _pos_int,
+        "eval": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"batches": _pos_int, "batch_size": _pos_int, "final_batches": _pos_int},
+            "required": ["batches", "batch_size", "final_batches"],
+        },
+    },
+    "required": ["experiment", "method", "model", "batch_size", "steps", "lr",
+                 "eval_every", "eval"],
+    "oneOf": [{"required": ["seed"]}, {"required": ["seeds"]}],
+    "allOf": [
+        {"if": {"properties": {"method": {"const": "rc"}}},
+         "then": {"required": ["mode", "sections", "delay"]}},
+        {"if": {"properties": {"method": {"const": "pc"}}},
+         "then": {"required": ["variant", "pc"]}},
+    ],
+}
+
+
+def check_spec(spec: dict) -> None:
+    """Cross-field checks the schema cannot express; ``ValueError`` naming the key."""
+    m = spec["model"]
+    if m["d_model"] % m["n_head"]:
+        raise ValueError(f"model.d_model: {m['d_model']} is not divisible by model.n_head = {m['n_head']}")
+    if "sections" in spec and m["n_layer"] % spec["sections"]:
+        raise ValueError(f"sections: {spec['sections']} does not divide model.n_layer = {m['n_layer']}")
+    if "feedback" in spec and (spec["method"] != "rc" or spec.get("mode") != "sequential"
+                               or int(spec.get("delay", 0)) != 0):
+        raise ValueError("feedback: the RC + PC hybrid is sequential RC with delay 0")
+    if spec.get("heads", "shared") == "separate" and spec.get("mode") != "sequential":
+        raise ValueError("heads: separate heads (the ablation) run in the sequential mode")
+    for key in ("lr", "weight_decay"):
+        if key in spec and not math.isfinite(float(spec[key])):
+            raise ValueError(f"{key}: must be finite, got {spec[key]}")
+
 
 S = "local_learning"
 

@@ -97,13 +97,27 @@ def mlp(in_features: int = 64, num_classes: int = 10, hidden: tuple[int, ...] | 
 # --------------------------------------------------------------------------- GPT
 
 
+def check_heads(d_model: int, n_head: int) -> None:
+    """A model width that splits evenly among the attention heads."""
+    if d_model % n_head:
+        raise ValueError(f"d_model={d_model} is not divisible by n_head={n_head}")
+
+
+def causal_attention(qkv: torch.Tensor, n_head: int, dropout_p: float = 0.0) -> torch.Tensor:
+    """Multi-head causal attention (``F.scaled_dot_product_attention``) of the queries, keys
+    and values packed in ``qkv`` ``(B, T, 3C)``: the heads' outputs side by side, ``(B, T, C)``."""
+    B, T, C = qkv.shape[0], qkv.shape[1], qkv.shape[2] // 3
+    q, k, v = (t.view(B, T, n_head, C // n_head).transpose(1, 2) for t in qkv.split(C, dim=2))
+    y = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+    return y.transpose(1, 2).reshape(B, T, C)
+
+
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention through ``F.scaled_dot_product_attention``."""
 
     def __init__(self, d_model: int, n_head: int, dropout: float) -> None:
         super().__init__()
-        if d_model % n_head:
-            raise ValueError(f"d_model={d_model} is not divisible by n_head={n_head}")
+        check_heads(d_model, n_head)
         self.n_head = n_head
         self.dropout = dropout
         self.c_attn = nn.Linear(d_model, 3 * d_model)
@@ -111,14 +125,8 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        B, T, C = x.shape
-        q, k, v = (
-            t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-            for t in self.c_attn(x).split(C, dim=2)
-        )
         p = self.dropout if self.training else 0.0
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
-        return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(B, T, C)))
+        return self.resid_dropout(self.c_proj(causal_attention(self.c_attn(x), self.n_head, p)))
 
 
 class Block(nn.Module):

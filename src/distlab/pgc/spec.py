@@ -127,7 +127,7 @@ def _has_fr(schemes) -> bool:
 
 
 def _check(config: Mapping, errors: list[str]) -> None:
-    from ..checks import check_dataset, check_straggler
+    from ..checks import check_dataset, check_workers
 
     p = config.get("pgc")
     if not p:
@@ -142,10 +142,7 @@ def _check(config: Mapping, errors: list[str]) -> None:
         key = f"pgc.{group}"
         if not isinstance(gn, int) or gn < 1:
             continue
-        bs = g.get("batch_size")
-        if isinstance(bs, int) and bs % gn:
-            errors.append(f"{key}.batch_size: {bs} is not divisible by the {gn} workers "
-                          f"(each partition draws batch_size / n samples)")
+        check_workers(errors, key, g, gn)
         s_values = g.get("s")
         s_list = s_values if isinstance(s_values, list) else [s_values] if s_values is not None else []
         if group == "motivating":
@@ -161,7 +158,6 @@ def _check(config: Mapping, errors: list[str]) -> None:
             elif _has_fr(g.get("schemes")) and gn % (s + 1):
                 errors.append(f"{key}.s: fractional repetition needs (s + 1) | n; s = {s}, n = {gn} "
                               f"(drop the -fr schemes or change s)")
-        check_straggler(errors, f"{key}.straggler", g.get("straggler"), gn)
     if not any(e.startswith("pgc") for e in errors):  # settings refused above would only repeat here
         _check_stored_coding_profile(config, errors)
 

@@ -88,7 +88,7 @@ class Setup:
     """Everything a run needs that follows from its spec and the data."""
 
     def __init__(self, spec: dict, data_dir: str | Path) -> None:
-        check_spec(spec)
+        # the spec was checked once, where it entered (run_simulated, run_distributed)
         self.spec = spec
         self.seed = int(spec["seed"])
         seed_everything(self.seed)
@@ -301,8 +301,8 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
                   runtime: dict | None = None) -> Path:
     """Train one scheme on the simulated cluster and write its run directory
     (or, with ``seeds``, one run directory per seed under ``out_dir``)."""
+    check_spec(spec)  # once, for every seed: the rules do not depend on it
     if "seeds" in spec:
-        check_spec(spec)
         for one in each_seed(spec):
             if "calibrate_from" in one:  # one measured run per seed: ".../seed{seed}"
                 one["calibrate_from"] = one["calibrate_from"].replace("{seed}", str(one["seed"]))
@@ -489,6 +489,7 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path,
     """Master (rank 0) and ``n`` workers (ranks 1..n) under torchrun."""
     from ..runtime import dist
 
+    check_spec(spec)
     rt = _runtime(spec, runtime)
     timeout = float(rt["timeout_s"])
     if int(os.environ.get("RANK", "0")) != 0 and not _supervise_worker():

@@ -121,6 +121,14 @@ class PGCWorkflow:
     def dataset(self, group: str) -> str:
         return self.p[group].get("dataset", self.p["dataset"])
 
+    def group_data_manifest(self, w) -> str:
+        """The data manifest of a job's group (its wildcards): its input."""
+        return self.data_manifest(w.group)
+
+    def coding_input(self, w) -> list[str]:
+        """The coding profile a simulated job reads, when there is one: its input."""
+        return self.coding_inputs()
+
     def data_manifest(self, group: str) -> str:
         return f"{self.results}/data/{self.dataset(group)}/manifest.json"
 
@@ -134,6 +142,29 @@ class PGCWorkflow:
         if key not in self._specs:
             self._specs[key] = self._run_spec(w, backend, seeds)
         return self._specs[key]
+
+    def sim_job_outputs(self, seeds) -> dict[str, list[str]]:
+        """The outputs of a simulated job of ``seeds``: each seed's manifest and metrics."""
+        job = f"{self.setting}/simulated/{{scheme}}"
+        return {"manifests": [f"{job}/seed{k}/manifest.json" for k in seeds],
+                "metrics": [f"{job}/seed{k}/metrics.csv" for k in seeds]}
+
+    # the spec of each training rule's job, a named function of its wildcards
+    def sim_spec(self, w) -> str:
+        """pgc_train_sim: every configured seed of a setting, simulated."""
+        return self.run_spec(w, SIM, seeds=self.config["seeds"])
+
+    def extra_seed_spec(self, w) -> str:
+        """pgc_train_sim_extra: one extra seed of a setting, simulated."""
+        return self.run_spec(w, SIM, seeds=[int(w.seed)])
+
+    def real_spec(self, w) -> str:
+        """pgc_train_real: one seed on gloo."""
+        return self.run_spec(w, "gloo")
+
+    def sim_real_spec(self, w) -> str:
+        """pgc_train_sim_real: the simulator's prediction of the real runs' seeds."""
+        return self.run_spec(w, SIM, seeds=self.p["real"]["seeds"])
 
     def _run_spec(self, w, backend: str, seeds=None) -> str:
         g = self.p[w.group]

@@ -54,6 +54,17 @@ class RNNPlacer(nn.Module):
         return torch.stack(acts, 1), logp
 
 
+def _reinforce(optim, logp: torch.Tensor, reward: torch.Tensor, baseline: float | None, decay: float) -> float:
+    """One REINFORCE update of the log-probabilities ``logp`` against a moving-average
+    baseline of the rewards (the first batch's mean starts it); returns the next baseline."""
+    baseline = float(reward.mean()) if baseline is None else baseline
+    loss = -(logp * (reward - baseline)).sum()
+    optim.zero_grad()
+    loss.backward()
+    optim.step()
+    return decay * baseline + (1 - decay) * float(reward.mean())
+
+
 def _constant(opts: dict[str, Any]):
     """``reward: constant`` (the negative control): every reward the learner sees is the
     first one it saw.  The evaluations and the best placement found are scored as usual."""
@@ -69,25 +80,26 @@ def _constant(opts: dict[str, Any]):
     return f
 
 
+def _learning(net: nn.Module, opts: dict[str, Any]):
+    """A learner's optimizer (Adam at ``lr``), its baseline's ``baseline_decay`` and the
+    rewards it sees (:func:`_constant`)."""
+    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
+    return optim, float(opts.get("baseline_decay", 0.9)), _constant(opts)
+
+
 def rnn(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[str, Any]:
     torch.manual_seed(seed)
     x = torch.from_numpy(coarse_features(problem.graph, problem.group, problem.cedges))
     net = RNNPlacer(x.shape[1], problem.n_devices, int(opts.get("hidden", 64)))
-    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
-    samples, decay = int(opts.get("samples", 20)), float(opts.get("baseline_decay", 0.9))
-    seen = _constant(opts)
+    optim, decay, seen = _learning(net, opts)
+    samples = int(opts.get("samples", 20))
     baseline = None
     updates = 0
     while problem.left > 0:
         acts, logp = net.sample(x, min(samples, problem.left))
         lat = problem.evaluate_groups(acts.numpy())
         r = torch.from_numpy(seen(1.0 / lat)).float()
-        baseline = float(r.mean()) if baseline is None else baseline
-        loss = -(logp * (r - baseline)).sum()
-        baseline = decay * baseline + (1 - decay) * float(r.mean())
-        optim.zero_grad()
-        loss.backward()
-        optim.step()
+        baseline = _reinforce(optim, logp, r, baseline, decay)
         updates += 1
         if log:
             log(f"update {updates}: best {problem.best * 1e3:.3f} ms, batch mean {np.mean(lat) * 1e3:.3f} ms, "
@@ -127,9 +139,8 @@ def placeto(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict
         a_out[u, v] = 1.0
     a_out = a_out / a_out.sum(1, keepdim=True).clamp(min=1)
     net = PlacetoNet(x.shape[1], k, int(opts.get("hidden", 64)))
-    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
-    gamma, decay = float(opts.get("discount", 0.95)), float(opts.get("baseline_decay", 0.9))
-    seen = _constant(opts)
+    optim, decay, seen = _learning(net, opts)
+    gamma = float(opts.get("discount", 0.95))
     baseline = None
     episodes = 0
     while problem.left > 1:
@@ -158,12 +169,7 @@ def placeto(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict
             ret = r + gamma * ret
             returns.append(ret)
         returns = torch.tensor(returns[::-1])
-        baseline = float(returns.mean()) if baseline is None else baseline
-        loss = -(torch.stack(logps) * (returns - baseline)).sum()
-        baseline = decay * baseline + (1 - decay) * float(returns.mean())
-        optim.zero_grad()
-        loss.backward()
-        optim.step()
+        baseline = _reinforce(optim, torch.stack(logps), returns, baseline, decay)
         episodes += 1
         if log:
             log(f"episode {episodes}: best {problem.best * 1e3:.3f} ms, end of episode {prev * 1e3:.3f} ms, "

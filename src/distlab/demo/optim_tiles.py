@@ -1,0 +1,243 @@
+"""DeMo's tiles: the coefficient layout of its parameters and the per-tile kernels.
+
+What :class:`distlab.demo.optim.DeMo` is built from: a parameter's DCT coefficients kept in
+its own ``(rows, cols)`` layout (:class:`_Member`), parameters of one tile shape grouped
+with their scratch buffers (:class:`_TileGroup`), and the kernels on them: the forward
+transform fused with the momentum update, the two-stage top-k, the dense and the sparse
+inverse transform, and the one-tensor all-gather.  See :mod:`distlab.demo.optim` for the
+algorithm and where its time goes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from .transforms import dct_matrix
+
+@dataclass
+class _Member:
+    index: int            # position in the layout's parameter list
+    param: torch.Tensor
+    group: dict           # its param group (lr, weight_decay)
+    rows: int             # the parameter as a (rows, cols) matrix (see transforms.matrix_shape)
+    cols: int
+    tiles: int            # number of tiles
+    start: int            # first tile in the group's tile order
+    offset: int           # first element in the group's coefficient buffer
+    enc: tuple | None = None  # n1 > 1: encode's views of the group's buffers, made once per layout
+                              # (the row product's output, D1 expanded over the row blocks, the
+                              # coefficients and the scratch as row blocks, |c|'s source and tile-order
+                              # destination): a step builds no views of its own
+
+    @property
+    def span(self) -> slice:
+        """Its elements in the group's flat buffers (coefficients, scratch)."""
+        return slice(self.offset, self.offset + self.rows * self.cols)
+
+
+@dataclass
+class _TileGroup:
+    n1: int
+    n2: int
+    dtype: torch.dtype
+    device: torch.device
+    k: int
+    members: list[_Member] = field(default_factory=list)
+    tiles: int = 0
+    elements: int = 0
+    idx_off: int = 0      # byte offsets in the payload
+    idx_len: int = 0
+    val_off: int = 0
+    val_len: int = 0
+    coeff: torch.Tensor | None = None   # (elements,): every member's momentum as DCT coefficients, each in
+                                        # its parameter's matrix layout (tile (a, b) at rows a*n1.., cols b*n2..)
+    work: torch.Tensor | None = None    # (elements,) scratch: the half-transformed gradient / mean
+                                        # (n1 > 1 only: a (1, n2) tile needs one product a side)
+    tiled: torch.Tensor | None = None   # (tiles, n1*n2) scratch: |coefficients| tile by tile; apply's output
+    total: torch.Tensor | None = None   # (elements,) apply's scratch (dense inverse), zero between steps: the
+                                        # mean's coefficients
+    hits: torch.Tensor | None = None    # (tiles, n1*n2) apply's scratch (N > 1), zero between steps: senders
+                                        # per position
+    base: torch.Tensor | None = None    # (tiles, 1) int64: element offset of each tile's corner in ``coeff``
+    stride: torch.Tensor | None = None  # (tiles, 1) int64: row stride (its member's cols) of each tile
+    owner: torch.Tensor | None = None   # (tiles,) int64: the member index (payload mask bit) of each tile
+    basis1: torch.Tensor | None = None  # (chunk, E, n1) apply's scratch (sparse inverse), reused chunk after
+    basis2: torch.Tensor | None = None  # (chunk, E, n2) chunk of tiles: D1's, D2's row of each entry
+    segment: int = 0                    # the top-k's segment length (see _top_k; 0: one plain topk)
+    d2t: torch.Tensor | None = None     # D2 transposed, contiguous (the row product runs ~4 % faster than on
+                                        # the transposed view)
+
+    @property
+    def numel(self) -> int:
+        return self.n1 * self.n2
+
+    def row_col(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Within-tile positions -> (row, column) in the tile: a shift and a mask when ``n2`` is a
+        power of two (the usual 64; integer division is several times slower)."""
+        if self.n2 & (self.n2 - 1) == 0:
+            return idx >> (self.n2.bit_length() - 1), idx & (self.n2 - 1)
+        row = torch.div(idx, self.n2, rounding_mode="floor")
+        return row, idx - row * self.n2
+
+    def flat_index(self, idx: torch.Tensor) -> torch.Tensor:
+        """Within-tile positions ``(tiles, m)`` -> element offsets in ``coeff``."""
+        row, col = self.row_col(idx)
+        return self.base + row * self.stride + col
+
+
+_ORDER_AS = {torch.float32: torch.int32, torch.float64: torch.int64,
+             torch.float16: torch.int16, torch.bfloat16: torch.int16}
+
+
+def _as_matrix_layout(delta: torch.Tensor, m: _Member, tg: _TileGroup) -> torch.Tensor:
+    """A stored momentum as the member's (rows, cols) coefficient matrix.  Checkpoints written
+    before the coefficients were kept in the parameter's layout hold them tile by tile,
+    ``(tiles, n1, n2)``; those are rearranged."""
+    if delta.dim() == 3:  # (tiles, n1, n2); the current layout is 2-D
+        return delta.reshape(m.rows // tg.n1, m.cols // tg.n2, tg.n1, tg.n2).permute(0, 2, 1, 3) \
+            .reshape(m.rows, m.cols)
+    return delta.reshape(m.rows, m.cols)
+
+
+def _forward(c: torch.Tensor | None, g: torch.Tensor, m: _Member, tg: _TileGroup, decay: float,
+             lr: float) -> None:
+    """``c <- decay * c + lr * DCT(g)``, tile by tile, every buffer in the parameter's (rows, cols)
+    layout: the row side is one matmul over all (.., n2) rows, the column side one matmul per
+    block of n1 rows, fused with the momentum update (no copy into a tile layout).  One-row tiles
+    (``n1 == 1``) take one product into ``c`` (a member's coefficients, or the whole group's with
+    ``g`` every member's gradient); otherwise the member's views made with the layout (``m.enc``)
+    are the buffers and ``c`` is not used."""
+    g = g.reshape(-1, tg.n2)
+    if tg.n1 == 1:
+        c.view(-1, tg.n2).addmm_(g, dct_matrix(tg.n2, tg.dtype, tg.device).T, beta=decay, alpha=lr)
+        return
+    rows, d1, cb, wb, _, _ = m.enc
+    torch.mm(g, tg.d2t, out=rows)
+    cb.baddbmm_(d1, wb, beta=decay, alpha=lr)
+
+
+def _inverse(c: torch.Tensor, out: torch.Tensor, work: torch.Tensor | None, m: _Member, tg: _TileGroup) -> None:
+    """``out <- IDCT(c)`` tile by tile, both in the parameter's (rows, cols) layout."""
+    d2 = dct_matrix(tg.n2, tg.dtype, tg.device)
+    if tg.n1 == 1:
+        torch.mm(c.view(-1, tg.n2), d2, out=out.view(-1, tg.n2))
+        return
+    b = m.rows // tg.n1
+    torch.mm(c.view(-1, tg.n2), d2, out=work.view(-1, tg.n2))
+    d1 = dct_matrix(tg.n1, tg.dtype, tg.device)
+    torch.bmm(d1.T.expand(b, tg.n1, tg.n1), work.view(b, tg.n1, m.cols), out=out.view(b, tg.n1, m.cols))
+
+
+def _segment_length(numel: int, k: int) -> int:
+    """The group size of :func:`_top_k` for tiles of ``numel`` coefficients keeping ``k``: 8 where
+    ``numel >= 64 k``, else 0 (one plain ``topk``).  That is where ``torch.topk`` on the CPU keeps a
+    heap and returns the k largest largest-first, so the two stages can give its very positions
+    in its order; with fewer values a tile it selects in place and returns them in no set order.
+    On 64 x 64 tiles at k = 32: 512 groups of 8, 256 candidates a tile."""
+    return 8 if numel % 8 == 0 and numel >= 64 * k else 0
+
+
+def _top_k(keys: torch.Tensor, k: int, length: int) -> torch.Tensor:
+    """Positions of the ``k`` largest of each row of ``keys`` ``(tiles, numel)``, largest first.
+
+    In two stages over ``per = numel / length`` groups of ``length`` values (group ``g`` holds
+    positions ``g, g + per, g + 2 per, ...``, so the group maxima are one vectorised reduction
+    over rows of the tile): the ``k`` groups with the largest maxima, then the ``k`` largest of
+    their ``k * length`` values.  Every one of the row's ``k`` largest lies in such a group (a
+    group left out has ``k`` groups whose maxima are at least its own, so ``k`` values at least as
+    large as any of its values), so the values kept are exactly the row's ``k`` largest.  Where
+    those values are distinct from each other and from the rest, the positions are
+    ``torch.topk``'s too, in its order (largest first; tested).  Among equal values it may keep
+    other positions than ``torch.topk`` on the CPU would; that choice is the CPU kernel's, not
+    the method's (the GPU's kernel breaks such ties its own way).  ``torch.topk`` runs a heap
+    over every value of a row; here the two ``topk`` calls see ``per + k * length`` values (768 of
+    4,096 on 64 x 64 tiles at k = 32): 0.69x its time there, measured.  ``length`` 0: one plain
+    ``topk``."""
+    if not length:
+        return keys.topk(k, dim=-1, sorted=False).indices
+    tiles, numel = keys.shape
+    per = numel // length
+    v = keys.view(tiles, length, per)
+    best = v.amax(1).topk(k, dim=-1, sorted=False).indices                 # (tiles, k) groups
+    cand = v.gather(2, best.unsqueeze(1).expand(tiles, length, k))          # (tiles, length, k)
+    j = cand.view(tiles, length * k).topk(k, dim=-1, sorted=True).indices   # largest first
+    if k & (k - 1) == 0:
+        i, col = j >> (k.bit_length() - 1), j & (k - 1)
+    else:
+        i = torch.div(j, k, rounding_mode="floor")
+        col = j - i * k
+    return best.gather(1, col) + i * per
+
+
+def _sparse_pays(tg: _TileGroup, entries: int) -> bool:
+    """Whether apply's inverse DCT is cheaper summed entry by entry than as two dense products.
+
+    ``entries`` coefficients a tile were received (N workers' k).  The dense inverse of a tile
+    costs ``n1 * n2 * (n1 + n2)`` multiply-adds (``n1 * n2 * n2`` for one-row tiles), the sum of
+    ``entries`` scaled outer products of basis rows ``n1 * n2 * entries`` (one small-K batched
+    matmul, plus gathering the basis rows): sparse when it has no more products than the dense
+    one (apply's time on 64 x 64 tiles, k = 32, one thread, against the dense path: about 0.55x
+    at N = 1, 0.75x at N = 2, 0.9x at N = 3, 0.97x at N = 4).
+    """
+    dense = tg.n2 + (tg.n1 if tg.n1 > 1 else 0)
+    return entries <= dense
+
+
+_SPARSE_CHUNK_BYTES = 1 << 20  # the gathered basis rows of one chunk of tiles: stay in a core's cache
+
+
+def _inverse_sparse(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out: torch.Tensor) -> None:
+    """``out`` (tiles, n1*n2) <- the sign of each tile's IDCT of its received coefficients, tile by
+    tile, the IDCT as the sum over the tile's entries of ``share * outer(D1[row], D2[col])``: one
+    batched matmul ``(n1, E) @ (E, n2)`` a tile over the gathered basis rows, never the dense
+    ``(n1, n2)`` sums.  An index sent by several workers appears once per worker; the sum is
+    linear, so that is the inverse of the per-index total.  Done in chunks of tiles whose basis
+    rows fit in cache, gathered into one reused scratch."""
+    e = idx.shape[1]
+    chunk = max(1, min(tg.tiles, _SPARSE_CHUNK_BYTES // (e * (tg.n1 + tg.n2) * tg.coeff.element_size())))
+    if tg.basis1 is None or tg.basis1.shape[:2] != (chunk, e):
+        tg.basis1 = torch.empty((chunk, e, tg.n1), dtype=tg.dtype, device=tg.device)
+        tg.basis2 = torch.empty((chunk, e, tg.n2), dtype=tg.dtype, device=tg.device)
+    row, col = tg.row_col(idx)
+    d1, d2 = dct_matrix(tg.n1, tg.dtype, tg.device), dct_matrix(tg.n2, tg.dtype, tg.device)
+    out = out.view(tg.tiles, tg.n1, tg.n2)
+    for lo in range(0, tg.tiles, chunk):
+        hi = min(tg.tiles, lo + chunk)
+        b1, b2 = tg.basis1[:hi - lo], tg.basis2[:hi - lo]
+        torch.index_select(d1, 0, row[lo:hi].reshape(-1), out=b1.view(-1, tg.n1))
+        torch.index_select(d2, 0, col[lo:hi].reshape(-1), out=b2.view(-1, tg.n2))
+        (b1 if tg.n1 <= tg.n2 else b2).mul_(share[lo:hi].unsqueeze(-1))  # the shorter basis row
+        torch.bmm(b1.transpose(1, 2), b2, out=out[lo:hi]).sign_()
+
+
+def _inverse_dense(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out: torch.Tensor) -> None:
+    """``out`` <- the IDCT of the received coefficients, in each parameter's (rows, cols) layout
+    (``out`` viewed flat, as ``coeff``): the shares summed per index into a scratch buffer that
+    is zero between steps (only the touched positions are written and reset), then two products."""
+    if tg.total is None:
+        tg.total = torch.zeros(tg.elements, dtype=tg.dtype, device=tg.device)
+    flat = tg.flat_index(idx).reshape(-1)
+    tg.total.scatter_add_(0, flat, share.reshape(-1))
+    out = out.view(-1)
+    if tg.n1 == 1:  # one product over the whole group
+        _inverse(tg.total, out, None, tg.members[0], tg)
+    else:
+        for m in tg.members:
+            _inverse(tg.total[m.span], out[m.span], tg.work[m.span], m, tg)
+    tg.total.index_fill_(0, flat, 0.0)
+
+
+def _tiles_of(x: torch.Tensor, m: _Member, tg: _TileGroup) -> torch.Tensor:
+    """A view of a member's (rows, cols) buffer as ``(rows/n1, cols/n2, n1, n2)`` tiles."""
+    return x.view(m.rows // tg.n1, tg.n1, m.cols // tg.n2, tg.n2).permute(0, 2, 1, 3)
+
+
+def _gather_into(out: torch.Tensor, part: torch.Tensor, group) -> None:
+    """All-gather ``part`` of every rank into the rows of ``out`` ``(world, n)``: one
+    collective into one tensor (``all_gather_single``, torch's new name for
+    ``all_gather_into_tensor``): no list of buffers, no stacking copy."""
+    fn = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    fn(out.view(-1), part, group=group)

@@ -1,0 +1,83 @@
+"""The rule files may be reshaped (shared rules, spec builders moved into the papers'
+``workflow.py``) but a user must see the same workflow: on the tiny config a dry run plans
+the same jobs, with the same wildcards, inputs, outputs, logs, resources and shell commands
+(the shell command carries the run spec, the rerun trigger of a job), as recorded in
+``tests/expected/``.
+
+A deliberate change of a rule (a new job, a changed spec) rewrites the record with
+``python tests/test_rules_unchanged.py`` and commits it with the change, so the diff of the
+record shows what changed for a user (``--default`` also writes the default config's
+record, kept out of the repository for its size, to compare by hand)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import ROOT, bin_path, tracked_copy  # noqa: E402
+
+EXPECTED = ROOT / "tests" / "expected"
+# (record name, extra snakemake arguments)
+CASES = {"dryrun_tiny": ["--configfile", "tests/configs/tiny.yaml"]}
+KEPT = ("input:", "output:", "log:", "benchmark:", "wildcards:", "resources:")
+
+
+def planned_jobs(text: str) -> list[str]:
+    """The jobs of a ``snakemake -n -p`` output, one block of text each, sorted: the rule's
+    name, the fields in KEPT (``tmpdir`` dropped from resources: it names this machine) and
+    the shell command.  Job ids, reasons and timestamps are left out."""
+    jobs, cur = [], None
+    for line in text.splitlines():
+        head = line.split(" ", 1)
+        if line.endswith(":") and head[0] in ("rule", "localrule", "checkpoint") and len(head) == 2:
+            cur = [line]
+            jobs.append(cur)
+        elif cur is not None and line.strip().startswith(KEPT):
+            field = line.strip()
+            if field.startswith("resources:"):  # in name order: the order they are declared in is no change
+                parts = field[len("resources:"):].strip().split(", ")
+                field = "resources: " + ", ".join(sorted(p for p in parts if p and not p.startswith("tmpdir=")))
+            cur.append("    " + field)
+        elif cur is not None and line.startswith("Shell command: "):
+            cur.append("    " + line)
+        elif not line.strip():
+            cur = None
+    return sorted("\n".join(j) for j in jobs)
+
+
+def dry_run(work: Path, args: list[str]) -> list[str]:
+    env = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
+    r = subprocess.run(["snakemake", "-n", "-p", *args], cwd=work, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return planned_jobs(r.stdout)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_dry_run_plans_the_recorded_jobs(clean_tree, name):
+    expected = (EXPECTED / f"{name}.txt").read_text().split("\n\n")
+    got = dry_run(clean_tree, CASES[name])
+    assert len(got) > 100
+    missing = sorted(set(expected) - set(got))
+    extra = sorted(set(got) - set(expected))
+    assert not missing and not extra, (
+        f"{len(missing)} recorded jobs not planned, {len(extra)} planned jobs not recorded; "
+        f"first missing:\n{missing[:1]}\nfirst extra:\n{extra[:1]}")
+    assert got == expected
+
+
+if __name__ == "__main__":  # rewrite the records from the working tree
+    import tempfile
+
+    cases = dict(CASES, **({"dryrun_default": []} if "--default" in sys.argv else {}))
+    with tempfile.TemporaryDirectory() as tmp:
+        work = tracked_copy(Path(tmp))
+        for name, args in cases.items():
+            jobs = dry_run(work, args)
+            (EXPECTED / f"{name}.txt").write_text("\n\n".join(jobs))
+            print(f"{name}: {len(jobs)} jobs")
