@@ -35,6 +35,8 @@ DEFAULT_MARGIN = 2.0  # as jobs.margin's default: a job may take twice its measu
 # for tests only: seconds each step sleeps (a slowed machine), the step at which it hangs
 _TEST_SLEEP = "DISTLAB_TEST_STEP_SLEEP_S"
 _TEST_HANG = "DISTLAB_TEST_HANG_AT_STEP"
+# a rank started by torchrun (not forked) finds its launcher's step file here (8 bytes a rank)
+STEPS_FILE = "DISTLAB_STEPS_FILE"
 
 
 class _Pace:
@@ -69,6 +71,35 @@ def count_steps_into(mem, slot: int) -> None:
     _shared["mem"], _shared["slot"] = mem, slot
 
 
+def _attach_from_env() -> None:
+    """A rank of a torchrun job: count its steps into the file its launcher named in
+    ``DISTLAB_STEPS_FILE``, slot ``RANK`` (once; nothing when either is missing)."""
+    _shared["tried"] = True
+    path, rank = os.environ.get(STEPS_FILE), os.environ.get("RANK")
+    if not path or rank is None:
+        return
+    import mmap
+
+    try:
+        with open(path, "r+b") as f:
+            mem = mmap.mmap(f.fileno(), 0)
+    except (OSError, ValueError):
+        return  # no launcher listening: the job just has no paced deadline
+    if 8 * (int(rank) + 1) <= len(mem):
+        count_steps_into(mem, int(rank))
+
+
+def steps_file(path, n: int):
+    """Create the step file of an ``n``-rank job at ``path`` and map it: what
+    :func:`steps_counted` reads while the ranks (told ``DISTLAB_STEPS_FILE``) count."""
+    import mmap
+
+    with open(path, "w+b") as f:
+        f.write(b"\0" * (8 * n))
+        f.flush()
+        return mmap.mmap(f.fileno(), 0)
+
+
 def steps_counted(mem, n: int) -> int:
     """The most steps any of ``n`` slots of ``mem`` counted."""
     import struct
@@ -91,6 +122,8 @@ def progress() -> None:
     sleep = os.environ.get(_TEST_SLEEP)
     if sleep:
         time.sleep(float(sleep))
+    if _shared["mem"] is None and not _shared.get("tried"):
+        _attach_from_env()
     mem = _shared["mem"]
     if mem is not None:
         import struct
