@@ -95,9 +95,10 @@ def test_the_scaled_deadline_follows_the_pace_and_stops_a_stall():
     assert time.monotonic() - t0 < 10
 
 
-def test_a_placement_search_past_its_timeout_stops_with_one_line(tmp_path):
-    """`distlab placement-run` (a simulated search) under job_timeout_s = 2 s, with far more
-    episodes than fit."""
+def test_a_placement_search_follows_its_pace_and_a_hung_one_stops_with_one_line(tmp_path):
+    """`distlab placement-run` (a simulated search: its steps are simulator evaluations) under
+    job_timeout_s = 2 s: slowed by 0.2 s a call of 4 evaluations (20 calls) it runs past the
+    floor and finishes; hung at its 5th evaluation it is stopped, named in one line."""
     import yaml
 
     from distlab.placement import costs, graphs
@@ -109,18 +110,29 @@ def test_a_placement_search_past_its_timeout_stops_with_one_line(tmp_path):
     (tmp_path / "p.json").write_text(json.dumps(costs.profile(model, repeats=1, warmup=0)))
     from distlab.placement import workflow as wf
 
-    p = {**p, "budget": 100_000, "seeds": [0, 1], "single_device": "allow",
+    p = {**p, "budget": 40, "seeds": [0, 1], "single_device": "allow",
          "models": {**p["models"], "bert": model}}
-    spec = json.loads(wf.run_spec(p, p["default_pair"], "bert", "hsdag"))
+    spec = {**json.loads(wf.run_spec(p, p["default_pair"], "bert", "random")), "options": {"batch": 4}}
     runtime = {"timeout_s": 30, "job_timeout_s": 2, "checkpoint": {"every_s": 0, "every_steps": 1}}
     env = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
-    r = subprocess.run([sys.executable, "-m", "distlab", "placement-run", "--spec", json.dumps(spec),
-                        "--graph", str(tmp_path / "g.json"), "--profile", str(tmp_path / "p.json"),
-                        "--out", str(tmp_path / "run.json"), "--runtime", json.dumps(runtime)],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+
+    def search(**over):
+        (tmp_path / "run.ckpt").unlink(missing_ok=True)
+        return subprocess.run([sys.executable, "-m", "distlab", "placement-run", "--spec", json.dumps(spec),
+                               "--graph", str(tmp_path / "g.json"), "--profile", str(tmp_path / "p.json"),
+                               "--out", str(tmp_path / "run.json"), "--runtime", json.dumps(runtime)],
+                              cwd=ROOT, env={**env, **over}, capture_output=True, text=True, timeout=240)
+
+    t0 = time.monotonic()
+    r = search(DISTLAB_TEST_STEP_SLEEP_S="0.2")
+    assert r.returncode == 0 and time.monotonic() - t0 > 4, r.stderr[-2000:]  # 80 evaluations
+    assert (tmp_path / "run.json").exists()
+    (tmp_path / "run.json").unlink()
+    r = search(DISTLAB_TEST_HANG_AT_STEP="5")
     assert r.returncode == 1, r.stderr[-2000:]
     lines = [ln for ln in r.stderr.splitlines() if "runtime.job_timeout_s" in ln]
-    assert len(lines) == 1 and lines[0].startswith("distlab: placement search ran past 2 s"), r.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("distlab: placement search ran past "), r.stderr[-2000:]
+    assert "stopped at step 4 of 80" in lines[0], lines[0]
     assert not (tmp_path / "run.json").exists()
 
 
@@ -223,3 +235,28 @@ def test_a_torchrun_job_follows_its_ranks_pace_and_a_hung_one_is_stopped(tmp_pat
     assert "\n" not in line and line.startswith("torchrun job of 2 ranks ran past"), line
     assert "stopped at step 3 of 30" in line, line
     assert (tmp_path / "hung.log").read_text().startswith(line)  # the log leads with it
+
+
+def test_real_execution_follows_its_pace_and_a_hung_round_is_stopped(tmp_path, monkeypatch):
+    """placement-real's rounds (two device processes) under a 6 s floor: rounds slowed to
+    0.6 s each (12 rounds, past the floor) finish; rounds hung at the 3rd are stopped in one
+    line naming the step."""
+    from distlab.placement import costs, graphs, realexec
+    from distlab.placement.realexec import compare
+
+    # the link's measurement (a spawned echo process) is not what is tested: a fixed link
+    monkeypatch.setattr(realexec, "measure_process_link", lambda: {"latency_us": 50.0, "gbps": 5.0})
+    model = {"name": "bert", "batch": 1, "seq": 8, "layers": 1, "hidden": 16, "heads": 2, "ffn": 32,
+             "vocab": 30}
+    graphs.save_graph(graphs.extract(model), tmp_path / "g.json")
+    (tmp_path / "p.json").write_text(json.dumps(costs.profile(model, repeats=1, warmup=0)))
+    spec = {"model": model, "model_name": "bert", "repeats": 4, "warmup": 0}
+    monkeypatch.setenv("DISTLAB_TEST_STEP_SLEEP_S", "0.6")
+    t0 = time.monotonic()
+    res = compare(spec, tmp_path / "g.json", tmp_path / "p.json", timeout_s=6.0, startup_s=300)
+    assert time.monotonic() - t0 > 7 and len(res["rows"]) == 3  # cpu_only, heft, alternate_groups
+    monkeypatch.delenv("DISTLAB_TEST_STEP_SLEEP_S")
+    monkeypatch.setenv("DISTLAB_TEST_HANG_AT_STEP", "3")
+    with pytest.raises(JobTimeout, match=r"real execution \(placement-real\) ran past \d+ s and was "
+                                         r"stopped at step 2 of 12"):
+        compare(spec, tmp_path / "g.json", tmp_path / "p.json", timeout_s=6.0, startup_s=300)

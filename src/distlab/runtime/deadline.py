@@ -48,15 +48,15 @@ class _Pace:
         self.start = time.monotonic()
         self.floor_s, self.work, self.margin = floor_s, max(1, int(work)), margin
         self.first: float | None = None
-        self.steps = 0
+        self.steps = self.base = 0
         self.deadline = self.start + floor_s
 
-    def tick(self, now: float) -> float:
-        self.steps += 1
-        if self.first is None:
-            self.first = now
-        elif self.steps > 1:
-            mean = (now - self.first) / (self.steps - 1)
+    def tick(self, now: float, n: int = 1) -> float:
+        self.steps += n
+        if self.first is None:  # the first call starts the clock the pace is measured on
+            self.first, self.base = now, self.steps
+        elif self.steps > self.base:
+            mean = (now - self.first) / (self.steps - self.base)
             self.deadline = max(self.start + self.floor_s, self.first + self.margin * self.work * mean)
         return self.deadline
 
@@ -115,8 +115,9 @@ def pace_message(what: str, timeout_s: float, pace: _Pace | None) -> str:
     return _message(what, timeout_s, pace)
 
 
-def progress() -> None:
-    """One step done: the scaled deadline (if any) moves with the measured pace."""
+def progress(n: int = 1) -> None:
+    """``n`` steps done (a search's evaluations): the scaled deadline (if any) moves with
+    the measured pace."""
     import time
 
     sleep = os.environ.get(_TEST_SLEEP)
@@ -134,7 +135,7 @@ def progress() -> None:
         if hang and done + 1 >= int(hang):
             while True:  # a hung step, for tests: only the launcher's deadline ends it
                 time.sleep(0.05)
-        struct.pack_into("q", mem, off, done + 1)
+        struct.pack_into("q", mem, off, done + n)
     pace = _pace["now"]
     if pace is None:
         return
@@ -142,7 +143,7 @@ def progress() -> None:
     if hang and pace.steps + 1 >= int(hang):
         while True:  # a hung step, for tests: only the deadline ends it
             time.sleep(0.05)
-    deadline = pace.tick(time.monotonic())
+    deadline = pace.tick(time.monotonic(), n)
     left = deadline - time.monotonic()
     if left > 0:
         signal.setitimer(signal.ITIMER_REAL, left)

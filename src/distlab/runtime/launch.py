@@ -215,8 +215,9 @@ def _run(cmd: list[str], nprocs: int, threads: int | None, timeout_s: float,
             pass
         if pace is not None:
             now = time.monotonic()
-            for _ in range(steps_counted(mem, nprocs) - pace.steps):
-                pace.tick(now)
+            counted = steps_counted(mem, nprocs)
+            if counted > pace.steps:
+                pace.tick(now, counted - pace.steps)
             deadline = pace.deadline
         if time.monotonic() > deadline:
             _kill_tree(proc.pid)
@@ -444,8 +445,9 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
                 break
             if pace is not None:
                 now = time.monotonic()
-                for _ in range(steps_counted(steps_mem, nprocs) - pace.steps):
-                    pace.tick(now)
+                counted = steps_counted(steps_mem, nprocs)
+                if counted > pace.steps:
+                    pace.tick(now, counted - pace.steps)
                 deadline = pace.deadline
             if time.monotonic() > deadline:
                 _stop(alive)
