@@ -213,9 +213,10 @@ print("rank done")
 
 
 def test_a_torchrun_job_follows_its_ranks_pace_and_a_hung_one_is_stopped(tmp_path, monkeypatch):
-    """The torchrun launcher with work = 30 steps and a 6 s floor: ranks slowed to 0.3 s a
-    step (9 s of steps, past the floor) finish; ranks hung at their 4th step are stopped at
-    the floor, in one line naming the step."""
+    """The torchrun launcher with work = 30 steps and a 12 s floor (torchrun's own start-up,
+    several seconds on a loaded machine, counts against it): ranks slowed to 0.5 s a step
+    (15 s of steps, past the floor) finish; ranks hung at their 4th step are stopped at the
+    floor, in one line naming the step."""
     from distlab.runtime.launch import run_torchrun
 
     script = tmp_path / "rank.py"
@@ -224,13 +225,13 @@ def test_a_torchrun_job_follows_its_ranks_pace_and_a_hung_one_is_stopped(tmp_pat
     monkeypatch.delenv("DISTLAB_TEST_HANG_AT_STEP", raising=False)
     t0 = time.monotonic()
     with open(tmp_path / "slow.log", "w") as log:
-        run_torchrun(["30", "0.3"], 2, threads=2, timeout_s=6.0, script=script, stream=log, work=30)
-    assert time.monotonic() - t0 > 9
+        run_torchrun(["30", "0.5"], 2, threads=2, timeout_s=12.0, script=script, stream=log, work=30)
+    assert time.monotonic() - t0 > 15
     assert (tmp_path / "slow.log").read_text().count("rank done") == 2
     monkeypatch.setenv("DISTLAB_TEST_HANG_AT_STEP", "4")
     t0 = time.monotonic()
     with open(tmp_path / "hung.log", "w") as log, pytest.raises(RuntimeError) as err:
-        run_torchrun(["30", "0"], 2, threads=2, timeout_s=6.0, script=script, stream=log, work=30)
+        run_torchrun(["30", "0"], 2, threads=2, timeout_s=12.0, script=script, stream=log, work=30)
     assert time.monotonic() - t0 < 60
     line = str(err.value)
     assert "\n" not in line and line.startswith("torchrun job of 2 ranks ran past"), line

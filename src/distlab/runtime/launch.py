@@ -180,7 +180,7 @@ def run_torchrun(module_args: Sequence[str], nprocs: int, threads: int | None, t
 
 def _run(cmd: list[str], nprocs: int, threads: int | None, timeout_s: float,
          stream: TextIO | None, work: int | None = None, tmp: str | None = None) -> None:
-    from .deadline import STEPS_FILE, make_pace, pace_message, steps_counted, steps_file
+    from .deadline import STEPS_FILE, make_pace, steps_file
 
     threads = threads or os.cpu_count() or 1
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, threads // nprocs)),
@@ -213,20 +213,12 @@ def _run(cmd: list[str], nprocs: int, threads: int | None, timeout_s: float,
             break
         except subprocess.TimeoutExpired:
             pass
-        if pace is not None:
-            now = time.monotonic()
-            counted = steps_counted(mem, nprocs)
-            if counted > pace.steps:
-                pace.tick(now, counted - pace.steps)
-            deadline = pace.deadline
+        deadline = _deadline_now(pace, mem, nprocs, deadline)
         if time.monotonic() > deadline:
             _kill_tree(proc.pid)
             proc.wait()
             reader.join(5)
-            what = pace_message(f"torchrun job of {nprocs} ranks", timeout_s, pace) if pace is not None \
-                else (f"torchrun job of {nprocs} ranks ran past {timeout_s:.0f} s and was killed "
-                      f"(runtime.job_timeout_s)")
-            message = f"{what}: {' '.join(cmd)}"
+            message = f"{_overdue('torchrun job', nprocs, timeout_s, pace)}: {' '.join(cmd)}"
             lead_log(out, message)
             raise RuntimeError(message)
     reader.join(10)
@@ -235,6 +227,28 @@ def _run(cmd: list[str], nprocs: int, threads: int | None, timeout_s: float,
         message = "\n".join(causes) + f"\ntorchrun job failed with exit code {rc}: {' '.join(cmd)}"
         lead_log(out, message)
         raise RuntimeError(message)
+
+
+def _deadline_now(pace, mem, nprocs: int, deadline: float) -> float:
+    """A launcher's deadline now: a paced one (``pace``) moves with the steps its ranks
+    counted into ``mem``; else the fixed ``deadline``."""
+    if pace is None:
+        return deadline
+    from .deadline import steps_counted
+
+    counted = steps_counted(mem, nprocs)
+    if counted > pace.steps:
+        pace.tick(time.monotonic(), counted - pace.steps)
+    return pace.deadline
+
+
+def _overdue(what: str, nprocs: int, timeout_s: float, pace) -> str:
+    """The one line naming a launched job stopped at its deadline."""
+    from .deadline import pace_message
+
+    if pace is not None:
+        return pace_message(f"{what} of {nprocs} ranks", timeout_s, pace)
+    return f"{what} of {nprocs} ranks ran past {timeout_s:.0f} s and was killed (runtime.job_timeout_s)"
 
 
 def lead_log(out: TextIO, summary: str) -> bool:
@@ -363,7 +377,7 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
 
     from torch.distributed import TCPStore
 
-    from .deadline import make_pace, pace_message, steps_counted
+    from .deadline import make_pace
     from datetime import timedelta
 
     if nprocs < 1:
@@ -443,17 +457,11 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
                     settle = settle or time.monotonic() + _SETTLE_S
             if settle is not None and time.monotonic() > settle:
                 break
-            if pace is not None:
-                now = time.monotonic()
-                counted = steps_counted(steps_mem, nprocs)
-                if counted > pace.steps:
-                    pace.tick(now, counted - pace.steps)
-                deadline = pace.deadline
+            deadline = _deadline_now(pace, steps_mem, nprocs, deadline)
             if time.monotonic() > deadline:
                 _stop(alive)
-                what = pace_message(f"forked job of {nprocs} ranks", timeout_s, pace) if pace is not None \
-                    else f"forked job of {nprocs} ranks ran past {timeout_s:.0f} s and was killed (runtime.job_timeout_s)"
-                message = f"{what}; ranks still running: {sorted(alive.values())}"
+                message = (f"{_overdue('forked job', nprocs, timeout_s, pace)}; ranks still running: "
+                           f"{sorted(alive.values())}")
                 for t in readers:
                     t.join(5)
                 lead_log(out, message)
