@@ -177,6 +177,8 @@ TARGET_DRY_RUNS = {
     for target in ("", "demo", "local_learning", "placement")
     for configfile in ("config/config.yaml", "config/paper.yaml")
 }
+TARGET_DRY_RUNS[("netcheck", "config/config.yaml")] = ["netcheck", "-n", "--forceall", "--quiet", "rules",
+                                                      "--configfile", "config/config.yaml"]
 
 
 @pytest.fixture(scope="session")
