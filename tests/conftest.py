@@ -120,3 +120,70 @@ def tiny_variant(work: Path, name: str, edit) -> str:
     path = work / "tests/configs" / f"tiny_{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path.relative_to(work))
+
+
+_SNAKEMAKE_LOOP = """
+import json, sys
+from snakemake.cli import main
+for args in json.loads(sys.argv[1]):
+    for stream in (sys.stdout, sys.stderr):
+        print("=== snakemake " + " ".join(args), file=stream, flush=True)
+    try:
+        main(args)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    for stream in (sys.stdout, sys.stderr):
+        print("=== exit %s" % code, file=stream, flush=True)
+"""
+
+
+def snakemake_runs(arglists, cwd: Path = ROOT, timeout: float = 600) -> list[subprocess.CompletedProcess]:
+    """``snakemake *args`` for each of ``arglists``, one after the other in one interpreter
+    (Snakemake's own command-line ``main``: the interpreter's and Snakemake's start-up, about
+    three quarters of a dry run's time, are paid once): a CompletedProcess for each, with
+    its own exit code, stdout and stderr."""
+    import json
+
+    arglists = [[str(a) for a in args] for args in arglists]
+    r = subprocess.run([sys.executable, "-c", _SNAKEMAKE_LOOP, json.dumps(arglists)], cwd=cwd,
+                       capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src"),
+                            "HF_DATASETS_OFFLINE": "1"})
+    outs = [x.split("=== snakemake ")[1:] for x in (r.stdout, r.stderr)]
+    assert all(len(o) == len(arglists) for o in outs), (r.stdout + r.stderr)[-3000:]
+    done = []
+    for args, out, err in zip(arglists, *outs):
+        head = " ".join(args) + "\n"
+        assert out.startswith(head) and err.startswith(head), (out[:300], err[:300])
+        body, _, code = out[len(head):].rstrip().rpartition("=== exit ")
+        done.append(subprocess.CompletedProcess(["snakemake", *args], int(code), body,
+                                                err[len(head):].rstrip().rpartition("=== exit ")[0]))
+    return done
+
+
+def dry_runs(paths, cwd: Path = ROOT, timeout: float = 600) -> dict[str, tuple[int, str]]:
+    """``snakemake -n --configfile P`` for each of ``paths`` in one interpreter
+    (:func:`snakemake_runs`): ``{str(P): (exit code, its output, stdout then stderr)}``."""
+    paths = [str(p) for p in paths]
+    runs = snakemake_runs([["-n", "--configfile", p] for p in paths], cwd, timeout)
+    return {p: (r.returncode, r.stdout + r.stderr) for p, r in zip(paths, runs)}
+
+
+# each paper's own target and the default one, dry-run with --forceall on both shipped configs
+TARGET_DRY_RUNS = {
+    (target, configfile): [*([target] if target else []), "-n", "--forceall",
+                           *(["--quiet", "rules"] if target != "placement" else []), "--configfile", configfile]
+    for target in ("", "demo", "local_learning", "placement")
+    for configfile in ("config/config.yaml", "config/paper.yaml")
+}
+TARGET_DRY_RUNS[("netcheck", "config/config.yaml")] = ["netcheck", "-n", "--forceall", "--quiet", "rules",
+                                                      "--configfile", "config/config.yaml"]
+
+
+@pytest.fixture(scope="session")
+def target_dry_runs(clean_tree) -> dict[tuple[str, str], subprocess.CompletedProcess]:
+    """The dry runs of :data:`TARGET_DRY_RUNS` in a fresh copy of the repository, all in one
+    interpreter: ``{(target, configfile): completed process}`` (target "" is the default)."""
+    keys = list(TARGET_DRY_RUNS)
+    return dict(zip(keys, snakemake_runs([TARGET_DRY_RUNS[k] for k in keys], cwd=clean_tree, timeout=1800)))

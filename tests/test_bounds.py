@@ -4,12 +4,11 @@ through the checker and (one case each) through ``snakemake -n``."""
 from __future__ import annotations
 
 import copy
-import subprocess
 
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path
+from conftest import ROOT, dry_runs
 from distlab import bounds, jobs
 from distlab.checks import config_errors
 
@@ -154,19 +153,29 @@ def test_every_refusal_is_one_line():
         assert "\n" not in e and len(e) < 600, e
 
 
-@pytest.mark.parametrize("case,expect", [
+_DRY_CASES = [
     ({"demo": {"model": {"d_model": 65536}}, "jobs": {"max_mem_mb": 131072}}, "demo.model.d_model: a DeMo"),
     ({"datasets": {"pydoc": {"hf_path": "../etc"}}}, "datasets.pydoc.hf_path: '../etc' climbs out"),
-])
-def test_snakemake_dry_run_refuses(tmp_path, case, expect):
-    path = tmp_path / "case.yaml"
-    path.write_text(yaml.safe_dump(case))
-    snakemake = f"{bin_path().split(':')[0]}/snakemake"
-    r = subprocess.run([snakemake, "-n", "--configfile", str(path)], cwd=ROOT, capture_output=True,
-                       text=True, timeout=600)
-    assert r.returncode != 0
-    assert expect in r.stdout + r.stderr
-    assert "nothing was run" in r.stdout + r.stderr
+]
+
+
+@pytest.fixture(scope="module")
+def dry_run_outputs(tmp_path_factory):
+    """Every case's ``snakemake -n --configfile case.yaml``, in one interpreter."""
+    d = tmp_path_factory.mktemp("bounds_cases")
+    paths = []
+    for i, (case, _) in enumerate(_DRY_CASES):
+        paths.append(d / f"case{i}.yaml")
+        paths[-1].write_text(yaml.safe_dump(case))
+    return list(dry_runs(paths).values())
+
+
+@pytest.mark.parametrize("i", range(len(_DRY_CASES)), ids=[e.split(":")[0] for _, e in _DRY_CASES])
+def test_snakemake_dry_run_refuses(dry_run_outputs, i):
+    code, out = dry_run_outputs[i]
+    assert code != 0
+    assert _DRY_CASES[i][1] in out
+    assert "nothing was run" in out
 
 
 def test_a_ceiling_given_on_the_command_line_is_read_as_the_number_it_spells():

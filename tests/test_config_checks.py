@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import copy
 import math
-import subprocess
 
 import pytest
 import yaml
 from snakemake.utils import validate
 
-from conftest import ROOT, bin_path
+from conftest import ROOT, dry_runs
 from distlab.checks import ConfigError, check_config, config_errors
 
 SCHEMA_DIR = ROOT / "workflow/schemas"
@@ -179,20 +178,31 @@ def test_a_claims_typo_is_refused_with_the_config(tmp_path):
     assert any("claims.0.id: duplicate key" in e for e in config_errors(_default(), SCHEMA_DIR, bad))
 
 
+_DRY = ["lr-nan", "s-equals-n", "slow-worker-out-of-range", "n-float"]
+
+
+@pytest.fixture(scope="module")
+def dry_run_outputs(tmp_path_factory):
+    """Each case of ``_DRY`` through ``snakemake -n --configfile``, all in one interpreter."""
+    d = tmp_path_factory.mktemp("config_cases")
+    paths = {}
+    for name in _DRY:
+        cfg = _default()
+        {c[0]: c[1] for c in CASES}[name](cfg)
+        paths[name] = d / f"{name}.yaml"
+        paths[name].write_text(yaml.safe_dump(cfg))
+    runs = dry_runs(paths.values(), timeout=600)
+    return {name: runs[str(path)] for name, path in paths.items()}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["lr-nan", "s-equals-n", "slow-worker-out-of-range", "n-float"])
-def test_snakemake_refuses_before_any_job(tmp_path, name):
-    mutate, key = {c[0]: (c[1], c[2]) for c in CASES}[name]
-    cfg = _default()
-    mutate(cfg)
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    snakemake = f"{bin_path().split(':')[0]}/snakemake"
-    r = subprocess.run([snakemake, "-n", "--configfile", str(path)], cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
-    assert r.returncode != 0
-    assert key in r.stdout + r.stderr
-    assert "Job stats" not in r.stdout
+@pytest.mark.parametrize("name", _DRY)
+def test_snakemake_refuses_before_any_job(dry_run_outputs, name):
+    key = {c[0]: c[2] for c in CASES}[name]
+    code, out = dry_run_outputs[name]
+    assert code != 0
+    assert key in out
+    assert "Job stats" not in out
 
 
 def test_extra_seeds_must_name_existing_claims():

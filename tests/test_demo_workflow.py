@@ -25,8 +25,8 @@ def smk(*args, cwd=ROOT, timeout=600):
 
 
 @pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
-def test_demo_target_resolves(configfile):
-    r = smk("demo", "-n", "--forceall", "--quiet", "rules", "--configfile", configfile)
+def test_demo_target_resolves(configfile, target_dry_runs):
+    r = target_dry_runs[("demo", configfile)]  # snakemake demo -n --forceall --quiet rules
     assert r.returncode == 0, r.stdout + r.stderr
     for rule in ("demo_train_sim", "demo_train_real", "demo_summarize", "demo_fig_loss_time",
                  "demo_bytes_table", "scorecard_paper"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -95,9 +96,10 @@ def test_the_scaled_deadline_follows_the_pace_and_stops_a_stall():
     assert time.monotonic() - t0 < 10
 
 
-def test_a_placement_search_past_its_timeout_stops_with_one_line(tmp_path):
-    """`distlab placement-run` (a simulated search) under job_timeout_s = 2 s, with far more
-    episodes than fit."""
+def test_a_placement_search_follows_its_pace_and_a_hung_one_stops_with_one_line(tmp_path):
+    """`distlab placement-run` (a simulated search: its steps are simulator evaluations) under
+    job_timeout_s = 3 s: slowed by 0.25 s a call of 4 evaluations (20 calls) it runs past the
+    floor and finishes; hung at its 5th evaluation it is stopped, named in one line."""
     import yaml
 
     from distlab.placement import costs, graphs
@@ -109,18 +111,29 @@ def test_a_placement_search_past_its_timeout_stops_with_one_line(tmp_path):
     (tmp_path / "p.json").write_text(json.dumps(costs.profile(model, repeats=1, warmup=0)))
     from distlab.placement import workflow as wf
 
-    p = {**p, "budget": 100_000, "seeds": [0, 1], "single_device": "allow",
+    p = {**p, "budget": 40, "seeds": [0, 1], "single_device": "allow",
          "models": {**p["models"], "bert": model}}
-    spec = json.loads(wf.run_spec(p, p["default_pair"], "bert", "hsdag"))
-    runtime = {"timeout_s": 30, "job_timeout_s": 2, "checkpoint": {"every_s": 0, "every_steps": 1}}
+    spec = {**json.loads(wf.run_spec(p, p["default_pair"], "bert", "random")), "options": {"batch": 4}}
+    runtime = {"timeout_s": 30, "job_timeout_s": 3, "checkpoint": {"every_s": 0, "every_steps": 1}}
     env = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
-    r = subprocess.run([sys.executable, "-m", "distlab", "placement-run", "--spec", json.dumps(spec),
-                        "--graph", str(tmp_path / "g.json"), "--profile", str(tmp_path / "p.json"),
-                        "--out", str(tmp_path / "run.json"), "--runtime", json.dumps(runtime)],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+
+    def search(**over):
+        (tmp_path / "run.ckpt").unlink(missing_ok=True)
+        return subprocess.run([sys.executable, "-m", "distlab", "placement-run", "--spec", json.dumps(spec),
+                               "--graph", str(tmp_path / "g.json"), "--profile", str(tmp_path / "p.json"),
+                               "--out", str(tmp_path / "run.json"), "--runtime", json.dumps(runtime)],
+                              cwd=ROOT, env={**env, **over}, capture_output=True, text=True, timeout=240)
+
+    t0 = time.monotonic()
+    r = search(DISTLAB_TEST_STEP_SLEEP_S="0.25")
+    assert r.returncode == 0 and time.monotonic() - t0 > 5, r.stderr[-2000:]  # 80 evaluations
+    assert (tmp_path / "run.json").exists()
+    (tmp_path / "run.json").unlink()
+    r = search(DISTLAB_TEST_HANG_AT_STEP="5")
     assert r.returncode == 1, r.stderr[-2000:]
     lines = [ln for ln in r.stderr.splitlines() if "runtime.job_timeout_s" in ln]
-    assert len(lines) == 1 and lines[0].startswith("distlab: placement search ran past 2 s"), r.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("distlab: placement search ran past "), r.stderr[-2000:]
+    assert "stopped at step 4 of 80" in lines[0], lines[0]
     assert not (tmp_path / "run.json").exists()
 
 
@@ -186,3 +199,64 @@ def test_a_forked_job_follows_its_ranks_pace_and_a_hung_one_is_stopped(tmp_path)
     assert r.returncode == 1, r.stderr[-2000:]
     line = next(ln for ln in r.stderr.splitlines() if ln.startswith("distlab: "))
     assert "stopped at step 3 of 20" in line and "ranks still running: [0, 1]" in line, line
+
+
+_RANK_SCRIPT = """
+import sys, time
+from distlab.runtime.deadline import progress
+
+for _ in range(int(sys.argv[1])):
+    time.sleep(float(sys.argv[2]))
+    progress()
+print("rank done")
+"""
+
+
+def test_a_torchrun_job_follows_its_ranks_pace_and_a_hung_one_is_stopped(tmp_path, monkeypatch):
+    """The torchrun launcher with work = 30 steps and a 12 s floor (torchrun's own start-up,
+    several seconds on a loaded machine, counts against it): ranks slowed to 0.5 s a step
+    (15 s of steps, past the floor) finish; ranks hung at their 4th step are stopped at the
+    floor, in one line naming the step."""
+    from distlab.runtime.launch import run_torchrun
+
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK_SCRIPT)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))
+    monkeypatch.delenv("DISTLAB_TEST_HANG_AT_STEP", raising=False)
+    t0 = time.monotonic()
+    with open(tmp_path / "slow.log", "w") as log:
+        run_torchrun(["30", "0.5"], 2, threads=2, timeout_s=12.0, script=script, stream=log, work=30)
+    assert time.monotonic() - t0 > 15
+    assert (tmp_path / "slow.log").read_text().count("rank done") == 2
+    monkeypatch.setenv("DISTLAB_TEST_HANG_AT_STEP", "4")
+    t0 = time.monotonic()
+    with open(tmp_path / "hung.log", "w") as log, pytest.raises(RuntimeError) as err:
+        run_torchrun(["30", "0"], 2, threads=2, timeout_s=12.0, script=script, stream=log, work=30)
+    assert time.monotonic() - t0 < 60
+    line = str(err.value)
+    assert "\n" not in line and line.startswith("torchrun job of 2 ranks ran past"), line
+    assert "stopped at step 3 of 30" in line, line
+    assert (tmp_path / "hung.log").read_text().startswith(line)  # the log leads with it
+
+
+def test_real_execution_follows_its_pace_and_a_hung_round_is_stopped(tmp_path, monkeypatch):
+    """placement-real's rounds (two device processes) under a 6 s floor, slowed to 0.6 s a
+    round and hung at the 12th of 12: the slowed rounds run past the floor (11 x 0.6 s), and
+    the hung one is stopped in one line naming its step (one executor for both halves)."""
+    from distlab.placement import costs, graphs, realexec
+    from distlab.placement.realexec import compare
+
+    # the link's measurement (a spawned echo process) is not what is tested: a fixed link
+    monkeypatch.setattr(realexec, "measure_process_link", lambda: {"latency_us": 50.0, "gbps": 5.0})
+    model = {"name": "bert", "batch": 1, "seq": 8, "layers": 1, "hidden": 16, "heads": 2, "ffn": 32,
+             "vocab": 30}
+    graphs.save_graph(graphs.extract(model), tmp_path / "g.json")
+    (tmp_path / "p.json").write_text(json.dumps(costs.profile(model, repeats=1, warmup=0)))
+    spec = {"model": model, "model_name": "bert", "repeats": 4, "warmup": 0}
+    monkeypatch.setenv("DISTLAB_TEST_STEP_SLEEP_S", "0.6")
+    monkeypatch.setenv("DISTLAB_TEST_HANG_AT_STEP", "12")
+    with pytest.raises(JobTimeout) as err:
+        compare(spec, tmp_path / "g.json", tmp_path / "p.json", timeout_s=6.0, startup_s=300)
+    m = re.match(r"real execution \(placement-real\) ran past (\d+) s and was stopped at step 11 of 12",
+                 str(err.value))
+    assert m and int(m.group(1)) > 6 and "\n" not in str(err.value), str(err.value)

@@ -209,3 +209,27 @@ def test_a_worker_that_dies_during_start_up_fails_the_run_at_once(pydoc, monkeyp
     with pytest.raises(RuntimeError, match="rc-section-.*OSError: no such data"):
         processes.train_rc_parallel(s, str(pydoc), None, split_gpt(build_gpt(MODEL, 3), 2), timeout=60)
     assert __import__("time").monotonic() - t0 < 30  # not the start-up limit
+
+
+def test_a_parallel_run_follows_its_pace_and_a_hung_one_is_stopped(pydoc, monkeypatch):
+    """Parallel RC (section processes) under a job deadline of 5 s for 10 ticks (the sections'
+    start-up counts against it) and a 1.2 s barrier floor: ticks slowed by 0.6 s each (6 s
+    in all, past the job's floor) finish; a coordinator hung at its 4th tick is stopped in
+    one line naming the step."""
+    import time
+
+    from distlab.runtime.deadline import JobTimeout, job_deadline
+
+    torch.set_num_threads(1)
+    s = dict(spec_for(steps=10, delay=0), mode="parallel", concurrency="process", worker_threads=1)
+    data = data_for(pydoc, s)
+    monkeypatch.setenv("DISTLAB_TEST_STEP_SLEEP_S", "0.6")
+    t0 = time.monotonic()
+    with job_deadline(5.0, "simulated local job", work=10):
+        res = processes.train_rc_parallel(s, str(pydoc), data, split_gpt(build_gpt(MODEL, 3), 2), timeout=1.2)
+    assert len(res.rows) == 10 and time.monotonic() - t0 > 6
+    monkeypatch.delenv("DISTLAB_TEST_STEP_SLEEP_S")
+    monkeypatch.setenv("DISTLAB_TEST_HANG_AT_STEP", "4")
+    with pytest.raises(JobTimeout, match="simulated local job ran past .* stopped at step 3 of 10"):
+        with job_deadline(5.0, "simulated local job", work=10):
+            processes.train_rc_parallel(s, str(pydoc), data, split_gpt(build_gpt(MODEL, 3), 2), timeout=1.2)

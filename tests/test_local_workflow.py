@@ -321,8 +321,8 @@ def test_config_schema_refuses_bad_values(change, key):
 
 
 @pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
-def test_target_resolves(configfile):
-    r = smk("local_learning", "-n", "--forceall", "--quiet", "rules", "--configfile", configfile)
+def test_target_resolves(configfile, target_dry_runs):
+    r = target_dry_runs[("local_learning", configfile)]  # -n --forceall --quiet rules
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     for rule in ("local_train", "local_train_seeds", "local_summarize", "local_bench_throughput", "local_bench_pc_cost",
                  "local_nonident", "local_fig_loss_tokens", "local_fig_loss_time",

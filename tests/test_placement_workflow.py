@@ -61,9 +61,9 @@ def _smk(*args, cwd=ROOT, timeout=300):
                           timeout=timeout)
 
 
-@pytest.mark.parametrize("cfg", [[], ["--configfile", "config/paper.yaml"]])
-def test_placement_target_dry_run(cfg):
-    r = _smk("-n", "--forceall", "placement", *cfg)
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
+def test_placement_target_dry_run(configfile, target_dry_runs):
+    r = target_dry_runs[("placement", configfile)]  # snakemake placement -n --forceall
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     for rule in ("placement_graph", "placement_profile", "placement_run", "placement_summarize",
                  "placement_table_main", "placement_table_ablation", "placement_fig_curves",

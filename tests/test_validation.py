@@ -8,14 +8,13 @@ the checker must list exactly those: none missing, no line without its key, noth
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from snakemake.utils import update_config
 
-from conftest import ROOT, bin_path
+from conftest import ROOT, bin_path, dry_runs
 from distlab.checks import (COUNT_LIMITS, ConfigError, check_config, config_errors,
                             duplicate_key_errors)
 from distlab.checks import _line_key as line_key
@@ -69,32 +68,14 @@ def test_the_checker_lists_every_problem_with_its_key(path):
         check_config(cfg, SCHEMAS, CLAIMS, [DEFAULT, path])
 
 
-_LOOP = """
-import sys
-from snakemake.cli import main
-for path in sys.argv[1:]:
-    print("=== config " + path, flush=True)
-    try:
-        main(["-n", "--configfile", path])
-        code = 0
-    except SystemExit as e:
-        code = e.code
-    print("=== exit %s" % code, flush=True)
-"""
-
-
 @pytest.mark.slow
 def test_snakemake_n_lists_every_problem_before_any_job():
     """Every bad config through Snakemake's command line (`snakemake -n --configfile X`),
     one interpreter for all of them (Snakemake's own `main`, so its start-up is paid once)."""
-    r = subprocess.run([sys.executable, "-c", _LOOP, *map(str, BAD)], cwd=ROOT, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=300,
-                       env={"PATH": bin_path(), "HOME": str(Path.home()), "PYTHONPATH": str(ROOT / "src")})
-    chunks = r.stdout.split("=== config ")[1:]
-    assert len(chunks) == len(BAD), r.stdout[-3000:]
-    for path, chunk in zip(BAD, chunks):
-        assert chunk.startswith(str(path))
-        assert chunk.rstrip().endswith("=== exit 1"), chunk[-2000:]
+    runs = dry_runs(BAD, timeout=300)
+    for path in BAD:
+        code, chunk = runs[str(path)]
+        assert code == 1, chunk[-2000:]
         assert "Job stats" not in chunk and "Building DAG" not in chunk
         assert "Error validating config file" not in chunk   # the checker ran first
         lines = [ln[4:] for ln in chunk.splitlines() if ln.startswith("  - ")]

@@ -35,8 +35,8 @@ def test_lint_is_clean(clean_tree):
 
 
 @pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
-def test_dry_run_resolves(configfile, clean_tree):
-    r = smk("-n", "--forceall", "--quiet", "rules", "--configfile", configfile, cwd=clean_tree)
+def test_dry_run_resolves(configfile, target_dry_runs):
+    r = target_dry_runs[("", configfile)]  # snakemake -n --forceall --quiet rules, in a fresh copy
     assert r.returncode == 0, r.stdout + r.stderr
     out = r.stdout
     for rule in ("prepare_data", "pgc_train_sim", "pgc_train_real", "baseline_train_sim",

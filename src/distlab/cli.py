@@ -171,7 +171,8 @@ def cmd_train(a: argparse.Namespace) -> int:
                        work=_work(spec, a.data))
         else:
             run_torchrun(_torchrun_args(a, spec, runtime), nprocs=_nprocs(module, spec),
-                         threads=a.threads, timeout_s=float(runtime["job_timeout_s"]))
+                         threads=a.threads, timeout_s=float(runtime["job_timeout_s"]),
+                         work=_work(spec, a.data))
     except RuntimeError as e:
         # the cause (the rank that died first and why) as the first line of the rule's log
         print(f"distlab: {e}", file=sys.stderr)

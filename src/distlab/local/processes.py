@@ -18,6 +18,7 @@ import traceback
 
 import torch
 
+from ..runtime.deadline import DEFAULT_MARGIN, progress
 from ..runtime.launch import die_with_parent
 from . import memory
 from .model import Split, TextData, build_gpt, flat, load_flat, split_gpt
@@ -97,8 +98,9 @@ def _worker(k: int, spec: dict, data_dir: str, sh: Shared, barrier, ready, threa
                 if k == 0:
                     h_in = x
                 else:
-                    if d == 0 and not ready[k - 1].acquire(timeout=timeout):
-                        raise TimeoutError(f"no activations from rc-section-{k - 1} after {timeout} s")
+                    if d == 0 and not ready[k - 1].acquire(timeout=_limit(barrier, timeout)):
+                        raise TimeoutError(f"no activations from rc-section-{k - 1} after "
+                                           f"{_limit(barrier, timeout):.0f} s")
                     h_in = sh.acts[k - 1][(t - d) % slots].clone()
                 loss, g = w.step(h_in, y, None if k == K - 1 else (lambda h: emit(h, t)), t)
                 sh.grads[k].copy_(g)
@@ -132,6 +134,9 @@ class PollBarrier:
         self.arrive = torch.zeros(k, dtype=torch.int64).share_memory_()
         self.release = torch.zeros(1, dtype=torch.int64).share_memory_()
         self.broken = torch.zeros(1, dtype=torch.int64).share_memory_()
+        # a wait's limit beyond the floor: margin x the slowest tick so far (set by the
+        # coordinator), so a loaded machine's slow ticks are not read as a hung section
+        self.paced = torch.zeros(1, dtype=torch.float64).share_memory_()
 
     def party(self, k: int) -> "_Party":
         return _Party(self, k)
@@ -140,6 +145,7 @@ class PollBarrier:
         self.broken[0] = 1
 
     def coordinator_wait(self, timeout: float, check: Callable[[], None]) -> None:
+        timeout = max(timeout, float(self.paced[0]))
         n = int(self.release[0]) + 1
         t0 = time.monotonic()
         polls = 0
@@ -164,6 +170,7 @@ class _Party:
 
     def wait(self, timeout: float) -> None:
         b = self.b
+        timeout = max(timeout, float(b.paced[0]))
         n = int(b.arrive[self.k]) + 1
         b.arrive[self.k] = n
         t0 = time.monotonic()
@@ -176,6 +183,14 @@ class _Party:
 
     def abort(self) -> None:
         self.b.abort()
+
+
+def _limit(barrier, timeout: float) -> float:
+    """A wait's limit: the floor ``timeout``, or the paced one of a :class:`PollBarrier`."""
+    paced = getattr(barrier, "paced", None)
+    if paced is None:
+        paced = getattr(getattr(barrier, "b", None), "paced", None)
+    return max(timeout, float(paced[0])) if paced is not None else timeout
 
 
 def dead_sections(workers: list) -> list[str]:
@@ -251,6 +266,7 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
                 raise threading.BrokenBarrierError(why)
             time.sleep(0.05)
         wait()
+        slowest, t_end = 0.0, time.perf_counter()
         for t in range(ticks):
             t0 = time.perf_counter()
             wait()  # A
@@ -269,6 +285,12 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
             if on_tick:
                 on_tick(t, row)
             wait()  # B
+            progress()  # the job's deadline (distlab train's) follows the pace
+            # and so does the barrier's limit: margin x the slowest tick, end to end
+            slowest = max(slowest, time.perf_counter() - t_end)
+            t_end = time.perf_counter()
+            if use_procs:
+                barrier.paced[0] = DEFAULT_MARGIN * slowest
         # memory now, while every process is alive (PSS splits a shared page among the
         # processes mapping it at the moment it is read; the workers read theirs before C)
         res.per_process = [memory.snapshot()]
@@ -284,6 +306,9 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
         for w in workers:  # a failed run: stop the others now
             if use_procs and w.is_alive():
                 w.kill()
+        raise
+    except BaseException:  # the job's deadline (JobTimeout), an interrupt: the sections stop too
+        barrier.abort()
         raise
     finally:
         for w in workers:

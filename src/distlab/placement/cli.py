@@ -54,14 +54,15 @@ def cmd_profile(a):
 def cmd_run(a):
     import logging
 
-    from .train import run
+    from .train import run, work
 
     from ..runtime.deadline import JobTimeout, job_deadline
     from ..specs import runtime_defaults
 
     logging.getLogger("distlab.placement").setLevel(logging.INFO)
     try:  # a search is a simulated job: the same limit as a real job's
-        with job_deadline(float(runtime_defaults(a.runtime)["job_timeout_s"]), "placement search"):
+        with job_deadline(float(runtime_defaults(a.runtime)["job_timeout_s"]), "placement search",
+                          work=work(a.spec)):
             run(a.spec, a.graph, a.profile, a.out, a.runtime)
     except JobTimeout as e:
         print(f"distlab: {e}", file=sys.stderr)
@@ -102,7 +103,15 @@ def cmd_real(a):
 
     from .realexec import compare
 
-    res = compare(a.spec, a.graph, a.profile, a.runs or [])
+    from ..runtime.deadline import JobTimeout
+    from ..specs import runtime_defaults
+
+    try:
+        res = compare(a.spec, a.graph, a.profile, a.runs or [],
+                      timeout_s=float(runtime_defaults(a.runtime)["job_timeout_s"]))
+    except JobTimeout as e:
+        print(f"distlab: {e}", file=sys.stderr)
+        return 1
     atomic_write_text(a.out, json.dumps(res, indent=1))
 
 
@@ -186,7 +195,8 @@ def register(sub: argparse._SubParsersAction) -> None:
             kind={"choices": ["curves", "placement"], "required": True}, inputs=JSON, out=OUT, options=JSON)
     command(sub, "placement-real", cmd_real, "two CPU devices: measured vs simulated latency",
             spec=JSON, graph=PATH, profile=PATH, out=OUT,
-            runs={"nargs": "*", "default": [], "help": "run files whose best placements are executed"})
+            runs={"nargs": "*", "default": [], "help": "run files whose best placements are executed"},
+            runtime=JSON_OPT)
     command(sub, "placement-real-table", cmd_real_table, "simulator error per model",
             inputs=PATHS, out_csv=OUT, out_md=OUT)
     command(sub, "placement-bench", cmd_bench, "simulator evaluations per second",

@@ -78,6 +78,9 @@ class Problem:
             self.history.append(float(t))
             if t < self.best:
                 self.best, self.best_placement = float(t), p.copy()
+        from ..runtime.deadline import progress
+
+        progress(len(place))  # a search's deadline follows its pace in evaluations
         return lat
 
     def evaluate_groups(self, group_place: np.ndarray) -> np.ndarray:

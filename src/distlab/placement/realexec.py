@@ -277,13 +277,16 @@ class TwoProcessExecutor:
         self.last_cpu = [float(r[3]) for r in res]  # each device's thread CPU time of the run
         return float(res[0][1])
 
-    def close(self) -> None:
+    def close(self, wait_s: float = 30.0) -> None:
         for c in self.ctrls:
-            c.send(("stop",))
+            try:
+                c.send(("stop",))
+            except OSError:  # a device process already gone
+                pass
         # wait for the exit itself (waitpid), not for the sentinel pipe: torch's shared-memory
         # manager, started by a worker, inherits that pipe and holds it open for ~30 s after the
         # worker has exited (measured: close() took 60 s with join(timeout=30))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + wait_s
         for p in self.procs:
             while p.is_alive() and time.monotonic() < deadline:
                 time.sleep(0.005)
@@ -296,7 +299,7 @@ class TwoProcessExecutor:
         return self
 
     def __exit__(self, *exc):
-        self.close()
+        self.close(30.0 if exc[0] is None else 3.0)  # after a failure (a deadline), no long wait
 
 
 def pinned_cores(graph: dict[str, Any]) -> list[bool]:
@@ -383,15 +386,38 @@ def best_placements(run_files: list[str | Path]) -> dict[str, np.ndarray]:
     return out
 
 
+def _rounds(ex, spec, placements, times, cpus, progress) -> None:
+    """The warm-up rounds, then the measured ones, each running every placement once."""
+    for _ in range(int(spec["warmup"])):
+        for place in placements.values():
+            ex.run(place)
+            progress()
+    for _ in range(int(spec["repeats"])):
+        for name, place in placements.items():
+            times[name].append(ex.run(place))
+            cpus[name].append(ex.last_cpu)
+            progress()
+
+
 def compare(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Path,
-            run_files: list[str | Path] = ()) -> dict[str, Any]:
+            run_files: list[str | Path] = (), timeout_s: float | None = None,
+            startup_s: float | None = None) -> dict[str, Any]:
     """Measured vs simulated latency of every method's best placement of one model (and
     CPU-only) on two CPU devices: two processes pinned to two cores.  Rounds interleave the
     placements (each round runs each once) so a slow spell of the machine lands on all of them;
     each placement's latency is the median of its rounds, and so is each device's thread CPU
     time (its own work, which a loaded machine does not inflate), compared with the simulated
     busy time of its operators.  The simulated latency uses this run's measured profile for both devices, the measured process link, and the topological
-    queue (what each device process does)."""
+    queue (what each device process does).
+
+    With ``timeout_s``, the rounds run under a deadline that scales with their measured
+    pace (:func:`distlab.runtime.deadline.job_deadline`, at least ``timeout_s``): a device
+    process that hangs stops the job with :class:`~distlab.runtime.deadline.JobTimeout`.
+    The device processes' start-up (a spawned interpreter imports torch: slow on a loaded
+    machine, and no round's pace) is bounded apart, by ``startup_s`` (default ``timeout_s``),
+    through one unmeasured run of CPU-only."""
+    from distlab.runtime.deadline import job_deadline, progress
+
     import os
     import platform
 
@@ -409,15 +435,13 @@ def compare(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Pa
         placements["alternate_groups"] = prob.expand(np.arange(prob.n_groups) % 2)
     times: dict[str, list[float]] = {k: [] for k in placements}
     cpus: dict[str, list[list[float]]] = {k: [] for k in placements}
+    rounds = (int(spec["warmup"]) + int(spec["repeats"])) * len(placements)
     with TwoProcessExecutor(spec["model"], graph) as ex:
         cores = ex.cores
-        for _ in range(int(spec["warmup"])):
-            for place in placements.values():
-                ex.run(place)
-        for _ in range(int(spec["repeats"])):
-            for name, place in placements.items():
-                times[name].append(ex.run(place))
-                cpus[name].append(ex.last_cpu)
+        with job_deadline(startup_s or timeout_s, "real execution's start-up (placement-real)"):
+            ex.run(placements["cpu_only"])
+        with job_deadline(timeout_s, "real execution (placement-real)", work=rounds):
+            _rounds(ex, spec, placements, times, cpus, progress)
     rows = []
     for name, place in placements.items():
         t = np.asarray(times[name])

@@ -89,6 +89,11 @@ def run_seed(problem: Problem, spec: dict[str, Any], seed: int) -> dict[str, Any
     }
 
 
+def work(spec: dict[str, Any]) -> int:
+    """The simulator evaluations a search job runs, all its seeds: its deadline scales with them."""
+    return (1 if spec["algo"] in DETERMINISTIC else int(spec["budget"])) * len(spec["seeds"])
+
+
 def run(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Path, out: str | Path,
         runtime: dict[str, Any] | None = None) -> Path:
     from distlab.runs import Checkpointer

@@ -35,6 +35,8 @@ DEFAULT_MARGIN = 2.0  # as jobs.margin's default: a job may take twice its measu
 # for tests only: seconds each step sleeps (a slowed machine), the step at which it hangs
 _TEST_SLEEP = "DISTLAB_TEST_STEP_SLEEP_S"
 _TEST_HANG = "DISTLAB_TEST_HANG_AT_STEP"
+# a rank started by torchrun (not forked) finds its launcher's step file here (8 bytes a rank)
+STEPS_FILE = "DISTLAB_STEPS_FILE"
 
 
 class _Pace:
@@ -46,15 +48,15 @@ class _Pace:
         self.start = time.monotonic()
         self.floor_s, self.work, self.margin = floor_s, max(1, int(work)), margin
         self.first: float | None = None
-        self.steps = 0
+        self.steps = self.base = 0
         self.deadline = self.start + floor_s
 
-    def tick(self, now: float) -> float:
-        self.steps += 1
-        if self.first is None:
-            self.first = now
-        elif self.steps > 1:
-            mean = (now - self.first) / (self.steps - 1)
+    def tick(self, now: float, n: int = 1) -> float:
+        self.steps += n
+        if self.first is None:  # the first call starts the clock the pace is measured on
+            self.first, self.base = now, self.steps
+        elif self.steps > self.base:
+            mean = (now - self.first) / (self.steps - self.base)
             self.deadline = max(self.start + self.floor_s, self.first + self.margin * self.work * mean)
         return self.deadline
 
@@ -67,6 +69,35 @@ _shared: dict[str, object] = {"mem": None, "slot": 0}
 def count_steps_into(mem, slot: int) -> None:
     """This process (a forked rank) counts its steps into ``mem`` (8 bytes a slot)."""
     _shared["mem"], _shared["slot"] = mem, slot
+
+
+def _attach_from_env() -> None:
+    """A rank of a torchrun job: count its steps into the file its launcher named in
+    ``DISTLAB_STEPS_FILE``, slot ``RANK`` (once; nothing when either is missing)."""
+    _shared["tried"] = True
+    path, rank = os.environ.get(STEPS_FILE), os.environ.get("RANK")
+    if not path or rank is None:
+        return
+    import mmap
+
+    try:
+        with open(path, "r+b") as f:
+            mem = mmap.mmap(f.fileno(), 0)
+    except (OSError, ValueError):
+        return  # no launcher listening: the job just has no paced deadline
+    if 8 * (int(rank) + 1) <= len(mem):
+        count_steps_into(mem, int(rank))
+
+
+def steps_file(path, n: int):
+    """Create the step file of an ``n``-rank job at ``path`` and map it: what
+    :func:`steps_counted` reads while the ranks (told ``DISTLAB_STEPS_FILE``) count."""
+    import mmap
+
+    with open(path, "w+b") as f:
+        f.write(b"\0" * (8 * n))
+        f.flush()
+        return mmap.mmap(f.fileno(), 0)
 
 
 def steps_counted(mem, n: int) -> int:
@@ -84,13 +115,16 @@ def pace_message(what: str, timeout_s: float, pace: _Pace | None) -> str:
     return _message(what, timeout_s, pace)
 
 
-def progress() -> None:
-    """One step done: the scaled deadline (if any) moves with the measured pace."""
+def progress(n: int = 1) -> None:
+    """``n`` steps done (a search's evaluations): the scaled deadline (if any) moves with
+    the measured pace."""
     import time
 
     sleep = os.environ.get(_TEST_SLEEP)
     if sleep:
         time.sleep(float(sleep))
+    if _shared["mem"] is None and not _shared.get("tried"):
+        _attach_from_env()
     mem = _shared["mem"]
     if mem is not None:
         import struct
@@ -101,7 +135,7 @@ def progress() -> None:
         if hang and done + 1 >= int(hang):
             while True:  # a hung step, for tests: only the launcher's deadline ends it
                 time.sleep(0.05)
-        struct.pack_into("q", mem, off, done + 1)
+        struct.pack_into("q", mem, off, done + n)
     pace = _pace["now"]
     if pace is None:
         return
@@ -109,7 +143,7 @@ def progress() -> None:
     if hang and pace.steps + 1 >= int(hang):
         while True:  # a hung step, for tests: only the deadline ends it
             time.sleep(0.05)
-    deadline = pace.tick(time.monotonic())
+    deadline = pace.tick(time.monotonic(), n)
     left = deadline - time.monotonic()
     if left > 0:
         signal.setitimer(signal.ITIMER_REAL, left)

@@ -151,7 +151,8 @@ def _blame(rank: int | str, how: str, causes: Sequence[str]) -> list[str]:
 
 
 def run_torchrun(module_args: Sequence[str], nprocs: int, threads: int | None, timeout_s: float,
-                 script: str | os.PathLike | None = None, stream: TextIO | None = None) -> None:
+                 script: str | os.PathLike | None = None, stream: TextIO | None = None,
+                 work: int | None = None) -> None:
     """Run :func:`torchrun_command` to completion.
 
     Each rank gets ``max(1, threads // nprocs)`` OpenMP threads (``threads``
@@ -159,8 +160,11 @@ def run_torchrun(module_args: Sequence[str], nprocs: int, threads: int | None, t
     ranks print goes, line by line, to ``stream`` (this process's stderr by
     default: under Snakemake, the rule's ``log:``), and nowhere else.
     Raises RuntimeError whose first line names the rank that failed first
-    and its cause if the job fails, or runs past ``timeout_s`` (then its
-    whole process tree is killed).
+    and its cause if the job fails, or runs past its deadline (then its
+    whole process tree is killed): ``timeout_s``, or, given ``work`` (the
+    steps the job runs), the deadline that scales with the ranks' measured
+    pace, as :func:`run_forked`'s (each rank counts its steps into a file
+    named in ``DISTLAB_STEPS_FILE``).
     """
     cmd = torchrun_command(module_args, nprocs, threads, script)
     # every rank's lines prefixed "[rankK]: ", so a cause can be attributed; torchrun's
@@ -169,16 +173,25 @@ def run_torchrun(module_args: Sequence[str], nprocs: int, threads: int | None, t
     cmd = [*cmd[:3], "--tee", "3", "--log-dir", logdir,
            "--log-line-prefix-template", "[rank${rank}]: ", *cmd[3:]]
     try:
-        _run(cmd, nprocs, threads, timeout_s, stream)
+        _run(cmd, nprocs, threads, timeout_s, stream, work, logdir)
     finally:
         shutil.rmtree(logdir, ignore_errors=True)
 
 
 def _run(cmd: list[str], nprocs: int, threads: int | None, timeout_s: float,
-         stream: TextIO | None) -> None:
+         stream: TextIO | None, work: int | None = None, tmp: str | None = None) -> None:
+    from .deadline import STEPS_FILE, make_pace, steps_file
+
     threads = threads or os.cpu_count() or 1
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, threads // nprocs)),
            "DISTLAB_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+    env.pop(STEPS_FILE, None)
+    pace = make_pace(timeout_s, work) if tmp else None
+    mem = None
+    if pace is not None:
+        path = os.path.join(tmp, "steps")
+        mem = steps_file(path, nprocs)
+        env[STEPS_FILE] = path
     out = stream or sys.stderr
     kept: deque[str] = deque(maxlen=4000)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
@@ -193,22 +206,49 @@ def _run(cmd: list[str], nprocs: int, threads: int | None, timeout_s: float,
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
-    try:
-        rc = proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_tree(proc.pid)
-        proc.wait()
-        reader.join(5)
-        message = (f"torchrun job ran past {timeout_s:.0f} s and was killed (runtime.job_timeout_s): "
-                   f"{' '.join(cmd)}")
-        lead_log(out, message)
-        raise RuntimeError(message) from None
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            rc = proc.wait(timeout=0.1)
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        deadline = _deadline_now(pace, mem, nprocs, deadline)
+        if time.monotonic() > deadline:
+            _kill_tree(proc.pid)
+            proc.wait()
+            reader.join(5)
+            message = f"{_overdue('torchrun job', nprocs, timeout_s, pace)}: {' '.join(cmd)}"
+            lead_log(out, message)
+            raise RuntimeError(message)
     reader.join(10)
     if rc != 0:
         causes = root_causes(list(kept)) or [f"exit code {rc}"]
         message = "\n".join(causes) + f"\ntorchrun job failed with exit code {rc}: {' '.join(cmd)}"
         lead_log(out, message)
         raise RuntimeError(message)
+
+
+def _deadline_now(pace, mem, nprocs: int, deadline: float) -> float:
+    """A launcher's deadline now: a paced one (``pace``) moves with the steps its ranks
+    counted into ``mem``; else the fixed ``deadline``."""
+    if pace is None:
+        return deadline
+    from .deadline import steps_counted
+
+    counted = steps_counted(mem, nprocs)
+    if counted > pace.steps:
+        pace.tick(time.monotonic(), counted - pace.steps)
+    return pace.deadline
+
+
+def _overdue(what: str, nprocs: int, timeout_s: float, pace) -> str:
+    """The one line naming a launched job stopped at its deadline."""
+    from .deadline import pace_message
+
+    if pace is not None:
+        return pace_message(f"{what} of {nprocs} ranks", timeout_s, pace)
+    return f"{what} of {nprocs} ranks ran past {timeout_s:.0f} s and was killed (runtime.job_timeout_s)"
 
 
 def lead_log(out: TextIO, summary: str) -> bool:
@@ -337,7 +377,7 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
 
     from torch.distributed import TCPStore
 
-    from .deadline import make_pace, pace_message, steps_counted
+    from .deadline import make_pace
     from datetime import timedelta
 
     if nprocs < 1:
@@ -417,16 +457,11 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
                     settle = settle or time.monotonic() + _SETTLE_S
             if settle is not None and time.monotonic() > settle:
                 break
-            if pace is not None:
-                now = time.monotonic()
-                for _ in range(steps_counted(steps_mem, nprocs) - pace.steps):
-                    pace.tick(now)
-                deadline = pace.deadline
+            deadline = _deadline_now(pace, steps_mem, nprocs, deadline)
             if time.monotonic() > deadline:
                 _stop(alive)
-                what = pace_message(f"forked job of {nprocs} ranks", timeout_s, pace) if pace is not None \
-                    else f"forked job of {nprocs} ranks ran past {timeout_s:.0f} s and was killed (runtime.job_timeout_s)"
-                message = f"{what}; ranks still running: {sorted(alive.values())}"
+                message = (f"{_overdue('forked job', nprocs, timeout_s, pace)}; ranks still running: "
+                           f"{sorted(alive.values())}")
                 for t in readers:
                     t.join(5)
                 lead_log(out, message)
