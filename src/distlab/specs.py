@@ -68,7 +68,8 @@ CLUSTER = {
 # largest: 127000 steps, 25 episodes x 20 samples, 10 epochs, 10 seeds, 12
 # workers); most are below the configured values with three zeros appended.
 # (steps: 10**6, eight times the largest paper-scale run; a 150-step run typed
-# as 150000 is within it: runtime.job_timeout_s stops such a job.)
+# as 150000 is within it: its deadline and its SLURM runtime grow with it, so only
+# this limit and the memory ceiling bound it.)
 COUNT_LIMITS: dict[str, int] = {
     "steps": 10**6, "epochs": 1000, "episodes": 10**4, "samples": 10**4, "budget": 10**5,
     "n_workers": 1024, "n": 1024, "sections": 1024, "threads": 1024, "worker_threads": 1024,
