@@ -52,6 +52,15 @@ def test_no_project_file_points_outside_the_project():
     assert not offenders
 
 
+def test_no_environment_or_build_output_is_tracked():
+    """The environment and the workflow's outputs are made on each machine: a tracked link or
+    file there (a worktree's .venv link, say) would replace a user's environment on checkout."""
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    made_here = (".venv", "results", "logs", "benchmarks", ".snakemake", "paper")
+    tracked = [f for f in files if f.split("/")[0] in made_here]
+    assert not tracked, f"made on each machine, yet tracked: {tracked[:5]}"
+
+
 def test_conda_environment_lists_the_lock():
     sys.path.insert(0, str(ROOT / "envs"))
     import lock2conda
