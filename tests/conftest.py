@@ -120,3 +120,14 @@ def tiny_variant(work: Path, name: str, edit) -> str:
     path = work / "tests/configs" / f"tiny_{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path.relative_to(work))
+
+
+@pytest.fixture(scope="session")
+def pydoc_dir(tmp_path_factory) -> Path:
+    """The tiny text data set (the embedded pydoc topics), built once per test session."""
+    from distlab.data import prepare_dataset
+
+    out = tmp_path_factory.mktemp("data") / "pydoc"
+    prepare_dataset({"name": "pydoc", "kind": "text", "source": "pydoc_topics", "val_fraction": 0.05,
+                     "test_fraction": 0.05}, out, seed=0)
+    return out
