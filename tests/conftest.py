@@ -187,3 +187,14 @@ def target_dry_runs(clean_tree) -> dict[tuple[str, str], subprocess.CompletedPro
     interpreter: ``{(target, configfile): completed process}`` (target "" is the default)."""
     keys = list(TARGET_DRY_RUNS)
     return dict(zip(keys, snakemake_runs([TARGET_DRY_RUNS[k] for k in keys], cwd=clean_tree, timeout=1800)))
+
+
+@pytest.fixture(scope="session")
+def pydoc_dir(tmp_path_factory) -> Path:
+    """The tiny text data set (the embedded pydoc topics), built once per test session."""
+    from distlab.data import prepare_dataset
+
+    out = tmp_path_factory.mktemp("data") / "pydoc"
+    prepare_dataset({"name": "pydoc", "kind": "text", "source": "pydoc_topics", "val_fraction": 0.05,
+                     "test_fraction": 0.05}, out, seed=0)
+    return out

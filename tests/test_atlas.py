@@ -32,16 +32,6 @@ MODEL = {"name": "gpt", "n_layer": 1, "d_model": 8, "n_head": 2, "block_size": 1
 NET = {"latency_s": 0.002, "bandwidth_Bps": 3e6}
 
 
-@pytest.fixture(scope="module")
-def pydoc_dir(tmp_path_factory) -> Path:
-    from distlab.data import prepare_dataset
-
-    out = tmp_path_factory.mktemp("data") / "pydoc"
-    prepare_dataset({"name": "pydoc", "kind": "text", "source": "pydoc_topics", "val_fraction": 0.05,
-                     "test_fraction": 0.05}, out, seed=0)
-    return out
-
-
 def spec_for(technique: str, **over) -> dict:
     spec = {"experiment": "atlas", "technique": technique, "backend": "simulated", "seed": 0, "model": MODEL,
             "n_workers": 4, "batch_size": 2, "lr": 1e-2, "steps": 6, "eval_every": 2, "eval_batches": 1, "s": 1,
@@ -190,12 +180,15 @@ def test_query_a_cell_against_a_hand_computation(tmp_path, runs_dir):
     (["--latency", "30parsecs"], "--latency"),
     (["--stragglers", "weibull:2"], "--stragglers"),
     (["--params", "1e30"], "--params"),
+    (["--params", "-1e9"], "--params"),
+    (["--workers", "-2"], "--workers"),
 ])
 def test_query_refuses_bad_input_naming_the_key(tmp_path, runs_dir, args, key):
     base = {"--params": "1e9", "--workers": "64", "--bandwidth": "1Gbit/s", "--latency": "30ms",
             "--stragglers": "exp:0.2"}
     base.update(dict(zip(args[::2], args[1::2])))
-    cmd = [sys.executable, "-m", "distlab", "atlas", "query", *(f"{k}={v}" for k, v in base.items()),
+    # each value a separate argument, as a shell passes `--bandwidth -1Gbit/s`
+    cmd = [sys.executable, "-m", "distlab", "atlas", "query", *(x for kv in base.items() for x in kv),
            "--runs", str(runs_dir), "--config", str(_query_config(tmp_path, 5.0))]
     r = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=300)
     assert r.returncode == 2, r.stdout + r.stderr
@@ -211,6 +204,57 @@ def test_query_parsers():
     assert parse_latency("30ms") == pytest.approx(0.03) and parse_latency("10us") == pytest.approx(1e-5)
     assert parse_stragglers("exp:0.2", 64) == {"model": "exponential", "mean": 0.2}
     assert parse_stragglers("dead:1", 8)["slow_workers"] == [7]
+
+
+# ------------------------------------------------------------------ the jobs and the benchmark
+
+def _shrunk_atlas() -> dict:
+    import yaml
+
+    a = yaml.safe_load((ROOT / "config/config.yaml").read_text())["atlas"]
+    a.update(sizes={"small": MODEL, "large": {**MODEL, "d_model": 16}}, n_workers=[2], seeds=[0, 1], batch_size=2,
+             steps=4, eval_every=2, eval_batches=1, demo={"topk": 4, "chunk": 16, "decay": 0.999},
+             diloco={"H": 2, "outer_lr": 0.7, "outer_momentum": 0.9})
+    a["sweep"] = {**a["sweep"], "lrs": [0.01, 0.03], "widen": 1}
+    a["headline"] = {**a["headline"], "n_workers": 2, "seeds": [2]}
+    a["bench"] = {**a["bench"], "techniques": ["ddp", "pgc-fr"], "sizes": ["small"], "n_workers": [2],
+                  "steps": 2, "repeats": 1}
+    return a
+
+
+def test_widened_lr_steps_one_grid_ratio_past_the_edge():
+    from distlab.atlas.workflow import widened_lr
+
+    assert widened_lr([0.01, 0.03], 0.03) == pytest.approx(0.09)
+    assert widened_lr([0.01, 0.03], 0.01) == pytest.approx(0.01 / 3)
+    assert widened_lr([0.003, 0.01, 0.03], 0.01) is None
+
+
+def test_a_technique_job_widens_its_grid_and_reuses_the_chosen_sweep_run(tmp_path, pydoc_dir):
+    a = _shrunk_atlas()
+    choice = train.technique_job(a, "ddp", pydoc_dir, tmp_path / "ddp")
+    # of two lrs the better is at an edge: one more lr beyond it, a grid ratio (x3) further
+    first = min(("lr0.01", "lr0.03"), key=choice["sweep"].get)
+    assert choice["lr_grid"] == pytest.approx(sorted([0.01, 0.03, 0.09 if first == "lr0.03" else 0.01 / 3]))
+    assert len(choice["sweep"]) == 3 and min(choice["sweep"].values()) == choice["sweep"][choice["chosen"]]
+    runs = json.loads((tmp_path / "ddp/done.json").read_text())["runs"]
+    # sizes x N x seeds, plus the headline's seed 2 at the large size: the chosen sweep run is one of them
+    assert len(runs) == 2 * 1 * 2 + 1 and str(tmp_path / "ddp/sweep" / choice["chosen"]) in runs
+    assert not (tmp_path / "ddp/runs/small/n2/none/seed0").exists()
+    assert (tmp_path / "ddp/runs/large/n2/none/seed2/record.json").exists()
+
+
+def test_the_step_benchmark_compares_with_a_plain_adamw_step(tmp_path, pydoc_dir):
+    r = subprocess.run([sys.executable, "-m", "distlab", "atlas", "bench", "--config", json.dumps(_shrunk_atlas()),
+                        "--data", str(pydoc_dir), "--out", str(tmp_path / "bench.csv")],
+                       env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "bench.csv")
+    assert df["technique"].tolist() == ["ddp", "pgc-fr"] and set(df["label"]) == {"measured"}
+    assert (df["driver_cpu_ms_per_step"] > 0).all() and (df["plain_adamw_cpu_ms_per_step"] > 0).all()
+    assert np.allclose(df["ratio"], df["driver_cpu_ms_per_step"] / df["plain_adamw_cpu_ms_per_step"])
 
 
 # ------------------------------------------------------------------ the workflow, shrunk

@@ -26,16 +26,6 @@ ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 MODEL = {"name": "gpt", "n_layer": 1, "d_model": 64, "n_head": 2, "block_size": 16}
 
 
-@pytest.fixture(scope="module")
-def pydoc_dir(tmp_path_factory) -> Path:
-    from distlab.data import prepare_dataset
-
-    out = tmp_path_factory.mktemp("data") / "pydoc"
-    prepare_dataset({"name": "pydoc", "kind": "text", "source": "pydoc_topics", "val_fraction": 0.05,
-                     "test_fraction": 0.05}, out, seed=0)
-    return out
-
-
 def spec_for(method: str, **over) -> dict:
     spec = {"experiment": "demo", "method": method, "backend": "simulated", "seed": 0, "model": MODEL,
             "n_workers": 2, "batch_size": 2, "lr": 1e-3, "steps": 4, "eval_every": 2, "eval_batches": 1,

@@ -1,21 +1,16 @@
 """``distlab atlas <verb>``: the atlas's jobs and the query for a user's own cluster.
 
 Verbs: ``technique`` (one technique's sweep and runs), ``reference`` (the DDP
-reference), ``map`` (tables), ``figures``, ``query``.
+reference), ``map`` (tables), ``figures``, ``bench`` (the step against a plain
+AdamW step), ``query``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import re
 from pathlib import Path
 
-
-def _json(text: str) -> dict:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
+from ..clihelp import JSON, OUT, PATH, PATHS, command
 
 
 def _technique(a) -> int:
@@ -45,6 +40,16 @@ def _figures(a) -> int:
     d = Path(a.map)
     winner_maps(d / "winners.csv", list(a.config["straggler_axis"]), a.out_strag, a.out_size)
     time_vs_bandwidth(d / "cells.csv", d / "crossovers.csv", a.out_time)
+    return 0
+
+
+def _bench(a) -> int:
+    from ..tables import write_table
+    from .bench import step_overhead
+
+    df = step_overhead(a.config, a.data, a.out.parent)
+    write_table(df, a.out)
+    print(df.to_string(index=False))
     return 0
 
 
@@ -88,42 +93,32 @@ def _query(a) -> int:
     return 0
 
 
+# the query's numbers may be negative (then refused by its own check, naming the option):
+# a value such as -1Gbit/s is read as the option's value, not as an unknown option
+_NEGATIVE_VALUE = re.compile(r"^-\.?\d")
+
+
 def register(sub) -> None:
     p = sub.add_parser("atlas", help="the atlas: every technique on one task, mapped over clusters")
     s = p.add_subparsers(dest="atlas_cmd", required=True)
-    q = s.add_parser("technique", help="one technique's sweep and runs")
-    q.add_argument("--config", type=_json, required=True, help="the atlas: config section (JSON)")
-    q.add_argument("--technique", required=True)
-    q.add_argument("--data", type=Path, required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=_technique)
-    q = s.add_parser("reference", help="the DDP reference runs (against the bigram floor)")
-    q.add_argument("--config", type=_json, required=True)
-    q.add_argument("--data", type=Path, required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=_reference)
-    q = s.add_parser("map", help="the map's tables from the runs")
-    q.add_argument("--config", type=_json, required=True)
-    q.add_argument("--done", nargs="+", required=True)
-    q.add_argument("--reference", required=True)
-    q.add_argument("--floors", required=True)
-    q.add_argument("--out", type=Path, required=True)
-    q.set_defaults(func=_map)
-    q = s.add_parser("figures", help="the map's figures")
-    q.add_argument("--config", type=_json, required=True)
-    q.add_argument("--map", required=True)
-    q.add_argument("--out-strag", type=Path, required=True)
-    q.add_argument("--out-size", type=Path, required=True)
-    q.add_argument("--out-time", type=Path, required=True)
-    q.set_defaults(func=_figures)
-    q = s.add_parser("query", help="rank the techniques on your cluster")
-    q.add_argument("--params", type=float, required=True)
-    q.add_argument("--workers", type=int, required=True)
-    q.add_argument("--bandwidth", required=True, help="e.g. 1Gbit/s, 10Mb/s, 125MB/s")
-    q.add_argument("--latency", required=True, help="e.g. 30ms, 10us")
-    q.add_argument("--stragglers", default="none", help="none, exp:MEAN, pareto:MEAN[:SHAPE], persistent:X[:K], dead:K")
-    q.add_argument("--s", type=int, default=None, help="stragglers the codes tolerate (default: atlas.s)")
-    q.add_argument("--flops-per-s", type=float, default=None, help="the device's FLOP rate (default: atlas.extrapolate)")
-    q.add_argument("--runs", default="results/atlas/techniques")
-    q.add_argument("--config", default="config/config.yaml")
-    q.set_defaults(func=_query)
+    job = {"config": {**JSON, "help": "the atlas: config section (JSON)"}, "data": PATH}
+    command(s, "technique", _technique, "one technique's sweep and runs",
+            technique={"required": True}, **job, out=OUT)
+    command(s, "reference", _reference, "the DDP reference runs (against the bigram floor)", **job, out=OUT)
+    command(s, "map", _map, "the map's tables from the runs", config=JSON, done=PATHS,
+            reference={"required": True}, floors={"required": True}, out=OUT)
+    command(s, "figures", _figures, "the map's figures", config=JSON, map={"required": True},
+            out_strag=OUT, out_size=OUT, out_time=OUT)
+    command(s, "bench", _bench, "the atlas step against a plain AdamW step of the same model (measured)",
+            config=JSON, data=PATH, out=OUT)
+    q = command(s, "query", _query, "rank the techniques on your cluster",
+                params={"type": float, "required": True}, workers={"type": int, "required": True},
+                bandwidth={"required": True, "help": "e.g. 1Gbit/s, 10Mb/s, 125MB/s"},
+                latency={"required": True, "help": "e.g. 30ms, 10us"},
+                stragglers={"default": "none",
+                            "help": "none, exp:MEAN, pareto:MEAN[:SHAPE], persistent:X[:K], dead:K"},
+                s={"type": int, "default": None, "help": "stragglers the codes tolerate (default: atlas.s)"},
+                flops_per_s={"type": float, "default": None,
+                             "help": "the device's FLOP rate (default: atlas.extrapolate)"},
+                runs={"default": "results/atlas/techniques"}, config={"default": "config/config.yaml"})
+    q._negative_number_matcher = _NEGATIVE_VALUE

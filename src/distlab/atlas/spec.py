@@ -21,23 +21,27 @@ is trained under each straggler model of the map's straggler axis.
 from __future__ import annotations
 
 from .. import specs
+from ..demo.spec import DEMO_COMPRESSION, DILOCO_OPTIONS, POWERSGD_OPTIONS
 
+# One technique a line: name, kind, whether its trajectory depends on who arrives first, what.
+# The last two are combinations none of the anchors measured.
+_TABLE = """
+ddp          sync    no   AdamW on the all-reduced mean gradient
+demo         sync    no   DeMo: top-k DCT of decoupled momentum, all-gather
+diloco       sync    no   DiLoCo: H local AdamW steps, outer Nesterov on the mean delta
+powersgd     sync    no   PowerSGD rank r with error feedback, two all-reduces
+is-sgd       master  yes  AdamW on the mean of the fastest n-s gradients
+gc-fr        master  no   gradient coding, fractional repetition (exact decode)
+gc-cr        master  no   gradient coding, cyclic repetition (exact decode)
+pgc-fr       master  no   pipelined gradient coding, FR (exact pipelined decode)
+pgc-cr       master  yes  pipelined gradient coding, CR (scaled arrived sum)
+is-gc        master  yes  ignore-straggler gradient coding, CR, c = 2
+diloco-demo  sync    no   ours: DiLoCo whose outer step is DeMo (top-k DCT, momentum as error feedback)
+is-demo      master  yes  ours: DeMo payloads of the fastest n-s workers only
+"""
 # name -> (kind, arrival_dependent, what)
 TECHNIQUES: dict[str, tuple[str, bool, str]] = {
-    "ddp": ("sync", False, "AdamW on the all-reduced mean gradient"),
-    "demo": ("sync", False, "DeMo: top-k DCT of decoupled momentum, all-gather"),
-    "diloco": ("sync", False, "DiLoCo: H local AdamW steps, outer Nesterov on the mean delta"),
-    "powersgd": ("sync", False, "PowerSGD rank r with error feedback, two all-reduces"),
-    "is-sgd": ("master", True, "AdamW on the mean of the fastest n-s gradients"),
-    "gc-fr": ("master", False, "gradient coding, fractional repetition (exact decode)"),
-    "gc-cr": ("master", False, "gradient coding, cyclic repetition (exact decode)"),
-    "pgc-fr": ("master", False, "pipelined gradient coding, FR (exact pipelined decode)"),
-    "pgc-cr": ("master", True, "pipelined gradient coding, CR (scaled arrived sum)"),
-    "is-gc": ("master", True, "ignore-straggler gradient coding, CR, c = 2"),
-    # combinations none of the anchors measured
-    "diloco-demo": ("sync", False, "ours: DiLoCo whose outer step is DeMo (top-k DCT, momentum as error feedback)"),
-    "is-demo": ("master", True, "ours: DeMo payloads of the fastest n-s workers only"),
-}
+    name: (k, dep == "yes", what) for name, k, dep, what in (ln.split(None, 3) for ln in _TABLE.strip().splitlines())}
 CODED = {"is-sgd": "is-sgd", "gc-fr": "gc-fr", "gc-cr": "gc-cr", "pgc-fr": "pgc-fr", "pgc-cr": "pgc-cr",
          "is-gc": "is-gc-cr"}
 OURS = ("diloco-demo", "is-demo")
@@ -62,13 +66,9 @@ SPEC_SCHEMA = {
         "eval_every": specs.POS_INT,
         "eval_batches": specs.POS_INT,
         "s": specs.NONNEG_INT,
-        "demo": {"type": "object", "additionalProperties": False, "properties": {
-            "topk": specs.POS_INT, "chunk": specs.POS_INT,
-            "decay": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}},
-        "diloco": {"type": "object", "additionalProperties": False, "properties": {
-            "H": specs.POS_INT, "outer_lr": specs.POS_NUM,
-            "outer_momentum": {"type": "number", "minimum": 0, "exclusiveMaximum": 1}}},
-        "powersgd": {"type": "object", "additionalProperties": False, "properties": {"rank": specs.POS_INT}},
+        "demo": {"type": "object", "additionalProperties": False, "properties": DEMO_COMPRESSION},
+        "diloco": DILOCO_OPTIONS,
+        "powersgd": POWERSGD_OPTIONS,
         "cluster": specs.CLUSTER,
     },
 }

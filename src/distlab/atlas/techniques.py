@@ -54,6 +54,16 @@ class Technique:
         self.train, self.block, self.bs, self.device = train, block, bs, device
         self.seed = int(spec["seed"])
         self.kind = kind(name)
+        self._param_cache: dict[int, list] = {}
+
+    def grads_to_none(self, model) -> None:
+        """``model.zero_grad(set_to_none=True)`` without walking the modules every pass
+        (the parameter lists are cached per model)."""
+        params = self._param_cache.get(id(model))
+        if params is None:
+            params = self._param_cache[id(model)] = list(model.parameters())
+        for p in params:
+            p.grad = None
 
     def batch(self, stream: int, step: int):
         x, y = text_batch(self.train, self.block, self.bs, self.seed, stream, step)
@@ -78,7 +88,7 @@ class Wrapped(Technique):
     def compute(self, i, w, step):
         m = self.method.model_for(i)
         x, y = self.batch(w, step)
-        m.zero_grad(set_to_none=True)
+        self.grads_to_none(m)
         loss = lm_loss(m(x), y)
         loss.backward()
         self.method.after_backward(i, loss.detach())
@@ -143,7 +153,7 @@ class Coded(Technique):
         parts = self.scheme.partitions_to_compute(w, step)
         for j in parts:
             x, y = self.batch(j, step)
-            self.model.zero_grad(set_to_none=True)
+            self.grads_to_none(self.model)
             loss = lm_loss(self.model(x), y)
             loss.backward()
             self.latest[w][j] = dm._flat_grad(self.params).detach().clone()

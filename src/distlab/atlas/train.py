@@ -199,23 +199,39 @@ def _final(out: Path) -> float:
 
 def technique_job(a: dict, technique: str, data_dir, out_dir) -> dict:
     """The technique's sweep (lr x natural setting, chosen on the final validation loss of
-    the fixed windows), then its runs at the choice; writes ``choice.json`` and ``done.json``."""
-    from .workflow import SETTING_KEY, run_specs, sweep_specs
+    the fixed windows; the lr grid widened by one grid ratio, up to ``sweep.widen`` times,
+    while the best lr is at its edge), then its runs at the choice — the chosen sweep run
+    is the run of its own spec (seed ``sweep.seed`` at the sweep's size and N), not a
+    second copy; writes ``choice.json`` and ``done.json``."""
+    from .workflow import SETTING_KEY, run_specs, sweep_specs, widened_lr
 
     out_dir = Path(out_dir)
-    rows = []
-    for label, spec in sweep_specs(a, technique):
-        d = out_dir / "sweep" / label
-        _once(spec, data_dir, d)
-        rows.append((_final(d), label, spec))
-    best = min(rows, key=lambda r: (not np.isfinite(r[0]), r[0]))
+    rows, lrs = [], list(a["sweep"]["lrs"])
+    todo = sweep_specs(a, technique)
+    widen = int(a["sweep"].get("widen", 0))
+    for i in range(widen + 1):
+        for label, spec in todo:
+            d = out_dir / "sweep" / label
+            _once(spec, data_dir, d)
+            rows.append((_final(d), label, spec, d))
+        best = min(rows, key=lambda r: (not np.isfinite(r[0]), r[0]))
+        nxt = widened_lr(lrs, best[2]["lr"])
+        if nxt is None or i == widen:
+            break
+        lrs.append(nxt)
+        todo = sweep_specs(a, technique, [nxt])
     key = SETTING_KEY.get(technique)
     setting = {key[0]: {key[1]: best[2][key[0]][key[1]]}} if key else None
     choice = {"technique": technique, "lr": best[2]["lr"], "setting": setting, "chosen": best[1],
-              "sweep": {label: v for v, label, _ in rows}}
+              "lr_grid": sorted(lrs), "at_grid_edge": nxt is not None,
+              "sweep": {label: v for v, label, _, _ in rows}}
     (out_dir / "choice.json").write_text(json.dumps(choice, indent=2) + "\n")
+    chosen = specs.spec_hash(specs.validate_spec(best[2], SPEC_SCHEMA, "atlas"))
     runs = []
     for label, spec in run_specs(a, technique, best[2]["lr"], setting):
+        if specs.spec_hash(specs.validate_spec(spec, SPEC_SCHEMA, "atlas")) == chosen:
+            runs.append(str(best[3]))  # the same experiment: the sweep's run
+            continue
         d = out_dir / "runs" / label
         _once(spec, data_dir, d)
         runs.append(str(d))

@@ -18,11 +18,11 @@ SETTING_KEY = {"diloco": ("diloco", "H"), "diloco-demo": ("diloco", "H"), "power
 
 
 def base_spec(a: dict, technique: str, size: str, n: int, seed: int, lr: float, straggler: dict,
-              steps: int | None = None, setting: dict | None = None) -> dict:
+              steps: int | None = None, setting: dict | None = None, eval_batches: int | None = None) -> dict:
     spec = {"experiment": "atlas", "technique": technique, "backend": "simulated", "seed": int(seed),
             "model": dict(a["sizes"][size]), "n_workers": int(n), "batch_size": int(a["batch_size"]),
             "lr": float(lr), "steps": int(steps or a["steps"]), "eval_every": int(a["eval_every"]),
-            "eval_batches": int(a["eval_batches"]), "s": int(a["s"]),
+            "eval_batches": int(eval_batches or a["eval_batches"]), "s": int(a["s"]),
             "demo": dict(a["demo"]), "diloco": dict(a["diloco"]), "powersgd": dict(a["powersgd"]),
             "cluster": {"compute": {"mode": "measured", "unit_seconds": 0.0, "scale": 1.0},
                         "network": dict(a["cluster"]["network"]), "straggler": dict(straggler)}}
@@ -31,13 +31,14 @@ def base_spec(a: dict, technique: str, size: str, n: int, seed: int, lr: float, 
     return spec
 
 
-def sweep_specs(a: dict, technique: str) -> list[tuple[str, dict]]:
-    """(label, spec) of the technique's sweep: lrs x its natural setting's values."""
+def sweep_specs(a: dict, technique: str, lrs: list[float] | None = None) -> list[tuple[str, dict]]:
+    """(label, spec) of the technique's sweep: lrs (default ``sweep.lrs``) x its natural
+    setting's values."""
     sw = a["sweep"]
     key = SETTING_KEY.get(technique)
     values = sw.get("settings", {}).get(technique, [None]) if key else [None]
     out = []
-    for lr, v in itertools.product(sw["lrs"], values):
+    for lr, v in itertools.product(sw["lrs"] if lrs is None else lrs, values):
         setting = {key[0]: {key[1]: v}} if v is not None else None
         label = f"lr{lr:g}" + (f"_{key[1]}{v}" if v is not None else "")
         out.append((label, base_spec(a, technique, sw["size"], sw["n_workers"], sw["seed"], lr,
@@ -45,9 +46,29 @@ def sweep_specs(a: dict, technique: str) -> list[tuple[str, dict]]:
     return out
 
 
+def widened_lr(lrs: list[float], best: float) -> float | None:
+    """The next learning rate beyond the grid's edge when the best one is at that edge
+    (one grid ratio further; None inside the grid)."""
+    lo, hi = sorted(lrs)[:2], sorted(lrs)[-2:]
+    if len(lrs) < 2:
+        return None
+    if best == hi[1]:
+        return hi[1] * hi[1] / hi[0]
+    if best == lo[0]:
+        return lo[0] * lo[0] / lo[1]
+    return None
+
+
 def run_specs(a: dict, technique: str, lr: float, setting: dict | None) -> list[tuple[str, dict]]:
+    """Every size x N x seed with no stragglers (plus ``headline.seeds`` at the headline
+    claims' size and N for their techniques), then the arrival-dependent technique's
+    straggler models."""
+    cells = list(itertools.product(a["sizes"], a["n_workers"], a["seeds"]))
+    hl = a.get("headline")
+    if hl and technique in hl["techniques"]:
+        cells += [(hl["size"], hl["n_workers"], seed) for seed in hl["seeds"] if seed not in a["seeds"]]
     out = []
-    for size, n, seed in itertools.product(a["sizes"], a["n_workers"], a["seeds"]):
+    for size, n, seed in cells:
         out.append((f"{size}/n{n}/none/seed{seed}",
                     base_spec(a, technique, size, n, seed, lr, {"model": "none"}, setting=setting)))
     if arrival_dependent(technique):
@@ -70,7 +91,8 @@ def straggler_for(cfg: dict, n: int) -> dict:
 def reference_specs(a: dict) -> list[tuple[str, dict]]:
     r = a["reference"]
     return [(f"seed{seed}", base_spec(a, "ddp", r["size"], r["n_workers"], seed, r["lr"], {"model": "none"},
-                                      steps=r["steps"])) for seed in r["seeds"]]
+                                      steps=r["steps"], eval_batches=r.get("eval_batches")))
+            for seed in r["seeds"]]
 
 
 def techniques(a: dict) -> list[str]:
