@@ -93,4 +93,7 @@ def check(config: dict[str, Any]) -> list[str]:
                    (f"{S}.bench.model", bench.get("model"))):
         if isinstance(m, dict) and isinstance(m.get("block_size"), int) and m["block_size"] > 4096:
             out.append(f"{key}.block_size: {m['block_size']} is beyond what this CPU study supports (4096)")
+    from .workflow import sweep_problems  # the lr sweep's rules (torch-free)
+
+    out += sweep_problems(c, list(config.get("seeds") or []))
     return out

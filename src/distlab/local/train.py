@@ -30,6 +30,7 @@ from . import pc as pcmod
 from .model import (TextData, build_gpt, lm_loss, make_optimizer, seed_everything, set_lr,
                     split_gpt)
 from .processes import train_rc_parallel
+from .sweep import resolve_lr, take_from_sweep
 from .rc import (Evaluator, Result, Resume, SectionFailure, _end_tick, _own_peak, train_bp,
                  train_rc_sequential, _row)
 
@@ -60,7 +61,11 @@ SPEC_SCHEMA = {
         },
         "batch_size": _pos_int,
         "steps": _pos_int,
-        "lr": _pos_num,
+        # a number, or the sweep's choice read when the job starts (distlab.local.sweep)
+        "lr": {"anyOf": [_pos_num, {"type": "object", "additionalProperties": False, "required": ["sweep", "key"],
+                                    "properties": {"sweep": {"type": "string", "minLength": 1},
+                                                   "key": {"type": "string", "minLength": 1}}}]},
+        "reuse_from": {"type": "string", "minLength": 1},
         "lr_warmup": {"type": "integer", "minimum": 0, "maximum": 100000},
         "optimizer": {"enum": ["adamw", "sgd"]},
         "staleness_bound": {"type": "integer", "minimum": 0, "maximum": 1000},
@@ -248,6 +253,7 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
 
 
 def _run_seeds(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dict | None) -> Path:
+    spec = resolve_lr(spec)
     if "seeds" in spec:
         if spec.get("mode", "sequential") != "sequential" or int(spec.get("threads", 1)) > 1:
             raise ValueError("seeds: a list of seeds is for one-thread sequential runs; a timed "
@@ -256,7 +262,8 @@ def _run_seeds(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: d
         for one in runs:  # every seed's spec checked before the first trains
             check_spec(one)
         for one in runs:
-            _run_one(one, data_dir, Path(out_dir) / f"seed{one['seed']}", runtime, shared=True)
+            if not take_from_sweep(one, Path(out_dir) / f"seed{one['seed']}"):
+                _run_one(one, data_dir, Path(out_dir) / f"seed{one['seed']}", runtime, shared=True)
         return Path(out_dir)
     return _run_one(spec, data_dir, Path(out_dir), runtime)
 
