@@ -156,7 +156,7 @@ rule local_train_seeds:
     trained at the chosen lr are taken from it."""
     input:
         data=data_manifest(LOCAL["dataset"]),
-        sweep=lambda w: local_wf.sweep_inputs(LOCAL, *w.lrun.split("/"), config["seeds"], config["seeds"], LOCAL_SWEEP),
+        sweep=lambda w: local_wf.job_sweep_inputs(LOCAL, w.lrun, config["seeds"], LOCAL_SWEEP),
     output:
         manifests=[f"{RESULTS}/local/{{lrun}}/seed{k}/manifest.json" for k in config["seeds"]],
         metrics=[f"{RESULTS}/local/{{lrun}}/seed{k}/metrics.csv" for k in config["seeds"]],
@@ -203,9 +203,9 @@ if LOCAL_SWEEP_RUNS:
         output:
             manifests=[f"{LOCAL_SWEEP}/lr{{llr}}/{{lrun}}/seed{k}/manifest.json" for k in (LOCAL.get("sweep") or {}).get("seeds", [])],
         wildcard_constraints:
-            lrun=local_wf.UNTIMED_RUNS_ALL_SEEDS + "|rc/bp",
+            lrun=local_wf.SWEPT_RUNS,
         params:
-            spec=lambda w: as_json(local_wf.sweep_spec(LOCAL, *w.lrun.split("/"), w.llr, config["seeds"])),
+            spec=lambda w: as_json(local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"])),
             out=f"{LOCAL_SWEEP}/lr{{llr}}/{{lrun}}",
             data=subpath(input.data, parent=True),
         conda:
@@ -216,10 +216,10 @@ if LOCAL_SWEEP_RUNS:
             "benchmarks/local/sweep/lr{llr}/{lrun}.tsv"
         threads: 1
         resources:
-            mem_mb=lambda w, input: job_mem_mb(local_wf.sweep_spec(LOCAL, *w.lrun.split("/"), w.llr, config["seeds"]),
+            mem_mb=lambda w, input: job_mem_mb(local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"]),
                                                input.data),
             runtime=lambda w, input, attempt: job_runtime(
-                "local_train_seeds", local_wf.sweep_spec(LOCAL, *w.lrun.split("/"), w.llr, config["seeds"]),
+                "local_train_seeds", local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"]),
                 input.data, attempt),
             distlab_runtime=runtime_json(),
         shell:

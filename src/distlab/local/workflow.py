@@ -127,6 +127,7 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
 UNTIMED_RUNS_ALL_SEEDS = r"rc/rc-seq|rc/rc-heads|pc/bp|pc/pc-fixed|pc/pc-fixed-trunc|pc/pc-strict"
 HYBRID_RUNS = r"rc/rc-pc-T\d+"  # rc.hybrid.seeds
 UNTIMED_RUNS = f"{UNTIMED_RUNS_ALL_SEEDS}|{HYBRID_RUNS}"
+SWEPT_RUNS = f"{UNTIMED_RUNS_ALL_SEEDS}|rc/bp"  # the sweep's wildcard ``lrun`` (the hybrid's: its own rule)
 
 
 def seeds_spec(c: dict, group: str, method: str, seeds: list[int], sweep_root: str | None = None) -> dict:
@@ -323,3 +324,15 @@ def sweep_problems(c: dict, seeds: list[int]) -> list[str]:
         elif lead == k and not swept(c, *runs[k]):
             out.append(f"{S}: {k} is neither swept (lrs) nor follows a swept method")
     return out
+
+
+def sweep_job_spec(c: dict, run: str, lr, seeds: list[int]) -> dict:
+    """:func:`sweep_spec` of the sweep rule's wildcard ``run`` = "group/method"."""
+    group, method = run.split("/")
+    return sweep_spec(c, group, method, lr, seeds)
+
+
+def job_sweep_inputs(c: dict, run: str, seeds: list[int], sweep_root: str) -> list[str]:
+    """:func:`sweep_inputs` of an untimed job of every seed (wildcard ``run`` = "group/method")."""
+    group, method = run.split("/")
+    return sweep_inputs(c, group, method, seeds_of(c, group, method, seeds), seeds, sweep_root)
