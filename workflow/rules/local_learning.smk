@@ -230,7 +230,8 @@ if LOCAL_SWEEP_RUNS:
     use rule local_train_sweep as local_train_sweep_hybrid with:
         # the hybrid's sweep runs on its own seeds (rc.hybrid.seeds)
         output:
-            manifests=[f"{LOCAL_SWEEP}/lr{{llr}}/{{lrun}}/seed{k}/manifest.json" for k in LOCAL_HYBRID_SEEDS],
+            manifests=[f"{LOCAL_SWEEP}/lr{{llr}}/{{lrun}}/seed{k}/manifest.json"
+                   for k in local_wf.sweep_seeds(LOCAL, "rc", "rc-pc-T0", config["seeds"])],
         wildcard_constraints:
             lrun=local_wf.HYBRID_RUNS,
 

@@ -260,11 +260,14 @@ def choice_path(sweep_root: str) -> str:
 
 
 def sweep_seeds(c: dict, group: str, method: str, seeds: list[int]) -> list[int]:
-    """The seeds the sweep trains a method on: ``sweep.seeds``, or for the RC + PC hybrid its own
-    seeds (rc.hybrid.seeds, one a T: a figure, no claim)."""
+    """The seeds the sweep trains a method on: ``sweep.seeds``; for the RC + PC hybrid those of
+    them among its own seeds (rc.hybrid.seeds), or its own where none is (the default config's
+    one seed a T: a figure, no claim)."""
+    sw = [int(s) for s in (c.get("sweep") or {}).get("seeds", [])]
     if group == "rc" and method.startswith("rc-pc-T"):
-        return seeds_of(c, group, method, seeds)
-    return [int(s) for s in (c.get("sweep") or {}).get("seeds", [])]
+        own = seeds_of(c, group, method, seeds)
+        return [s for s in sw if s in own] or own
+    return sw
 
 
 def sweep_lrs(c: dict, group: str, method: str) -> list[float]:
