@@ -142,9 +142,10 @@ def test_the_default_sweep_costs_what_the_docs_say():
     pts = workflow.sweep_points(c)
     runs = workflow.sweep_runs(c, seeds, "S")
     per = {(g, m): len(workflow.sweep_seeds(c, g, m, seeds)) for g, m, _ in pts}
-    assert per[("rc", "bp")] == 2 and per[("rc", "rc-pc-T1")] == 1
-    assert len(runs) == sum(per[(g, m)] for g, m, _ in pts)
+    assert per == {("rc", "bp"): 2, ("rc", "rc-seq"): 2, ("pc", "bp"): 2, ("pc", "pc-fixed-trunc"): 2}
+    assert all(workflow.leader(c, "rc", m) == "rc/rc-seq" for m in ("rc-par", "rc-async", "rc-pc-T1", "rc-pc-T4"))
+    assert len(runs) == sum(per[(g, m)] for g, m, _ in pts) == 16
     # every run the sweep trains at the chosen lr is a comparison run: the extra runs are the
-    # other lrs' only
+    # other lrs' only, 8 (two seeds of each swept method)
     extra = sum(per[(g, m)] * (len(workflow.sweep_lrs(c, g, m)) - 1) for g, m in per)
-    assert extra == len(runs) - sum(per.values())
+    assert extra == len(runs) - sum(per.values()) == 8
