@@ -20,20 +20,24 @@ from ..specs import SpecError, spec_hash
 PROVENANCE = ("lr_chosen_by", "reuse_from")
 
 
+def read_choice(path: str | Path) -> dict:
+    """The sweep's choice file, ``{"<group>/<method>": lr}``; a missing or damaged one is a
+    spec error naming it."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise SpecError(f"local spec: key 'lr.sweep': the sweep's choice {path} is unreadable: {e}") from e
+
+
 def resolve_lr(spec: dict) -> dict:
     """``spec`` with a numeric ``lr``: a ``{"sweep", "key"}`` lr is looked up in the choice file."""
-    lr = spec["lr"]
-    if not isinstance(lr, dict):
+    if not isinstance(spec["lr"], dict):
         return spec
-    where = Path(lr["sweep"])
-    try:
-        choice = json.loads(where.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise SpecError(f"local spec: key 'lr.sweep': the sweep's choice {where} is unreadable: {e}") from e
-    if lr["key"] not in choice:
-        raise SpecError(f"local spec: key 'lr.key': {where} chose no lr for {lr['key']!r} "
-                        f"(it holds {sorted(choice)})")
-    return dict(spec, lr=float(choice[lr["key"]]), lr_chosen_by=f"{where}:{lr['key']}")
+    where, key = spec["lr"]["sweep"], spec["lr"]["key"]
+    choice = read_choice(where)
+    if key in choice:
+        return dict(spec, lr=float(choice[key]), lr_chosen_by=f"{where}:{key}")
+    raise SpecError(f"local spec: key 'lr.key': {where} chose no lr for {key!r} (it holds {sorted(choice)})")
 
 
 def sweep_dir(pattern: str, lr: float, seed: int) -> Path:
