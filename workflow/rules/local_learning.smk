@@ -11,6 +11,7 @@ LOCAL_FIGURES = {name: f"{PAPER}/figures/local_{name}.png"
 LOCAL_MAP = {"figure": f"{PAPER}/figures/local_throughput_map.png",
              "csv": f"{PAPER}/tables/local_throughput_map.csv",
              "md": f"{PAPER}/tables/local_throughput_map.md"}
+LOCAL_SWEEP = f"{RESULTS}/local/sweep"  # the lr sweep: lr<lr>/<group>/<method>/seed<k>, chosen_lr.json
 LOCAL_TABLES = [f"{PAPER}/tables/local_main.csv", f"{PAPER}/tables/local_main.md"]
 LOCAL_BENCH = {"throughput": f"{RESULTS}/local/bench/throughput.csv",
                "pc_cost": f"{RESULTS}/local/bench/pc_cost.csv",
@@ -20,6 +21,7 @@ LOCAL_BENCH = {"throughput": f"{RESULTS}/local/bench/throughput.csv",
 wildcard_constraints:
     lgroup=r"rc|pc",
     lmethod=r"bp|rc-seq|rc-heads|rc-par|rc-async|rc-pc-T\d+|pc-fixed|pc-fixed-trunc|pc-strict",
+    llr=r"[0-9.e+-]+",
 
 
 from distlab.local import workflow as local_wf
@@ -29,6 +31,9 @@ LOCAL_RUNS = local_wf.run_dirs(LOCAL, config["seeds"], RESULTS, EXTRA_SEED_REQUE
 LOCAL_BP_UNTIMED = local_wf.untimed_bp_seeds(LOCAL, config["seeds"])
 LOCAL_EXTRA_SEEDS = local_wf.all_extra_seeds(LOCAL, EXTRA_SEED_REQUESTS, config["seeds"])
 LOCAL_HYBRID_SEEDS = local_wf.seeds_of(LOCAL, "rc", "rc-pc-T0", config["seeds"])  # rc.hybrid.seeds
+LOCAL_SWEEP_RUNS = local_wf.sweep_runs(LOCAL, config["seeds"], LOCAL_SWEEP)
+if LOCAL_SWEEP_RUNS:  # every method at its own lr, chosen on the validation split
+    LOCAL_TABLES += [f"{PAPER}/tables/local_sweep.csv", f"{PAPER}/tables/local_sweep.md"]
 LOCAL_NONIDENT_SPEC = {**local_wf.spec(LOCAL, "rc", "bp", config["seeds"][0]),
                        "sections": LOCAL["rc"]["sections"]}  # the sections whose reports are compared
 
@@ -43,14 +48,15 @@ register_outputs("P3", list(LOCAL_FIGURES.values()) + LOCAL_TABLES)
 
 rule local_train:
     """A timed run (BP, lock-step or asynchronous parallel RC on the deep model), one seed of
-    rc.parallel_seeds, the section's cores."""
+    rc.parallel_seeds, the section's cores, at the method's lr (the sweep's choice)."""
     input:
         data=data_manifest(LOCAL["dataset"]),
+        sweep=lambda w: local_wf.sweep_inputs(LOCAL, w.lgroup, w.lmethod, [int(w.seed)], config["seeds"], LOCAL_SWEEP),
     output:
         manifest=f"{LOCAL_RUN}/manifest.json",
         metrics=f"{LOCAL_RUN}/metrics.csv",
     params:
-        spec=lambda w: as_json(local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed)),
+        spec=lambda w: as_json(local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed, sweep_root=LOCAL_SWEEP)),
         out=subpath(output.manifest, parent=True),
         data=subpath(input.data, parent=True),
     conda:
@@ -82,14 +88,16 @@ if LOCAL_BP_UNTIMED:
 
     rule local_train_bp_untimed:
         """The deep model's BP on its untimed seeds (every seed but the timed ones,
-        rc.parallel_seeds): all of them in one one-thread job, one after the other."""
+        rc.parallel_seeds): all of them in one one-thread job, one after the other; the seeds
+        the sweep trained at the chosen lr are taken from it."""
         input:
             data=data_manifest(LOCAL["dataset"]),
+            sweep=local_wf.sweep_inputs(LOCAL, "rc", "bp", LOCAL_BP_UNTIMED, config["seeds"], LOCAL_SWEEP),
         output:
             manifests=[f"{RESULTS}/local/rc/bp/seed{k}/manifest.json" for k in LOCAL_BP_UNTIMED],
             metrics=[f"{RESULTS}/local/rc/bp/seed{k}/metrics.csv" for k in LOCAL_BP_UNTIMED],
         params:
-            spec=as_json(local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED)),
+            spec=as_json(local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED, LOCAL_SWEEP)),
             out=lambda w, output: os.path.dirname(os.path.dirname(output.manifests[0])),
             data=subpath(input.data, parent=True),
         conda:
@@ -115,13 +123,14 @@ rule local_train_extra:
     would give that seed (BP on one thread, as its untimed seeds)."""
     input:
         data=data_manifest(LOCAL["dataset"]),
+        sweep=lambda w: local_wf.sweep_inputs(LOCAL, w.lgroup, w.lmethod, [int(w.seed)], config["seeds"], LOCAL_SWEEP),
     output:
         manifest=f"{LOCAL_RUN}/manifest.json",
         metrics=f"{LOCAL_RUN}/metrics.csv",
     wildcard_constraints:
         seed="|".join(str(k) for k in LOCAL_EXTRA_SEEDS) or "none",
     params:
-        spec=lambda w: as_json(local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed))),
+        spec=lambda w: as_json(local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed), LOCAL_SWEEP)),
         out=subpath(output.manifest, parent=True),
         data=subpath(input.data, parent=True),
     conda:
@@ -143,16 +152,18 @@ rule local_train_extra:
 
 rule local_train_seeds:
     """An untimed method (sequential RC, or BP and PC on the shallow model): every seed in one
-    one-thread job, one after the other (one start-up instead of one a seed)."""
+    one-thread job, one after the other (one start-up instead of one a seed); the seeds the sweep
+    trained at the chosen lr are taken from it."""
     input:
         data=data_manifest(LOCAL["dataset"]),
+        sweep=lambda w: local_wf.job_sweep_inputs(LOCAL, w.lrun, config["seeds"], LOCAL_SWEEP),
     output:
         manifests=[f"{RESULTS}/local/{{lrun}}/seed{k}/manifest.json" for k in config["seeds"]],
         metrics=[f"{RESULTS}/local/{{lrun}}/seed{k}/metrics.csv" for k in config["seeds"]],
     wildcard_constraints:
         lrun=local_wf.UNTIMED_RUNS_ALL_SEEDS,
     params:
-        spec=lambda w: as_json(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"])),
+        spec=lambda w: as_json(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"], LOCAL_SWEEP)),
         out=f"{RESULTS}/local/{{lrun}}",
         data=subpath(input.data, parent=True),
     conda:
@@ -179,6 +190,76 @@ use rule local_train_seeds as local_train_hybrid with:
         metrics=[f"{RESULTS}/local/{{lrun}}/seed{k}/metrics.csv" for k in LOCAL_HYBRID_SEEDS],
     wildcard_constraints:
         lrun=local_wf.HYBRID_RUNS,
+
+
+if LOCAL_SWEEP_RUNS:
+
+    rule local_train_sweep:
+        """One point of the learning-rate sweep: one method at one lr on the sweep seeds
+        (sweep.seeds), untimed, one thread, at the comparison's horizon (the comparison takes these
+        runs at the chosen lr as those seeds' runs)."""
+        input:
+            data=data_manifest(LOCAL["dataset"]),
+        output:
+            manifests=[f"{LOCAL_SWEEP}/lr{{llr}}/{{lrun}}/seed{k}/manifest.json" for k in (LOCAL.get("sweep") or {}).get("seeds", [])],
+        wildcard_constraints:
+            lrun=local_wf.SWEPT_RUNS,
+        params:
+            spec=lambda w: as_json(local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"])),
+            out=f"{LOCAL_SWEEP}/lr{{llr}}/{{lrun}}",
+            data=subpath(input.data, parent=True),
+        conda:
+            ENV
+        log:
+            "logs/local/sweep/lr{llr}/{lrun}.log",
+        benchmark:
+            "benchmarks/local/sweep/lr{llr}/{lrun}.tsv"
+        threads: 1
+        resources:
+            mem_mb=lambda w, input: job_mem_mb(local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"]),
+                                               input.data),
+            runtime=lambda w, input, attempt: job_runtime(
+                "local_train_seeds", local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"]),
+                input.data, attempt),
+            distlab_runtime=runtime_json(),
+        shell:
+            "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "
+            "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+
+
+    use rule local_train_sweep as local_train_sweep_hybrid with:
+        # the hybrid's sweep runs on its own seeds (rc.hybrid.seeds)
+        output:
+            manifests=[f"{LOCAL_SWEEP}/lr{{llr}}/{{lrun}}/seed{k}/manifest.json"
+                   for k in local_wf.sweep_seeds(LOCAL, "rc", "rc-pc-T0", config["seeds"])],
+        wildcard_constraints:
+            lrun=local_wf.HYBRID_RUNS,
+
+
+    rule local_table_sweep:
+        """The sweep's table (every lr's validation loss per method, the choice marked) and its
+        choice, which every comparison run reads (followers take their leader's)."""
+        input:
+            LOCAL_SWEEP_RUNS,
+        output:
+            csv=f"{PAPER}/tables/local_sweep.csv",
+            md=report(f"{PAPER}/tables/local_sweep.md", category="Local credit assignment",
+                      caption="../report/local_sweep.rst", labels={"table": "lr sweep"}),
+            choice=local_wf.choice_path(LOCAL_SWEEP),
+        params:
+            follows=as_json((LOCAL.get("sweep") or {}).get("follows") or {}),
+        conda:
+            ENV
+        log:
+            "logs/local/table_sweep.log",
+        benchmark:
+            "benchmarks/local/table_sweep.tsv"
+        threads: 1
+        resources:
+            mem_mb=1000,
+        shell:
+            "python -m distlab local-sweep --runs {input:q} --follows {params.follows:q} --csv {output.csv:q} "
+            "--md {output.md:q} --choice {output.choice:q} > {log:q} 2>&1"
 
 
 rule local_summarize:

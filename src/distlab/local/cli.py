@@ -7,6 +7,7 @@
                     probes, hybrid)
   local-table       the main table (ours beside the paper's values)
   local-map         the throughput map (RC over BP across width, sections, sequence length)
+  local-sweep       the learning-rate sweep's table and choice (validation split)
 """
 
 from __future__ import annotations
@@ -77,6 +78,13 @@ def cmd_map(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(a: argparse.Namespace) -> int:
+    from .summary import sweep_table
+
+    sweep_table([Path(p) for p in a.runs], a.md, a.csv, a.choice, a.follows)
+    return 0
+
+
 def register(sub) -> None:
     command(sub, "local-summarize", cmd_summarize, "local learning: run directories -> tables",
             runs=PATHS, steps_out=OUT, summary_out=OUT, staleness_out={**OUT_OPT, "default": None})
@@ -94,3 +102,5 @@ def register(sub) -> None:
     command(sub, "local-map", cmd_map, "local learning: the throughput map's figure and table",
             input=PATH, out=OUT, csv=OUT, md=OUT,
             claims={**PATH, "help": "config/claims.yaml: the paper's ratio (local.rc.throughput) drawn as a line"})
+    command(sub, "local-sweep", cmd_sweep, "local learning: the lr sweep's table and choice",
+            runs=PATHS, md=OUT, csv=OUT, choice=OUT, follows={**JSON, "help": "{key: leader key}"})

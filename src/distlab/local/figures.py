@@ -323,6 +323,8 @@ def main_table(runs_csv: Path, throughput_csv: Path, claims_path: Path, options:
             ci = stats.t_interval(r["final_test_loss"].to_numpy())
             row = {"group": group, "n_layer": int(r.n_layer.iloc[0]), "method": _name(method),
                    "seeds": len(r), "test_loss": fmt_ci(ci.estimate, ci.low, ci.high)}
+            if "lr" in r:  # each method's own (the sweep's choice on the validation split)
+                row["lr"] = "/".join(f"{x:g}" for x in sorted(r["lr"].unique()))
             if floor is not None:
                 fl = stats.t_interval(r["final_test_loss"].to_numpy() - floor)
                 row["minus_bigram_floor"] = fmt_ci(fl.estimate, fl.low, fl.high)

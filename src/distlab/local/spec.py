@@ -40,7 +40,11 @@ SPEC_SCHEMA = {
         },
         "batch_size": _pos_int,
         "steps": _pos_int,
-        "lr": _pos_num,
+        # a number, or the sweep's choice read when the job starts (distlab.local.sweep)
+        "lr": {"anyOf": [_pos_num, {"type": "object", "additionalProperties": False, "required": ["sweep", "key"],
+                                    "properties": {"sweep": {"type": "string", "minLength": 1},
+                                                   "key": {"type": "string", "minLength": 1}}}]},
+        "reuse_from": {"type": "string", "minLength": 1},
         "lr_warmup": {"type": "integer", "minimum": 0, "maximum": 100000},
         "optimizer": {"enum": ["adamw", "sgd"]},
         "staleness_bound": {"type": "integer", "minimum": 0, "maximum": 1000},
@@ -193,4 +197,7 @@ def check(config: dict[str, Any]) -> list[str]:
                    (f"{S}.bench.model", bench.get("model"))):
         if isinstance(m, dict) and isinstance(m.get("block_size"), int) and m["block_size"] > 4096:
             out.append(f"{key}.block_size: {m['block_size']} is beyond what this CPU study supports (4096)")
+    from .workflow import sweep_problems  # the lr sweep's rules (torch-free)
+
+    out += sweep_problems(c, list(config.get("seeds") or []))
     return out

@@ -39,6 +39,8 @@ def collect_all(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
         steps.append(metrics.assign(**{k: v for k, v in keys.items() if k != "method"}, timed=timed))
         runs.append({
             **keys,
+            "lr": float(spec["lr"]),  # the method's own (the sweep's choice where lr_from_sweep)
+            "reused": bool(manifest.get("reused_from")),  # taken from the sweep, not retrained
             "final_val_loss": float(manifest["final"]["val_loss"]),
             "final_test_loss": float(manifest["final"]["test_loss"]),
             "final_train_loss": float(metrics["loss"].tail(max(1, len(metrics) // 10)).mean()),
@@ -94,3 +96,62 @@ def summarize(run_dirs: list[Path], steps_out: Path, summary_out: Path,
     write_csv(runs, summary_out)
     if staleness_out is not None:
         write_csv(stale, staleness_out)
+
+
+# ------------------------------------------------------------------ the learning-rate sweep
+
+def sweep_rows(run_dirs: list[Path]) -> pd.DataFrame:
+    """One row per sweep run: its ``key`` ("<group>/<method>", the run directory's two parents
+    above ``seed<k>``), lr, seed and final validation loss (the choice's split)."""
+    rows = []
+    for d in run_dirs:
+        d = Path(d).parent if Path(d).name == "manifest.json" else Path(d)
+        man = json.loads((d / "manifest.json").read_text())
+        spec = man["spec"]
+        rows.append({"key": f"{d.parent.parent.name}/{d.parent.name}", "lr": float(spec["lr"]),
+                     "seed": int(spec["seed"]), "final_val_loss": float(man["final"]["val_loss"])})
+    if not rows:
+        raise ValueError("local sweep: no runs given")
+    return pd.DataFrame(rows)
+
+
+def choose(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per key and lr: the mean, spread and worst seed of the validation loss; ``chosen`` marks,
+    per key, the lr of the lowest worst-seed loss (ties: the lower mean, then the lower lr).
+    The worst seed, not the mean, so that an lr where one seed goes astray (the rounding of
+    another machine's kernels can be enough) is not chosen on the others' strength."""
+    g = rows.groupby(["key", "lr"])["final_val_loss"]
+    t = pd.DataFrame({"seeds": g.size(), "mean": g.mean(), "sd": g.std(ddof=1), "worst": g.max(),
+                      "best": g.min()}).reset_index()
+    t = t.sort_values(["key", "worst", "mean", "lr"]).reset_index(drop=True)
+    t["chosen"] = ~t.duplicated("key")
+    return t.sort_values(["key", "lr"]).reset_index(drop=True)
+
+
+def sweep_table(run_dirs: list[Path], out_md: Path, out_csv: Path, choice_out: Path,
+                follows: dict | None = None) -> dict:
+    """The sweep's table (every lr's validation loss per method, the choice marked) and the
+    choice file ``{key: lr}``, each follower (``follows``: {key: leader}) at its leader's lr."""
+    from ..tables import atomic_write_text
+
+    t = choose(sweep_rows(run_dirs))
+    chosen = {k: float(lr) for k, lr in t.loc[t["chosen"], ["key", "lr"]].itertuples(index=False)}
+    for key, lead in (follows or {}).items():
+        if lead not in chosen:
+            raise ValueError(f"local sweep: {key} follows {lead!r}, which the sweep did not run")
+        chosen[key] = chosen[lead]
+    write_csv(t, out_csv)
+    lines = ["# P3 learning-rate sweep (measured training runs; validation split)", "",
+             "Final validation loss (nats/byte) of every swept lr per method over the sweep seeds: mean, "
+             "sample sd, best and worst seed.  The marked lr (the lowest worst-seed loss) is the lr of "
+             "that method's comparison runs, whose quality is then compared on the test split; the sweep's "
+             "runs at the chosen lr are those seeds' comparison runs.", "",
+             f"Followers (take their leader's choice): {dict(follows or {})}", "",
+             "| method | lr | seeds | mean | sd | best | worst | chosen |", "|---|---|---|---|---|---|---|---|"]
+    for r in t.itertuples(index=False):
+        sd = "n/a" if pd.isna(r.sd) else f"{r.sd:.3f}"
+        lines.append(f"| {r.key} | {r.lr:g} | {r.seeds} | {r.mean:.3f} | {sd} | {r.best:.3f} | "
+                     f"{r.worst:.3f} | {'**chosen**' if r.chosen else ''} |")
+    atomic_write_text(out_md, "\n".join(lines) + "\n")
+    atomic_write_text(choice_out, json.dumps(chosen, indent=1, sort_keys=True) + "\n")
+    return chosen

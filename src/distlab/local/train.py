@@ -30,6 +30,7 @@ from . import pc as pcmod
 from .model import (TextData, build_gpt, lm_loss, make_optimizer, seed_everything, set_lr,
                     split_gpt)
 from .processes import train_rc_parallel
+from .sweep import resolve_lr, take_from_sweep
 from .rc import (Evaluator, Result, Resume, SectionFailure, _end_tick, _own_peak, train_bp,
                  train_rc_sequential, _row)
 from .spec import SPEC_SCHEMA, check_spec  # noqa: F401  (distlab train reads them here)
@@ -154,6 +155,7 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
 
 
 def _run_seeds(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dict | None) -> Path:
+    spec = resolve_lr(spec)
     if "seeds" in spec:
         if spec.get("mode", "sequential") != "sequential" or int(spec.get("threads", 1)) > 1:
             raise ValueError("seeds: a list of seeds is for one-thread sequential runs; a timed "
@@ -162,7 +164,8 @@ def _run_seeds(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: d
         for one in runs:  # every seed's spec checked before the first trains
             check_spec(one)
         for one in runs:
-            _run_one(one, data_dir, Path(out_dir) / f"seed{one['seed']}", runtime, shared=True)
+            if not take_from_sweep(one, Path(out_dir) / f"seed{one['seed']}"):
+                _run_one(one, data_dir, Path(out_dir) / f"seed{one['seed']}", runtime, shared=True)
         return Path(out_dir)
     return _run_one(spec, data_dir, Path(out_dir), runtime)
 

@@ -33,9 +33,12 @@ def untimed_bp_seeds(c: dict, seeds: list[int]) -> list[int]:
     return [int(s) for s in seeds if s not in timed_]
 
 
-def untimed_bp_spec(c: dict, seeds: list[int]) -> dict:
+def untimed_bp_spec(c: dict, seeds: list[int], sweep_root: str | None = None) -> dict:
     """The one job of :func:`untimed_bp_seeds`: BP on one thread, every listed seed."""
     out = dict(spec(c, "rc", "bp", seeds[0], threads=1), timed=False)
+    if sweep_root and from_sweep(c):  # built timed above (BP's timed seeds): add the sweep's part
+        out["lr"] = lr_of(c, "rc", "bp", sweep_root)
+        out["reuse_from"] = f"{sweep_root}/lr<lr>/rc/bp"
     out.pop("seed")
     out["seeds"] = [int(s) for s in seeds]
     return out
@@ -55,10 +58,10 @@ def all_extra_seeds(c: dict, reqs: list, seeds: list[int]) -> list[int]:
     return sorted({k for g in GROUPS for m in methods_of(c, g) for k in extra_seeds(c, reqs, seeds, g, m)})
 
 
-def extra_spec(c: dict, group: str, method: str, seed: int) -> dict:
+def extra_spec(c: dict, group: str, method: str, seed: int, sweep_root: str | None = None) -> dict:
     """The spec of one extra seed's job (a job of its own): the configured run's spec for that
     seed; BP on one thread, as the untimed BP job trains it (extra seeds are statistics)."""
-    out = spec(c, group, method, seed, threads=1 if method == "bp" else None)
+    out = spec(c, group, method, seed, threads=1 if method == "bp" else None, sweep_root=sweep_root)
     return dict(out, timed=False) if method == "bp" else out
 
 
@@ -72,12 +75,16 @@ def hybrid_methods(c: dict) -> list[str]:
     return [f"rc-pc-T{int(T)}" for T in (c["rc"].get("hybrid") or {}).get("T", [])]
 
 
-def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None) -> dict:
-    """The run spec of ``method`` in ``group`` (``rc``: the deep model, ``pc``: the shallow one)."""
+def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None,
+         sweep_root: str | None = None) -> dict:
+    """The run spec of ``method`` in ``group`` (``rc``: the deep model, ``pc``: the shallow one).
+    With ``sweep_root`` (a comparison run) and ``lr_from_sweep``, the lr is the sweep's choice
+    for the method (:func:`lr_of`); otherwise ``lr``."""
     g = c[group]
     out = {
         "experiment": "local", "group": group, "seed": int(seed), "dataset": c["dataset"],
-        "model": dict(g["model"]), "batch_size": c["batch_size"], "steps": c["steps"], "lr": c["lr"],
+        "model": dict(g["model"]), "batch_size": c["batch_size"], "steps": c["steps"],
+        "lr": lr_of(c, group, method, sweep_root),
         "lr_warmup": int(c.get("lr_warmup", 0)),
         "betas": list(c.get("betas", [0.9, 0.95])), "weight_decay": c.get("weight_decay", 0.0),
         "warmup_steps": c.get("warmup_steps", 10), "eval_every": c["eval_every"],
@@ -111,6 +118,8 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
         out.update(method="pc", variant=variant, pc={"T": g["T"], **g["variants"][variant]})
     else:
         raise ValueError(f"local_learning.{group}.methods: unknown method {method!r}")
+    if sweep_root and from_sweep(c) and swept(c, group, method) and not out["timed"]:
+        out["reuse_from"] = f"{sweep_root}/lr<lr>/{group}/{method}"  # a seed the sweep trained
     return out
 
 
@@ -118,22 +127,23 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
 UNTIMED_RUNS_ALL_SEEDS = r"rc/rc-seq|rc/rc-heads|pc/bp|pc/pc-fixed|pc/pc-fixed-trunc|pc/pc-strict"
 HYBRID_RUNS = r"rc/rc-pc-T\d+"  # rc.hybrid.seeds
 UNTIMED_RUNS = f"{UNTIMED_RUNS_ALL_SEEDS}|{HYBRID_RUNS}"
+SWEPT_RUNS = f"{UNTIMED_RUNS_ALL_SEEDS}|rc/bp"  # the sweep's wildcard ``lrun`` (the hybrid's: its own rule)
 
 
-def seeds_spec(c: dict, group: str, method: str, seeds: list[int]) -> dict:
+def seeds_spec(c: dict, group: str, method: str, seeds: list[int], sweep_root: str | None = None) -> dict:
     """One untimed job for every seed of ``method`` (one process start-up, not one a seed)."""
     if timed(group, method):
         raise ValueError(f"{group}/{method} is timed: one job a seed")
-    out = spec(c, group, method, seeds[0])
+    out = spec(c, group, method, seeds[0], sweep_root=sweep_root)
     out.pop("seed")
     out["seeds"] = [int(s) for s in seeds]
     return out
 
 
-def untimed_job_spec(c: dict, run: str, seeds: list[int]) -> dict:
+def untimed_job_spec(c: dict, run: str, seeds: list[int], sweep_root: str | None = None) -> dict:
     """:func:`seeds_spec` of the rule's wildcard ``run`` = "group/method" (its seeds)."""
     group, method = run.split("/")
-    return seeds_spec(c, group, method, seeds_of(c, group, method, seeds))
+    return seeds_spec(c, group, method, seeds_of(c, group, method, seeds), sweep_root)
 
 
 def seeds_of(c: dict, group: str, method: str, seeds: list[int]) -> list[int]:
@@ -205,3 +215,127 @@ def pc_cost_options(c: dict) -> dict:
     return {"spec": spec(c, "pc", "bp", 0, threads=1), "T": list(b["pc_T"]),
             "variants": dict(g["variants"]), "warmup": b["pc_warmup"], "measure": b["pc_measure"],
             "repeats": b["pc_repeats"], "training_T": g["T"]}
+
+
+# ------------------------------------------------------------------ the learning-rate sweep
+# Every method at its own lr, chosen on the validation split (local_learning.sweep): the sweep
+# trains each swept method at each of its lrs on the sweep seeds; the choice file maps
+# "<group>/<method>" to the lr of the lowest worst-seed validation loss (distlab.local.summary);
+# the comparison runs read it when they start and take from the sweep the seeds it trained at
+# the chosen lr (distlab.local.sweep).
+
+
+def from_sweep(c: dict) -> bool:
+    return bool(c.get("lr_from_sweep")) and bool(c.get("sweep"))
+
+
+def sweep_key(group: str, method: str) -> str:
+    return f"{group}/{method}"
+
+
+def swept(c: dict, group: str, method: str) -> bool:
+    """Whether the sweep trains ``method`` itself: it has lrs and follows no other method
+    (``follows`` wins, so a config merged over another can make a swept method a follower)."""
+    sw, key = c.get("sweep") or {}, sweep_key(group, method)
+    return key in (sw.get("lrs") or {}) and key not in (sw.get("follows") or {})
+
+
+def leader(c: dict, group: str, method: str) -> str:
+    """The sweep key whose choice the method takes: its own, or the one it follows
+    (``sweep.follows``: the lock-step parallel RC computes the sequential RC's updates)."""
+    key = sweep_key(group, method)
+    return ((c.get("sweep") or {}).get("follows") or {}).get(key, key)
+
+
+def lr_of(c: dict, group: str, method: str, sweep_root: str | None = None):
+    """A comparison run's lr: the sweep's choice (read by the job from the choice file) when
+    ``lr_from_sweep``, else the configured ``lr``."""
+    if sweep_root and from_sweep(c):
+        return {"sweep": choice_path(sweep_root), "key": leader(c, group, method)}
+    return c["lr"]
+
+
+def choice_path(sweep_root: str) -> str:
+    return f"{sweep_root}/chosen_lr.json"
+
+
+def sweep_seeds(c: dict, group: str, method: str, seeds: list[int]) -> list[int]:
+    """The seeds the sweep trains a method on: ``sweep.seeds``; for the RC + PC hybrid those of
+    them among its own seeds (rc.hybrid.seeds), or its own where none is (the default config's
+    one seed a T: a figure, no claim)."""
+    sw = [int(s) for s in (c.get("sweep") or {}).get("seeds", [])]
+    if group == "rc" and method.startswith("rc-pc-T"):
+        own = seeds_of(c, group, method, seeds)
+        return [s for s in sw if s in own] or own
+    return sw
+
+
+def sweep_lrs(c: dict, group: str, method: str) -> list[float]:
+    return [float(x) for x in c["sweep"]["lrs"][sweep_key(group, method)]]
+
+
+def sweep_points(c: dict) -> list[tuple[str, str, float]]:
+    """(group, method, lr) of every sweep job."""
+    if not from_sweep(c):
+        return []
+    return [(g, m, lr) for g in GROUPS for m in methods_of(c, g) if swept(c, g, m) for lr in sweep_lrs(c, g, m)]
+
+
+def sweep_runs(c: dict, seeds: list[int], sweep_root: str) -> list[str]:
+    """Every sweep run's manifest (the sweep table's input)."""
+    return [f"{sweep_root}/lr{lr:g}/{g}/{m}/seed{s}/manifest.json"
+            for g, m, lr in sweep_points(c) for s in sweep_seeds(c, g, m, seeds)]
+
+
+def sweep_spec(c: dict, group: str, method: str, lr, seeds: list[int]) -> dict:
+    """One sweep job: the method's untimed one-thread spec at ``lr``, on its sweep seeds; equal,
+    but for where the lr came from, to the comparison run of those seeds at that lr."""
+    ss = sweep_seeds(c, group, method, seeds)
+    out = untimed_bp_spec(c, ss) if (group, method) == ("rc", "bp") else seeds_spec(c, group, method, ss)
+    return dict(out, lr=float(lr))
+
+
+def sweep_inputs(c: dict, group: str, method: str, job_seeds: list[int], seeds: list[int],
+                 sweep_root: str) -> list[str]:
+    """What a comparison job reads from the sweep: the choice, and (an untimed job of a swept
+    method) every swept lr's run of its seeds the sweep trains (the choice is known only when
+    the job starts)."""
+    if not from_sweep(c):
+        return []
+    out = [choice_path(sweep_root)]
+    if swept(c, group, method) and not (timed(group, method) and method != "bp"):
+        mine = [s for s in sweep_seeds(c, group, method, seeds) if int(s) in [int(k) for k in job_seeds]]
+        out += [f"{sweep_root}/lr{lr:g}/{group}/{method}/seed{s}/manifest.json"
+                for lr in sweep_lrs(c, group, method) for s in mine]
+    return out
+
+
+def sweep_problems(c: dict, seeds: list[int]) -> list[str]:
+    """The sweep's cross-field problems (``"key: why"``): every method of a run swept or
+    following a swept one, sweep seeds among the configured seeds, leaders swept."""
+    if not c.get("lr_from_sweep"):
+        return []
+    sw, S = c.get("sweep") or {}, "local_learning.sweep"
+    if not sw:
+        return ["local_learning.lr_from_sweep: true, but there is no local_learning.sweep"]
+    out = [f"{S}.seeds: {s} is not among the configured seeds" for s in sw.get("seeds", []) if s not in seeds]
+    runs = {sweep_key(g, m): (g, m) for g in GROUPS for m in methods_of(c, g)}
+    for k in sorted(runs):  # lrs of a method not configured here are unused (a merged config)
+        lead = leader(c, *runs[k])
+        if lead != k and (lead not in runs or not swept(c, *runs[lead])):
+            out.append(f"{S}.follows.{k}: follows {lead}, which is not swept here")
+        elif lead == k and not swept(c, *runs[k]):
+            out.append(f"{S}: {k} is neither swept (lrs) nor follows a swept method")
+    return out
+
+
+def sweep_job_spec(c: dict, run: str, lr, seeds: list[int]) -> dict:
+    """:func:`sweep_spec` of the sweep rule's wildcard ``run`` = "group/method"."""
+    group, method = run.split("/")
+    return sweep_spec(c, group, method, lr, seeds)
+
+
+def job_sweep_inputs(c: dict, run: str, seeds: list[int], sweep_root: str) -> list[str]:
+    """:func:`sweep_inputs` of an untimed job of every seed (wildcard ``run`` = "group/method")."""
+    group, method = run.split("/")
+    return sweep_inputs(c, group, method, seeds_of(c, group, method, seeds), seeds, sweep_root)
