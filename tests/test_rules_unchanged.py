@@ -27,6 +27,26 @@ CASES = {"dryrun_tiny": ["--configfile", "tests/configs/tiny.yaml"]}
 KEPT = ("input:", "output:", "log:", "benchmark:", "wildcards:", "resources:")
 
 
+def test_no_shell_text_is_an_f_string():
+    """Snakemake formats a rule's shell text when the job runs, in the rule file's globals: an
+    f-string naming a loop variable (rules defined in a loop) prints the right command in a dry
+    run and runs the loop's last value (placement_table_main ran ``--kind loss_bytes``, the last
+    value of a loop in another rule file).  A rule passes such a value through ``params``."""
+    import re
+
+    offenders = []
+    for path in sorted((ROOT / "workflow" / "rules").glob("*.smk")):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if re.match(r"\s*shell:\s*$", line):
+                j = i + 1
+                while j < len(lines) and re.match(r"\s*[fr]?[\"']", lines[j]):
+                    if re.match(r"\s*f[\"']", lines[j]):
+                        offenders.append(f"{path.name}:{j + 1}")
+                    j += 1
+    assert not offenders, f"shell texts written as f-strings: {offenders}"
+
+
 def planned_jobs(text: str) -> list[str]:
     """The jobs of a ``snakemake -n -p`` output, one block of text each, sorted: the rule's
     name, the fields in KEPT (``tmpdir`` dropped from resources: it names this machine) and

@@ -193,8 +193,8 @@ for _fig, _table, _group in P1.FIGURES:
 
 # Time and steps to the loss threshold per scheme, both threshold rules (the cloud group); work
 # per worker-step of each scheme, and the simulator's own overhead (the simulation group).  One
-# rule text, one job a table; the table's name is written into the shell text, as it was in one
-# rule a table.
+# rule text, one job a table; the table's name is a param (a shell text is formatted when the job
+# runs, when a loop variable named in it holds the loop's last value).
 for _tab, _group in (("time_to_target", "cloud"), ("compute", "simulation")):
     rule:
         name:
@@ -204,6 +204,7 @@ for _tab, _group in (("time_to_target", "cloud"), ("compute", "simulation")):
         output:
             P1.tab[_tab],
         params:
+            tab=_tab,
             inputs=lambda w, input: as_json(dict(input.items())),
         conda:
             ENV
@@ -215,7 +216,7 @@ for _tab, _group in (("time_to_target", "cloud"), ("compute", "simulation")):
         resources:
             mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
         shell:
-            f"python -m distlab.pgc figure {_tab} --inputs {{params.inputs:q}} --out {{output:q}} > {{log:q}} 2>&1"
+            "python -m distlab.pgc figure {params.tab} --inputs {params.inputs:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule pgc_real_vs_sim:

@@ -130,7 +130,8 @@ rule placement_summarize:
 
 # Main table (method x model: latency, speedup % vs CPU-only), graph sizes, convergence; and the
 # ablation table (HSDAG without output shape / node id / structural features).  One rule text,
-# one job a kind; the kind is written into the shell text, as it was in one rule a kind.
+# one job a kind; the kind is a param: a rule's shell text is formatted when the job runs, when a
+# loop variable named in it holds the loop's last value.
 for _kind, _tables in (("main", PL_TABLES), ("ablation", PL_ABLATION)):
     rule:
         name:
@@ -140,6 +141,7 @@ for _kind, _tables in (("main", PL_TABLES), ("ablation", PL_ABLATION)):
         output:
             _tables,
         params:
+            kind=_kind,
             options=PL_OPTIONS,
             out=lambda w, output: os.path.dirname(output[0]),
         conda:
@@ -152,7 +154,7 @@ for _kind, _tables in (("main", PL_TABLES), ("ablation", PL_ABLATION)):
         resources:
             mem_mb=1000,
         shell:
-            f"python -m distlab placement-tables --kind {_kind} --summary {{input:q}} --out-dir {{params.out:q}} "
+            "python -m distlab placement-tables --kind {params.kind} --summary {input:q} --out-dir {params.out:q} "
             "--options {params.options:q} > {log:q} 2>&1"
 
 
