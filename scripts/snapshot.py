@@ -49,7 +49,7 @@ PAPERS = {
     "P2": ("P2 HSDAG device placement", "docs/placement.md"),
     "P3": ("P3 Local credit assignment", "docs/local_learning.md"),
     "P4": ("P4 DeMo", "docs/demo.md"),
-    "atlas": ("Atlas (ours; `snakemake atlas`, outside the default target)", "docs/atlas.md"),
+    "atlas": ("Atlas (ours)", "docs/atlas.md"),
 }
 # the code whose commits may explain a paper's verdict changes
 PAPER_PATHS = {

@@ -104,3 +104,36 @@ rule atlas:
     input:
         rules.atlas_map.output,
         rules.atlas_scorecard.output,
+
+
+rule atlas_paper_copy:
+    """A figure or table of the map, copied into paper/ beside the papers' (atlas_<name>), where
+    atlas.in_default_target makes the atlas part of the default target."""
+    input:
+        lambda w: f"{ATLAS_OUT}/{'figures' if w.kind == 'figures' else 'map'}/{w.name}.{w.ext}",
+    output:
+        f"{PAPER}/{{kind}}/atlas_{{name}}.{{ext}}",
+    wildcard_constraints:
+        kind="figures|tables",
+        name="[a-z_]+",
+        ext="png|md",
+    conda:
+        ENV
+    log:
+        "logs/atlas/paper_{kind}_{name}.{ext}.log",
+    resources:
+        mem_mb=200,
+    shell:
+        "cp {input:q} {output:q} > {log:q} 2>&1"
+
+
+# atlas.in_default_target: the map is part of the default target (make reproduce): the
+# scorecard's atlas section reads its time-to-target table, and its figures and winners
+# table join paper/ with the papers' outputs.
+if ATLAS and ATLAS.get("in_default_target"):
+    register_tables("atlas", {"atlas_ttt": rules.atlas_map.output.ttt})
+    register_outputs("atlas", [
+        *(f"{PAPER}/figures/atlas_{name}.png"
+          for name in ("winners_bandwidth_straggler", "winners_bandwidth_size", "time_vs_bandwidth")),
+        f"{PAPER}/tables/atlas_winners.md",
+    ])

@@ -123,7 +123,7 @@ def partition_for_gpus(gpus):
 # gives one paper's, so a paper's target needs only its own runs.
 SUMMARY_TABLES = {}
 PAPER_IDS = {"foundation": "foundation", "pgc": "P1", "placement": "P2",
-             "local_learning": "P3", "demo": "P4"}
+             "local_learning": "P3", "demo": "P4", "atlas": "atlas"}
 
 
 def register_tables(paper, tables):
@@ -149,7 +149,7 @@ def register_outputs(paper, paths):
 
 
 def all_outputs():
-    return [f for paper in ("foundation", "P1", "P2", "P3", "P4") for f in PAPER_OUTPUTS.get(paper, [])]
+    return [f for paper in ("foundation", "P1", "P2", "P3", "P4", "atlas") for f in PAPER_OUTPUTS.get(paper, [])]
 
 
 def scorecard_papers():

@@ -4,9 +4,10 @@
 
 rule scorecard_paper:
     """One paper's claims of config/claims.yaml, evaluated from that paper's tables only
-    (Holm within the paper).  The atlas's section here has no table (`snakemake atlas`, outside
-    the default target, evaluates its rows in results/atlas/scorecard.md), so its rows read
-    "not run" and every claim of config/claims.yaml has a row in paper/scorecard.csv."""
+    (Holm within the paper).  The atlas's section reads the map's time-to-target table where
+    atlas.in_default_target puts the atlas in the default target; otherwise it has no table and
+    its rows read "not run" (`snakemake atlas` evaluates them in results/atlas/scorecard.md), so
+    every claim of config/claims.yaml has a row in paper/scorecard.csv."""
     input:
         claims="config/claims.yaml",
         tables=lambda w: list(scorecard_inputs(w.paper).values()),
