@@ -1,8 +1,9 @@
 # The atlas (ours): every data-parallel technique on DeMo's byte-level LM task, one job per
 # technique (its lr/setting sweep, then its runs), the DDP reference against the bigram floor,
 # the map (simulated and extrapolated cells), its figures.  Target: `snakemake atlas`.
-import json as _atlas_json
 import os as _atlas_os
+
+from distlab.atlas.workflow import config_json as atlas_config_json
 
 ATLAS = config.get("atlas")
 ATLAS_OUT = f"{RESULTS}/atlas"
@@ -21,7 +22,7 @@ rule atlas_job:
     wildcard_constraints:
         job=r"techniques/[a-z-]+|reference",
     params:
-        cfg=lambda w: _atlas_json.dumps(ATLAS),
+        cfg=lambda w: atlas_config_json(ATLAS),
         data=lambda w, input: _atlas_os.path.dirname(input.data),
         out=lambda w, output: _atlas_os.path.dirname(output.done),
         verb=lambda w: "reference" if w.job == "reference" else f"technique --technique {_atlas_os.path.basename(w.job)}",
@@ -57,7 +58,7 @@ rule atlas_map:
         size=f"{ATLAS_OUT}/figures/winners_bandwidth_size.png",
         time=f"{ATLAS_OUT}/figures/time_vs_bandwidth.png",
     params:
-        cfg=lambda w: _atlas_json.dumps(ATLAS),
+        cfg=lambda w: atlas_config_json(ATLAS),
         out=lambda w, output: _atlas_os.path.dirname(output.cells),
     conda:
         ENV
@@ -84,7 +85,7 @@ rule atlas_scorecard:
         csv=f"{ATLAS_OUT}/scorecard.csv",
         conditions=f"{ATLAS_OUT}/scorecard_conditions.csv",
     params:
-        stats=lambda w: _atlas_json.dumps(config["stats"]),
+        stats=stats_json(),
     conda:
         ENV
     log:

@@ -17,6 +17,26 @@ SETTING_KEY = {"diloco": ("diloco", "H"), "diloco-demo": ("diloco", "H"), "power
                "demo": ("demo", "topk"), "is-demo": ("demo", "topk")}
 
 
+def _sorted(value):
+    if isinstance(value, dict):
+        return {k: _sorted(value[k]) for k in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted(v) for v in value]
+    return value
+
+
+def config_json(a: dict) -> str:
+    """The ``atlas:`` section as the rules pass it: one setting, one text, whatever the order in
+    which the configuration files were merged (a rule's params are a rerun trigger), with the
+    keys sorted except the straggler axis's, whose order is its order of severity."""
+    import json
+
+    out = {k: _sorted(v) for k, v in sorted(a.items())}
+    if "straggler_axis" in a:
+        out["straggler_axis"] = {k: _sorted(v) for k, v in a["straggler_axis"].items()}
+    return json.dumps(out)
+
+
 def base_spec(a: dict, technique: str, size: str, n: int, seed: int, lr: float, straggler: dict,
               steps: int | None = None, setting: dict | None = None, eval_batches: int | None = None) -> dict:
     spec = {"experiment": "atlas", "technique": technique, "backend": "simulated", "seed": int(seed),
