@@ -11,12 +11,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .. import plots  # noqa: E402
 from .spec import TECHNIQUES  # noqa: E402
 
 COLORS = dict(zip(TECHNIQUES, plt.get_cmap("tab20").colors))
 
 
-def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str) -> None:
+def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str, ylabel: str) -> None:
     bws = np.sort(win["bandwidth_Bps"].unique())
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(row_order) + 2))
     for i, rv in enumerate(row_order):
@@ -34,13 +35,12 @@ def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str
     ax.set_xlabel("bandwidth (Gbit/s)")
     ax.set_yticks(np.arange(len(row_order)) + 0.5)
     ax.set_yticklabels([str(r) for r in row_order])
+    ax.set_ylabel(ylabel)
     present = sorted(set(win["winner"]))
     ax.legend([plt.Rectangle((0, 0), 1, 1, color=COLORS[t]) for t in present], present, loc="upper left",
               bbox_to_anchor=(1.01, 1), fontsize=8, title="winner (hatched: tie)")
     ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    plots.save(fig, out)
 
 
 def winner_maps(winners_csv: Path, axis_order, out_strag: Path, out_size: Path) -> None:
@@ -53,12 +53,13 @@ def winner_maps(winners_csv: Path, axis_order, out_strag: Path, out_size: Path) 
     N = meas["N"].max()
     sub = meas[(meas["n_params"] == P) & (meas["N"] == N)]
     _winner_image(sub, "straggler", [s for s in axis_order if s in set(sub["straggler"])], out_strag,
-                  f"simulated: {P} parameters, N = {N}, latency {lat:g} s; rows: straggler model (severity up)")
+                  f"simulated: {int(P):,} parameters, N = {N}, latency {lat:g} s", "straggler model (severity up)")
     sz = w[(w["N"] == N) & (w["straggler"] == axis_order[0])].copy()
     sz["size"] = sz["n_params"].map(lambda p: f"{p:.3g}") + np.where(sz["label"] == "extrapolated", " (extrap.)", " (sim.)")
     order = [f"{p:.3g}" + (" (extrap.)" if lab == "extrapolated" else " (sim.)")
              for p, lab in sorted(set(zip(sz["n_params"], sz["label"])))]
-    _winner_image(sz, "size", order, out_size, f"N = {N}, no stragglers, latency {lat:g} s; rows: parameters")
+    _winner_image(sz, "size", order, out_size, f"simulated (measured sizes) and extrapolated: N = {N}, no stragglers, latency {lat:g} s",
+                  "parameters (sim. or extrap.)")
 
 
 def time_vs_bandwidth(cells_csv: Path, crossovers_csv: Path, out: Path) -> None:
@@ -83,9 +84,7 @@ def time_vs_bandwidth(cells_csv: Path, crossovers_csv: Path, out: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("bandwidth (bit/s)")
     ax.set_ylabel("simulated time to target (s), mean and 95 % interval over seeds")
-    ax.set_title(f"simulated: {P} parameters, N = {N}, latency {lat:g} s, no stragglers; dotted: crossovers",
+    ax.set_title(f"simulated: {int(P):,} parameters, N = {N}, latency {lat:g} s, no stragglers; dotted: crossovers",
                  fontsize=9)
     ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
+    plots.save(fig, out)
