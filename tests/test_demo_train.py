@@ -196,10 +196,11 @@ def test_config_checks_name_the_key():
     bad["demo"]["lr"].pop("powersgd")
     bad["demo"]["steps"] = 95
     bad["demo"]["dataset"] = "digits"
-    bad["demo"]["real"]["methods"] = ["demo", "diloco"]
+    bad["demo"]["real"]["methods"] = ["demo", "diloco"]  # DiLoCo runs on gloo, ending on a sync
+    bad["demo"]["real"]["steps"] = 25
     bad["demo"]["networks"].pop("wan")
     msgs = "\n".join(checks.check(bad))
-    for key in ("demo.lr.powersgd", "demo.steps", "demo.dataset", "demo.real.methods", "demo.networks"):
+    for key in ("demo.lr.powersgd", "demo.steps", "demo.dataset", "demo.real.steps", "demo.networks"):
         assert key in msgs
 
 
