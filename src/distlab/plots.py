@@ -538,12 +538,12 @@ def tidy(fig: Figure) -> None:
 
     carry_clock(fig)
     renderer = _renderer(fig)
-    for ax in fig.axes:  # plain numbers on a short log axis; crowded level x labels turned
+    for ax in fig.axes:  # plain numbers on a short log axis; then crowded level x labels turned
         for problem in _tick_problems(ax, renderer):
             if problem.startswith("log "):
                 log_ticks(ax, problem[4])
-            elif problem == "x tick labels overlap":
-                ax.tick_params(axis="x", labelrotation=30)
+        if "x tick labels overlap" in _tick_problems(ax, _renderer(fig)):  # the plain ticks may crowd
+            ax.tick_params(axis="x", labelrotation=30)
         place_legend(ax)
     place(_renderer(fig))
     if _labels_overlap(fig, _renderer(fig)) and fig.get_layout_engine() is None:
