@@ -317,7 +317,7 @@ def test_local_runs_table_carries_the_horizon_columns(tmp_path):
         pd.DataFrame({"step": steps, "tokens": steps * 10, "time": steps * 0.1, "loss": 2.0,
                       "val_loss": 3.0 - slope * steps}).to_csv(d / "metrics.csv", index=False)
         (d / "manifest.json").write_text(json.dumps({
-            "spec": {"group": "rc", "seed": 0, "model": {"n_layer": 2}, "steps": 100}, "method": method,
+            "spec": {"group": "rc", "seed": 0, "model": {"n_layer": 2}, "steps": 100, "lr": 0.005}, "method": method,
             "final": {"val_loss": 2.0, "test_loss": 2.0}, "tokens_per_s": 1.0, "train_s": 1.0,
             "memory": {"pss_mb": 1.0}}))
         dirs.append(d)
