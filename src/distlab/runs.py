@@ -322,6 +322,12 @@ class Checkpointer:
             log.warning("no good checkpoint left for %s: starting from scratch", self.path)
         return state
 
+    def load_all(self) -> list[dict]:
+        """Every good state this checkpointer holds, the newest first (the current file, then
+        ``<name>.prev``): ranks that each keep their own file resume from a step they all hold,
+        which after a kill between two ranks' saves is the previous one on the rank ahead."""
+        return [s for s in (self._read(self.path), self._read(self.prev)) if s is not None]
+
     def save(self, state: dict) -> None:
         write_checkpoint_file(self.path, state, self.spec_hash, keep_previous=self.prev)
         self._last = time.monotonic()

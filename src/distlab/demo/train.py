@@ -381,18 +381,24 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path, runti
         ckpt = Checkpointer(Path(out_dir) / f"checkpoint.rank{ctx.rank}.pt", spec=spec,
                             every_s=float(cp.get("every_s", 0) or 0), every_steps=int(cp.get("every_steps", 0) or 0))
         steps, every = int(spec["steps"]), int(spec.get("eval_every", 10))
-        state = ckpt.load()
-        mine = torch.tensor([state["step"] + 1 if state is not None else 0], device=ctx.device)
-        lowest = mine.clone()
-        tdist.all_reduce(lowest, op=tdist.ReduceOp.MIN)
-        highest = mine.clone()
-        tdist.all_reduce(highest, op=tdist.ReduceOp.MAX)
+        # a kill can fall between two ranks' saves of the same step: each rank keeps its last two
+        # states, and all resume from the newest step every rank holds (the lowest newest one)
+        held = {int(s["step"]): s for s in ckpt.load_all()}
+        newest = torch.tensor([max(held) if held else -1], device=ctx.device)
+        tdist.all_reduce(newest, op=tdist.ReduceOp.MIN)
+        target = int(newest)
+        have = torch.tensor([int(target in held)], device=ctx.device)
+        tdist.all_reduce(have, op=tdist.ReduceOp.MIN)
+        state = held[target] if target >= 0 and int(have) else None
+        if held and state is None and ctx.is_master:
+            print(f"demo {spec['method']} seed {seed}: the ranks' checkpoints hold no common step "
+                  f"(this rank: {sorted(held)}); starting from scratch", flush=True)
         start, elapsed = 0, 0.0
-        if state is not None and int(lowest) == int(highest):  # every rank holds the same step
+        if state is not None:  # every rank holds this step
             model.load_state_dict(state["model"])
             method.load_state_dict(state["method"])
             rec.load_state_dict(state["recorder"])
-            start, elapsed = int(mine), float(state["elapsed"])
+            start, elapsed = target + 1, float(state["elapsed"])
             if ctx.is_master:
                 print(f"demo {spec['method']} seed {seed}: resumed at step {start}/{spec['steps']}", flush=True)
         params = [p for p in model.parameters()]
