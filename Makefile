@@ -7,6 +7,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 CORES  ?= $(shell nproc 2>/dev/null || echo 2)
+# the suite on two pytest-xdist workers; tests sharing an expensive session fixture run on one
+# (tests/conftest.py); PYTEST_ARGS= (empty) runs it in one process
+PYTEST_ARGS ?= -n 2 --dist loadgroup
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.distlab-installed
 export PATH := $(abspath $(BIN)):$(PATH)

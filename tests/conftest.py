@@ -198,3 +198,18 @@ def pydoc_dir(tmp_path_factory) -> Path:
     prepare_dataset({"name": "pydoc", "kind": "text", "source": "pydoc_topics", "val_fraction": 0.05,
                      "test_fraction": 0.05}, out, seed=0)
     return out
+
+
+# Under pytest-xdist (`make test` runs two workers), a session fixture is built once per
+# worker that asks for it: the tests sharing an expensive one run on one worker (--dist
+# loadgroup), so the tiny end-to-end run and the dry-run trees are built once, not twice.
+_SHARED_FIXTURES = {"tiny_workflow": "tiny", "results_tree": "trees", "target_dry_runs": "trees",
+                    "clean_tree": "trees"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture, group in _SHARED_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break

@@ -7,7 +7,8 @@ LOCAL = config["local_learning"]
 LOCAL_RUN = f"{RESULTS}/local/{{lgroup}}/{{lmethod}}/seed{{seed}}"
 LOCAL_FIGURES = {name: f"{PAPER}/figures/local_{name}.png"
                  for name in ("loss_tokens", "loss_time", "throughput_memory", "pc_cost", "nonident",
-                              "probes", "hybrid")}
+                              "probes", "hybrid")
+                 if name != "hybrid" or (LOCAL["rc"].get("hybrid") or {}).get("T")}  # rc.hybrid: optional
 LOCAL_MAP = {"figure": f"{PAPER}/figures/local_throughput_map.png",
              "csv": f"{PAPER}/tables/local_throughput_map.csv",
              "md": f"{PAPER}/tables/local_throughput_map.md"}
@@ -69,6 +70,7 @@ rule local_train:
     benchmark:
         "benchmarks/local/{lgroup}/{lmethod}/seed{seed}.tsv"
     threads: LOCAL["threads"]
+    priority: 10  # P3's sweep -> comparison chain is the workflow's longest: started first
     resources:
         mem_mb=lambda w, input: job_mem_mb(local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed), input.data),
         runtime=lambda w, input, attempt: job_runtime("local_train", local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed),
@@ -107,6 +109,7 @@ if LOCAL_BP_UNTIMED:
         benchmark:
             "benchmarks/local/rc/bp_untimed.tsv"
         threads: 1
+        priority: 10
         resources:
             mem_mb=lambda w, input: job_mem_mb(local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED), input.data),
             runtime=lambda w, input, attempt: job_runtime(
@@ -173,6 +176,7 @@ rule local_train_seeds:
     benchmark:
         "benchmarks/local/{lrun}.tsv"
     threads: 1
+    priority: 10
     resources:
         mem_mb=lambda w, input: job_mem_mb(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"]), input.data),
         runtime=lambda w, input, attempt: job_runtime(
@@ -215,6 +219,7 @@ if LOCAL_SWEEP_RUNS:
         benchmark:
             "benchmarks/local/sweep/lr{llr}/{lrun}.tsv"
         threads: 1
+        priority: 10
         resources:
             mem_mb=lambda w, input: job_mem_mb(local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"]),
                                                input.data),
@@ -380,11 +385,11 @@ rule local_fig_probes:
 
 
 rule local_fig_hybrid:
-    """Quality of the RC + PC hybrid against its inference iterations T."""
+    """Quality of the RC + PC hybrid against its inference iterations T (when rc.hybrid is set)."""
     input:
         f"{RESULTS}/local/runs.csv",
     output:
-        report(LOCAL_FIGURES["hybrid"], category="Local credit assignment",
+        report(LOCAL_FIGURES.get("hybrid", f"{PAPER}/figures/local_hybrid.png"), category="Local credit assignment",
                caption="../report/local_hybrid.rst", labels={"figure": "RC + PC vs T"}),
     conda:
         ENV
