@@ -15,6 +15,7 @@ Commands:
   report         the reproduction write-up (paper/README.md) from the tables
   stability      rerun the measured parts of the workflow and list every verdict that flips
   calibrate      the measured unit compute cost of the calibrated cluster model (distlab.bench.calibrate)
+  check-config   config files as snakemake --configfile reads them, each problem naming its file or key
   pgc, demo-*, local-*, placement-*   each paper's own steps (its package's cli.register)
 
 Every command follows one error contract (:mod:`distlab.clihelp`): a user's mistake is one
@@ -31,7 +32,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .clihelp import JSON, JSON_OPT, OUT, PATH, PATHS, call, command, json_arg
+from .clihelp import JSON, JSON_OPT, OUT, PATH, PATHS, PREFIX, call, command, json_arg
 from .specs import SpecError
 
 log = logging.getLogger("distlab")
@@ -237,6 +238,54 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def _yaml_kind(data) -> str:
+    return {list: "list", str: "single string", int: "number", float: "number", bool: "boolean"}.get(
+        type(data), type(data).__name__)
+
+
+def cmd_check_config(a: argparse.Namespace) -> int:
+    """Check config files as ``snakemake --configfile`` would read them over the default config,
+    each problem one line naming its file or key.  Snakemake refuses an empty, comment-only or
+    list-shaped file before the workflow runs, in words that do not name the file; this names it."""
+    import yaml
+    from snakemake.utils import update_config
+
+    from .checks import config_errors
+
+    root = Path(a.root)
+    base = root / "config" / "config.yaml"
+    problems, loaded = [], []
+    for name in a.configfiles:
+        path = Path(name)
+        if not path.is_file():
+            problems.append(f"{name}: no such file")
+            continue
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            problems.append(f"{name}: not valid YAML ({' '.join(str(e).split())[:160]})")
+            continue
+        if data is None:
+            problems.append(f"{name}: empty or comments only; a config file holds keys at its top level, "
+                            f"for instance `seeds: [0, 1]`")
+        elif not isinstance(data, dict):
+            problems.append(f"{name}: a YAML {_yaml_kind(data)}, not keys at its top level; write "
+                            f"`key: value` lines, for instance `seeds: [0, 1]`")
+        else:
+            loaded.append(data)
+    if not problems:
+        config = yaml.safe_load(base.read_text(encoding="utf-8"))
+        for data in loaded:
+            update_config(config, data)  # Snakemake's own merge of --configfile over configfile:
+        problems = config_errors(config, root / "workflow" / "schemas", root / "config" / "claims.yaml",
+                                 config_files=[base, *map(Path, a.configfiles)])
+    for line in problems:
+        print(f"{PREFIX}: {line}", file=sys.stderr)
+    if not problems:
+        print(f"{', '.join(a.configfiles)}: valid over {base}")
+    return 2 if problems else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="distlab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -290,6 +339,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_stability)
 
     command(sub, "report", cmd_report, "the reproduction write-up", out=OUT, scorecard=PATH, meta=JSON_OPT)
+
+    q = sub.add_parser("check-config", help="check config files as snakemake --configfile reads them, "
+                       "naming the file of each problem")
+    q.add_argument("configfiles", nargs="+", metavar="FILE")
+    q.add_argument("--root", default=".", help="the repository (its config/, workflow/schemas/)")
+    q.set_defaults(func=cmd_check_config)
 
     q = sub.add_parser("calibrate", help="measure the unit compute cost (python -m distlab.bench.calibrate; "
                        "its options follow: --out, --repeats, ...)", add_help=False)
