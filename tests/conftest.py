@@ -207,9 +207,17 @@ _SHARED_FIXTURES = {"tiny_workflow": "tiny", "results_tree": "trees", "target_dr
                     "clean_tree": "trees"}
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
+    """The group goes into the test's id as ``<id>@<group>``, the suffix xdist's loadgroup
+    scheduler reads.  xdist 3.8 writes it to ``item._nodeid``, which pytest 9 (pinned in
+    envs/requirements.txt) no longer reads (its id is ``item._id``), so xdist's own
+    ``xdist_group`` marker groups nothing here: the suffix is set on ``_id``."""
+    if not getattr(config.option, "loadgroup", False):  # a worker of --dist loadgroup only
+        return
+    from _pytest.nodeid import coerce_node_id
+
     for item in items:
-        for fixture, group in _SHARED_FIXTURES.items():
-            if fixture in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        group = next((g for f, g in _SHARED_FIXTURES.items() if f in getattr(item, "fixturenames", ())), None)
+        if group is not None:
+            item._id = coerce_node_id(f"{item.nodeid}@{group}")
