@@ -162,3 +162,11 @@ def test_a_netcheck_run_during_the_reproduce_is_flagged_and_an_incomplete_one_re
     assert snapshot.main(["--root", str(repo)]) == 2
     assert "incomplete (missing netcheck_skipped.csv)" in capsys.readouterr().err
 
+
+
+def test_the_network_page_takes_its_figures_from_the_snapshot():
+    """docs/network.md quotes the netcheck run through the snapshot's blocks (filled from
+    docs/results/ as test_docs checks), none typed by hand."""
+    page = (ROOT / "docs/network.md").read_text(encoding="utf-8")
+    assert set(blocks_of(page)) >= {"status", "time", "fit", "error"}
+    assert snapshot.fill_blocks(page, RESULTS) == page
