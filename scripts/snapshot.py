@@ -421,6 +421,15 @@ def netcheck_block(arg: str, dest: Path) -> str:
     nc = dest / "netcheck"
     if arg == "status":
         ran = [r for r, v in rules.items() if isinstance(v, dict)]
+        table = {"netcheck_bench": "netcheck_fit.csv", "netcheck_error": "techerror.csv"}
+        unmeasured = []  # a run without root or the kernel's features: every row reads "not run: why"
+        for r in ran:
+            status = {row.get("status", "") for row in _rows(nc / table[r])}
+            if status and all(st.startswith("not run") for st in status):
+                unmeasured.append(f"`{r}`'s rows read \"{sorted(status)[0]}\"")
+        if unmeasured:
+            return (f"Part of this snapshot, but nothing measured: {'; '.join(unmeasured)} "
+                    f"(outputs written {meta['written_utc'][0]}; `docs/results/snapshot.json`).\n")
         return (f"Part of this snapshot (measured): `snakemake netcheck` ({', '.join(ran)}), "
                 f"its outputs written {meta['written_utc'][0]} to {meta['written_utc'][1]}, "
                 f"{meta['when']}, which ran {meta['reproduce_utc'][0]} to {meta['reproduce_utc'][1]}; "

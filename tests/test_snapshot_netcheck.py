@@ -158,6 +158,13 @@ def test_a_netcheck_run_during_the_reproduce_is_flagged_and_an_incomplete_one_re
     assert "during make reproduce" in got["status"] and "| `netcheck_error` | not run in this snapshot |" in got["time"]
     assert got["error"].startswith("netcheck: not run in this snapshot (rule `netcheck_error`)")
     assert "| 10Mbit | link | p2p |" in got["fit"]
+    _csv(out / "netcheck_fit.csv", [{"rate": "10Mbit", "latency": "link", "op": "p2p",
+                                     "status": "not run: needs root"}])
+    assert snapshot.main(["--root", str(repo)]) == 0
+    got = blocks_of((repo / "docs/network.md").read_text())
+    assert got["status"].startswith("Part of this snapshot, but nothing measured: `netcheck_bench`'s rows "
+                                    "read \"not run: needs root\"")
+    assert "| 10Mbit | link | p2p | not run: needs root |" in got["fit"]
     (out / "netcheck_skipped.csv").unlink()
     assert snapshot.main(["--root", str(repo)]) == 2
     assert "incomplete (missing netcheck_skipped.csv)" in capsys.readouterr().err
