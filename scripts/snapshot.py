@@ -21,11 +21,20 @@ Two verbs:
     It refuses (exit 2, one line)
     when ``paper/`` was made by other code than HEAD's tree: a record of another tree, a
     dirty tree, or a scorecard that lists "Results made by other code".
+
+    ``snakemake netcheck`` (outside ``all``) joins the snapshot when ``results/netcheck/``
+    holds its outputs: its tables and figure go to ``docs/results/netcheck/``, its
+    benchmarks to ``docs/results/benchmarks/netcheck/``, and ``snapshot.json`` records under
+    ``netcheck`` which rules ran and when their outputs were written against the reproduce
+    run's start and end.  Outputs older than that start are another run's: refused, unless
+    ``--without-netcheck`` leaves them out.  Without them the snapshot and its ``netcheck``
+    blocks say "netcheck: not run in this snapshot".
 """
 
 from __future__ import annotations
 
 import argparse
+import calendar
 import csv
 import json
 import os
@@ -67,6 +76,17 @@ END = "<!-- verdicts:end -->"
 STALE = "## Results made by other code"
 PAPER_FILES = ("scorecard.md", "scorecard.csv", "README.md")
 PAPER_DIRS = ("scorecard", "figures", "tables")
+
+
+# what `snakemake netcheck` writes (workflow/rules/netcheck.smk): per rule, its outputs in
+# results/netcheck/ and its benchmark in benchmarks/netcheck/
+NETCHECK_RULES = {
+    "netcheck_bench": (("netcheck.csv", "netcheck.md", "netcheck_fit.csv", "netcheck_skipped.csv"),
+                       "bench.tsv"),
+    "netcheck_error": (("techerror.csv", "techerror.md", "techerror.png", "techerror_steps.csv"),
+                       "error.tsv"),
+}
+NOT_RUN = "netcheck: not run in this snapshot"
 
 
 class Refused(Exception):
@@ -159,6 +179,59 @@ def check_made_here(rec: dict, paper: Path, root: Path, allow_other: bool, allow
     if STALE in card.read_text(encoding="utf-8"):
         raise Refused(f"{card}: lists '{STALE[3:]}'; rerun those rules with --forcerun, "
                       "or pass --allow-other-commit")
+
+
+def utc(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def epoch(stamp: str) -> float:
+    return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
+
+
+def check_netcheck(rec: dict, outputs: Path, benchmarks: Path, allow_other: bool,
+                   without: bool) -> tuple[dict, list[tuple[Path, str]]]:
+    """(the snapshot's ``netcheck`` record, the files to copy as (source, path under the
+    snapshot)) of the ``snakemake netcheck`` run in ``outputs``; refused when its outputs
+    are another run's (written before the reproduce run started) or a rule's are incomplete."""
+    if without:
+        return {"run": False, "status": NOT_RUN, "left_out": "--without-netcheck"}, []
+    rules, files, written = {}, [], []
+    for rule, (names, bench) in NETCHECK_RULES.items():
+        have = [n for n in names if (outputs / n).is_file()]
+        if not have:
+            rules[rule] = NOT_RUN
+            continue
+        if len(have) < len(names):
+            missing = ", ".join(n for n in names if n not in have)
+            raise Refused(f"{outputs}: {rule}'s outputs are incomplete (missing {missing}); rerun "
+                          "snakemake netcheck, or pass --without-netcheck")
+        paths = [(outputs / n, f"netcheck/{n}") for n in names]
+        if (benchmarks / bench).is_file():
+            paths.append((benchmarks / bench, f"benchmarks/netcheck/{bench}"))
+        times = [src.stat().st_mtime for src, _ in paths]
+        rules[rule] = {"outputs": list(names),
+                       "benchmark": bench if (benchmarks / bench).is_file() else None,
+                       "written_utc": [utc(min(times)), utc(max(times))]}
+        files += paths
+        written += times
+    if not files:
+        return {"run": False, "status": NOT_RUN}, []
+    start, end = epoch(rec["start_utc"]), epoch(rec["end_utc"])
+    first = min(written)
+    if first < start:
+        old = next(src for src, _ in files if src.stat().st_mtime == first)
+        raise Refused(f"{old}: written {utc(first)}, before make reproduce started ({rec['start_utc']}): "
+                      "another run's; rerun snakemake netcheck, or pass --without-netcheck")
+    return {"run": True,
+            "rules": rules,
+            "written_utc": [utc(first), utc(max(written))],
+            "reproduce_utc": [rec["start_utc"], rec["end_utc"]],
+            "when": ("after make reproduce" if first >= end
+                     else "during make reproduce (sharing its cores: its times may be inflated)"),
+            "tree": ("not checked (--allow-other-commit)" if allow_other else
+                     "HEAD's at the snapshot, the reproduce run's; its outputs record no commit "
+                     "of their own")}, files
 
 
 # ------------------------------------------------------------------ verdicts
@@ -289,7 +362,159 @@ def block_text(kind: str, arg: str, dest: Path) -> str:
         if not path.exists():
             raise Refused(f"{path}: missing; a block names a table the snapshot does not have")
         return path.read_text(encoding="utf-8").strip() + f"\n\n(`docs/results/tables/{arg}.md`)\n"
-    raise Refused(f"unknown generated block kind {kind!r} (counts, table)")
+    if kind == "netcheck":
+        return netcheck_block(arg, dest)
+    raise Refused(f"unknown generated block kind {kind!r} (counts, table, netcheck)")
+
+
+# ------------------------------------------------------------------ netcheck's blocks
+
+def _num(row: dict, key: str) -> float | None:
+    try:
+        x = float(row.get(key) or "nan")
+    except ValueError:
+        return None
+    return None if x != x else x
+
+
+def _fmt(x: float | None, spec: str, scale: float = 1.0, unit: str = "") -> str:
+    return "" if x is None else format(x * scale, spec) + unit
+
+
+def _pct(x: float | None) -> str:
+    return "" if x is None else f"{x * 100:+.0f} %"
+
+
+def _ci(row: dict, mean: str, lo: str, hi: str) -> str:
+    m, a, b = _num(row, mean), _num(row, lo), _num(row, hi)
+    if m is None:
+        return ""
+    return _pct(m) + (f" [{a * 100:+.0f}, {b * 100:+.0f}]" if a is not None and b is not None else "")
+
+
+def _rows(path: Path) -> list[dict]:
+    if not path.exists():
+        raise Refused(f"{path}: missing; snapshot.json lists it as part of the snapshot")
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> str:
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                      + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def netcheck_block(arg: str, dest: Path) -> str:
+    """``netcheck status`` whether and when ``snakemake netcheck`` ran for this snapshot,
+    ``netcheck time`` its rules' wall and CPU time, ``netcheck fit`` the alpha-beta fit of
+    the shaped benchmark, ``netcheck error`` the simulator's error per technique and its
+    figure (a link relative to ``docs/``): what ``docs/results/`` holds."""
+    if arg not in ("status", "time", "fit", "error"):
+        raise Refused(f"unknown netcheck block {arg!r} (status, time, fit, error)")
+    meta = (json.loads((dest / "snapshot.json").read_text()).get("netcheck")
+            if (dest / "snapshot.json").exists() else None) or {"run": False}
+    rule = {"fit": "netcheck_bench", "error": "netcheck_error"}.get(arg)
+    rules = meta.get("rules", {}) if meta.get("run") else {}
+    if not rules or (rule and not isinstance(rules.get(rule), dict)):
+        what = f" (rule `{rule}`)" if rule and rules else ""
+        return f"{NOT_RUN}{what}: `docs/results/snapshot.json` records no run of it.\n"
+    nc = dest / "netcheck"
+    if arg == "status":
+        ran = [r for r, v in rules.items() if isinstance(v, dict)]
+        table = {"netcheck_bench": "netcheck_fit.csv", "netcheck_error": "techerror.csv"}
+        unmeasured = []  # a run without root or the kernel's features: every row reads "not run: why"
+        for r in ran:
+            status = {row.get("status", "") for row in _rows(nc / table[r])}
+            if status and all(st.startswith("not run") for st in status):
+                unmeasured.append(f"`{r}`'s rows read \"{sorted(status)[0]}\"")
+        if unmeasured:
+            return (f"Part of this snapshot, but nothing measured: {'; '.join(unmeasured)} "
+                    f"(outputs written {meta['written_utc'][0]}; `docs/results/snapshot.json`).\n")
+        return (f"Part of this snapshot (measured): `snakemake netcheck` ({', '.join(ran)}), "
+                f"its outputs written {meta['written_utc'][0]} to {meta['written_utc'][1]}, "
+                f"{meta['when']}, which ran {meta['reproduce_utc'][0]} to {meta['reproduce_utc'][1]}; "
+                f"tree: {meta['tree']}.  Tables and figure: `docs/results/netcheck/` "
+                "(`docs/results/snapshot.json`).\n")
+    if arg == "time":
+        out = []
+        for r, v in rules.items():
+            if not isinstance(v, dict):
+                out.append([f"`{r}`", NOT_RUN[len("netcheck: "):], "", ""])
+            elif not v.get("benchmark"):
+                out.append([f"`{r}`", "no benchmark recorded", "", ""])
+            else:
+                b = _rows_tsv(dest / "benchmarks" / "netcheck" / v["benchmark"])
+                wall, cpu, load = _num(b, "s"), _num(b, "cpu_time"), _num(b, "mean_load")
+                out.append([f"`{r}`", "" if wall is None else f"{wall:.0f} s ({wall / 60:.1f} min)",
+                            _fmt(cpu, ".0f", unit=" s"), _fmt(load, ".0f", unit=" %")])
+        return (_md_table(["rule", "wall time (measured)", "CPU time", "mean CPU load"], out)
+                + "\n\n(`docs/results/benchmarks/netcheck/`, Snakemake's benchmark of each rule)\n")
+    if arg == "fit":
+        fits = _rows(nc / "netcheck_fit.csv")
+        points = _rows(nc / "netcheck.csv")
+        out, notes = [], []
+        for f in fits:
+            if f.get("setup_s"):
+                notes.append(f"{f['op']}: {_fmt(_num(f, 'setup_s'), '.3f', unit=' s')} / "
+                             f"{_fmt(_num(f, 'teardown_s'), '.3f', unit=' s')} (measured).")
+                continue
+            if f.get("status", "").startswith("not run"):
+                out.append([f.get("rate", ""), f.get("latency", ""), f.get("op", ""), f["status"]]
+                           + [""] * 6)
+                continue
+            mine = [p for p in points if (p.get("rate"), p.get("latency"), p.get("op"))
+                    == (f.get("rate"), f.get("latency"), f.get("op"))]
+            big = max(mine, key=lambda p: float(p["size_bytes"]), default=None)
+            last = None
+            if big and _num(big, "nominal_bps"):
+                last = _fmt(_num(big, "achieved_Bps") * 8 / _num(big, "nominal_bps"), ".2f") + (
+                    f" ({float(big['size_bytes']) / 2**20:g} MB)")
+            inj = ""
+            if _num(f, "model_err_mean") is not None:
+                inj = f"{_pct(_num(f, 'model_err_mean'))} / {_num(f, 'model_err_maxabs') * 100:.0f} %"
+            out.append([f.get("rate", ""), f.get("latency", ""), f.get("op", ""), f.get("points", ""),
+                        _fmt(_num(f, "alpha_s"), ".2f", 1e3), _fmt(_num(f, "beta_Bps"), ".1f", 1e-6),
+                        _fmt(_num(f, "achieved_over_nominal"), ".2f"), last or "",
+                        _fmt(_num(f, "fit_rms_rel_err"), ".0f", 100, " %"), inj])
+        table = _md_table(["rate", "latency", "collective", "points", "alpha (ms)", "beta (MB/s)",
+                           "beta / nominal", "largest point / nominal", "fit rms error",
+                           "model error, injected (mean / largest)"], out)
+        return (table + "\n\n" + (" ".join(notes) + "\n\n" if notes else "")
+                + "(`docs/results/netcheck/netcheck_fit.csv`, `docs/results/netcheck/netcheck.md`)\n")
+    rows = _rows(nc / "techerror.csv")
+    out, within = [], {"error": 0, "error_with_fitted_link": 0, "error_calibrated": 0}
+    cells = 0
+    for r in rows:
+        if _num(r, "measured_step_s") is None:
+            out.append([r.get("technique", ""), r.get("rate", ""), r.get("status", "")] + [""] * 6)
+            continue
+        cells += 1
+        for k in within:
+            within[k] += _num(r, k) is not None and abs(_num(r, k)) <= 0.10
+        out.append([r["technique"], r["rate"], _fmt(_num(r, "measured_step_s"), ".1f", 1e3),
+                    _fmt(_num(r, "simulated_step_s"), ".1f", 1e3),
+                    _ci(r, "error", "error_ci95_lo", "error_ci95_hi"),
+                    _pct(_num(r, "error_with_fitted_link")), _pct(_num(r, "error_calibrated")),
+                    _fmt(_num(r, "measured_to_target_s"), ".2f", unit=" s"),
+                    _ci(r, "error_to_target", "error_to_target_ci95_lo", "error_to_target_ci95_hi")])
+    reps = sorted({r.get("repeats", "") for r in rows if r.get("repeats")})
+    table = _md_table(["technique", "rate", "measured step (ms)", "simulated, nominal (ms)",
+                       "error, nominal [95 % CI]", "error, fitted link", "error, calibrated",
+                       "measured to target", "error to target [95 % CI]"], out)
+    summary = (f"Within 10 %: {within['error']} of {cells} cells at the nominal link, "
+               f"{within['error_with_fitted_link']} with the fitted link, {within['error_calibrated']} "
+               f"calibrated; repeats per cell: {', '.join(reps) or 'none'}.\n\n" if cells else "")
+    return (table + "\n\n" + summary
+            + "(`docs/results/netcheck/techerror.csv`, `docs/results/netcheck/techerror.md`)\n\n"
+            "![measured vs simulated step time per technique and link rate]"
+            "(results/netcheck/techerror.png)\n")
+
+
+def _rows_tsv(path: Path) -> dict:
+    if not path.exists():
+        raise Refused(f"{path}: missing; snapshot.json lists it as part of the snapshot")
+    with path.open(newline="", encoding="utf-8") as f:
+        return next(csv.DictReader(f, delimiter="\t"), {})
 
 
 def fill_blocks(text: str, dest: Path) -> str:
@@ -326,6 +551,8 @@ def snapshot(args: argparse.Namespace) -> dict:
         raise Refused(f"{record_path}: missing; run make reproduce (it writes this record) first")
     rec = json.loads(record_path.read_text())
     check_made_here(rec, paper, root, args.allow_other_commit, args.allow_failed, record_path)
+    netcheck, netcheck_files = check_netcheck(rec, root / args.netcheck, root / args.benchmarks / "netcheck",
+                                              args.allow_other_commit, args.without_netcheck)
 
     old = read_verdicts(dest / "scorecard.csv")
     old_rec = json.loads((dest / "snapshot.json").read_text()) if (dest / "snapshot.json").exists() else {}
@@ -347,10 +574,17 @@ def snapshot(args: argparse.Namespace) -> dict:
         if src.is_dir():
             shutil.rmtree(dest / name, ignore_errors=True)
             shutil.copytree(src, dest / name)
+    # netcheck's files only as checked above: none of another run's
+    for stale in (dest / "netcheck", dest / "benchmarks" / "netcheck"):
+        shutil.rmtree(stale, ignore_errors=True)
+    for src, rel in netcheck_files:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
     rows, text = verdict_changes(old, new, old_commit, rec.get("commit"), root)
     (dest / "verdict_changes.md").write_text(text + "\n", encoding="utf-8")
     snap = {**rec, "previous_commit": old_commit, "claims": len(new),
-            "verdicts": dict(Counter(v for _, v in new.values())), "verdict_changes": len(rows)}
+            "verdicts": dict(Counter(v for _, v in new.values())), "verdict_changes": len(rows),
+            "netcheck": netcheck}
     (dest / "snapshot.json").write_text(json.dumps(snap, indent=2) + "\n")
     if args.readme:
         rewrite_readme(root / args.readme, counts(new), rec)
@@ -376,6 +610,8 @@ def main(argv: list[str] | None = None) -> int:
         a.add_argument("--root", default=str(ROOT))
         a.add_argument("--paper", default="paper")
         a.add_argument("--benchmarks", default="benchmarks")
+        a.add_argument("--netcheck", default="results/netcheck",
+                       help="where snakemake netcheck writes its tables")
         a.add_argument("--record", default="results/reproduce.json")
         a.add_argument("--dest", default="docs/results")
         a.add_argument("--readme", default="README.md", help="'' to leave the README alone")
@@ -383,6 +619,8 @@ def main(argv: list[str] | None = None) -> int:
                        help="snapshot a paper/ made by another tree than HEAD's")
         a.add_argument("--allow-failed", action="store_true",
                        help="snapshot a make reproduce that exited non-zero")
+        a.add_argument("--without-netcheck", action="store_true",
+                       help="leave results/netcheck/ out of the snapshot")
     args = ap.parse_args(argv)
     try:
         if args.verb == "record":
@@ -398,7 +636,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"snapshot: {err}", file=sys.stderr)
         return 2
     print(f"snapshot of {str(snap.get('commit'))[:10]}: {snap['claims']} claims, "
-          f"{snap['verdict_changes']} verdict changes (docs/results/verdict_changes.md)")
+          f"{snap['verdict_changes']} verdict changes (docs/results/verdict_changes.md); "
+          + (f"netcheck {snap['netcheck']['when']}" if snap["netcheck"]["run"] else NOT_RUN))
     return 0
 
 
