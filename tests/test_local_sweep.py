@@ -7,6 +7,8 @@ from __future__ import annotations
 import copy
 import json
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -16,6 +18,8 @@ from distlab.local.sweep import resolve_lr, sweep_source, take_from_sweep
 from distlab.specs import SpecError, each_seed
 
 from test_local_workflow import config, tiny_section
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(d, spec, val, test=None):
@@ -142,10 +146,14 @@ def test_the_default_sweep_costs_what_the_docs_say():
     pts = workflow.sweep_points(c)
     runs = workflow.sweep_runs(c, seeds, "S")
     per = {(g, m): len(workflow.sweep_seeds(c, g, m, seeds)) for g, m, _ in pts}
-    assert per == {("rc", "bp"): 2, ("rc", "rc-seq"): 2, ("pc", "bp"): 2, ("pc", "pc-fixed-trunc"): 2}
-    assert all(workflow.leader(c, "rc", m) == "rc/rc-seq" for m in ("rc-par", "rc-async", "rc-pc-T1", "rc-pc-T4"))
-    assert len(runs) == sum(per[(g, m)] for g, m, _ in pts) == 16
+    assert per == {("rc", "bp"): 1, ("rc", "rc-seq"): 1, ("pc", "bp"): 1, ("pc", "pc-fixed-trunc"): 1}
+    assert all(workflow.leader(c, "rc", m) == "rc/rc-seq" for m in ("rc-par", "rc-async"))
+    assert all(len(workflow.sweep_lrs(c, g, m)) == 3 for g, m in per)  # a choice inside is bracketed
+    assert len(runs) == sum(per[(g, m)] for g, m, _ in pts) == 12
     # every run the sweep trains at the chosen lr is a comparison run: the extra runs are the
-    # other lrs' only, 8 (two seeds of each swept method)
+    # other lrs' only, 8 (two lrs of one seed of each swept method): as many as two seeds at two
+    # lrs trained, which the docs' budget paragraph says
     extra = sum(per[(g, m)] * (len(workflow.sweep_lrs(c, g, m)) - 1) for g, m in per)
     assert extra == len(runs) - sum(per.values()) == 8
+    text = (ROOT / "docs/local_learning.md").read_text()
+    assert "The sweep trains 12 runs" in text and "28 runs in all" in text

@@ -289,7 +289,7 @@ def test_config_checks_name_the_key():
     s["pc"]["model"]["n_head"] = 3
     s["pc"]["methods"] = ["bp", "pc-fixed", "pc-strict"]  # T = 4 < 13: truncated, misnamed
     del s["pc"]["variants"]["strict"]
-    s["rc"]["hybrid"]["seeds"] = [7]
+    s["rc"]["hybrid"] = {"T": [1, 4], "eta": 1.0, "gamma": 1.0, "seeds": [7]}  # not in the default config
     s["warmup_steps"] = s["steps"]
     s["dataset"] = "digits"
     s["bench"]["methods"] = ["bp", "rc-seq"]
@@ -327,15 +327,18 @@ def test_target_resolves(configfile, target_dry_runs):
     for rule in ("local_train", "local_train_seeds", "local_summarize", "local_bench_throughput", "local_bench_pc_cost",
                  "local_nonident", "local_fig_loss_tokens", "local_fig_loss_time",
                  "local_fig_throughput_memory", "local_fig_pc_cost", "local_fig_nonident",
-                 "local_fig_probes", "local_fig_hybrid", "local_table", "scorecard_paper"):
+                 "local_fig_probes", "local_table", "scorecard_paper"):
         assert rule in r.stdout, rule
     c = config(configfile)
+    # the RC + PC hybrid's figure where a config sets rc.hybrid (config/paper.yaml), not in the default
+    hybrid = bool((c["local_learning"]["rc"].get("hybrid") or {}).get("T"))
+    assert ("local_fig_hybrid" in r.stdout) == hybrid == (configfile == "config/paper.yaml")
     assert len(c["seeds"]) >= 5
     ll = c["local_learning"]
     n_runs = len(workflow.run_dirs(ll, c["seeds"]))
     par = [m for m in ll["rc"]["methods"] if m in workflow.PARALLEL]
     n_par = len(par) * len(ll["rc"].get("parallel_seeds") or c["seeds"])
-    n_hyb = len(workflow.hybrid_methods(ll)) * len(ll["rc"]["hybrid"].get("seeds") or c["seeds"])
+    n_hyb = len(workflow.hybrid_methods(ll)) * len((ll["rc"].get("hybrid") or {}).get("seeds") or c["seeds"])
     assert n_runs == len(c["seeds"]) * (len(ll["rc"]["methods"]) + len(ll["pc"]["methods"])
                                         - len(par)) + n_par + n_hyb
 
