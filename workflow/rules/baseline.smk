@@ -16,12 +16,9 @@ rule baseline_train_sim:
     input:
         data=data_manifest(config["baseline"]["dataset"]),
     output:
-        manifest=f"{RESULTS}/baseline/simulated/{{method}}/seed{{seed}}/manifest.json",
-        metrics=f"{RESULTS}/baseline/simulated/{{method}}/seed{{seed}}/metrics.csv",
+        **run_files(f"{RESULTS}/baseline/simulated/{{method}}/seed{{seed}}"),
     params:
-        spec=BASE.sim_spec,
-        out=subpath(output.manifest, parent=True),
-        data=subpath(input.data, parent=True),
+        **train_params(BASE.sim_spec),
     conda:
         ENV
     log:
@@ -41,14 +38,11 @@ rule baseline_train_dist:
     input:
         data=data_manifest(config["baseline"]["dataset"]),
     output:
-        manifest=f"{RESULTS}/baseline/{{backend}}/dgd/seed{{seed}}/manifest.json",
-        metrics=f"{RESULTS}/baseline/{{backend}}/dgd/seed{{seed}}/metrics.csv",
+        **run_files(f"{RESULTS}/baseline/{{backend}}/dgd/seed{{seed}}"),
     wildcard_constraints:
         backend="gloo|nccl",
     params:
-        spec=BASE.dist_spec,
-        out=subpath(output.manifest, parent=True),
-        data=subpath(input.data, parent=True),
+        **train_params(BASE.dist_spec),
     conda:
         ENV
     log:

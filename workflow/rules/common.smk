@@ -113,6 +113,27 @@ def train_resources(rule, spec_of, base_mb=None, gpu=False, partition=False, run
     return out
 
 
+def run_files(run):
+    """A training run's files in its folder ``run``: its manifest and its metrics (the outputs of
+    a job that trains one seed)."""
+    return {"manifest": f"{run}/manifest.json", "metrics": f"{run}/metrics.csv"}
+
+
+def seed_files(job, seeds):
+    """The runs of a job that trains ``seeds`` one after another, each in ``job``/seed<k>: every
+    seed's manifest, then every seed's metrics."""
+    return {"manifests": [f"{job}/seed{k}/manifest.json" for k in seeds],
+            "metrics": [f"{job}/seed{k}/metrics.csv" for k in seeds]}
+
+
+def train_params(spec, out=None):
+    """A training rule's params for `python -m distlab train`: the run spec (``spec``, the function
+    of the wildcards that builds it, or its text), the folder it writes (``out``; by default the
+    folder of output.manifest, a one-seed job's run folder) and the data set's folder (input.data's)."""
+    return {"spec": spec, "out": subpath(output.manifest, parent=True) if out is None else out,
+            "data": subpath(input.data, parent=True)}
+
+
 def partition_for_gpus(gpus):
     """jobs.partitions.gpu for a job that claims GPUs, jobs.partitions.cpu otherwise."""
     return _jobs.partition(int(gpus), JOBS)
