@@ -30,12 +30,9 @@ rule demo_train_sim:
         choice=P4.choice_input(),
         sweep=P4.reuse_input,
     output:
-        manifests=[f"{P4.sim_job}/seed{k}/manifest.json" for k in config["seeds"]],
-        metrics=[f"{P4.sim_job}/seed{k}/metrics.csv" for k in config["seeds"]],
+        **seed_files(P4.sim_job, config["seeds"]),
     params:
-        spec=P4.seeds_spec,
-        out=P4.sim_job,
-        data=subpath(input.data, parent=True),
+        **train_params(P4.seeds_spec, out=P4.sim_job),
     conda:
         ENV
     log:
@@ -58,8 +55,7 @@ use rule demo_train_sim as demo_train_sim_extra with:
         data=data_manifest(DEMO["dataset"]),
         choice=P4.choice_input(),
     output:
-        manifest=f"{P4.sim_job}/seed{{seed}}/manifest.json",
-        metrics=f"{P4.sim_job}/seed{{seed}}/metrics.csv",
+        **run_files(f"{P4.sim_job}/seed{{seed}}"),
     wildcard_constraints:
         seed="|".join(str(k) for k in P4.all_extra_seeds()) or "none",
     params:
@@ -78,12 +74,9 @@ rule demo_train_real:
         data=data_manifest(DEMO["dataset"]),
         choice=P4.choice_input(),
     output:
-        manifest=f"{P4.run}/manifest.json".replace("{dbackend}", P4.real_backend),
-        metrics=f"{P4.run}/metrics.csv".replace("{dbackend}", P4.real_backend),
+        **run_files(P4.run.replace("{dbackend}", P4.real_backend)),
     params:
-        spec=P4.real_spec,
-        out=subpath(output.manifest, parent=True),
-        data=subpath(input.data, parent=True),
+        **train_params(P4.real_spec),
     conda:
         ENV
     log:
@@ -104,8 +97,7 @@ use rule demo_train_sim as demo_train_sweep with:
     input:
         data=data_manifest(DEMO["dataset"]),
     output:
-        manifests=[f"{P4.sweep_job}/seed{k}/manifest.json" for k in DEMO["sweep"]["seeds"]],
-        metrics=[f"{P4.sweep_job}/seed{k}/metrics.csv" for k in DEMO["sweep"]["seeds"]],
+        **seed_files(P4.sweep_job, DEMO["sweep"]["seeds"]),
     params:
         spec=P4.sweep_spec,
         out=P4.sweep_job,

@@ -18,6 +18,7 @@ wildcard_constraints:
 
 P1 = PGCWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
 PGC_SETTING = P1.setting
+PGC_SIM_JOB = f"{PGC_SETTING}/simulated/{{scheme}}"  # a simulated job: every seed of a setting below it
 PGC_SEEDS = config["seeds"]
 PGC_REAL_SEEDS = config["pgc"]["real"]["seeds"]
 
@@ -53,13 +54,11 @@ rule pgc_train_sim:
         data=P1.group_data_manifest,
         coding=P1.coding_input,
     output:
-        **P1.sim_job_outputs(PGC_SEEDS),
+        **seed_files(PGC_SIM_JOB, PGC_SEEDS),
     wildcard_constraints:
         group="motivating|simulation|cloud",
     params:
-        spec=P1.sim_spec,
-        out=f"{PGC_SETTING}/simulated/{{scheme}}",
-        data=subpath(input.data, parent=True),
+        **train_params(P1.sim_spec, out=PGC_SIM_JOB),
     conda:
         ENV
     log:
@@ -80,8 +79,7 @@ use rule pgc_train_sim as pgc_train_sim_extra with:
     # of its own, so the configured seeds' jobs do not change; the same numbers the multi-seed
     # job would give that seed.
     output:
-        manifest=f"{PGC_SETTING}/simulated/{{scheme}}/seed{{seed}}/manifest.json",
-        metrics=f"{PGC_SETTING}/simulated/{{scheme}}/seed{{seed}}/metrics.csv",
+        **run_files(f"{PGC_SIM_JOB}/seed{{seed}}"),
     wildcard_constraints:
         group="motivating|simulation|cloud",
         seed="|".join(str(k) for k in P1.all_extra_seeds()) or "none",
@@ -100,14 +98,11 @@ rule pgc_train_real:
     input:
         data=P1.group_data_manifest,
     output:
-        manifest=f"{PGC_SETTING}/gloo/{{scheme}}/seed{{seed}}/manifest.json",
-        metrics=f"{PGC_SETTING}/gloo/{{scheme}}/seed{{seed}}/metrics.csv",
+        **run_files(f"{PGC_SETTING}/gloo/{{scheme}}/seed{{seed}}"),
     wildcard_constraints:
         group="real",
     params:
-        spec=P1.real_spec,
-        out=subpath(output.manifest, parent=True),
-        data=subpath(input.data, parent=True),
+        **train_params(P1.real_spec),
     conda:
         ENV
     log:
@@ -129,7 +124,7 @@ use rule pgc_train_sim as pgc_train_sim_real with:
         data=P1.group_data_manifest,
         measured=[f"{PGC_SETTING}/gloo/{{scheme}}/seed{k}/manifest.json" for k in PGC_REAL_SEEDS],
     output:
-        **P1.sim_job_outputs(PGC_REAL_SEEDS),
+        **seed_files(PGC_SIM_JOB, PGC_REAL_SEEDS),
     wildcard_constraints:
         group="real",
     params:

@@ -143,12 +143,6 @@ class PGCWorkflow:
             self._specs[key] = self._run_spec(w, backend, seeds)
         return self._specs[key]
 
-    def sim_job_outputs(self, seeds) -> dict[str, list[str]]:
-        """The outputs of a simulated job of ``seeds``: each seed's manifest and metrics."""
-        job = f"{self.setting}/simulated/{{scheme}}"
-        return {"manifests": [f"{job}/seed{k}/manifest.json" for k in seeds],
-                "metrics": [f"{job}/seed{k}/metrics.csv" for k in seeds]}
-
     # the spec of each training rule's job, a named function of its wildcards
     def sim_spec(self, w) -> str:
         """pgc_train_sim: every configured seed of a setting, simulated."""
