@@ -261,30 +261,21 @@ rule local_bench_throughput:
         "--out {output:q} > {log:q} 2>&1"
 
 
-rule local_bench_map:
+use rule local_bench_throughput as local_bench_map with:
     """The throughput map: BP and RC (lock-step processes, asynchronous, threads) at the
     benchmark shape and with width, sections or sequence length varied one at a time."""
-    input:
-        data=data_manifest(LOCAL["dataset"]),
     output:
         LOCAL_BENCH["map"],
     params:
         options=as_json({"specs": local_wf.map_specs(LOCAL), "repeats": LOCAL["bench"]["map"]["repeats"],
                          "warmup": LOCAL["bench"]["map"]["warmup"], "measure": LOCAL["bench"]["map"]["measure"]}),
-        data=subpath(input.data, parent=True),
-    conda:
-        ENV
     log:
         "logs/local/bench_map.log",
     benchmark:
         "benchmarks/local/bench_map.tsv"
-    threads: LOCAL["threads"]
     resources:
         mem_mb=lambda w, input: mem_for(input.data, max(LOCAL["bench"]["map"].get("sections", [])
                                                         + [LOCAL["rc"]["sections"]]) + 1, base_mb=900),
-    shell:
-        "python -m distlab local-bench throughput --options {params.options:q} --data {params.data:q} "
-        "--out {output:q} > {log:q} 2>&1"
 
 
 rule local_fig_throughput_map:
