@@ -12,6 +12,16 @@ PL_OPTIONS = placement_wf.options(PL) if PL else "{}"
 PL_PIC_MODEL = placement_wf.models(PL)[0] if PL else ""
 
 
+def pl_graph(model="{pl_model}"):
+    """A model's operator graph (rule placement_graph; by default the pattern of wildcard pl_model)."""
+    return f"{PL_DIR}/graphs/{model}.json"
+
+
+# What a simulated run on one model reads (placement_run, placement_bench_sim): its graph and
+# the profile it scores with (stored, or this run's measurement).
+PL_SCORED = {"graph": pl_graph(), "profile": lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model)}
+
+
 if PL:
     register_tables("P2", {"placement": f"{PL_DIR}/summary.csv"})
     register_outputs("P2", placement_wf.outputs(PL, PAPER))
@@ -26,7 +36,7 @@ wildcard_constraints:
 rule placement_graph:
     """The operator graph of one model (torch.fx; weights not nodes)."""
     output:
-        f"{PL_DIR}/graphs/{{pl_model}}.json",
+        pl_graph(),
     params:
         spec=lambda w: as_json(PL["models"][w.pl_model]),
     conda:
@@ -71,8 +81,7 @@ rule placement_run:
     only its own learner's options, so a learner's setting reruns only that learner's runs.
     It scores with the stored profile (profile.source: stored) or this run's measurement."""
     input:
-        graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
-        profile=lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model),
+        **PL_SCORED,
     output:
         f"{PL_DIR}/runs/{{pair}}/{{pl_model}}/{{pl_method}}.json",
     params:
@@ -186,7 +195,7 @@ rule placement_fig_placement:
     """One learned placement (the ablated HSDAG variant, first model, default pair, first seed)."""
     input:
         run=f"{PL_DIR}/runs/{PL.get('default_pair', '')}/{PL_PIC_MODEL}/{PL.get('ablation_of', 'hsdag')}.json",
-        graph=f"{PL_DIR}/graphs/{PL_PIC_MODEL}.json",
+        graph=pl_graph(PL_PIC_MODEL),
         profile=placement_wf.profile_path(PL, PL_DIR, PL_PIC_MODEL) if PL else "",
     output:
         report(f"{PAPER}/figures/placement_learned.png", category="Device placement (HSDAG)",
@@ -212,7 +221,7 @@ rule placement_real:
     """Two CPU devices (two processes, one pinned core each): every method's best placement on the
     default pair, and CPU-only, executed; measured latency against the simulator (this run's profile)."""
     input:
-        graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
+        graph=pl_graph(),
         profile=f"{PL_DIR}/profiles/{{pl_model}}.json",
         runs=lambda w: [f"{PL_DIR}/runs/{PL['default_pair']}/{w.pl_model}/{m}.json" for m in PL["methods"]],
     output:
@@ -258,8 +267,7 @@ rule placement_table_real:
 rule placement_bench_sim:
     """Simulator evaluations per second on one graph (measured, never asserted)."""
     input:
-        graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
-        profile=lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model),
+        **PL_SCORED,
     output:
         f"{RESULTS}/bench/placement_sim_{{pl_model}}.csv",
     params:
@@ -298,14 +306,14 @@ rule placement_space:
     gap to the best baseline (simulated).  The placement.<model>.<learner>_space conditions read it."""
     input:
         runs=placement_wf.space_runs(PL, PL_DIR) if PL else [],
-        graphs=[f"{PL_DIR}/graphs/{m}.json" for m in placement_wf.models(PL)] if PL else [],
+        graphs=[pl_graph(m) for m in placement_wf.models(PL)] if PL else [],
         profiles=[placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)] if PL else [],
     output:
         csv=f"{PL_DIR}/space.csv",
         md=f"{PAPER}/tables/placement_space.md",
     params:
         spec=placement_wf.space_spec(PL) if PL else "{}",
-        graphs=as_json({m: f"{PL_DIR}/graphs/{m}.json" for m in placement_wf.models(PL)}) if PL else "{}",
+        graphs=as_json({m: pl_graph(m) for m in placement_wf.models(PL)}) if PL else "{}",
         profiles=as_json({m: placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",
     conda:
         ENV
