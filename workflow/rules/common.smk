@@ -18,6 +18,9 @@ wildcard_constraints:
     dataset=r"[A-Za-z0-9_]+",
 
 
+DATA_SPLITS = ("train", "val", "test")  # a prepared data set's split files, <split>.pt beside its manifest
+
+
 def data_manifest(name):
     return f"{RESULTS}/data/{name}/manifest.json"
 
@@ -46,7 +49,7 @@ def data_mb(manifest):
     """Bytes of a prepared data set on disk (its split files), in MiB; 0 before it exists."""
     folder = os.path.dirname(manifest)
     total = 0
-    for split in ("train", "val", "test"):
+    for split in DATA_SPLITS:
         path = os.path.join(folder, f"{split}.pt")
         if os.path.exists(path):
             total += os.path.getsize(path)
