@@ -137,6 +137,12 @@ def train_params(spec, out=None):
             "data": subpath(input.data, parent=True)}
 
 
+def csv_and_beside(stem, **beside):
+    """The files of a command that writes its table to ``--out <stem>.csv`` (output.csv) and more
+    files beside it, each named <stem><suffix> (``md=".md"``, ``fit="_fit.csv"``)."""
+    return {"csv": f"{stem}.csv", **{name: f"{stem}{suffix}" for name, suffix in beside.items()}}
+
+
 def partition_for_gpus(gpus):
     """jobs.partitions.gpu for a job that claims GPUs, jobs.partitions.cpu otherwise."""
     return _jobs.partition(int(gpus), JOBS)

@@ -308,8 +308,7 @@ rule demo_bench:
     input:
         data=data_manifest(DEMO["dataset"]),
     output:
-        csv=f"{RESULTS}/demo/bench/bench.csv",
-        md=f"{RESULTS}/demo/bench/bench.md",
+        **csv_and_beside(f"{RESULTS}/demo/bench/bench", md=".md"),
     params:
         spec=as_json({"model": DEMO["model"], "large_model": DEMO["bench"]["large_model"],
                       "repeats": DEMO["bench"]["repeats"], "steps": DEMO["bench"]["steps"],
@@ -336,8 +335,7 @@ use rule demo_bench as demo_bench_gpu with:
     # size 1: the step without its collective), the default and the large model (measured; reported,
     # never asserted).  Fails at once where there is no GPU.
     output:
-        csv=f"{RESULTS}/demo/bench/bench_gpu.csv",
-        md=f"{RESULTS}/demo/bench/bench_gpu.md",
+        **csv_and_beside(f"{RESULTS}/demo/bench/bench_gpu", md=".md"),
     params:
         spec=as_json({"model": DEMO["model"], "large_model": DEMO["bench"]["large_model"],
                       "steps": DEMO["bench"]["steps"], "lr": DEMO["lr"]["demo"], "demo": DEMO["demo"],
