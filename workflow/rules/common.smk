@@ -61,6 +61,12 @@ def mem_for(manifest, processes=1, base_mb=600, per_data=2.0):
     return int(processes * (base_mb + per_data * data_mb(manifest)))
 
 
+def mem_of_inputs(base_mb, per_mb=4):
+    """``mem_mb`` of a job that reads all its input tables into one frame (about 3x their size on
+    disk, and working copies), plus ``base_mb`` for Python and pandas."""
+    return lambda w, input: int(base_mb + per_mb * input.size_mb)
+
+
 # A training job's batch request (profiles/slurm) from its run spec: distlab.jobs.
 from distlab import jobs as _jobs
 

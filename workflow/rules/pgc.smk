@@ -148,8 +148,7 @@ rule pgc_summarize:
         "benchmarks/pgc/{group}/summarize.tsv"
     threads: 1
     resources:
-        # the metrics CSVs become one frame (about 3x their size on disk), plus pandas
-        mem_mb=lambda w, input: int(400 + 4 * input.size_mb),
+        mem_mb=mem_of_inputs(400),  # the metrics CSVs become one frame
     shell:
         "python -m distlab.pgc summarize --runs {input:q} --steps-out {output.steps:q} "
         "--summary-out {output.summary:q} > {log:q} 2>&1"
@@ -180,7 +179,7 @@ for _fig, _table, _group in P1.FIGURES:
             f"benchmarks/pgc/{_fig}.tsv"
         threads: 1
         resources:
-            mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
+            mem_mb=mem_of_inputs(500),
         shell:
             "python -m distlab.pgc figure {params.name} --inputs {params.inputs:q} --options {params.options:q} "
             "--out {output:q} > {log:q} 2>&1"
@@ -209,7 +208,7 @@ for _tab, _group in (("time_to_target", "cloud"), ("compute", "simulation")):
             f"benchmarks/pgc/{_tab}.tsv"
         threads: 1
         resources:
-            mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
+            mem_mb=mem_of_inputs(500),
         shell:
             "python -m distlab.pgc figure {params.tab} --inputs {params.inputs:q} --out {output:q} > {log:q} 2>&1"
 
@@ -233,7 +232,7 @@ rule pgc_real_vs_sim:
         "benchmarks/pgc/real_vs_sim.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
+        mem_mb=mem_of_inputs(500),
     shell:
         "python -m distlab.pgc figure real_vs_sim --inputs {params.inputs:q} --options {params.options:q} "
         "--out {output.png:q} {output.md:q} > {log:q} 2>&1"
@@ -282,7 +281,7 @@ rule pgc_regime_crosscheck:
         "benchmarks/pgc/regime_crosscheck.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
+        mem_mb=mem_of_inputs(500),
     shell:
         "python -m distlab.pgc regime-crosscheck --summary {input.summary:q} --options {params.options:q} "
         "--md {output.md:q} > {log:q} 2>&1"
