@@ -26,6 +26,17 @@ register_tables("P1", P1.tables())
 register_outputs("P1", P1.outputs())
 
 
+def pgc_figure(path, caption, label):
+    """A P1 figure in the Snakemake report, captioned by workflow/report/<caption>.rst."""
+    return report(path, category="Pipelined Gradient Coding", caption=f"../report/{caption}.rst",
+                  labels={"figure": label})
+
+
+def pgc_files(files, caption, label):
+    """The outputs of a one-job P1 figure (P1.*_out: its files by kind), the figure in the report."""
+    return {**files, "png": pgc_figure(files["png"], caption, label)}
+
+
 rule pgc_coding_profile:
     """Encoding and decoding seconds of every scheme and s (measured once, interleaved rounds,
     median and its CI): the stored profile every simulated job's clock reads.  It holds both
@@ -165,8 +176,7 @@ for _fig, _table, _group in P1.FIGURES:
         input:
             **{_table: P1.table(_table, _group)},
         output:
-            report(P1.fig[_fig], category="Pipelined Gradient Coding",
-                   caption=f"../report/pgc_{_fig}.rst", labels={"figure": P1.figure_label(_fig)}),
+            pgc_figure(P1.fig[_fig], f"pgc_{_fig}", P1.figure_label(_fig)),
         params:
             name=_fig,
             inputs=lambda w, input: as_json(dict(input.items())),
@@ -218,9 +228,7 @@ rule pgc_real_vs_sim:
     input:
         summary=P1.summary("real"),
     output:
-        png=report(P1.real_out[0], category="Pipelined Gradient Coding",
-                   caption="../report/pgc_real.rst", labels={"figure": "real vs simulated"}),
-        md=P1.real_out[1],
+        **pgc_files(P1.real_out, "pgc_real", "real vs simulated"),
     params:
         inputs=lambda w, input: as_json(dict(input.items())),
         options=P1.options(),
@@ -243,10 +251,7 @@ rule pgc_regime:
     input:
         unit_cost=P1.unit_cost_runs(),
     output:
-        png=report(P1.regime_out[0], category="Pipelined Gradient Coding",
-                   caption="../report/pgc_regime.rst", labels={"figure": "regime map"}),
-        csv=P1.regime_out[1],
-        md=P1.regime_out[2],
+        **pgc_files(P1.regime_out, "pgc_regime", "regime map"),
     params:
         options=P1.regime_options(),
     conda:
@@ -269,8 +274,7 @@ rule pgc_regime_crosscheck:
     input:
         summary=P1.summary("simulation"),
     output:
-        csv=P1.crosscheck_out[0],
-        md=P1.crosscheck_out[1],
+        **P1.crosscheck_out,
     params:
         options=P1.crosscheck_options(),
     conda:
@@ -292,10 +296,7 @@ rule pgc_trace_fit:
     input:
         trace=P1.trace,
     output:
-        png=report(P1.trace_out[0], category="Pipelined Gradient Coding",
-                   caption="../report/pgc_trace.rst", labels={"figure": "delay trace fit"}),
-        csv=P1.trace_out[1],
-        md=P1.trace_out[2],
+        **pgc_files(P1.trace_out, "pgc_trace", "delay trace fit"),
     conda:
         ENV
     log:
