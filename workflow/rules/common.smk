@@ -149,6 +149,17 @@ def csv_and_beside(stem, **beside):
     return {"csv": f"{stem}.csv", **{name: f"{stem}{suffix}" for name, suffix in beside.items()}}
 
 
+def report_figure(path, category, caption, label):
+    """A figure in the Snakemake report (snakemake --report): under ``category``, captioned by
+    workflow/report/<caption>.rst, labelled ``label``."""
+    return report(path, category=category, caption=f"../report/{caption}.rst", labels={"figure": label})
+
+
+def with_report_figure(files, category, caption, label):
+    """A rule's files by kind (png, csv, md), its figure, the png, in the report (report_figure)."""
+    return {**files, "png": report_figure(files["png"], category, caption, label)}
+
+
 def partition_for_gpus(gpus):
     """jobs.partitions.gpu for a job that claims GPUs, jobs.partitions.cpu otherwise."""
     return _jobs.partition(int(gpus), JOBS)

@@ -148,7 +148,7 @@ if LOCAL_BP_UNTIMED:
             **seed_files(f"{RESULTS}/local/rc/bp", LOCAL_BP_UNTIMED),
         params:
             spec=as_json(local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED, LOCAL_SWEEP)),
-            out=f"{RESULTS}/local/rc/bp",
+            out=lambda w, output: os.path.dirname(os.path.dirname(output.manifests[0])),
         log:
             "logs/local/rc/bp_untimed.log",
         benchmark:

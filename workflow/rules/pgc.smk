@@ -24,17 +24,7 @@ PGC_REAL_SEEDS = config["pgc"]["real"]["seeds"]
 
 register_tables("P1", P1.tables())
 register_outputs("P1", P1.outputs())
-
-
-def pgc_figure(path, caption, label):
-    """A P1 figure in the Snakemake report, captioned by workflow/report/<caption>.rst."""
-    return report(path, category="Pipelined Gradient Coding", caption=f"../report/{caption}.rst",
-                  labels={"figure": label})
-
-
-def pgc_files(files, caption, label):
-    """The outputs of a one-job P1 figure (P1.*_out: its files by kind), the figure in the report."""
-    return {**files, "png": pgc_figure(files["png"], caption, label)}
+PGC_REPORT = "Pipelined Gradient Coding"  # the report's category of P1's figures
 
 
 rule pgc_coding_profile:
@@ -176,7 +166,7 @@ for _fig, _table, _group in P1.FIGURES:
         input:
             **{_table: P1.table(_table, _group)},
         output:
-            pgc_figure(P1.fig[_fig], f"pgc_{_fig}", P1.figure_label(_fig)),
+            report_figure(P1.fig[_fig], PGC_REPORT, f"pgc_{_fig}", P1.figure_label(_fig)),
         params:
             name=_fig,
             inputs=lambda w, input: as_json(dict(input.items())),
@@ -228,7 +218,7 @@ rule pgc_real_vs_sim:
     input:
         summary=P1.summary("real"),
     output:
-        **pgc_files(P1.real_out, "pgc_real", "real vs simulated"),
+        **with_report_figure(P1.real_out, PGC_REPORT, "pgc_real", "real vs simulated"),
     params:
         inputs=lambda w, input: as_json(dict(input.items())),
         options=P1.options(),
@@ -251,7 +241,7 @@ rule pgc_regime:
     input:
         unit_cost=P1.unit_cost_runs(),
     output:
-        **pgc_files(P1.regime_out, "pgc_regime", "regime map"),
+        **with_report_figure(P1.regime_out, PGC_REPORT, "pgc_regime", "regime map"),
     params:
         options=P1.regime_options(),
     conda:
@@ -296,7 +286,7 @@ rule pgc_trace_fit:
     input:
         trace=P1.trace,
     output:
-        **pgc_files(P1.trace_out, "pgc_trace", "delay trace fit"),
+        **with_report_figure(P1.trace_out, PGC_REPORT, "pgc_trace", "delay trace fit"),
     conda:
         ENV
     log:

@@ -12,14 +12,10 @@ PL_OPTIONS = placement_wf.options(PL) if PL else "{}"
 PL_PIC_MODEL = placement_wf.models(PL)[0] if PL else ""
 
 
-def pl_graph(model="{pl_model}"):
-    """A model's operator graph (rule placement_graph; by default the pattern of wildcard pl_model)."""
-    return f"{PL_DIR}/graphs/{model}.json"
-
-
 # What a simulated run on one model reads (placement_run, placement_bench_sim): its graph and
 # the profile it scores with (stored, or this run's measurement).
-PL_SCORED = {"graph": pl_graph(), "profile": lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model)}
+PL_SCORED = {"graph": placement_wf.graph_path(PL_DIR),
+             "profile": lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model)}
 
 
 if PL:
@@ -36,7 +32,7 @@ wildcard_constraints:
 rule placement_graph:
     """The operator graph of one model (torch.fx; weights not nodes)."""
     output:
-        pl_graph(),
+        placement_wf.graph_path(PL_DIR),
     params:
         spec=lambda w: as_json(PL["models"][w.pl_model]),
     conda:
@@ -195,7 +191,7 @@ rule placement_fig_placement:
     """One learned placement (the ablated HSDAG variant, first model, default pair, first seed)."""
     input:
         run=f"{PL_DIR}/runs/{PL.get('default_pair', '')}/{PL_PIC_MODEL}/{PL.get('ablation_of', 'hsdag')}.json",
-        graph=pl_graph(PL_PIC_MODEL),
+        graph=placement_wf.graph_path(PL_DIR, PL_PIC_MODEL),
         profile=placement_wf.profile_path(PL, PL_DIR, PL_PIC_MODEL) if PL else "",
     output:
         report(f"{PAPER}/figures/placement_learned.png", category="Device placement (HSDAG)",
@@ -221,7 +217,7 @@ rule placement_real:
     """Two CPU devices (two processes, one pinned core each): every method's best placement on the
     default pair, and CPU-only, executed; measured latency against the simulator (this run's profile)."""
     input:
-        graph=pl_graph(),
+        graph=placement_wf.graph_path(PL_DIR),
         profile=f"{PL_DIR}/profiles/{{pl_model}}.json",
         runs=lambda w: [f"{PL_DIR}/runs/{PL['default_pair']}/{w.pl_model}/{m}.json" for m in PL["methods"]],
     output:
@@ -306,14 +302,14 @@ rule placement_space:
     gap to the best baseline (simulated).  The placement.<model>.<learner>_space conditions read it."""
     input:
         runs=placement_wf.space_runs(PL, PL_DIR) if PL else [],
-        graphs=[pl_graph(m) for m in placement_wf.models(PL)] if PL else [],
+        graphs=[placement_wf.graph_path(PL_DIR, m) for m in placement_wf.models(PL)] if PL else [],
         profiles=[placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)] if PL else [],
     output:
         csv=f"{PL_DIR}/space.csv",
         md=f"{PAPER}/tables/placement_space.md",
     params:
         spec=placement_wf.space_spec(PL) if PL else "{}",
-        graphs=as_json({m: pl_graph(m) for m in placement_wf.models(PL)}) if PL else "{}",
+        graphs=as_json({m: placement_wf.graph_path(PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",
         profiles=as_json({m: placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",
     conda:
         ENV
