@@ -82,8 +82,7 @@ rule baseline_figures:
         steps=rules.baseline_summarize.output.steps,
         summary=rules.baseline_summarize.output.summary,
     output:
-        fig=report(f"{PAPER}/figures/baseline_loss.png", category="Baseline",
-                   caption="../report/baseline.rst", labels={"figure": "DGD vs single-process SGD"}),
+        fig=report_figure(f"{PAPER}/figures/baseline_loss.png", "Baseline", "baseline", "DGD vs single-process SGD"),
         csv=f"{PAPER}/tables/baseline.csv",
         md=f"{PAPER}/tables/baseline.md",
     params:

@@ -18,6 +18,7 @@ wildcard_constraints:
 
 register_tables("P4", P4.summary_tables())
 register_outputs("P4", P4.outputs())
+DEMO_REPORT = "DeMo"  # the report's category of P4's figures
 
 
 rule demo_train_sim:
@@ -146,8 +147,7 @@ for _kind, _label in (("loss_steps", "loss vs steps"), ("gap_steps", "gap to Ada
         input:
             f"{RESULTS}/demo/{SIM}/steps.csv",
         output:
-            report(f"{PAPER}/figures/demo_{_kind}.png", category="DeMo", caption=f"../report/demo_{_kind}.rst",
-                   labels={"figure": _label}),
+            report_figure(f"{PAPER}/figures/demo_{_kind}.png", DEMO_REPORT, f"demo_{_kind}", _label),
         params:
             kind=_kind,
             note=f"{len(config['seeds'])} seeds, 95% t band",
@@ -170,8 +170,7 @@ rule demo_fig_loss_time:
     input:
         f"{RESULTS}/demo/{SIM}/steps.csv",
     output:
-        report(f"{PAPER}/figures/demo_loss_time.png", category="DeMo", caption="../report/demo_loss_time.rst",
-               labels={"figure": "loss vs simulated time"}),
+        report_figure(f"{PAPER}/figures/demo_loss_time.png", DEMO_REPORT, "demo_loss_time", "loss vs simulated time"),
     params:
         networks=P4.networks,
         note=f"{len(config['seeds'])} seeds; compute measured",
@@ -195,8 +194,7 @@ rule demo_fig_real:
         real=f"{RESULTS}/demo/{P4.real_backend}/summary.csv",
         sim=f"{RESULTS}/demo/{SIM}/summary.csv",
     output:
-        report(f"{PAPER}/figures/demo_real.png", category="DeMo", caption="../report/demo_real.rst",
-               labels={"figure": "real vs simulated step time"}),
+        report_figure(f"{PAPER}/figures/demo_real.png", DEMO_REPORT, "demo_real", "real vs simulated step time"),
     conda:
         ENV
     log:

@@ -5,6 +5,7 @@
 
 LOCAL = config["local_learning"]
 LOCAL_RUN = f"{RESULTS}/local/{{lgroup}}/{{lmethod}}/seed{{seed}}"
+LOCAL_REPORT = "Local credit assignment"  # the report's category of P3's figures and tables
 LOCAL_FIGURES = {name: f"{PAPER}/figures/local_{name}.png"
                  for name in ("loss_tokens", "loss_time", "throughput_memory", "pc_cost", "nonident",
                               "probes", "hybrid")
@@ -177,7 +178,8 @@ if LOCAL_SWEEP_RUNS:
         benchmark:
             "benchmarks/local/sweep/lr{llr}/{lrun}.tsv"
         resources:
-            **train_resources("local_train_seeds", lambda w: local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"])),
+            **train_resources("local_train_seeds",
+                              lambda w: local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"])),
 
 
     use rule local_train_sweep as local_train_sweep_hybrid with:
@@ -196,7 +198,7 @@ if LOCAL_SWEEP_RUNS:
             LOCAL_SWEEP_RUNS,
         output:
             csv=f"{PAPER}/tables/local_sweep.csv",
-            md=report(f"{PAPER}/tables/local_sweep.md", category="Local credit assignment",
+            md=report(f"{PAPER}/tables/local_sweep.md", category=LOCAL_REPORT,
                       caption="../report/local_sweep.rst", labels={"table": "lr sweep"}),
             choice=local_wf.choice_path(LOCAL_SWEEP),
         params:
@@ -285,8 +287,7 @@ rule local_fig_throughput_map:
         map=LOCAL_BENCH["map"],
         claims="config/claims.yaml",
     output:
-        fig=report(LOCAL_MAP["figure"], category="Local credit assignment",
-                   caption="../report/local_throughput_map.rst", labels={"figure": "throughput map"}),
+        fig=report_figure(LOCAL_MAP["figure"], LOCAL_REPORT, "local_throughput_map", "throughput map"),
         csv=LOCAL_MAP["csv"],
         md=LOCAL_MAP["md"],
     conda:
@@ -308,8 +309,7 @@ rule local_fig_probes:
     input:
         f"{RESULTS}/local/steps.csv",
     output:
-        report(LOCAL_FIGURES["probes"], category="Local credit assignment",
-               caption="../report/local_probes.rst", labels={"figure": "probe losses"}),
+        report_figure(LOCAL_FIGURES["probes"], LOCAL_REPORT, "local_probes", "probe losses"),
     conda:
         ENV
     log:
@@ -328,8 +328,8 @@ rule local_fig_hybrid:
     input:
         f"{RESULTS}/local/runs.csv",
     output:
-        report(LOCAL_FIGURES.get("hybrid", f"{PAPER}/figures/local_hybrid.png"), category="Local credit assignment",
-               caption="../report/local_hybrid.rst", labels={"figure": "RC + PC vs T"}),
+        report_figure(LOCAL_FIGURES.get("hybrid", f"{PAPER}/figures/local_hybrid.png"), LOCAL_REPORT, "local_hybrid",
+                      "RC + PC vs T"),
     conda:
         ENV
     log:
@@ -409,8 +409,7 @@ for _name, _source, _label in (("loss_tokens", f"{RESULTS}/local/steps.csv", "lo
         input:
             _source,
         output:
-            report(LOCAL_FIGURES[_name], category="Local credit assignment",
-                   caption=f"../report/local_{_name}.rst", labels={"figure": _label}),
+            report_figure(LOCAL_FIGURES[_name], LOCAL_REPORT, f"local_{_name}", _label),
         params:
             kind=_name.replace("_", "-"),
         conda:
@@ -435,7 +434,7 @@ rule local_table:
         floors=floors_table(LOCAL["dataset"]),
     output:
         csv=LOCAL_TABLES[0],
-        md=report(LOCAL_TABLES[1], category="Local credit assignment",
+        md=report(LOCAL_TABLES[1], category=LOCAL_REPORT,
                   caption="../report/local_main.rst", labels={"table": "main"}),
     params:
         options=as_json({"alpha": config["stats"]["alpha"]}),

@@ -10,6 +10,7 @@ PL_T = placement_wf.tables(PAPER)
 PL_TABLES, PL_ABLATION, PL_REAL, PL_FIGS = PL_T["main"], PL_T["ablation"], PL_T["real"], PL_T["figures"]
 PL_OPTIONS = placement_wf.options(PL) if PL else "{}"
 PL_PIC_MODEL = placement_wf.models(PL)[0] if PL else ""
+PL_REPORT = "Device placement (HSDAG)"  # the report's category of P2's figures
 
 
 # What a simulated run on one model reads (placement_run, placement_bench_sim): its graph and
@@ -168,8 +169,7 @@ rule placement_fig_curves:
     input:
         curves=f"{PL_DIR}/curves.csv",
     output:
-        report(f"{PAPER}/figures/placement_curves.png", category="Device placement (HSDAG)",
-               caption="../report/placement_curves.rst", labels={"figure": "learning curves"}),
+        report_figure(f"{PAPER}/figures/placement_curves.png", PL_REPORT, "placement_curves", "learning curves"),
     params:
         inputs=lambda w, input: as_json({"curves": input.curves}),
         options=PL_OPTIONS,
@@ -194,8 +194,7 @@ rule placement_fig_placement:
         graph=placement_wf.graph_path(PL_DIR, PL_PIC_MODEL),
         profile=placement_wf.profile_path(PL, PL_DIR, PL_PIC_MODEL) if PL else "",
     output:
-        report(f"{PAPER}/figures/placement_learned.png", category="Device placement (HSDAG)",
-               caption="../report/placement_learned.rst", labels={"figure": "learned placement"}),
+        report_figure(f"{PAPER}/figures/placement_learned.png", PL_REPORT, "placement_learned", "learned placement"),
     params:
         inputs=lambda w, input: as_json({"run": input.run, "graph": input.graph}),
         options=lambda w, input: as_json({"profile": input.profile}),
