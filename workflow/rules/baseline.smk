@@ -61,8 +61,8 @@ rule baseline_summarize:
     input:
         BASE.runs(),
     output:
-        steps=f"{RESULTS}/baseline/steps.csv",
-        summary=f"{RESULTS}/baseline/summary.csv",
+        steps=BASE.steps,
+        summary=BASE.summary,
     conda:
         ENV
     log:

@@ -19,6 +19,7 @@ wildcard_constraints:
 register_tables("P4", P4.summary_tables())
 register_outputs("P4", P4.outputs())
 DEMO_REPORT = "DeMo"  # the report's category of P4's figures
+DEMO_REAL_VS_SIM = {"real": P4.summary(P4.real_backend), "sim": P4.summary(SIM)}  # demo_fig_real's, demo_table_real's
 
 
 rule demo_train_sim:
@@ -115,8 +116,8 @@ rule demo_summarize:
     input:
         lambda w: P4.runs(w.dgroup),
     output:
-        steps=f"{RESULTS}/demo/{{dgroup}}/steps.csv",
-        summary=f"{RESULTS}/demo/{{dgroup}}/summary.csv",
+        steps=P4.steps("{dgroup}"),
+        summary=P4.summary("{dgroup}"),
     wildcard_constraints:
         dgroup=r"simulated|gloo|nccl|sweep",
     params:
@@ -145,7 +146,7 @@ for _kind, _label in (("loss_steps", "loss vs steps"), ("gap_steps", "gap to Ada
         name:
             f"demo_fig_{_kind}"
         input:
-            f"{RESULTS}/demo/{SIM}/steps.csv",
+            P4.steps(SIM),
         output:
             report_figure(f"{PAPER}/figures/demo_{_kind}.png", DEMO_REPORT, f"demo_{_kind}", _label),
         params:
@@ -168,7 +169,7 @@ for _kind, _label in (("loss_steps", "loss vs steps"), ("gap_steps", "gap to Ada
 rule demo_fig_loss_time:
     """Validation loss against simulated time under each configured network."""
     input:
-        f"{RESULTS}/demo/{SIM}/steps.csv",
+        P4.steps(SIM),
     output:
         report_figure(f"{PAPER}/figures/demo_loss_time.png", DEMO_REPORT, "demo_loss_time", "loss vs simulated time"),
     params:
@@ -191,8 +192,7 @@ rule demo_fig_loss_time:
 rule demo_fig_real:
     """Measured step time on real processes beside the simulated prediction."""
     input:
-        real=f"{RESULTS}/demo/{P4.real_backend}/summary.csv",
-        sim=f"{RESULTS}/demo/{SIM}/summary.csv",
+        **DEMO_REAL_VS_SIM,
     output:
         report_figure(f"{PAPER}/figures/demo_real.png", DEMO_REPORT, "demo_real", "real vs simulated step time"),
     conda:
@@ -212,7 +212,7 @@ rule demo_fig_real:
 rule demo_table_results:
     """Final validation loss, bytes and times per method and N (mean [95% t CI] over seeds)."""
     input:
-        f"{RESULTS}/demo/{SIM}/summary.csv",
+        P4.summary(SIM),
     output:
         csv=f"{PAPER}/tables/demo_results.csv",
         md=f"{PAPER}/tables/demo_results.md",
@@ -235,8 +235,7 @@ rule demo_table_results:
 rule demo_table_real:
     """Real processes: measured step time, ranks identical, bytes; simulated prediction beside."""
     input:
-        real=f"{RESULTS}/demo/{P4.real_backend}/summary.csv",
-        sim=f"{RESULTS}/demo/{SIM}/summary.csv",
+        **DEMO_REAL_VS_SIM,
     output:
         f"{PAPER}/tables/demo_real.md",
     conda:
@@ -280,7 +279,7 @@ rule demo_table_sweep:
     """The learning-rate sweep: final loss on the validation split per method and lr; the lowest mean
     per method is the choice (followers such as demo-compact take their leader's)."""
     input:
-        f"{RESULTS}/demo/sweep/summary.csv",
+        P4.summary("sweep"),
     output:
         md=f"{PAPER}/tables/demo_sweep.md",
         choice=P4.lr_choice,

@@ -139,8 +139,8 @@ rule pgc_summarize:
     input:
         lambda w: P1.group_runs(w.group),
     output:
-        steps=f"{RESULTS}/pgc/{{group}}/steps.parquet",
-        summary=f"{RESULTS}/pgc/{{group}}/summary.csv",
+        steps=P1.steps("{group}"),
+        summary=P1.summary("{group}"),
     conda:
         ENV
     log:
