@@ -16,12 +16,9 @@ rule baseline_train_sim:
     input:
         data=data_manifest(config["baseline"]["dataset"]),
     output:
-        manifest=f"{RESULTS}/baseline/simulated/{{method}}/seed{{seed}}/manifest.json",
-        metrics=f"{RESULTS}/baseline/simulated/{{method}}/seed{{seed}}/metrics.csv",
+        **run_files(f"{RESULTS}/baseline/simulated/{{method}}/seed{{seed}}"),
     params:
-        spec=BASE.sim_spec,
-        out=subpath(output.manifest, parent=True),
-        data=subpath(input.data, parent=True),
+        **train_params(BASE.sim_spec),
     conda:
         ENV
     log:
@@ -41,14 +38,11 @@ rule baseline_train_dist:
     input:
         data=data_manifest(config["baseline"]["dataset"]),
     output:
-        manifest=f"{RESULTS}/baseline/{{backend}}/dgd/seed{{seed}}/manifest.json",
-        metrics=f"{RESULTS}/baseline/{{backend}}/dgd/seed{{seed}}/metrics.csv",
+        **run_files(f"{RESULTS}/baseline/{{backend}}/dgd/seed{{seed}}"),
     wildcard_constraints:
         backend="gloo|nccl",
     params:
-        spec=BASE.dist_spec,
-        out=subpath(output.manifest, parent=True),
-        data=subpath(input.data, parent=True),
+        **train_params(BASE.dist_spec),
     conda:
         ENV
     log:
@@ -67,8 +61,8 @@ rule baseline_summarize:
     input:
         BASE.runs(),
     output:
-        steps=f"{RESULTS}/baseline/steps.csv",
-        summary=f"{RESULTS}/baseline/summary.csv",
+        steps=BASE.steps,
+        summary=BASE.summary,
     conda:
         ENV
     log:
@@ -88,8 +82,7 @@ rule baseline_figures:
         steps=rules.baseline_summarize.output.steps,
         summary=rules.baseline_summarize.output.summary,
     output:
-        fig=report(f"{PAPER}/figures/baseline_loss.png", category="Baseline",
-                   caption="../report/baseline.rst", labels={"figure": "DGD vs single-process SGD"}),
+        fig=report_figure(f"{PAPER}/figures/baseline_loss.png", "Baseline", "baseline", "DGD vs single-process SGD"),
         csv=f"{PAPER}/tables/baseline.csv",
         md=f"{PAPER}/tables/baseline.md",
     params:

@@ -18,6 +18,9 @@ wildcard_constraints:
     dataset=r"[A-Za-z0-9_]+",
 
 
+DATA_SPLITS = ("train", "val", "test")  # a prepared data set's split files, <split>.pt beside its manifest
+
+
 def data_manifest(name):
     return f"{RESULTS}/data/{name}/manifest.json"
 
@@ -46,7 +49,7 @@ def data_mb(manifest):
     """Bytes of a prepared data set on disk (its split files), in MiB; 0 before it exists."""
     folder = os.path.dirname(manifest)
     total = 0
-    for split in ("train", "val", "test"):
+    for split in DATA_SPLITS:
         path = os.path.join(folder, f"{split}.pt")
         if os.path.exists(path):
             total += os.path.getsize(path)
@@ -56,6 +59,12 @@ def data_mb(manifest):
 def mem_for(manifest, processes=1, base_mb=600, per_data=2.0):
     """A job's memory: each process holds the data set (plus working copies) and a model."""
     return int(processes * (base_mb + per_data * data_mb(manifest)))
+
+
+def mem_of_inputs(base_mb, per_mb=4):
+    """``mem_mb`` of a job that reads all its input tables into one frame (about 3x their size on
+    disk, and working copies), plus ``base_mb`` for Python and pandas."""
+    return lambda w, input: int(base_mb + per_mb * input.size_mb)
 
 
 # A training job's batch request (profiles/slurm) from its run spec: distlab.jobs.
@@ -111,6 +120,44 @@ def train_resources(rule, spec_of, base_mb=None, gpu=False, partition=False, run
         out["runtime"] = minutes
     out["distlab_runtime"] = runtime_json()
     return out
+
+
+def run_files(run):
+    """A training run's files in its folder ``run``: its manifest and its metrics (the outputs of
+    a job that trains one seed)."""
+    return {"manifest": f"{run}/manifest.json", "metrics": f"{run}/metrics.csv"}
+
+
+def seed_files(job, seeds):
+    """The runs of a job that trains ``seeds`` one after another, each in ``job``/seed<k>: every
+    seed's manifest, then every seed's metrics."""
+    return {"manifests": [f"{job}/seed{k}/manifest.json" for k in seeds],
+            "metrics": [f"{job}/seed{k}/metrics.csv" for k in seeds]}
+
+
+def train_params(spec, out=None):
+    """A training rule's params for `python -m distlab train`: the run spec (``spec``, the function
+    of the wildcards that builds it, or its text), the folder it writes (``out``; by default the
+    folder of output.manifest, a one-seed job's run folder) and the data set's folder (input.data's)."""
+    return {"spec": spec, "out": subpath(output.manifest, parent=True) if out is None else out,
+            "data": subpath(input.data, parent=True)}
+
+
+def csv_and_beside(stem, **beside):
+    """The files of a command that writes its table to ``--out <stem>.csv`` (output.csv) and more
+    files beside it, each named <stem><suffix> (``md=".md"``, ``fit="_fit.csv"``)."""
+    return {"csv": f"{stem}.csv", **{name: f"{stem}{suffix}" for name, suffix in beside.items()}}
+
+
+def report_figure(path, category, caption, label):
+    """A figure in the Snakemake report (snakemake --report): under ``category``, captioned by
+    workflow/report/<caption>.rst, labelled ``label``."""
+    return report(path, category=category, caption=f"../report/{caption}.rst", labels={"figure": label})
+
+
+def with_report_figure(files, category, caption, label):
+    """A rule's files by kind (png, csv, md), its figure, the png, in the report (report_figure)."""
+    return {**files, "png": report_figure(files["png"], category, caption, label)}
 
 
 def partition_for_gpus(gpus):

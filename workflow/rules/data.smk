@@ -1,10 +1,8 @@
 rule prepare_data:
     """Builds one data set once, with seeded train/val/test splits and a manifest of checksums."""
     output:
-        manifest=f"{RESULTS}/data/{{dataset}}/manifest.json",
-        train=f"{RESULTS}/data/{{dataset}}/train.pt",
-        val=f"{RESULTS}/data/{{dataset}}/val.pt",
-        test=f"{RESULTS}/data/{{dataset}}/test.pt",
+        manifest=data_manifest("{dataset}"),
+        **{split: f"{RESULTS}/data/{{dataset}}/{split}.pt" for split in DATA_SPLITS},
     params:
         spec=lambda w: as_json({"name": w.dataset, **config["datasets"][w.dataset]}),
         seed=config["data_seed"],
@@ -36,9 +34,9 @@ rule data_floors:
     A language model's quality claims are testable only once its held-out loss
     is below the bigram floor by a stated margin (config/claims.yaml: conditions)."""
     input:
-        manifest=f"{RESULTS}/data/{{dataset}}/manifest.json",
+        manifest=data_manifest("{dataset}"),
     output:
-        f"{RESULTS}/data/{{dataset}}/floors.csv",
+        floors_table("{dataset}"),
     params:
         data=lambda w: f"{RESULTS}/data/{w.dataset}",
     conda:

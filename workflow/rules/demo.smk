@@ -18,6 +18,8 @@ wildcard_constraints:
 
 register_tables("P4", P4.summary_tables())
 register_outputs("P4", P4.outputs())
+DEMO_REPORT = "DeMo"  # the report's category of P4's figures
+DEMO_REAL_VS_SIM = {"real": P4.summary(P4.real_backend), "sim": P4.summary(SIM)}  # demo_fig_real's, demo_table_real's
 
 
 rule demo_train_sim:
@@ -30,12 +32,9 @@ rule demo_train_sim:
         choice=P4.choice_input(),
         sweep=P4.reuse_input,
     output:
-        manifests=[f"{P4.sim_job}/seed{k}/manifest.json" for k in config["seeds"]],
-        metrics=[f"{P4.sim_job}/seed{k}/metrics.csv" for k in config["seeds"]],
+        **seed_files(P4.sim_job, config["seeds"]),
     params:
-        spec=P4.seeds_spec,
-        out=P4.sim_job,
-        data=subpath(input.data, parent=True),
+        **train_params(P4.seeds_spec, out=P4.sim_job),
     conda:
         ENV
     log:
@@ -58,8 +57,7 @@ use rule demo_train_sim as demo_train_sim_extra with:
         data=data_manifest(DEMO["dataset"]),
         choice=P4.choice_input(),
     output:
-        manifest=f"{P4.sim_job}/seed{{seed}}/manifest.json",
-        metrics=f"{P4.sim_job}/seed{{seed}}/metrics.csv",
+        **run_files(f"{P4.sim_job}/seed{{seed}}"),
     wildcard_constraints:
         seed="|".join(str(k) for k in P4.all_extra_seeds()) or "none",
     params:
@@ -78,12 +76,9 @@ rule demo_train_real:
         data=data_manifest(DEMO["dataset"]),
         choice=P4.choice_input(),
     output:
-        manifest=f"{P4.run}/manifest.json".replace("{dbackend}", P4.real_backend),
-        metrics=f"{P4.run}/metrics.csv".replace("{dbackend}", P4.real_backend),
+        **run_files(P4.run.replace("{dbackend}", P4.real_backend)),
     params:
-        spec=P4.real_spec,
-        out=subpath(output.manifest, parent=True),
-        data=subpath(input.data, parent=True),
+        **train_params(P4.real_spec),
     conda:
         ENV
     log:
@@ -104,8 +99,7 @@ use rule demo_train_sim as demo_train_sweep with:
     input:
         data=data_manifest(DEMO["dataset"]),
     output:
-        manifests=[f"{P4.sweep_job}/seed{k}/manifest.json" for k in DEMO["sweep"]["seeds"]],
-        metrics=[f"{P4.sweep_job}/seed{k}/metrics.csv" for k in DEMO["sweep"]["seeds"]],
+        **seed_files(P4.sweep_job, DEMO["sweep"]["seeds"]),
     params:
         spec=P4.sweep_spec,
         out=P4.sweep_job,
@@ -122,8 +116,8 @@ rule demo_summarize:
     input:
         lambda w: P4.runs(w.dgroup),
     output:
-        steps=f"{RESULTS}/demo/{{dgroup}}/steps.csv",
-        summary=f"{RESULTS}/demo/{{dgroup}}/summary.csv",
+        steps=P4.steps("{dgroup}"),
+        summary=P4.summary("{dgroup}"),
     wildcard_constraints:
         dgroup=r"simulated|gloo|nccl|sweep",
     params:
@@ -152,10 +146,9 @@ for _kind, _label in (("loss_steps", "loss vs steps"), ("gap_steps", "gap to Ada
         name:
             f"demo_fig_{_kind}"
         input:
-            f"{RESULTS}/demo/{SIM}/steps.csv",
+            P4.steps(SIM),
         output:
-            report(f"{PAPER}/figures/demo_{_kind}.png", category="DeMo", caption=f"../report/demo_{_kind}.rst",
-                   labels={"figure": _label}),
+            report_figure(f"{PAPER}/figures/demo_{_kind}.png", DEMO_REPORT, f"demo_{_kind}", _label),
         params:
             kind=_kind,
             note=f"{len(config['seeds'])} seeds, 95% t band",
@@ -176,10 +169,9 @@ for _kind, _label in (("loss_steps", "loss vs steps"), ("gap_steps", "gap to Ada
 rule demo_fig_loss_time:
     """Validation loss against simulated time under each configured network."""
     input:
-        f"{RESULTS}/demo/{SIM}/steps.csv",
+        P4.steps(SIM),
     output:
-        report(f"{PAPER}/figures/demo_loss_time.png", category="DeMo", caption="../report/demo_loss_time.rst",
-               labels={"figure": "loss vs simulated time"}),
+        report_figure(f"{PAPER}/figures/demo_loss_time.png", DEMO_REPORT, "demo_loss_time", "loss vs simulated time"),
     params:
         networks=P4.networks,
         note=f"{len(config['seeds'])} seeds; compute measured",
@@ -200,11 +192,9 @@ rule demo_fig_loss_time:
 rule demo_fig_real:
     """Measured step time on real processes beside the simulated prediction."""
     input:
-        real=f"{RESULTS}/demo/{P4.real_backend}/summary.csv",
-        sim=f"{RESULTS}/demo/{SIM}/summary.csv",
+        **DEMO_REAL_VS_SIM,
     output:
-        report(f"{PAPER}/figures/demo_real.png", category="DeMo", caption="../report/demo_real.rst",
-               labels={"figure": "real vs simulated step time"}),
+        report_figure(f"{PAPER}/figures/demo_real.png", DEMO_REPORT, "demo_real", "real vs simulated step time"),
     conda:
         ENV
     log:
@@ -222,7 +212,7 @@ rule demo_fig_real:
 rule demo_table_results:
     """Final validation loss, bytes and times per method and N (mean [95% t CI] over seeds)."""
     input:
-        f"{RESULTS}/demo/{SIM}/summary.csv",
+        P4.summary(SIM),
     output:
         csv=f"{PAPER}/tables/demo_results.csv",
         md=f"{PAPER}/tables/demo_results.md",
@@ -245,8 +235,7 @@ rule demo_table_results:
 rule demo_table_real:
     """Real processes: measured step time, ranks identical, bytes; simulated prediction beside."""
     input:
-        real=f"{RESULTS}/demo/{P4.real_backend}/summary.csv",
-        sim=f"{RESULTS}/demo/{SIM}/summary.csv",
+        **DEMO_REAL_VS_SIM,
     output:
         f"{PAPER}/tables/demo_real.md",
     conda:
@@ -290,7 +279,7 @@ rule demo_table_sweep:
     """The learning-rate sweep: final loss on the validation split per method and lr; the lowest mean
     per method is the choice (followers such as demo-compact take their leader's)."""
     input:
-        f"{RESULTS}/demo/sweep/summary.csv",
+        P4.summary("sweep"),
     output:
         md=f"{PAPER}/tables/demo_sweep.md",
         choice=P4.lr_choice,
@@ -316,8 +305,7 @@ rule demo_bench:
     input:
         data=data_manifest(DEMO["dataset"]),
     output:
-        csv=f"{RESULTS}/demo/bench/bench.csv",
-        md=f"{RESULTS}/demo/bench/bench.md",
+        **csv_and_beside(f"{RESULTS}/demo/bench/bench", md=".md"),
     params:
         spec=as_json({"model": DEMO["model"], "large_model": DEMO["bench"]["large_model"],
                       "repeats": DEMO["bench"]["repeats"], "steps": DEMO["bench"]["steps"],
@@ -344,8 +332,7 @@ use rule demo_bench as demo_bench_gpu with:
     # size 1: the step without its collective), the default and the large model (measured; reported,
     # never asserted).  Fails at once where there is no GPU.
     output:
-        csv=f"{RESULTS}/demo/bench/bench_gpu.csv",
-        md=f"{RESULTS}/demo/bench/bench_gpu.md",
+        **csv_and_beside(f"{RESULTS}/demo/bench/bench_gpu", md=".md"),
     params:
         spec=as_json({"model": DEMO["model"], "large_model": DEMO["bench"]["large_model"],
                       "steps": DEMO["bench"]["steps"], "lr": DEMO["lr"]["demo"], "demo": DEMO["demo"],

@@ -5,6 +5,7 @@
 
 LOCAL = config["local_learning"]
 LOCAL_RUN = f"{RESULTS}/local/{{lgroup}}/{{lmethod}}/seed{{seed}}"
+LOCAL_REPORT = "Local credit assignment"  # the report's category of P3's figures and tables
 LOCAL_FIGURES = {name: f"{PAPER}/figures/local_{name}.png"
                  for name in ("loss_tokens", "loss_time", "throughput_memory", "pc_cost", "nonident",
                               "probes", "hybrid")
@@ -54,12 +55,9 @@ rule local_train:
         data=data_manifest(LOCAL["dataset"]),
         sweep=lambda w: local_wf.sweep_inputs(LOCAL, w.lgroup, w.lmethod, [int(w.seed)], config["seeds"], LOCAL_SWEEP),
     output:
-        manifest=f"{LOCAL_RUN}/manifest.json",
-        metrics=f"{LOCAL_RUN}/metrics.csv",
+        **run_files(LOCAL_RUN),
     params:
-        spec=lambda w: as_json(local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed, sweep_root=LOCAL_SWEEP)),
-        out=subpath(output.manifest, parent=True),
-        data=subpath(input.data, parent=True),
+        **train_params(lambda w: as_json(local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed, sweep_root=LOCAL_SWEEP))),
     conda:
         ENV
     wildcard_constraints:
@@ -72,10 +70,7 @@ rule local_train:
     threads: LOCAL["threads"]
     priority: 10  # P3's sweep -> comparison chain is the workflow's longest: started first
     resources:
-        mem_mb=lambda w, input: job_mem_mb(local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed), input.data),
-        runtime=lambda w, input, attempt: job_runtime("local_train", local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed),
-                                                      input.data, attempt),
-        distlab_runtime=runtime_json(),
+        **train_resources("local_train", lambda w: local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed)),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -84,73 +79,22 @@ rule local_train:
 ruleorder: local_train_extra > local_train
 
 
-if LOCAL_BP_UNTIMED:
-
-    ruleorder: local_train_bp_untimed > local_train
-
-    rule local_train_bp_untimed:
-        """The deep model's BP on its untimed seeds (every seed but the timed ones,
-        rc.parallel_seeds): all of them in one one-thread job, one after the other; the seeds
-        the sweep trained at the chosen lr are taken from it."""
-        input:
-            data=data_manifest(LOCAL["dataset"]),
-            sweep=local_wf.sweep_inputs(LOCAL, "rc", "bp", LOCAL_BP_UNTIMED, config["seeds"], LOCAL_SWEEP),
-        output:
-            manifests=[f"{RESULTS}/local/rc/bp/seed{k}/manifest.json" for k in LOCAL_BP_UNTIMED],
-            metrics=[f"{RESULTS}/local/rc/bp/seed{k}/metrics.csv" for k in LOCAL_BP_UNTIMED],
-        params:
-            spec=as_json(local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED, LOCAL_SWEEP)),
-            out=lambda w, output: os.path.dirname(os.path.dirname(output.manifests[0])),
-            data=subpath(input.data, parent=True),
-        conda:
-            ENV
-        log:
-            "logs/local/rc/bp_untimed.log",
-        benchmark:
-            "benchmarks/local/rc/bp_untimed.tsv"
-        threads: 1
-        priority: 10
-        resources:
-            mem_mb=lambda w, input: job_mem_mb(local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED), input.data),
-            runtime=lambda w, input, attempt: job_runtime(
-                "local_train_seeds", local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED), input.data, attempt),
-            distlab_runtime=runtime_json(),
-        shell:
-            "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "
-            "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
-
-
-rule local_train_extra:
+use rule local_train as local_train_extra with:
     """One extra seed of a run setting whose claim asked for more (config stats.extra_seeds):
     a job of its own, so no configured job's spec changes; the numbers the configured job
     would give that seed (BP on one thread, as its untimed seeds)."""
-    input:
-        data=data_manifest(LOCAL["dataset"]),
-        sweep=lambda w: local_wf.sweep_inputs(LOCAL, w.lgroup, w.lmethod, [int(w.seed)], config["seeds"], LOCAL_SWEEP),
-    output:
-        manifest=f"{LOCAL_RUN}/manifest.json",
-        metrics=f"{LOCAL_RUN}/metrics.csv",
     wildcard_constraints:
         seed="|".join(str(k) for k in LOCAL_EXTRA_SEEDS) or "none",
     params:
         spec=lambda w: as_json(local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed), LOCAL_SWEEP)),
-        out=subpath(output.manifest, parent=True),
-        data=subpath(input.data, parent=True),
-    conda:
-        ENV
     log:
         "logs/local/{lgroup}/{lmethod}/seed{seed}_extra.log",
     benchmark:
         "benchmarks/local/{lgroup}/{lmethod}/seed{seed}_extra.tsv"
     threads: lambda w: local_wf.extra_threads(LOCAL, w.lgroup, w.lmethod)
+    priority: 0
     resources:
-        mem_mb=lambda w, input: job_mem_mb(local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed)), input.data),
-        runtime=lambda w, input, attempt: job_runtime("local_train", local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed)),
-                                                      input.data, attempt),
-        distlab_runtime=runtime_json(),
-    shell:
-        "OMP_NUM_THREADS={threads} python -m distlab train --experiment local --spec {params.spec:q} "
-        "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+        **train_resources("local_train", lambda w: local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed))),
 
 
 rule local_train_seeds:
@@ -161,14 +105,12 @@ rule local_train_seeds:
         data=data_manifest(LOCAL["dataset"]),
         sweep=lambda w: local_wf.job_sweep_inputs(LOCAL, w.lrun, config["seeds"], LOCAL_SWEEP),
     output:
-        manifests=[f"{RESULTS}/local/{{lrun}}/seed{k}/manifest.json" for k in config["seeds"]],
-        metrics=[f"{RESULTS}/local/{{lrun}}/seed{k}/metrics.csv" for k in config["seeds"]],
+        **seed_files(f"{RESULTS}/local/{{lrun}}", config["seeds"]),
     wildcard_constraints:
         lrun=local_wf.UNTIMED_RUNS_ALL_SEEDS,
     params:
-        spec=lambda w: as_json(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"], LOCAL_SWEEP)),
-        out=f"{RESULTS}/local/{{lrun}}",
-        data=subpath(input.data, parent=True),
+        **train_params(lambda w: as_json(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"], LOCAL_SWEEP)),
+                       out=f"{RESULTS}/local/{{lrun}}"),
     conda:
         ENV
     log:
@@ -178,10 +120,7 @@ rule local_train_seeds:
     threads: 1
     priority: 10
     resources:
-        mem_mb=lambda w, input: job_mem_mb(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"]), input.data),
-        runtime=lambda w, input, attempt: job_runtime(
-            "local_train_seeds", local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"]), input.data, attempt),
-        distlab_runtime=runtime_json(),
+        **train_resources("local_train_seeds", lambda w: local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"])),
     shell:
         "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -190,15 +129,38 @@ rule local_train_seeds:
 use rule local_train_seeds as local_train_hybrid with:
     # the RC + PC hybrid at one T: its seeds (rc.hybrid.seeds) in one one-thread job
     output:
-        manifests=[f"{RESULTS}/local/{{lrun}}/seed{k}/manifest.json" for k in LOCAL_HYBRID_SEEDS],
-        metrics=[f"{RESULTS}/local/{{lrun}}/seed{k}/metrics.csv" for k in LOCAL_HYBRID_SEEDS],
+        **seed_files(f"{RESULTS}/local/{{lrun}}", LOCAL_HYBRID_SEEDS),
     wildcard_constraints:
         lrun=local_wf.HYBRID_RUNS,
 
 
+if LOCAL_BP_UNTIMED:
+
+    ruleorder: local_train_bp_untimed > local_train
+
+    use rule local_train_seeds as local_train_bp_untimed with:
+        """The deep model's BP on its untimed seeds (every seed but the timed ones,
+        rc.parallel_seeds): all of them in one one-thread job, one after the other; the seeds
+        the sweep trained at the chosen lr are taken from it."""
+        input:
+            data=data_manifest(LOCAL["dataset"]),
+            sweep=local_wf.sweep_inputs(LOCAL, "rc", "bp", LOCAL_BP_UNTIMED, config["seeds"], LOCAL_SWEEP),
+        output:
+            **seed_files(f"{RESULTS}/local/rc/bp", LOCAL_BP_UNTIMED),
+        params:
+            spec=as_json(local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED, LOCAL_SWEEP)),
+            out=lambda w, output: os.path.dirname(os.path.dirname(output.manifests[0])),
+        log:
+            "logs/local/rc/bp_untimed.log",
+        benchmark:
+            "benchmarks/local/rc/bp_untimed.tsv"
+        resources:
+            **train_resources("local_train_seeds", lambda w: local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED)),
+
+
 if LOCAL_SWEEP_RUNS:
 
-    rule local_train_sweep:
+    use rule local_train_seeds as local_train_sweep with:
         """One point of the learning-rate sweep: one method at one lr on the sweep seeds
         (sweep.seeds), untimed, one thread, at the comparison's horizon (the comparison takes these
         runs at the chosen lr as those seeds' runs)."""
@@ -211,25 +173,13 @@ if LOCAL_SWEEP_RUNS:
         params:
             spec=lambda w: as_json(local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"])),
             out=f"{LOCAL_SWEEP}/lr{{llr}}/{{lrun}}",
-            data=subpath(input.data, parent=True),
-        conda:
-            ENV
         log:
             "logs/local/sweep/lr{llr}/{lrun}.log",
         benchmark:
             "benchmarks/local/sweep/lr{llr}/{lrun}.tsv"
-        threads: 1
-        priority: 10
         resources:
-            mem_mb=lambda w, input: job_mem_mb(local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"]),
-                                               input.data),
-            runtime=lambda w, input, attempt: job_runtime(
-                "local_train_seeds", local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"]),
-                input.data, attempt),
-            distlab_runtime=runtime_json(),
-        shell:
-            "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "
-            "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
+            **train_resources("local_train_seeds",
+                              lambda w: local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"])),
 
 
     use rule local_train_sweep as local_train_sweep_hybrid with:
@@ -248,7 +198,7 @@ if LOCAL_SWEEP_RUNS:
             LOCAL_SWEEP_RUNS,
         output:
             csv=f"{PAPER}/tables/local_sweep.csv",
-            md=report(f"{PAPER}/tables/local_sweep.md", category="Local credit assignment",
+            md=report(f"{PAPER}/tables/local_sweep.md", category=LOCAL_REPORT,
                       caption="../report/local_sweep.rst", labels={"table": "lr sweep"}),
             choice=local_wf.choice_path(LOCAL_SWEEP),
         params:
@@ -313,30 +263,21 @@ rule local_bench_throughput:
         "--out {output:q} > {log:q} 2>&1"
 
 
-rule local_bench_map:
+use rule local_bench_throughput as local_bench_map with:
     """The throughput map: BP and RC (lock-step processes, asynchronous, threads) at the
     benchmark shape and with width, sections or sequence length varied one at a time."""
-    input:
-        data=data_manifest(LOCAL["dataset"]),
     output:
         LOCAL_BENCH["map"],
     params:
         options=as_json({"specs": local_wf.map_specs(LOCAL), "repeats": LOCAL["bench"]["map"]["repeats"],
                          "warmup": LOCAL["bench"]["map"]["warmup"], "measure": LOCAL["bench"]["map"]["measure"]}),
-        data=subpath(input.data, parent=True),
-    conda:
-        ENV
     log:
         "logs/local/bench_map.log",
     benchmark:
         "benchmarks/local/bench_map.tsv"
-    threads: LOCAL["threads"]
     resources:
         mem_mb=lambda w, input: mem_for(input.data, max(LOCAL["bench"]["map"].get("sections", [])
                                                         + [LOCAL["rc"]["sections"]]) + 1, base_mb=900),
-    shell:
-        "python -m distlab local-bench throughput --options {params.options:q} --data {params.data:q} "
-        "--out {output:q} > {log:q} 2>&1"
 
 
 rule local_fig_throughput_map:
@@ -346,8 +287,7 @@ rule local_fig_throughput_map:
         map=LOCAL_BENCH["map"],
         claims="config/claims.yaml",
     output:
-        fig=report(LOCAL_MAP["figure"], category="Local credit assignment",
-                   caption="../report/local_throughput_map.rst", labels={"figure": "throughput map"}),
+        fig=report_figure(LOCAL_MAP["figure"], LOCAL_REPORT, "local_throughput_map", "throughput map"),
         csv=LOCAL_MAP["csv"],
         md=LOCAL_MAP["md"],
     conda:
@@ -369,8 +309,7 @@ rule local_fig_probes:
     input:
         f"{RESULTS}/local/steps.csv",
     output:
-        report(LOCAL_FIGURES["probes"], category="Local credit assignment",
-               caption="../report/local_probes.rst", labels={"figure": "probe losses"}),
+        report_figure(LOCAL_FIGURES["probes"], LOCAL_REPORT, "local_probes", "probe losses"),
     conda:
         ENV
     log:
@@ -389,8 +328,8 @@ rule local_fig_hybrid:
     input:
         f"{RESULTS}/local/runs.csv",
     output:
-        report(LOCAL_FIGURES.get("hybrid", f"{PAPER}/figures/local_hybrid.png"), category="Local credit assignment",
-               caption="../report/local_hybrid.rst", labels={"figure": "RC + PC vs T"}),
+        report_figure(LOCAL_FIGURES.get("hybrid", f"{PAPER}/figures/local_hybrid.png"), LOCAL_REPORT, "local_hybrid",
+                      "RC + PC vs T"),
     conda:
         ENV
     log:
@@ -470,8 +409,7 @@ for _name, _source, _label in (("loss_tokens", f"{RESULTS}/local/steps.csv", "lo
         input:
             _source,
         output:
-            report(LOCAL_FIGURES[_name], category="Local credit assignment",
-                   caption=f"../report/local_{_name}.rst", labels={"figure": _label}),
+            report_figure(LOCAL_FIGURES[_name], LOCAL_REPORT, f"local_{_name}", _label),
         params:
             kind=_name.replace("_", "-"),
         conda:
@@ -496,7 +434,7 @@ rule local_table:
         floors=floors_table(LOCAL["dataset"]),
     output:
         csv=LOCAL_TABLES[0],
-        md=report(LOCAL_TABLES[1], category="Local credit assignment",
+        md=report(LOCAL_TABLES[1], category=LOCAL_REPORT,
                   caption="../report/local_main.rst", labels={"table": "main"}),
     params:
         options=as_json({"alpha": config["stats"]["alpha"]}),

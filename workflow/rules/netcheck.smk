@@ -8,10 +8,7 @@
 rule netcheck_bench:
     """Gloo p2p, all-reduce, all-gather at 10M/100M/1G/unshaped on 4 namespaced ranks: the alpha-beta fit."""
     output:
-        csv=f"{RESULTS}/netcheck/netcheck.csv",
-        md=f"{RESULTS}/netcheck/netcheck.md",
-        fit=f"{RESULTS}/netcheck/netcheck_fit.csv",
-        skipped=f"{RESULTS}/netcheck/netcheck_skipped.csv",
+        **csv_and_beside(f"{RESULTS}/netcheck/netcheck", md=".md", fit="_fit.csv", skipped="_skipped.csv"),
     conda:
         ENV
     log:
@@ -32,10 +29,7 @@ rule netcheck_error:
         pgc=data_manifest("digits"),
         fit=rules.netcheck_bench.output.fit,
     output:
-        csv=f"{RESULTS}/netcheck/techerror.csv",
-        md=f"{RESULTS}/netcheck/techerror.md",
-        png=f"{RESULTS}/netcheck/techerror.png",
-        steps=f"{RESULTS}/netcheck/techerror_steps.csv",
+        **csv_and_beside(f"{RESULTS}/netcheck/techerror", md=".md", png=".png", steps="_steps.csv"),
     params:
         demo=lambda w, input: os.path.dirname(input.demo),
         pgc=lambda w, input: os.path.dirname(input.pgc),

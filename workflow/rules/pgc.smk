@@ -18,11 +18,13 @@ wildcard_constraints:
 
 P1 = PGCWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
 PGC_SETTING = P1.setting
+PGC_SIM_JOB = f"{PGC_SETTING}/simulated/{{scheme}}"  # a simulated job: every seed of a setting below it
 PGC_SEEDS = config["seeds"]
 PGC_REAL_SEEDS = config["pgc"]["real"]["seeds"]
 
 register_tables("P1", P1.tables())
 register_outputs("P1", P1.outputs())
+PGC_REPORT = "Pipelined Gradient Coding"  # the report's category of P1's figures
 
 
 rule pgc_coding_profile:
@@ -53,13 +55,11 @@ rule pgc_train_sim:
         data=P1.group_data_manifest,
         coding=P1.coding_input,
     output:
-        **P1.sim_job_outputs(PGC_SEEDS),
+        **seed_files(PGC_SIM_JOB, PGC_SEEDS),
     wildcard_constraints:
         group="motivating|simulation|cloud",
     params:
-        spec=P1.sim_spec,
-        out=f"{PGC_SETTING}/simulated/{{scheme}}",
-        data=subpath(input.data, parent=True),
+        **train_params(P1.sim_spec, out=PGC_SIM_JOB),
     conda:
         ENV
     log:
@@ -80,8 +80,7 @@ use rule pgc_train_sim as pgc_train_sim_extra with:
     # of its own, so the configured seeds' jobs do not change; the same numbers the multi-seed
     # job would give that seed.
     output:
-        manifest=f"{PGC_SETTING}/simulated/{{scheme}}/seed{{seed}}/manifest.json",
-        metrics=f"{PGC_SETTING}/simulated/{{scheme}}/seed{{seed}}/metrics.csv",
+        **run_files(f"{PGC_SIM_JOB}/seed{{seed}}"),
     wildcard_constraints:
         group="motivating|simulation|cloud",
         seed="|".join(str(k) for k in P1.all_extra_seeds()) or "none",
@@ -100,14 +99,11 @@ rule pgc_train_real:
     input:
         data=P1.group_data_manifest,
     output:
-        manifest=f"{PGC_SETTING}/gloo/{{scheme}}/seed{{seed}}/manifest.json",
-        metrics=f"{PGC_SETTING}/gloo/{{scheme}}/seed{{seed}}/metrics.csv",
+        **run_files(f"{PGC_SETTING}/gloo/{{scheme}}/seed{{seed}}"),
     wildcard_constraints:
         group="real",
     params:
-        spec=P1.real_spec,
-        out=subpath(output.manifest, parent=True),
-        data=subpath(input.data, parent=True),
+        **train_params(P1.real_spec),
     conda:
         ENV
     log:
@@ -129,7 +125,7 @@ use rule pgc_train_sim as pgc_train_sim_real with:
         data=P1.group_data_manifest,
         measured=[f"{PGC_SETTING}/gloo/{{scheme}}/seed{k}/manifest.json" for k in PGC_REAL_SEEDS],
     output:
-        **P1.sim_job_outputs(PGC_REAL_SEEDS),
+        **seed_files(PGC_SIM_JOB, PGC_REAL_SEEDS),
     wildcard_constraints:
         group="real",
     params:
@@ -143,8 +139,8 @@ rule pgc_summarize:
     input:
         lambda w: P1.group_runs(w.group),
     output:
-        steps=f"{RESULTS}/pgc/{{group}}/steps.parquet",
-        summary=f"{RESULTS}/pgc/{{group}}/summary.csv",
+        steps=P1.steps("{group}"),
+        summary=P1.summary("{group}"),
     conda:
         ENV
     log:
@@ -153,8 +149,7 @@ rule pgc_summarize:
         "benchmarks/pgc/{group}/summarize.tsv"
     threads: 1
     resources:
-        # the metrics CSVs become one frame (about 3x their size on disk), plus pandas
-        mem_mb=lambda w, input: int(400 + 4 * input.size_mb),
+        mem_mb=mem_of_inputs(400),  # the metrics CSVs become one frame
     shell:
         "python -m distlab.pgc summarize --runs {input:q} --steps-out {output.steps:q} "
         "--summary-out {output.summary:q} > {log:q} 2>&1"
@@ -171,8 +166,7 @@ for _fig, _table, _group in P1.FIGURES:
         input:
             **{_table: P1.table(_table, _group)},
         output:
-            report(P1.fig[_fig], category="Pipelined Gradient Coding",
-                   caption=f"../report/pgc_{_fig}.rst", labels={"figure": P1.figure_label(_fig)}),
+            report_figure(P1.fig[_fig], PGC_REPORT, f"pgc_{_fig}", P1.figure_label(_fig)),
         params:
             name=_fig,
             inputs=lambda w, input: as_json(dict(input.items())),
@@ -185,7 +179,7 @@ for _fig, _table, _group in P1.FIGURES:
             f"benchmarks/pgc/{_fig}.tsv"
         threads: 1
         resources:
-            mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
+            mem_mb=mem_of_inputs(500),
         shell:
             "python -m distlab.pgc figure {params.name} --inputs {params.inputs:q} --options {params.options:q} "
             "--out {output:q} > {log:q} 2>&1"
@@ -214,7 +208,7 @@ for _tab, _group in (("time_to_target", "cloud"), ("compute", "simulation")):
             f"benchmarks/pgc/{_tab}.tsv"
         threads: 1
         resources:
-            mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
+            mem_mb=mem_of_inputs(500),
         shell:
             "python -m distlab.pgc figure {params.tab} --inputs {params.inputs:q} --out {output:q} > {log:q} 2>&1"
 
@@ -224,9 +218,7 @@ rule pgc_real_vs_sim:
     input:
         summary=P1.summary("real"),
     output:
-        png=report(P1.real_out[0], category="Pipelined Gradient Coding",
-                   caption="../report/pgc_real.rst", labels={"figure": "real vs simulated"}),
-        md=P1.real_out[1],
+        **with_report_figure(P1.real_out, PGC_REPORT, "pgc_real", "real vs simulated"),
     params:
         inputs=lambda w, input: as_json(dict(input.items())),
         options=P1.options(),
@@ -238,7 +230,7 @@ rule pgc_real_vs_sim:
         "benchmarks/pgc/real_vs_sim.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
+        mem_mb=mem_of_inputs(500),
     shell:
         "python -m distlab.pgc figure real_vs_sim --inputs {params.inputs:q} --options {params.options:q} "
         "--out {output.png:q} {output.md:q} > {log:q} 2>&1"
@@ -249,10 +241,7 @@ rule pgc_regime:
     input:
         unit_cost=P1.unit_cost_runs(),
     output:
-        png=report(P1.regime_out[0], category="Pipelined Gradient Coding",
-                   caption="../report/pgc_regime.rst", labels={"figure": "regime map"}),
-        csv=P1.regime_out[1],
-        md=P1.regime_out[2],
+        **with_report_figure(P1.regime_out, PGC_REPORT, "pgc_regime", "regime map"),
     params:
         options=P1.regime_options(),
     conda:
@@ -275,8 +264,7 @@ rule pgc_regime_crosscheck:
     input:
         summary=P1.summary("simulation"),
     output:
-        csv=P1.crosscheck_out[0],
-        md=P1.crosscheck_out[1],
+        **P1.crosscheck_out,
     params:
         options=P1.crosscheck_options(),
     conda:
@@ -287,7 +275,7 @@ rule pgc_regime_crosscheck:
         "benchmarks/pgc/regime_crosscheck.tsv"
     threads: 1
     resources:
-        mem_mb=lambda w, input: int(500 + 4 * input.size_mb),
+        mem_mb=mem_of_inputs(500),
     shell:
         "python -m distlab.pgc regime-crosscheck --summary {input.summary:q} --options {params.options:q} "
         "--md {output.md:q} > {log:q} 2>&1"
@@ -298,10 +286,7 @@ rule pgc_trace_fit:
     input:
         trace=P1.trace,
     output:
-        png=report(P1.trace_out[0], category="Pipelined Gradient Coding",
-                   caption="../report/pgc_trace.rst", labels={"figure": "delay trace fit"}),
-        csv=P1.trace_out[1],
-        md=P1.trace_out[2],
+        **with_report_figure(P1.trace_out, PGC_REPORT, "pgc_trace", "delay trace fit"),
     conda:
         ENV
     log:

@@ -10,6 +10,13 @@ PL_T = placement_wf.tables(PAPER)
 PL_TABLES, PL_ABLATION, PL_REAL, PL_FIGS = PL_T["main"], PL_T["ablation"], PL_T["real"], PL_T["figures"]
 PL_OPTIONS = placement_wf.options(PL) if PL else "{}"
 PL_PIC_MODEL = placement_wf.models(PL)[0] if PL else ""
+PL_REPORT = "Device placement (HSDAG)"  # the report's category of P2's figures
+
+
+# What a simulated run on one model reads (placement_run, placement_bench_sim): its graph and
+# the profile it scores with (stored, or this run's measurement).
+PL_SCORED = {"graph": placement_wf.graph_path(PL_DIR),
+             "profile": lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model)}
 
 
 if PL:
@@ -26,7 +33,7 @@ wildcard_constraints:
 rule placement_graph:
     """The operator graph of one model (torch.fx; weights not nodes)."""
     output:
-        f"{PL_DIR}/graphs/{{pl_model}}.json",
+        placement_wf.graph_path(PL_DIR),
     params:
         spec=lambda w: as_json(PL["models"][w.pl_model]),
     conda:
@@ -71,8 +78,7 @@ rule placement_run:
     only its own learner's options, so a learner's setting reruns only that learner's runs.
     It scores with the stored profile (profile.source: stored) or this run's measurement."""
     input:
-        graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
-        profile=lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model),
+        **PL_SCORED,
     output:
         f"{PL_DIR}/runs/{{pair}}/{{pl_model}}/{{pl_method}}.json",
     params:
@@ -163,8 +169,7 @@ rule placement_fig_curves:
     input:
         curves=f"{PL_DIR}/curves.csv",
     output:
-        report(f"{PAPER}/figures/placement_curves.png", category="Device placement (HSDAG)",
-               caption="../report/placement_curves.rst", labels={"figure": "learning curves"}),
+        report_figure(f"{PAPER}/figures/placement_curves.png", PL_REPORT, "placement_curves", "learning curves"),
     params:
         inputs=lambda w, input: as_json({"curves": input.curves}),
         options=PL_OPTIONS,
@@ -186,11 +191,10 @@ rule placement_fig_placement:
     """One learned placement (the ablated HSDAG variant, first model, default pair, first seed)."""
     input:
         run=f"{PL_DIR}/runs/{PL.get('default_pair', '')}/{PL_PIC_MODEL}/{PL.get('ablation_of', 'hsdag')}.json",
-        graph=f"{PL_DIR}/graphs/{PL_PIC_MODEL}.json",
+        graph=placement_wf.graph_path(PL_DIR, PL_PIC_MODEL),
         profile=placement_wf.profile_path(PL, PL_DIR, PL_PIC_MODEL) if PL else "",
     output:
-        report(f"{PAPER}/figures/placement_learned.png", category="Device placement (HSDAG)",
-               caption="../report/placement_learned.rst", labels={"figure": "learned placement"}),
+        report_figure(f"{PAPER}/figures/placement_learned.png", PL_REPORT, "placement_learned", "learned placement"),
     params:
         inputs=lambda w, input: as_json({"run": input.run, "graph": input.graph}),
         options=lambda w, input: as_json({"profile": input.profile}),
@@ -212,7 +216,7 @@ rule placement_real:
     """Two CPU devices (two processes, one pinned core each): every method's best placement on the
     default pair, and CPU-only, executed; measured latency against the simulator (this run's profile)."""
     input:
-        graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
+        graph=placement_wf.graph_path(PL_DIR),
         profile=f"{PL_DIR}/profiles/{{pl_model}}.json",
         runs=lambda w: [f"{PL_DIR}/runs/{PL['default_pair']}/{w.pl_model}/{m}.json" for m in PL["methods"]],
     output:
@@ -258,8 +262,7 @@ rule placement_table_real:
 rule placement_bench_sim:
     """Simulator evaluations per second on one graph (measured, never asserted)."""
     input:
-        graph=f"{PL_DIR}/graphs/{{pl_model}}.json",
-        profile=lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model),
+        **PL_SCORED,
     output:
         f"{RESULTS}/bench/placement_sim_{{pl_model}}.csv",
     params:
@@ -298,14 +301,14 @@ rule placement_space:
     gap to the best baseline (simulated).  The placement.<model>.<learner>_space conditions read it."""
     input:
         runs=placement_wf.space_runs(PL, PL_DIR) if PL else [],
-        graphs=[f"{PL_DIR}/graphs/{m}.json" for m in placement_wf.models(PL)] if PL else [],
+        graphs=[placement_wf.graph_path(PL_DIR, m) for m in placement_wf.models(PL)] if PL else [],
         profiles=[placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)] if PL else [],
     output:
         csv=f"{PL_DIR}/space.csv",
         md=f"{PAPER}/tables/placement_space.md",
     params:
         spec=placement_wf.space_spec(PL) if PL else "{}",
-        graphs=as_json({m: f"{PL_DIR}/graphs/{m}.json" for m in placement_wf.models(PL)}) if PL else "{}",
+        graphs=as_json({m: placement_wf.graph_path(PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",
         profiles=as_json({m: placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",
     conda:
         ENV

@@ -35,12 +35,19 @@ class DemoWorkflow:
                          if self.real_enabled else [])
 
     # ------------------------------------------------------------ registered
+    def summary(self, group: str) -> str:
+        """The run-level table of a group of runs (simulated, the real backend, sweep; rule demo_summarize)."""
+        return f"{self.results}/demo/{group}/summary.csv"
+
+    def steps(self, group: str) -> str:
+        """The per-step table of a group of runs (rule demo_summarize)."""
+        return f"{self.results}/demo/{group}/steps.csv"
+
     def summary_tables(self) -> dict:
         """The scorecard's tables of P4 (``register_tables``)."""
-        return {"demo_sim": f"{self.results}/demo/{SIM}/summary.csv",
+        return {"demo_sim": self.summary(SIM),
                 "demo_bytes": f"{self.paper}/tables/demo_bytes.csv",
-                **({"demo_real": f"{self.results}/demo/{self.real_backend}/summary.csv"}
-                   if self.real_enabled else {})}
+                **({"demo_real": self.summary(self.real_backend)} if self.real_enabled else {})}
 
     def outputs(self) -> list[str]:
         """P4's figures and tables (``register_outputs``)."""

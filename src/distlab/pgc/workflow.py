@@ -56,16 +56,17 @@ class PGCWorkflow:
         self.fig = {k: f"{paper}/figures/pgc_{k}.png" for k in ("fig3", "fig7", "fig8", "fig9", "fig10")}
         self.tab = {k: [f"{paper}/tables/pgc_{k}.csv", f"{paper}/tables/pgc_{k}.md"]
                     for k in ("time_to_target", "compute")}
-        self.real_out = [f"{paper}/figures/pgc_real_vs_sim.png", f"{paper}/tables/pgc_real_vs_sim.md"]
-        self.regime_out = [f"{paper}/figures/pgc_regime.png", f"{results}/pgc/regime/summary.csv",
-                           f"{paper}/tables/pgc_regime.md"]
-        self.crosscheck_out = [f"{paper}/tables/pgc_regime_crosscheck.csv",
-                               f"{paper}/tables/pgc_regime_crosscheck.md"]
+        # the files of the one-job figures and tables, by kind (the rules' output names)
+        self.real_out = {"png": f"{paper}/figures/pgc_real_vs_sim.png", "md": f"{paper}/tables/pgc_real_vs_sim.md"}
+        self.regime_out = {"png": f"{paper}/figures/pgc_regime.png", "csv": f"{results}/pgc/regime/summary.csv",
+                           "md": f"{paper}/tables/pgc_regime.md"}
+        self.crosscheck_out = {"csv": f"{paper}/tables/pgc_regime_crosscheck.csv",
+                               "md": f"{paper}/tables/pgc_regime_crosscheck.md"}
         self.trace = "data/traces/gloo_delays.csv"
         self.coding_profile = f"{results}/pgc/coding_profile.csv"   # what pgc_coding_profile measures
         self.stored_coding_profile = STORED_CODING_PROFILE
-        self.trace_out = [f"{paper}/figures/pgc_trace_fit.png", f"{paper}/tables/pgc_trace_fit.csv",
-                          f"{paper}/tables/pgc_trace_fit.md"]
+        self.trace_out = {"png": f"{paper}/figures/pgc_trace_fit.png", "csv": f"{paper}/tables/pgc_trace_fit.csv",
+                          "md": f"{paper}/tables/pgc_trace_fit.md"}
 
     # ------------------------------------------------------------ settings
     def real_enabled(self) -> bool:
@@ -142,12 +143,6 @@ class PGCWorkflow:
         if key not in self._specs:
             self._specs[key] = self._run_spec(w, backend, seeds)
         return self._specs[key]
-
-    def sim_job_outputs(self, seeds) -> dict[str, list[str]]:
-        """The outputs of a simulated job of ``seeds``: each seed's manifest and metrics."""
-        job = f"{self.setting}/simulated/{{scheme}}"
-        return {"manifests": [f"{job}/seed{k}/manifest.json" for k in seeds],
-                "metrics": [f"{job}/seed{k}/metrics.csv" for k in seeds]}
 
     # the spec of each training rule's job, a named function of its wildcards
     def sim_spec(self, w) -> str:
@@ -256,16 +251,17 @@ class PGCWorkflow:
 
     def outputs(self) -> list[str]:
         out = list(self.fig.values()) + [f for v in self.tab.values() for f in v]
-        out += [self.regime_out[0], self.regime_out[2], *self.crosscheck_out, *self.trace_out]
+        out += [self.regime_out["png"], self.regime_out["md"], *self.crosscheck_out.values(),
+                *self.trace_out.values()]
         if self.real_enabled():
-            out += self.real_out
+            out += self.real_out.values()
         return out
 
     def tables(self) -> dict[str, str]:
         t = {f"pgc_{g}": self.summary(g) for g in SIM_GROUPS}
         if self.real_enabled():
             t["pgc_real"] = self.summary("real")
-        t["pgc_regime"] = self.regime_out[1]
+        t["pgc_regime"] = self.regime_out["csv"]
         return t
 
     def unit_cost_runs(self) -> list[str]:

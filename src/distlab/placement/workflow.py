@@ -108,6 +108,11 @@ def run_spec(pl: dict, pair: str, model: str, method: str, seeds: list[int] | No
     return as_json(spec)
 
 
+def graph_path(root: str, model: str = "{pl_model}") -> str:
+    """A model's operator graph (rule placement_graph; by default the pattern of its wildcard)."""
+    return f"{root}/graphs/{model}.json"
+
+
 def profile_path(pl: dict, root: str, model: str) -> str:
     """The profile the simulated runs score with: a stored one (``profile.source: stored``,
     ``data/placement/profiles/<model>.json``, versioned with the code) or this run's measurement."""

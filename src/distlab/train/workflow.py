@@ -23,6 +23,7 @@ class BaselineWorkflow:
         self.results, self.paper = results, paper
         self.extra_seeds = extra_seeds or []
         self.outputs = [f"{paper}/figures/baseline_loss.png", f"{paper}/tables/baseline.md"]
+        self.steps = f"{results}/baseline/steps.csv"      # rule baseline_summarize
         self.summary = f"{results}/baseline/summary.csv"
         self.spec = functools.lru_cache(maxsize=None)(self._spec)
 
