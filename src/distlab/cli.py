@@ -255,6 +255,8 @@ def cmd_check_config(a: argparse.Namespace) -> int:
     root = Path(a.root)
     base = root / "config" / "config.yaml"
     problems, loaded = [], []
+    if not base.is_file():  # run outside the repository: say where it looked
+        problems.append(f"{base}: no default config here; run from the repository or give --root")
     for name in a.configfiles:
         path = Path(name)
         if not path.is_file():
