@@ -1,7 +1,7 @@
 # The cluster model held against real shaped links: `snakemake netcheck` (measured).
-# Outside the default target `all` (make reproduce's budget is full): about 1.5 min for the
-# shaped benchmark and 15-18 min for the error table on 2 cores (42 four-process jobs; see
-# docs/network.md for where the time goes).  Needs root and a kernel with
+# Outside the default target `all` (make reproduce's budget is full); its measured time is the
+# snapshot's (docs/network.md, with where it goes: the error table is 42 four-process jobs,
+# mostly start-up).  Needs root and a kernel with
 # network namespaces, veth, bridges and tbf; without them every row reads "not run" and why.
 
 

@@ -125,7 +125,20 @@ def choose(rows: pd.DataFrame) -> pd.DataFrame:
                       "best": g.min()}).reset_index()
     t = t.sort_values(["key", "worst", "mean", "lr"]).reset_index(drop=True)
     t["chosen"] = ~t.duplicated("key")
-    return t.sort_values(["key", "lr"]).reset_index(drop=True)
+    t = t.sort_values(["key", "lr"]).reset_index(drop=True)
+    # a choice on its grid's edge is not bracketed: the best lr may lie beyond it
+    lo, hi = t.groupby("key")["lr"].transform("min"), t.groupby("key")["lr"].transform("max")
+    n = t.groupby("key")["lr"].transform("size")
+    t["edge"] = ""
+    t.loc[t["chosen"] & (n > 1) & (t["lr"] == lo), "edge"] = "lower"
+    t.loc[t["chosen"] & (n > 1) & (t["lr"] == hi), "edge"] = "upper"
+    return t
+
+
+def _mark(r) -> str:
+    if not r.chosen:
+        return ""
+    return f"**chosen** ({r.edge} edge of the grid)" if r.edge else "**chosen**"
 
 
 def sweep_table(run_dirs: list[Path], out_md: Path, out_csv: Path, choice_out: Path,
@@ -145,13 +158,14 @@ def sweep_table(run_dirs: list[Path], out_md: Path, out_csv: Path, choice_out: P
              "Final validation loss (nats/byte) of every swept lr per method over the sweep seeds: mean, "
              "sample sd, best and worst seed.  The marked lr (the lowest worst-seed loss) is the lr of "
              "that method's comparison runs, whose quality is then compared on the test split; the sweep's "
-             "runs at the chosen lr are those seeds' comparison runs.", "",
+             "runs at the chosen lr are those seeds' comparison runs.  A choice on its grid's edge is "
+             "marked: it is not bracketed, and a better lr may lie beyond it.", "",
              f"Followers (take their leader's choice): {dict(follows or {})}", "",
              "| method | lr | seeds | mean | sd | best | worst | chosen |", "|---|---|---|---|---|---|---|---|"]
     for r in t.itertuples(index=False):
         sd = "n/a" if pd.isna(r.sd) else f"{r.sd:.3f}"
         lines.append(f"| {r.key} | {r.lr:g} | {r.seeds} | {r.mean:.3f} | {sd} | {r.best:.3f} | "
-                     f"{r.worst:.3f} | {'**chosen**' if r.chosen else ''} |")
+                     f"{r.worst:.3f} | {_mark(r)} |")
     atomic_write_text(out_md, "\n".join(lines) + "\n")
     atomic_write_text(choice_out, json.dumps(chosen, indent=1, sort_keys=True) + "\n")
     return chosen
