@@ -127,11 +127,11 @@ def choose(rows: pd.DataFrame) -> pd.DataFrame:
     t["chosen"] = ~t.duplicated("key")
     t = t.sort_values(["key", "lr"]).reset_index(drop=True)
     # a choice on its grid's edge is not bracketed: the best lr may lie beyond it
-    lo, hi = t.groupby("key")["lr"].transform("min"), t.groupby("key")["lr"].transform("max")
-    n = t.groupby("key")["lr"].transform("size")
+    lrs = t.groupby("key")["lr"]
+    lo, hi = lrs.transform("min"), lrs.transform("max")
     t["edge"] = ""
-    t.loc[t["chosen"] & (n > 1) & (t["lr"] == lo), "edge"] = "lower"
-    t.loc[t["chosen"] & (n > 1) & (t["lr"] == hi), "edge"] = "upper"
+    t.loc[t["chosen"] & (lo < hi) & (t["lr"] == lo), "edge"] = "lower"
+    t.loc[t["chosen"] & (lo < hi) & (t["lr"] == hi), "edge"] = "upper"
     return t
 
 
