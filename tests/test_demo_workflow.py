@@ -78,6 +78,13 @@ def test_tiny_demo_end_to_end(tiny_workflow):
     assert (sim.loc[sim["method"] == "adamw", "bytes_reduction"] == 1).all()
     real = pd.read_csv(work / "results/demo/gloo/summary.csv")
     assert set(real["clock"]) == {"measured"} and (real["params_max_abs_diff_across_ranks"] == 0).all()
+    # every real run has its simulated twin: the same method, N, seed, steps and lr, on the simulated
+    # clock, so the real-vs-simulated table has a prediction in every row
+    twin = pd.read_csv(work / "results/demo/simulated_real/summary.csv")
+    key = ["method", "n_workers", "seed", "steps", "lr"]
+    assert set(twin["clock"]) == {"simulated"}
+    assert sorted(map(tuple, twin[key].values.tolist())) == sorted(map(tuple, real[key].values.tolist()))
+    assert "n/a" not in (paper / "tables/demo_real.md").read_text()
     steps = pd.read_csv(work / "results/demo/simulated/steps.csv")
     assert {"time_wan", "time_datacenter", "cum_bytes"} <= set(steps.columns)
     assert any((work / "benchmarks/demo").rglob("*.tsv")) and any((work / "logs/demo").rglob("*.log"))
@@ -149,3 +156,28 @@ def test_extra_seeds_for_a_demo_claim_run_in_jobs_of_their_own(tmp_path):
     multi = specs.each_seed({**base[f"results/demo/simulated/n2/demo-allmean:{','.join(map(str, seeds))}"],
                              "seeds": [*seeds, first]})
     assert specs.each_seed(new[f"results/demo/simulated/n2/demo-allmean:{first}"]) == [multi[-1]]
+
+
+@pytest.mark.parametrize("configfile", ["config/config.yaml", "config/paper.yaml"])
+def test_every_real_setting_has_a_simulated_twin_of_the_same_runs(configfile):
+    """demo_real's prediction is the real runs' own twin: the spec of each real setting, with the
+    simulated backend and every real seed, and nothing else changed."""
+    from types import SimpleNamespace
+
+    from distlab.demo.workflow import DemoWorkflow
+
+    cfg = yaml.safe_load((ROOT / configfile).read_text())
+    if not cfg["demo"]["real"]["enabled"]:
+        pytest.skip("no real runs in this config")
+    wf = DemoWorkflow(cfg)
+    for n, m in wf.twin_settings():
+        w = SimpleNamespace(nw=str(n), dmethod=m)
+        twin = json.loads(wf.twin_spec(w))
+        assert twin["backend"] == "simulated" and twin["seeds"] == cfg["demo"]["real"]["seeds"]
+        for seed in cfg["demo"]["real"]["seeds"]:
+            real = json.loads(wf.real_spec(SimpleNamespace(nw=str(n), dmethod=m, seed=str(seed))))
+            assert real["backend"] != "simulated"
+            same = {k: v for k, v in real.items() if k not in ("backend", "seed")}
+            assert same == {k: v for k, v in twin.items() if k not in ("backend", "seeds")}
+    assert {f"n{n}/{m}" for n, m in wf.twin_settings()} == \
+        {p.split("/simulated_real/")[1].rsplit("/seed", 1)[0] for p in wf.runs("simulated_real")}

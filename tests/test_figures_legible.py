@@ -318,7 +318,7 @@ def test_the_four_figures_read_last_round_are_legible(tmp_path):
     real = pd.DataFrame([{"method": m, "n_workers": n, "seed": s, "step_time_median": v, "backend": "gloo"}
                          for m, n, vals in [("adamw", 2, (0.0093, 0.0109)), ("demo", 4, (0.0216, 0.0272))]
                          for s, v in enumerate(vals)])
-    sim = pd.DataFrame({"method": ["adamw"] * 2, "n_workers": [2, 2], "seed": [0, 1], "time_per_step": [0.0107, 0.0108]})
+    sim = pd.DataFrame({"method": ["adamw"] * 2, "n_workers": [2, 2], "seed": [0, 1], "step_time_median": [0.0107, 0.0108]})
     real.to_csv(tmp_path / "real.csv", index=False)
     sim.to_csv(tmp_path / "sim.csv", index=False)
     tp = pd.DataFrame([{"method": m, "seed": s, "tokens_per_s": t, "pss_mb": 1000.0 + s, "max_rss_mb": 1100.0,

@@ -3,7 +3,7 @@
 # simulated time; the OLMo-scale bytes table; the learning-rate sweep
 # (`demo_sweep`) and the benchmarks (`demo_bench`).
 
-from distlab.demo.workflow import DemoWorkflow
+from distlab.demo.workflow import SIM_REAL, DemoWorkflow
 
 P4 = DemoWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
 DEMO = P4.d
@@ -19,7 +19,8 @@ wildcard_constraints:
 register_tables("P4", P4.summary_tables())
 register_outputs("P4", P4.outputs())
 DEMO_REPORT = "DeMo"  # the report's category of P4's figures
-DEMO_REAL_VS_SIM = {"real": P4.summary(P4.real_backend), "sim": P4.summary(SIM)}  # demo_fig_real's, demo_table_real's
+# demo_fig_real's and demo_table_real's inputs: the real runs and their simulated twins (same seeds, steps, lr)
+DEMO_REAL_VS_SIM = {"real": P4.summary(P4.real_backend), "sim": P4.summary(SIM_REAL)}
 
 
 rule demo_train_sim:
@@ -111,6 +112,25 @@ use rule demo_train_sim as demo_train_sweep with:
         **train_resources("demo_train_sweep", P4.sweep_spec, base_mb=1200),
 
 
+use rule demo_train_sim as demo_train_twin with:
+    # The simulated twin of one real setting (demo_train_real): its seeds and steps on the simulated
+    # cluster, so the real-vs-simulated figure compares the same runs at every real N.
+    input:
+        data=data_manifest(DEMO["dataset"]),
+        choice=P4.choice_input(),
+    output:
+        **seed_files(P4.twin_job, DEMO["real"]["seeds"]),
+    params:
+        spec=P4.twin_spec,
+        out=P4.twin_job,
+    log:
+        f"logs/demo/{SIM_REAL}/n{{nw}}/{{dmethod}}.log",
+    benchmark:
+        f"benchmarks/demo/{SIM_REAL}/n{{nw}}/{{dmethod}}.tsv"
+    resources:
+        **train_resources("demo_train_sim", P4.twin_spec, base_mb=1200),
+
+
 rule demo_summarize:
     """Per-step and run-level tables of one group of DeMo runs (bytes, re-timed columns)."""
     input:
@@ -119,7 +139,7 @@ rule demo_summarize:
         steps=P4.steps("{dgroup}"),
         summary=P4.summary("{dgroup}"),
     wildcard_constraints:
-        dgroup=r"simulated|gloo|nccl|sweep",
+        dgroup=r"simulated|simulated_real|gloo|nccl|sweep",
     params:
         runs=lambda w, input: [os.path.dirname(f) for f in input],
         networks=P4.networks,

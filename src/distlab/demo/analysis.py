@@ -160,7 +160,8 @@ def results_table(summary: str | Path, out_csv, out_md, networks: dict) -> pd.Da
 
 
 def real_table(real_summary, sim_summary, out_md) -> pd.DataFrame:
-    """Measured step time on real processes beside the simulated prediction of the same setting."""
+    """Measured step time on real processes beside the simulated prediction of the same runs
+    (``sim_summary``: each real setting's simulated twin, the same seeds, steps and lr)."""
     r = pd.read_csv(real_summary)
     s = pd.read_csv(sim_summary)
     rows = []
@@ -169,12 +170,16 @@ def real_table(real_summary, sim_summary, out_md) -> pd.DataFrame:
         rows.append({"N": int(n), "method": LABELS.get(method, method), "seeds": len(g),
                      "measured step (s, median)": _ci(g["step_time_median"]),
                      "vs AdamW-DDP (measured)": _ci(g["step_time_vs_adamw"]),
-                     "simulated step (s)": _ci(sim["time_per_step"]) if len(sim) else "n/a",
+                     "simulated step (s, median)": _ci(sim["step_time_median"]) if len(sim) else "n/a",
                      "params identical across ranks": bool((g["params_max_abs_diff_across_ranks"] == 0).all()),
                      "wire bytes/step": f"{g['bytes_per_step'].mean():.4g}"})
     df = pd.DataFrame(rows)
     atomic_write_text(out_md, "# DeMo on real processes (measured) beside the simulated prediction\n\n"
-                      + markdown_table(df))
+                      "Measured: wall-clock time per step of the real processes (median over a run's "
+                      "steps after the first; mean [95 % t CI] over seeds).  Simulated: the same setting, seeds, steps "
+                      "and learning rate trained on the simulated cluster (each worker's compute as "
+                      "measured there, the network modelled): what the simulator predicts for these "
+                      "runs.\n\n" + markdown_table(df))
     return df
 
 

@@ -100,12 +100,13 @@ def gap_figure(steps_csv, out, note: str = "") -> None:
 
 
 def real_figure(real_summary, sim_summary, out) -> None:
-    """Measured step time of each method on real processes, with the simulated prediction."""
+    """Measured step time of each method on real processes, with the simulated prediction of the
+    same runs (``sim_summary``: the real settings' simulated twins, same seeds, steps and lr)."""
     plots, plt = _plt()
     r = pd.read_csv(real_summary).assign(source="measured (wall clock)", t=lambda d: d["step_time_median"])
     s = pd.read_csv(sim_summary)
     s = s[s["method"].isin(r["method"]) & s["n_workers"].isin(r["n_workers"]) & s["seed"].isin(r["seed"])]
-    s = s.assign(source="simulated prediction", t=s["time_per_step"])
+    s = s.assign(source="simulated prediction", t=s["step_time_median"])  # the same statistic both sides
     d = pd.concat([r, s], ignore_index=True)
     d["setting"] = d["method"].map(LABELS) + ", N=" + d["n_workers"].astype(str)
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
@@ -114,5 +115,6 @@ def real_figure(real_summary, sim_summary, out) -> None:
     ax.set_xlabel("")
     ax.set_title("Time per step: real processes vs the simulator's prediction")
     ax.tick_params(axis="x", rotation=20)
-    plots.label_provenance(ax, str(r["backend"].iloc[0]), f"bars: measured and simulated; {plots.POSITIVE_NOTE}")
+    plots.label_provenance(ax, str(r["backend"].iloc[0]),
+                           f"bars: measured, and simulated twins of the same runs; {plots.POSITIVE_NOTE}")
     plots.save(fig, out)

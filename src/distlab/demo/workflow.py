@@ -9,6 +9,7 @@ from ..clihelp import as_json
 from ..extra_seeds import for_setting
 
 SIM = "simulated"
+SIM_REAL = "simulated_real"  # the real runs' simulated twins: same methods, N, seeds, steps and lr
 
 
 class DemoWorkflow:
@@ -22,6 +23,7 @@ class DemoWorkflow:
         self.run = f"{results}/demo/{{dbackend}}/n{{nw}}/{{dmethod}}/seed{{seed}}"
         self.sim_job = f"{results}/demo/{SIM}/n{{nw}}/{{dmethod}}"    # a simulated job: every seed below it
         self.sweep_job = f"{results}/demo/sweep/lr{{lr}}/{{dmethod}}"  # a sweep job: every sweep seed below it
+        self.twin_job = f"{results}/demo/{SIM_REAL}/n{{nw}}/{{dmethod}}"  # a real setting's simulated twin
         self.lr_choice = f"{results}/demo/sweep/chosen_lr.json"       # the sweep's choice (validation split)
         self.from_sweep = bool(d.get("lr_from_sweep", False))
         self.networks = as_json(d["networks"])
@@ -146,6 +148,18 @@ class DemoWorkflow:
         return self._once("real", w, lambda: self.spec(w.dmethod, w.nw, w.seed, self.real_backend,
                                                        steps=self.d["real"]["steps"]))
 
+    def twin_spec(self, w) -> str:
+        """The simulated twin of one real setting (every real seed, the real runs' steps): what the
+        simulator predicts for the very runs the real jobs measure (demo_fig_real, demo_table_real)."""
+        real = self.d["real"]
+        return self._once("twin", w, lambda: self.spec(w.dmethod, w.nw, None, SIM, steps=real["steps"],
+                                                       seeds=real["seeds"]))
+
+    def twin_settings(self) -> list[tuple[int, str]]:
+        """(N, method) of every real setting, each with a simulated twin job."""
+        real = self.d["real"]
+        return [(int(n), m) for n in real["n_workers"] for m in real["methods"]]
+
     def sweep_spec(self, w) -> str:
         """The spec of one sweep job (every sweep seed of one method and rate)."""
         sw = self.d["sweep"]
@@ -162,6 +176,6 @@ class DemoWorkflow:
             sw = d["sweep"]
             return [f"{r}/demo/sweep/lr{lr:g}/{m}/seed{s}/manifest.json"
                     for lr in sw["lrs"] for m in sw["methods"] for s in sw["seeds"]]
-        real = d["real"]
+        real = d["real"]  # the real backend's runs, or (SIM_REAL) their simulated twins
         return [f"{r}/demo/{group}/n{n}/{m}/seed{s}/manifest.json"
                 for n in real["n_workers"] for m in real["methods"] for s in real["seeds"]]
