@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from distlab import scorecard
+from distlab import scorecard, stats
 
 STATS = {"alpha": 0.05, "bootstrap": {"n_resamples": 2000, "seed": 0, "confidence": 0.95}}
 SEEDS = range(8)
@@ -182,11 +182,31 @@ def test_relative_margin_and_ratio_transform():
     row = evaluate(c).iloc[0]
     t = _table()
     gc, pgc = (t[(t.scheme == k) & (t.s == 2)].sort_values("seed").time_per_step.to_numpy() for k in ("gc", "pgc"))
-    assert row.estimate == pytest.approx(np.mean(pgc / gc))
+    # the ratio of the means, with the test's own interval of a - b on the ratio scale
+    assert row.estimate == pytest.approx(np.mean(pgc) / np.mean(gc))
+    d = stats.t_interval(pgc - gc, 0.95)
+    assert (row.ci_low, row.ci_high) == pytest.approx((1 + d.low / gc.mean(), 1 + d.high / gc.mean()))
     assert row.verdict == "reproduced"
+    assert row.ci_high < 1.3  # non-inferior at a 30 % relative margin: the shown interval says so too
     worse = dict(c, a={"scheme": "gc", "s": 2}, b={"scheme": "pgc", "s": 2}, margin=0.05)
     row = evaluate(worse).iloc[0]
     assert row.verdict == "not reproduced" and "beyond" in row.reason
+
+
+def test_a_ratio_row_shows_the_interval_its_verdict_reads():
+    """A row whose per-seed ratios scatter (a throughput benchmark on a shared machine): the mean
+    of a/b with its t interval reached past the claimed 1.38 while the test on a - b excluded it,
+    so the row read "1.01 [0.63, 1.39], not reproduced".  The shown interval is the tested one."""
+    bp = np.array([1700.0, 2560.0, 2380.0])
+    rc = np.array([2030.0, 2390.0, 2160.0])  # a/b = 1.19, 0.93, 0.91
+    tab = pd.DataFrame([{"method": m, "seed": i, "tps": v} for m, vals in (("bp", bp), ("rc", rc))
+                        for i, v in enumerate(vals)])
+    c = claim(table="tp", metric="tps", test="greater", margin=0.38, margin_relative=True, transform="ratio",
+              a={"method": "rc"}, b={"method": "bp"})
+    row = evaluate(c, tables={"tp": tab}).iloc[0]
+    assert stats.t_interval(rc / bp, 0.95).high > 1.38  # what the row used to show
+    assert row.verdict == "not reproduced" and row.ci_high <= 1.38
+    assert row.estimate == pytest.approx(rc.mean() / bp.mean())
 
 
 def test_missing_table_and_missing_setting_are_not_run():

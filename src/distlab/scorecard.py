@@ -44,7 +44,9 @@ What makes a verdict mean something:
 
 Tests are always on the paired differences a - b (a relative margin is
 ``margin × |mean(b)|``); ``transform: ratio`` only changes what ``ours``,
-``estimate`` and ``ci_*`` report (the mean of a/b with its t CI).
+``estimate`` and ``ci_*`` report: the tested interval of a - b on the ratio
+scale, 1 + (a - b) / mean(b) (the ratio of the means), so a shown interval
+excludes the claimed ratio exactly when the test does.
 """
 
 from __future__ import annotations

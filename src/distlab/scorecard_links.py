@@ -217,7 +217,7 @@ def _evaluate_link(claim: dict[str, Any], paired: pd.DataFrame, label: str,
     if claim["transform"] == "ratio":
         if np.any(b == 0):
             raise ClaimError(f"claim {claim['id']!r}: transform ratio with b = 0 ({label})")
-        shown = stats.t_interval(a / b, cfg.confidence)
+        shown = ratio_interval(dci, float(np.mean(b)))
     elif VALUE in paired.attrs:
         shown = stats.t_interval(a, cfg.confidence)  # a itself, beside the constant
     else:
@@ -228,6 +228,15 @@ def _evaluate_link(claim: dict[str, Any], paired: pd.DataFrame, label: str,
     reason = f"mean a−b = {_num(dci.estimate)} [{_num(dci.low)}, {_num(dci.high)}], {why}"
     ours = fmt_ci(shown.estimate, shown.low, shown.high)
     return _Link(label, len(a), ours, shown, p, p_w, verdict, reason, n_more, toward)
+
+
+def ratio_interval(dci: stats.CI, mean_b: float) -> stats.CI:
+    """The tested interval of a - b on the ratio scale: 1 + (a - b) / mean(b), the ratio of
+    the means.  The test reads a/b > r as a - b > (r - 1) x mean(b) (a relative margin), so
+    this interval excludes r exactly when the test's interval excludes its margin: the row's
+    numbers and its verdict say the same thing (a mean of per-seed ratios need not)."""
+    lo, hi = sorted((1 + dci.low / mean_b, 1 + dci.high / mean_b))
+    return stats.CI(1 + dci.estimate / mean_b, lo, hi, dci.n, f"{dci.method}, a−b / mean(b)")
 
 
 def _exact_link(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, label: str, is_value: bool) -> _Link:
