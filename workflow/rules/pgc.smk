@@ -45,7 +45,7 @@ rule pgc_coding_profile:
     resources:
         mem_mb=3000,
     shell:
-        "OMP_NUM_THREADS=1 python -m distlab.pgc coding-profile --options {params.options:q} "
+        "OMP_NUM_THREADS=1 python -m distlab pgc coding-profile --options {params.options:q} "
         "--out {output:q} > {log:q} 2>&1"
 
 
@@ -151,7 +151,7 @@ rule pgc_summarize:
     resources:
         mem_mb=mem_of_inputs(400),  # the metrics CSVs become one frame
     shell:
-        "python -m distlab.pgc summarize --runs {input:q} --steps-out {output.steps:q} "
+        "python -m distlab pgc summarize --runs {input:q} --steps-out {output.steps:q} "
         "--summary-out {output.summary:q} > {log:q} 2>&1"
 
 
@@ -181,7 +181,7 @@ for _fig, _table, _group in P1.FIGURES:
         resources:
             mem_mb=mem_of_inputs(500),
         shell:
-            "python -m distlab.pgc figure {params.name} --inputs {params.inputs:q} --options {params.options:q} "
+            "python -m distlab pgc figure {params.name} --inputs {params.inputs:q} --options {params.options:q} "
             "--out {output:q} > {log:q} 2>&1"
 
 
@@ -210,7 +210,7 @@ for _tab, _group in (("time_to_target", "cloud"), ("compute", "simulation")):
         resources:
             mem_mb=mem_of_inputs(500),
         shell:
-            "python -m distlab.pgc figure {params.tab} --inputs {params.inputs:q} --out {output:q} > {log:q} 2>&1"
+            "python -m distlab pgc figure {params.tab} --inputs {params.inputs:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule pgc_real_vs_sim:
@@ -232,7 +232,7 @@ rule pgc_real_vs_sim:
     resources:
         mem_mb=mem_of_inputs(500),
     shell:
-        "python -m distlab.pgc figure real_vs_sim --inputs {params.inputs:q} --options {params.options:q} "
+        "python -m distlab pgc figure real_vs_sim --inputs {params.inputs:q} --options {params.options:q} "
         "--out {output.png:q} {output.md:q} > {log:q} 2>&1"
 
 
@@ -254,7 +254,7 @@ rule pgc_regime:
     resources:
         mem_mb=1000,
     shell:
-        "python -m distlab.pgc regime --options {params.options:q} --csv {output.csv:q} "
+        "python -m distlab pgc regime --options {params.options:q} --csv {output.csv:q} "
         "--md {output.md:q} --png {output.png:q} --unit-cost {input.unit_cost:q} > {log:q} 2>&1"
 
 
@@ -277,7 +277,7 @@ rule pgc_regime_crosscheck:
     resources:
         mem_mb=mem_of_inputs(500),
     shell:
-        "python -m distlab.pgc regime-crosscheck --summary {input.summary:q} --options {params.options:q} "
+        "python -m distlab pgc regime-crosscheck --summary {input.summary:q} --options {params.options:q} "
         "--md {output.md:q} > {log:q} 2>&1"
 
 
@@ -297,7 +297,7 @@ rule pgc_trace_fit:
     resources:
         mem_mb=800,
     shell:
-        "python -m distlab.pgc trace-fit --trace {input.trace:q} --csv {output.csv:q} "
+        "python -m distlab pgc trace-fit --trace {input.trace:q} --csv {output.csv:q} "
         "--md {output.md:q} --png {output.png:q} > {log:q} 2>&1"
 
 

@@ -1,13 +1,12 @@
 """PGC's own commands, ``python -m distlab pgc VERB`` (registered through ``register``; the
-rules of ``workflow/rules/pgc.smk`` call them as ``python -m distlab.pgc VERB``, which
-forwards here):
+rules of ``workflow/rules/pgc.smk`` call them so):
 
-  python -m distlab.pgc summarize --runs DIR... --steps-out X.parquet --summary-out Y.csv
-  python -m distlab.pgc figure NAME --inputs JSON --options JSON --out PATH...
-  python -m distlab.pgc regime --options JSON --csv OUT.csv --png OUT.png [--unit-cost MANIFEST...]
-  python -m distlab.pgc regime-crosscheck --summary S.csv --options JSON --md OUT.md
-  python -m distlab.pgc trace-fit --trace CSV --csv OUT.csv --md OUT.md --png OUT.png
-  python -m distlab.pgc coding-profile --options JSON --out OUT.csv
+  python -m distlab pgc summarize --runs DIR... --steps-out X.parquet --summary-out Y.csv
+  python -m distlab pgc figure NAME --inputs JSON --options JSON --out PATH...
+  python -m distlab pgc regime --options JSON --csv OUT.csv --png OUT.png [--unit-cost MANIFEST...]
+  python -m distlab pgc regime-crosscheck --summary S.csv --options JSON --md OUT.md
+  python -m distlab pgc trace-fit --trace CSV --csv OUT.csv --md OUT.md --png OUT.png
+  python -m distlab pgc coding-profile --options JSON --out OUT.csv
 
 Training goes through ``python -m distlab train --experiment pgc`` like every
 paper's; these are the steps specific to this paper.
@@ -18,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..clihelp import call, json_arg
+from ..clihelp import json_arg
 
 
 def cmd_summarize(a: argparse.Namespace) -> int:
@@ -122,15 +121,3 @@ def _add_verbs(p: argparse.ArgumentParser) -> None:
     for q in sub.choices.values():
         q.set_defaults(errors=ERRORS, error_context=f"pgc {q.prog.split()[-1]}")
 
-
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m distlab.pgc VERB`` (the same verbs as ``distlab pgc``)."""
-    p = argparse.ArgumentParser(prog="python -m distlab.pgc", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_verbs(p)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    a = build_parser().parse_args(argv)
-    return call(a.func, a)
