@@ -14,7 +14,8 @@ Commands:
   scorecard      evaluate config/claims.yaml against the summary tables
   report         the reproduction write-up (paper/README.md) from the tables
   stability      rerun the measured parts of the workflow and list every verdict that flips
-  calibrate      the measured unit compute cost of the calibrated cluster model (distlab.bench.calibrate)
+  calibrate, allreduce, netcheck, techerror   the benchmarks (distlab.bench.cli): unit compute
+                 cost, all-reduce bandwidth, collectives and the simulator's error on shaped links
   check-config   config files as snakemake --configfile reads them, each problem naming its file or key
   pgc, demo-*, local-*, placement-*   each paper's own steps (its package's cli.register)
 
@@ -75,7 +76,7 @@ SPEC_MODULES = {
 }
 
 # packages that add subcommands of their own through register(subparsers)
-PLUGINS = ("distlab.demo.cli", "distlab.local.cli", "distlab.pgc.cli", "distlab.placement.cli", "distlab.atlas.cli")
+PLUGINS = ("distlab.bench.cli", "distlab.demo.cli", "distlab.local.cli", "distlab.pgc.cli", "distlab.placement.cli", "distlab.atlas.cli")
 
 
 def _under_torchrun() -> bool:
@@ -225,12 +226,6 @@ def cmd_stability(a: argparse.Namespace) -> int:
     return 1 if len(flips[~flips["measured"]]) else 0
 
 
-def cmd_calibrate(a: argparse.Namespace) -> int:
-    from .bench.calibrate import main as calibrate
-
-    return calibrate(a.args)
-
-
 def cmd_report(a: argparse.Namespace) -> int:
     from .report import write_report
 
@@ -348,10 +343,6 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--root", default=".", help="the repository (its config/, workflow/schemas/)")
     q.set_defaults(func=cmd_check_config)
 
-    q = sub.add_parser("calibrate", help="measure the unit compute cost (python -m distlab.bench.calibrate; "
-                       "its options follow: --out, --repeats, ...)", add_help=False)
-    q.set_defaults(func=cmd_calibrate, passes_options=True)
-
     import importlib
 
     for plugin in PLUGINS:
@@ -397,11 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"distlab: {e}", file=sys.stderr)
         return 2
     parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
-    if getattr(args, "passes_options", False):
-        args.args = rest  # a command with a parser of its own (calibrate)
-    elif rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     return call(args.func, args)  # a user's error: one clear line, exit 2, no traceback

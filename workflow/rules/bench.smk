@@ -15,7 +15,7 @@ rule bench_calibrate:
     resources:
         mem_mb=4000,
     shell:
-        "OMP_NUM_THREADS=1 python -m distlab.bench.calibrate --out {output:q} > {log:q} 2>&1"
+        "OMP_NUM_THREADS=1 python -m distlab calibrate --out {output:q} > {log:q} 2>&1"
 
 
 rule bench_allreduce:
@@ -33,7 +33,7 @@ rule bench_allreduce:
         mem_mb=8000,
     shell:
         "OMP_NUM_THREADS=1 python -m torch.distributed.run --standalone --nproc_per_node=4 "
-        "-m distlab.bench.allreduce --sizes-mb 1 4 16 64 --repeats 5 --out {output:q} > {log:q} 2>&1"
+        "-m distlab allreduce --sizes-mb 1 4 16 64 --repeats 5 --out {output:q} > {log:q} 2>&1"
 
 
 rule bench:

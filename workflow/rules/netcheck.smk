@@ -19,7 +19,7 @@ rule netcheck_bench:
     resources:
         mem_mb=8000,
     shell:
-        "OMP_NUM_THREADS=1 python -m distlab.bench.netcheck --out {output.csv:q} > {log:q} 2>&1"
+        "OMP_NUM_THREADS=1 python -m distlab netcheck --out {output.csv:q} > {log:q} 2>&1"
 
 
 rule netcheck_error:
@@ -43,7 +43,7 @@ rule netcheck_error:
     resources:
         mem_mb=8000,
     shell:
-        "OMP_NUM_THREADS=1 python -m distlab.bench.techerror --data-demo {params.demo:q} "
+        "OMP_NUM_THREADS=1 python -m distlab techerror --data-demo {params.demo:q} "
         "--data-pgc {params.pgc:q} --fit {input.fit:q} --out {output.csv:q} > {log:q} 2>&1"
 
 

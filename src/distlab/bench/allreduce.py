@@ -2,7 +2,7 @@
 
 Run under torchrun, e.g.::
 
-    torchrun --standalone --nproc_per_node=4 -m distlab.bench.allreduce \\
+    torchrun --standalone --nproc_per_node=4 -m distlab allreduce \\
         --sizes-mb 1 4 16 64 --repeats 5 --out results/bench/allreduce.csv
 
 For each size (MiB of float32), after a warm-up, every repeat is a barrier
@@ -17,10 +17,8 @@ machine's memory bandwidth.  A benchmark, not a test.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import statistics
-import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -68,37 +66,30 @@ def memcpy_seconds(ctx: DistContext, numel: int, repeats: int, warmup: int) -> f
     return statistics.median(times[warmup:])
 
 
-def main(argv: Sequence[str]) -> None:
-    ap = argparse.ArgumentParser(prog="distlab.bench.allreduce", description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes-mb", type=float, nargs="+", default=[1, 4, 16, 64])
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--backend", default="auto")
-    ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args(argv)
-    ctx = init_from_env(args.backend)
+def allreduce(out: Path, sizes_mb: Sequence[float] = (1, 4, 16, 64), repeats: int = 5, warmup: int = 2,
+              backend: str = "auto") -> None:
+    """The table on rank 0 (``distlab allreduce``, run under torchrun: one call a rank)."""
+    ctx = init_from_env(backend)
     n = ctx.world_size
     rows = []
-    for size_mb in args.sizes_mb:
+    for size_mb in sizes_mb:
         numel = int(size_mb * 2**20) // 4
         nbytes = numel * 4
-        t = allreduce_seconds(ctx, numel, args.repeats, args.warmup)
+        t = allreduce_seconds(ctx, numel, repeats, warmup)
         if ctx.is_master:
             algbw = nbytes / t / 1e9
             busbw = algbw * 2 * (n - 1) / n
-            memcpy = nbytes / memcpy_seconds(ctx, numel, args.repeats, args.warmup) / 1e9
+            memcpy = nbytes / memcpy_seconds(ctx, numel, repeats, warmup) / 1e9
             rows.append((size_mb, n, ctx.backend, t, algbw, busbw, memcpy, busbw / memcpy))
             print(f"{size_mb:8g} MiB  all-reduce {t * 1e3:9.3f} ms  busbw {busbw:7.3f} GB/s  "
                   f"memcpy {memcpy:7.3f} GB/s", flush=True)
         ctx.barrier()
     if ctx.is_master:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        with args.out.open("w", newline="") as f:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("w", newline="") as f:
             w = csv.writer(f)
             w.writerow(COLUMNS)
             w.writerows(rows)
     ctx.close()
 
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

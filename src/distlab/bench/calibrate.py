@@ -7,12 +7,11 @@ the embedded default's model, so that ``cluster.compute.unit_seconds`` can be
 set to a measured figure (times a scale to a reference device).  Median of
 repeats after warm-up.  A benchmark, not a test: shared machines are noisy.
 
-    python -m distlab.bench.calibrate --out results/bench/calibration.csv
+    python -m distlab calibrate --out results/bench/calibration.csv
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
@@ -48,23 +47,13 @@ def time_unit(model_kw: dict, shape: tuple, batch: int, dtype: torch.dtype, repe
     return statistics.median(times)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--out", required=True)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--threads", type=int, default=1)
-    a = p.parse_args(argv)
-    torch.set_num_threads(a.threads)
+def calibrate(out: str, repeats: int = 5, warmup: int = 2, threads: int = 1) -> None:
+    """Time every case of :data:`CASES`; write the table to ``out`` (``distlab calibrate``)."""
+    torch.set_num_threads(threads)
     rows = []
     for name, kw, shape, batch, dtype in CASES:
-        secs = time_unit(kw, shape, batch, dtype, a.repeats, a.warmup)
+        secs = time_unit(kw, shape, batch, dtype, repeats, warmup)
         rows.append({"case": name, "batch": batch, "dtype": str(dtype).replace("torch.", ""),
-                     "threads": a.threads, "unit_seconds_median": secs, "clock": "measured"})
+                     "threads": threads, "unit_seconds_median": secs, "clock": "measured"})
         print(f"{name}: {secs:.4f} s per unit", flush=True)
-    write_csv(pd.DataFrame(rows), a.out)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    write_csv(pd.DataFrame(rows), out)

@@ -35,7 +35,6 @@ Without root or the kernel features the table has one row per rate reading
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -134,7 +133,9 @@ def _ring_all_reduce_injected(x, rank: int, n: int, inject_s: float) -> None:
             chunks[recv_i].copy_(buf)
 
 
-def _worker(args) -> None:
+def worker(sync: str | Path, out: str | Path, phases: str) -> None:
+    """One rank of the benchmark (``distlab netcheck --worker``): every phase's points, between
+    phases a file barrier while the launcher reshapes the links; rank 0 writes the rows to ``out``."""
     import torch
     import torch.distributed as dist
 
@@ -142,8 +143,8 @@ def _worker(args) -> None:
 
     ctx = init_from_env("gloo", timeout_s=300.0)
     rank, n = ctx.rank, ctx.world_size
-    sync = Path(args.sync)
-    phases = json.loads(args.phases)
+    sync, rows_file = Path(sync), Path(out)
+    phases = json.loads(phases)
     rows = []
     for k, ph in enumerate(phases):
         if rank == 0:
@@ -187,7 +188,7 @@ def _worker(args) -> None:
                 rows.append({"phase": k, "op": op, "size_bytes": size, "repeats": repeats,
                              "median_s": statistics.median(v), "min_s": min(v), "max_s": max(v)})
     if rank == 0:
-        Path(args.out).write_text(json.dumps(rows))
+        rows_file.write_text(json.dumps(rows))
     ctx.close()
 
 
@@ -243,7 +244,7 @@ def run_bench(n: int = 4, max_point_s: float = 1.5, inject_ms: float = 2.0,
         th = threading.Thread(target=conductor, daemon=True)
         th.start()
         try:
-            run_ranks(cluster, [sys.executable, "-m", "distlab.bench.netcheck", "--worker", "--sync", tmp,
+            run_ranks(cluster, [sys.executable, "-m", "distlab", "netcheck", "--worker", "--sync", tmp,
                                 "--out", str(out), "--phases", json.dumps(phases)], timeout_s, stream=stream)
         finally:
             stop.set()
@@ -301,23 +302,8 @@ def write_outputs(points, fits, skipped, out: Path) -> None:
     atomic_write_text(out.with_suffix(".md"), text)
 
 
-def main(argv: Sequence[str]) -> int:
-    ap = argparse.ArgumentParser(prog="distlab.bench.netcheck", description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--nprocs", type=int, default=4)
-    ap.add_argument("--max-point-s", type=float, default=1.5)
-    ap.add_argument("--inject-ms", type=float, default=2.0)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--sync", help=argparse.SUPPRESS)
-    ap.add_argument("--phases", help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    if args.worker:
-        _worker(args)
-        return 0
-    points, fits, skipped = run_bench(args.nprocs, args.max_point_s, args.inject_ms)
-    write_outputs(points, fits, skipped, args.out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def netcheck(out: Path, nprocs: int = 4, max_point_s: float = 1.5, inject_ms: float = 2.0) -> None:
+    """The benchmark and its tables (``distlab netcheck --out X.csv``; its ranks run
+    ``distlab netcheck --worker``)."""
+    points, fits, skipped = run_bench(nprocs, max_point_s, inject_ms)
+    write_outputs(points, fits, skipped, Path(out))

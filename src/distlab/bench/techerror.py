@@ -287,33 +287,20 @@ def figure(summary: pd.DataFrame, out: Path) -> None:
     plt.close(fig)
 
 
-def main(argv) -> int:
-    import argparse
-
+def techerror(data_demo: Path, data_pgc: Path, out: Path, steps: int = 6, repeats: int = 2,
+              reference_repeats: int = 1, fit: Path | None = None) -> None:
+    """The error table, its steps, figure and markdown beside ``out`` (``distlab techerror``)."""
     from ..tables import atomic_write_text, markdown_table
 
-    ap = argparse.ArgumentParser(prog="distlab.bench.techerror", description=__doc__.split("\n")[0])
-    ap.add_argument("--data-demo", type=Path, required=True)
-    ap.add_argument("--data-pgc", type=Path, required=True)
-    ap.add_argument("--out", type=Path, required=True, help="summary CSV; .md, _steps.csv and .png beside it")
-    ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--repeats", type=int, default=2)
-    ap.add_argument("--reference-repeats", type=int, default=1, help="repeats of the unshaped reference runs")
-    ap.add_argument("--fit", type=Path, help="netcheck's *_fit.csv: adds the error with the measured link")
-    a = ap.parse_args(argv)
-    fits = load_fits(a.fit) if a.fit else None
-    steps_df, summary = run_table(a.data_demo, a.data_pgc, a.steps, a.repeats, log=sys.stderr, fits=fits,
-                                  reference_repeats=a.reference_repeats)
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    summary.to_csv(a.out, index=False)
-    steps_df.to_csv(a.out.with_name(a.out.stem + "_steps.csv"), index=False)
-    figure(summary, a.out.with_suffix(".png"))
-    atomic_write_text(a.out.with_suffix(".md"),
+    fits = load_fits(fit) if fit else None
+    steps_df, summary = run_table(data_demo, data_pgc, steps, repeats, log=sys.stderr, fits=fits,
+                                  reference_repeats=reference_repeats)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    summary.to_csv(out, index=False)
+    steps_df.to_csv(out.with_name(out.stem + "_steps.csv"), index=False)
+    figure(summary, out.with_suffix(".png"))
+    atomic_write_text(out.with_suffix(".md"),
                       "# The simulator's error per technique (measured vs simulated; 4 gloo ranks on shaped "
                       "links, 2 cores)\n\nerror = simulated / measured - 1 (mean over a repeat's steps, "
                       "95 % t-interval over repeats)\n\n" + markdown_table(summary) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
