@@ -97,7 +97,7 @@ def test_the_scaled_deadline_follows_the_pace_and_stops_a_stall():
 
 
 def test_a_placement_search_follows_its_pace_and_a_hung_one_stops_with_one_line(tmp_path):
-    """`distlab placement-run` (a simulated search: its steps are simulator evaluations) under
+    """`distlab train --experiment placement` (a simulated search: its steps are simulator evaluations) under
     job_timeout_s = 8 s (past an interpreter's start on a loaded machine): slowed by 0.6 s a call
     of 4 evaluations (20 calls) it runs past the floor and finishes; hung at its 5th evaluation
     it is stopped, named in one line."""
@@ -114,15 +114,16 @@ def test_a_placement_search_follows_its_pace_and_a_hung_one_stops_with_one_line(
 
     p = {**p, "budget": 40, "seeds": [0, 1], "single_device": "allow",
          "models": {**p["models"], "bert": model}}
-    spec = {**json.loads(wf.run_spec(p, p["default_pair"], "bert", "random")), "options": {"batch": 4}}
+    spec = {**json.loads(wf.run_spec(p, p["default_pair"], "bert", "random", graph=str(tmp_path / "g.json"),
+                                     profile=str(tmp_path / "p.json"))), "options": {"batch": 4}}
     runtime = {"timeout_s": 30, "job_timeout_s": 8, "checkpoint": {"every_s": 0, "every_steps": 1}}
     env = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
 
     def search(**over):
         (tmp_path / "run.ckpt").unlink(missing_ok=True)
-        return subprocess.run([sys.executable, "-m", "distlab", "placement-run", "--spec", json.dumps(spec),
-                               "--graph", str(tmp_path / "g.json"), "--profile", str(tmp_path / "p.json"),
-                               "--out", str(tmp_path / "run.json"), "--runtime", json.dumps(runtime)],
+        return subprocess.run([sys.executable, "-m", "distlab", "train", "--experiment", "placement",
+                               "--spec", json.dumps(spec), "--out", str(tmp_path / "run.json"),
+                               "--runtime", json.dumps(runtime)],
                               cwd=ROOT, env={**env, **over}, capture_output=True, text=True, timeout=240)
 
     t0 = time.monotonic()
@@ -133,7 +134,7 @@ def test_a_placement_search_follows_its_pace_and_a_hung_one_stops_with_one_line(
     r = search(DISTLAB_TEST_HANG_AT_STEP="5")
     assert r.returncode == 1, r.stderr[-2000:]
     lines = [ln for ln in r.stderr.splitlines() if "runtime.job_timeout_s" in ln]
-    assert len(lines) == 1 and lines[0].startswith("distlab: placement search ran past "), r.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("distlab: simulated placement job ran past "), r.stderr[-2000:]
     assert "stopped at step 4 of 80" in lines[0], lines[0]
     assert not (tmp_path / "run.json").exists()
 

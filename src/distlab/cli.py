@@ -59,13 +59,17 @@ def cmd_data_floors(a: argparse.Namespace) -> int:
 
 
 # experiment -> trainer module.  A trainer exposes SPEC_SCHEMA, run_simulated(spec,
-# data_dir, out_dir, runtime) and, for real backends, run_distributed(...) and nprocs(spec).
+# data_dir, out_dir, runtime) and, for real backends, run_distributed(...) and nprocs(spec);
+# optionally work(spec) (the steps its deadline scales with, when not the spec's steps),
+# NEEDS_DATA = False (no --data: placement's inputs are files its spec names) and
+# SETS_THREADS = True (it sets torch's threads itself, where it imports torch).
 TRAINERS = {
     "baseline": "distlab.train.dataparallel",
     "pgc": "distlab.pgc.train",
     "demo": "distlab.demo.train",
     "local": "distlab.local.train",
     "atlas": "distlab.atlas.train",
+    "placement": "distlab.placement.train",
 }
 
 # torch-free modules holding a trainer's SPEC_SCHEMA and nprocs: with one, the process that
@@ -106,10 +110,12 @@ def _torchrun_args(a: argparse.Namespace, spec: dict, runtime: dict) -> list[str
             "--out", str(a.out)]
 
 
-def _work(spec: dict, data: str | None) -> int | None:
+def _work(spec: dict, data: str | None, module=None) -> int | None:
     """Steps the job runs (all its runs): its deadline scales with them (runtime.deadline)."""
     from . import jobs
 
+    if hasattr(module, "work"):
+        return int(module.work(spec))
     n = jobs.steps(spec, str(Path(data) / "manifest.json")) if data else None
     return n * jobs.runs(spec) if n else None
 
@@ -127,6 +133,8 @@ def cmd_train(a: argparse.Namespace) -> int:
     backend = spec.get("backend", "simulated")
     if light and backend == "simulated":
         module = _trainer(a.experiment)
+    if a.data is None and getattr(module, "NEEDS_DATA", True):
+        raise SpecError(f"train --experiment {a.experiment}: --data DIR (its prepared data set) is required")
     if a.print_torchrun:
         if backend == "simulated":
             raise SpecError("--print-torchrun: this spec runs on the simulated backend, in one process; "
@@ -138,15 +146,16 @@ def cmd_train(a: argparse.Namespace) -> int:
         # A simulated run's numbers must not depend on the job's threads (OMP_NUM_THREADS,
         # --cores, --set-threads): it computes on its spec's own count, one unless the spec
         # says otherwise (a timed local-learning run).
-        import torch
+        if not getattr(module, "SETS_THREADS", False):
+            import torch
 
-        torch.set_num_threads(int(spec.get("threads", 1)))
+            torch.set_num_threads(int(spec.get("threads", 1)))
         # the same job limit as a real job's launcher enforces
         from .runtime.deadline import JobTimeout, job_deadline
 
         try:
             with job_deadline(float(runtime["job_timeout_s"]), f"simulated {a.experiment} job",
-                              work=_work(spec, a.data)):
+                              work=_work(spec, a.data, module)):
                 module.run_simulated(spec, a.data, a.out, runtime)
         except JobTimeout as e:
             print(f"distlab: {e}", file=sys.stderr)
@@ -303,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--print-torchrun", action="store_true",
                    help="print the torchrun command of this job (one node) and exit; for several "
                         "nodes see the README")
-    q.add_argument("--data", type=Path, required=True)
+    q.add_argument("--data", type=Path, default=None,
+                   help="the prepared data set (every experiment but placement, whose spec names its inputs)")
     q.add_argument("--out", type=Path, required=True)
     q.add_argument("--threads", type=int, default=None,
                    help="threads for the whole job (split across torchrun processes)")

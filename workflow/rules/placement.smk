@@ -74,15 +74,17 @@ rule placement_profile:
 
 
 rule placement_run:
-    """One method, one model, one device pair, every seed, on the simulator.  Its spec holds
-    only its own learner's options, so a learner's setting reruns only that learner's runs.
-    It scores with the stored profile (profile.source: stored) or this run's measurement."""
+    """One method, one model, one device pair, every seed, on the simulator (`distlab train
+    --experiment placement`).  Its spec holds only its own learner's options, so a learner's
+    setting reruns only that learner's runs, and names its inputs (the graph, and the stored
+    profile (profile.source: stored) or this run's measurement), which the run does not record."""
     input:
         **PL_SCORED,
     output:
         f"{PL_DIR}/runs/{{pair}}/{{pl_model}}/{{pl_method}}.json",
     params:
-        spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method),
+        spec=lambda w, input: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method,
+                                                    graph=input.graph, profile=input.profile),
     conda:
         ENV
     log:
@@ -94,8 +96,8 @@ rule placement_run:
         mem_mb=1500,
         distlab_runtime=runtime_json(),
     shell:
-        "OMP_NUM_THREADS=1 python -m distlab placement-run --spec {params.spec:q} --graph {input.graph:q} "
-        "--profile {input.profile:q} --out {output:q} --runtime {resources.distlab_runtime:q} > {log:q} 2>&1"
+        "OMP_NUM_THREADS=1 python -m distlab train --experiment placement --spec {params.spec:q} "
+        "--runtime {resources.distlab_runtime:q} --out {output:q} > {log:q} 2>&1"
 
 
 use rule placement_run as placement_run_extra with:
@@ -106,7 +108,8 @@ use rule placement_run as placement_run_extra with:
     wildcard_constraints:
         seed="|".join(str(k) for k in (placement_wf.all_extra_seeds(PL, EXTRA_SEED_REQUESTS) if PL else [])) or "none",
     params:
-        spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method, seeds=[int(w.seed)]),
+        spec=lambda w, input: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method, seeds=[int(w.seed)],
+                                                    graph=input.graph, profile=input.profile),
     log:
         "logs/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.log",
     benchmark:

@@ -1,4 +1,5 @@
-"""``distlab placement-*`` subcommands (registered by ``distlab.cli``)."""
+"""``distlab placement-*`` subcommands (registered by ``distlab.cli``).  A search job, one method
+on one model and device pair, is ``distlab train --experiment placement`` (:mod:`.train`)."""
 
 from __future__ import annotations
 
@@ -48,25 +49,6 @@ def cmd_profile(a):
         p["cuda_seconds"], p["cuda_device"] = c["seconds"], torch.cuda.get_device_name()
     atomic_write_text(a.out, json.dumps(p))
     print(f"{a.spec['model']['name']}: {p['total_seconds'] * 1e3:.1f} ms summed over {len(p['names'])} nodes")
-
-
-@_guard
-def cmd_run(a):
-    import logging
-
-    from .train import run, work
-
-    from ..runtime.deadline import JobTimeout, job_deadline
-    from ..specs import runtime_defaults
-
-    logging.getLogger("distlab.placement").setLevel(logging.INFO)
-    try:  # a search is a simulated job: the same limit as a real job's
-        with job_deadline(float(runtime_defaults(a.runtime)["job_timeout_s"]), "placement search",
-                          work=work(a.spec)):
-            run(a.spec, a.graph, a.profile, a.out, a.runtime)
-    except JobTimeout as e:
-        print(f"distlab: {e}", file=sys.stderr)
-        return 1
 
 
 @_guard
@@ -185,8 +167,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     command(sub, "placement-graph", cmd_graph, "trace a model's operator graph", spec=JSON, out=OUT)
     command(sub, "placement-profile", cmd_profile, "per-operator CPU times of a model",
             spec={**JSON, "help": '{"model": {...}, "repeats", "warmup"}'}, out=OUT)
-    command(sub, "placement-run", cmd_run, "one method on one model and device pair, all seeds",
-            spec=JSON, graph=PATH, profile=PATH, out=OUT, runtime=JSON_OPT)
     command(sub, "placement-summarize", cmd_summarize, "run files -> summary and curves tables",
             runs=PATHS, summary_out=OUT, curves_out=OUT)
     command(sub, "placement-tables", cmd_tables, "main / ablation tables",

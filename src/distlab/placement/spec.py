@@ -1,4 +1,5 @@
-"""Cross-field checks of the ``placement:`` config section (torch-free).
+"""Cross-field checks of the ``placement:`` config section (torch-free), and the schema of
+one search job's spec (``distlab train --experiment placement``).
 
 ``check(config) -> list of "key: why"``; called by ``distlab.checks``
 before any job runs.
@@ -11,6 +12,38 @@ from collections.abc import Mapping
 from typing import Any
 
 CONFIG_SECTION = "placement"  # distlab.checks.paper_checks finds check() by it
+
+ALGOS = ("cpu_only", "gpu_only", "random", "heft", "rnn", "placeto", "hsdag")
+
+_OBJECT = {"type": "object"}  # model, pair and a learner's options: checked by check() and their code
+_STR = {"type": "string"}
+_INT = {"type": "integer", "minimum": 0}
+
+# One search job (workflow.run_spec), plus ``inputs``: the operator graph and the profile it
+# scores with.  Those are files, not settings: placement.train.run_simulated takes them out
+# before the search, so they reach neither the run's record nor its checkpoint's spec hash.
+SPEC_SCHEMA: dict = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["algo", "method", "model", "model_name", "pair", "pair_name", "seeds", "inputs"],
+    "properties": {
+        "algo": {"enum": list(ALGOS)},
+        "method": _STR,
+        "model": {**_OBJECT, "required": ["name"]},
+        "model_name": _STR,
+        "pair": {**_OBJECT, "required": ["devices"]},
+        "pair_name": _STR,
+        "seeds": {"type": "array", "items": _INT, "minItems": 1},
+        "sim_order": _STR,
+        "budget": {"type": "integer", "minimum": 1},
+        "single_device": {"enum": ["allow", "invalid"]},
+        "options": _OBJECT,
+        "reward": {"enum": ["latency", "constant"]},
+        "drop_features": {"type": "array", "items": _STR},
+        "inputs": {"type": "object", "additionalProperties": False, "required": ["graph", "profile"],
+                   "properties": {"graph": _STR, "profile": _STR}},
+    },
+}
 
 
 def check(config: Mapping[str, Any]) -> list[str]:

@@ -1,9 +1,12 @@
-"""One placement job (`distlab placement-run`): every seed of one method on one (model, device pair).
+"""One placement job (`distlab train --experiment placement`): every seed of one method on one
+(model, device pair), on the simulator.
 
 The job's spec (a JSON document from the workflow) holds everything that
 changes its numbers: the method and its options, the device pair, the
 seeds, the evaluation budget, the single-device rule; the graph and the CPU
-profile come as files.  Output: one JSON file with a row per seed (best
+profile come as files, named in the spec's ``inputs`` (:data:`.spec.SPEC_SCHEMA`),
+which :func:`run_simulated` takes out: the run records the spec without them, as
+before they were part of it.  Output: one JSON file with a row per seed (best
 latency, evaluations needed to come within 1 % of the run's best, clusters),
 the best-so-far curve and the best placement of every seed.
 
@@ -25,10 +28,16 @@ import numpy as np
 from . import baselines, costs
 from .graphfile import load_graph
 from .problem import Problem
+from .spec import ALGOS, SPEC_SCHEMA  # noqa: F401 (the trainer's interface)
 
 log = logging.getLogger("distlab.placement")
 
-ALGOS = ("cpu_only", "gpu_only", "random", "heft", "rnn", "placeto", "hsdag")
+# the trainer's interface (distlab.cli.cmd_train): a search reads no prepared data set (its
+# graph and profile are the spec's inputs), and imports torch only for a learned method,
+# setting its threads there (run_seed)
+NEEDS_DATA = False
+SETS_THREADS = True
+
 DETERMINISTIC = ("cpu_only", "gpu_only", "heft")
 FINAL_FRACTION = 0.1  # the learned policy's latency: median of the last 10 % of a run's samples
 
@@ -134,3 +143,24 @@ def run(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Path, 
     atomic_write_text(out, json.dumps(result))
     ck.clear()
     return out
+
+
+def run_simulated(spec: dict[str, Any], data: str | Path | None, out: str | Path,
+                  runtime: dict[str, Any] | None = None) -> Path:
+    """``distlab train --experiment placement``: :func:`run` on the spec's ``inputs``, with the
+    spec recorded (and its checkpoint keyed) without them.  ``data`` is not read."""
+    from distlab.specs import SpecError
+
+    from .costs import CostError
+    from .graphfile import GraphError
+    from .sim import PlacementError
+
+    logging.getLogger("distlab.placement").setLevel(logging.INFO)
+    job = {k: v for k, v in spec.items() if k != "inputs"}
+    for key, path in spec["inputs"].items():
+        if not Path(path).is_file():
+            raise SpecError(f"placement spec: inputs.{key}: no such file {path}")
+    try:
+        return run(job, spec["inputs"]["graph"], spec["inputs"]["profile"], out, runtime)
+    except (GraphError, CostError, PlacementError) as e:  # a malformed input: the user's (one line, exit 2)
+        raise SpecError(str(e)) from e

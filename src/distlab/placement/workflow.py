@@ -96,15 +96,20 @@ def runs(pl: dict, root: str, reqs: list | None = None) -> list[str]:
     return out + extra
 
 
-def run_spec(pl: dict, pair: str, model: str, method: str, seeds: list[int] | None = None) -> str:
+def run_spec(pl: dict, pair: str, model: str, method: str, seeds: list[int] | None = None,
+             graph: str | None = None, profile: str | None = None) -> str:
     """One run's JSON spec: every configured seed, or ``seeds`` (an extra seed's job).  A
-    seed's numbers do not depend on the other seeds of its run."""
+    seed's numbers do not depend on the other seeds of its run.  With ``graph`` and
+    ``profile`` (the rule's input files) it is the spec of ``distlab train --experiment
+    placement``: they go in as ``inputs``, which the run does not record."""
     info = method_info(pl, method)
     seeds = list(pl["seeds"]) if seeds is None else [int(k) for k in seeds]
     spec = {"method": method, **info, "pair_name": pair, "pair": pl["pairs"][pair], "seeds": seeds,
             "model_name": model, "model": pl["models"][model], "sim_order": pl.get("sim_order", "topological")}
     if method not in DETERMINISTIC:  # one evaluation decides a deterministic method: no budget
         spec.update(budget=int(pl["budget"]), single_device=pl["single_device"])
+    if graph is not None or profile is not None:
+        spec["inputs"] = {"graph": str(graph), "profile": str(profile)}
     return as_json(spec)
 
 
