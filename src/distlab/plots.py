@@ -4,7 +4,8 @@ Figures show the mean over seeds with a 95 % Student-t confidence band over
 seeds (:func:`distlab.stats.t_interval`, the same interval as the tables and
 the scorecard; deterministic, no resampling), and every figure states whether its
 times are simulated (virtual clock) or measured (wall clock) via
-:func:`label_provenance`.  Rendering uses the non-interactive Agg backend.
+:func:`label_provenance` (its words and the titles' clock: :mod:`distlab.plotclock`).
+Rendering uses the non-interactive Agg backend.
 
 Legibility, where the helper can tell (:func:`save` applies it, :func:`legibility_problems`
 reports what is left): a provenance box on an axes goes to the first corner where it
@@ -42,12 +43,13 @@ from matplotlib.path import Path as MplPath  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
+from distlab.plotclock import (  # noqa: E402,F401 (the clock's helpers, part of this module's interface)
+    CLOCKS, MEASURED_BACKENDS, carry_clock, clock_in_titles, provenance_text, titles)
 from distlab.stats import t_errorbar, t_interval  # noqa: E402
 from distlab.tables import atomic_output  # noqa: E402
 
 DPI = 150
 SUFFIXES = {".png": "png", ".pdf": "pdf", ".svg": "svg"}
-MEASURED_BACKENDS = {"gloo", "nccl", "measured"}
 
 
 def set_style() -> None:
@@ -193,25 +195,6 @@ def bar_with_ci(df: pd.DataFrame, x: str, y: str, hue: str | None, ax: Axes | No
     ``order``/``hue_order`` fix the categories' order, as in seaborn; ``units``, ``ci``,
     ``positive``)."""
     return _with_ci("bar", df, x, y, hue, ax, **kw)
-
-
-def provenance_text(backend: str, note: str = "") -> str:
-    """``"simulated (virtual clock)"`` or ``"measured (wall clock, <backend>)"`` (+ note)."""
-    key = backend.strip().lower()
-    if key == "simulated":
-        text = "simulated (virtual clock)"
-    elif key == "measured":
-        text = "measured (wall clock)"
-    elif key == "extrapolated":
-        text = "extrapolated (from measurements)"
-    elif key in MEASURED_BACKENDS:
-        text = f"measured (wall clock, {key})"
-    else:
-        raise ValueError(
-            f"unknown backend {backend!r}: expected 'simulated', 'extrapolated' or one of "
-            f"{sorted(MEASURED_BACKENDS)}"
-        )
-    return f"{text}; {note}" if note else text
 
 
 def label_provenance(ax_or_fig: Axes | Figure, backend: str, note: str = "") -> Text:
@@ -417,60 +400,6 @@ def place_legend(ax: Axes, renderer=None) -> None:
         legend.set_bbox_to_anchor((1.01, 1.0), transform=ax.transAxes)
         return
     legend.set_loc("best")
-
-
-CLOCKS = ("simulated", "measured", "extrapolated")
-_CLOCK_WORD = re.compile(r"\b(simulated|measured|extrapolated)\b", re.I)
-
-
-_PROVENANCE_PHRASES = {"simulated (virtual clock)": "simulated", "measured (wall clock": "measured",
-                       "extrapolated (from measurements)": "extrapolated"}
-
-
-def _clocks(texts) -> list[str]:
-    """The clocks the provenance texts among ``texts`` name (a text written by
-    :func:`provenance_text` but placed by hand counts too)."""
-    found = set()
-    for t in texts:
-        clock = getattr(t, "_distlab_clock", None)
-        if clock:
-            found.add(clock)
-            continue
-        found.update(c for phrase, c in _PROVENANCE_PHRASES.items() if phrase in t.get_text())
-    return [c for c in CLOCKS if c in found]
-
-
-def titles(fig: Figure) -> list[str]:
-    """The figure's suptitle and its axes' titles that are set."""
-    sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
-    return [x for x in [sup] + [a.get_title() for a in fig.axes] if x]
-
-
-def carry_clock(fig: Figure) -> None:
-    """Append the clock of the figure's provenance boxes to its title when the title names
-    none: to the suptitle if there is one, else to each axes title (that axes' own boxes
-    first, then the figure's)."""
-    every = _clocks(list(fig.texts) + [t for a in fig.axes for t in a.texts])
-    if not every:
-        return
-    if fig._suptitle is not None and fig._suptitle.get_text():
-        if not _CLOCK_WORD.search(fig._suptitle.get_text()):
-            fig._suptitle.set_text(f"{fig._suptitle.get_text()} ({' and '.join(every)})")
-        return
-    for ax in fig.axes:
-        title = ax.get_title()
-        if title and not _CLOCK_WORD.search(title):
-            own = _clocks(ax.texts) or _clocks(fig.texts) or every
-            ax.title.set_text(f"{title} ({' and '.join(own)})")
-
-
-def clock_in_titles(fig: Figure) -> bool:
-    """Whether the suptitle, or every titled axes with data, names a clock."""
-    sup = fig._suptitle.get_text() if fig._suptitle is not None else ""
-    if sup:
-        return bool(_CLOCK_WORD.search(sup))
-    named = [a.get_title() for a in fig.axes if a.get_visible() and a.has_data() and a.get_title()]
-    return bool(named) and all(_CLOCK_WORD.search(x) for x in named)
 
 
 def _labels_overlap(fig: Figure, renderer) -> bool:
