@@ -15,6 +15,7 @@ packages; only the dispatcher (``distlab/cli.py``, ``distlab/__main__.py``) impo
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -216,3 +217,48 @@ def test_the_config_checker_finds_every_paper_check():
     for paper in paper_packages():
         mod = __import__(f"distlab.{paper}.spec", fromlist=["check"])
         assert found[mod.CONFIG_SECTION] is mod.check
+
+
+# ------------------------------------------------------------------ one entry point, short files
+MAX_LINES = 650
+RULE_FILES = sorted((Path(ROOT) / "workflow" / "rules").glob("*.smk")) + [Path(ROOT) / "Snakefile"]
+
+
+def test_no_source_file_is_over_650_lines():
+    long = {str(p.relative_to(SRC)): n for p in sorted(PKG.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, f"over {MAX_LINES} lines (split by what the parts do): {long}"
+
+
+def test_the_rules_run_the_cli_only_as_python_m_distlab_verb():
+    """One entry point: a rule's shell text runs ``python -m distlab <verb>`` (under torchrun
+    too: ``-m distlab <verb>``), never a submodule as a script (``python -m distlab.pgc``)."""
+    bad, verbs = [], 0
+    for path in RULE_FILES:
+        for k, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith("#"):
+                continue  # a comment, not a command
+            for m in re.finditer(r"-m\s+(distlab\S*)", line):
+                verbs += 1
+                if m.group(1) != "distlab" or not re.match(r"-m\s+distlab\s+[a-z]", line[m.start():]):
+                    bad.append(f"{path.name}:{k}: {line.strip()}")
+            for m in re.finditer(r"python\s+-m\s+(\S+)", line):
+                if m.group(1) not in ("distlab", "torch.distributed.run"):
+                    bad.append(f"{path.name}:{k}: python -m {m.group(1)}")
+    assert verbs > 20, "no rule calls the CLI: the pattern is wrong"
+    assert not bad, "entry points other than `python -m distlab <verb>`:\n" + "\n".join(bad)
+
+
+# Not yet a verb: local learning's throughput child (distlab.local.bench, started by its
+# `local-bench throughput`) measures its own memory (PSS, RSS); started through the dispatcher
+# it would also hold every package's parser, so moving it changes what it measures.
+SCRIPT_EXCEPTIONS = {"distlab.local.bench"}
+
+
+def test_no_module_of_distlab_runs_as_a_script():
+    """No ``if __name__ == "__main__"`` below ``distlab/__main__.py`` and ``distlab/cli.py``:
+    every command is a verb of ``python -m distlab``."""
+    bad = [str(p.relative_to(SRC)) for p in sorted(PKG.rglob("*.py"))
+           if p.name != "__main__.py" and _module_name(p) not in DISPATCHER | SCRIPT_EXCEPTIONS
+           and re.search(r"^if __name__ == .__main__.:", p.read_text(encoding="utf-8"), re.M)]
+    assert not bad, f"modules run as scripts: {bad}"
