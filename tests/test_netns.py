@@ -105,3 +105,26 @@ def test_a_failing_rank_is_named(tmp_path):
         with pytest.raises(RuntimeError, match="rank 1 failed first") as e:
             netns.run_ranks(c, [sys.executable, str(script)], timeout_s=60)
     assert "rank one refuses" in str(e.value)
+
+
+@shaped
+def test_forked_ranks_train_in_their_own_namespaces(pydoc_dir, tmp_path):
+    """run_shaped forks each rank from this process (one torch import for all) and moves it into
+    its namespace before any socket: a gloo job whose store lives at rank 0's namespace address
+    (reachable only from the job's namespaces) runs to the end, and a bad spec is named."""
+    import json
+
+    from distlab.bench.techerror import demo_spec
+
+    spec = demo_spec("adamw", 3, 0)
+    out = tmp_path / "run"
+    netns.run_shaped(["train", "--experiment", "demo", "--spec", json.dumps(spec), "--data", str(pydoc_dir),
+                      "--out", str(out)], 4, 100e6, timeout_s=300)
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["n_workers"] == 4 and man["params_max_abs_diff_across_ranks"] == 0
+    bad = {**spec, "n_workers": 3}  # launched on 4 ranks
+    with pytest.raises(RuntimeError, match="failed first") as e:
+        netns.run_shaped(["train", "--experiment", "demo", "--spec", json.dumps(bad), "--data", str(pydoc_dir),
+                          "--out", str(tmp_path / "bad")], 4, None, timeout_s=120)
+    assert "n_workers=3" in str(e.value)
+    assert not [ns for ns in netns.namespaces() if ns.startswith(f"{netns.PREFIX}{os.getpid()}x")]

@@ -97,6 +97,18 @@ def _trainer(experiment: str):
                         f"installed ({e})") from e
 
 
+def preload(argv: list[str]) -> None:
+    """Import what ``main(argv)`` imports for a run (torch, the experiment's trainer, and dynamo,
+    which torch.optim imports at an optimizer's first call: seconds of CPU a process), so ranks
+    forked after it (:func:`distlab.runtime.netns.run_shaped`) start from those imports."""
+    import torch._dynamo  # noqa: F401
+
+    if argv[:1] == ["train"] and "--experiment" in argv[:-1]:
+        experiment = argv[argv.index("--experiment") + 1]
+        if experiment in TRAINERS:
+            _trainer(experiment)
+
+
 def _nprocs(module, spec: dict) -> int:
     """Processes of a real job: the trainer's nprocs(spec), else one per worker."""
     if hasattr(module, "nprocs"):

@@ -257,9 +257,97 @@ class ShapedCluster:
                 "PYTHONUNBUFFERED": "1"}
 
 
-def run_ranks(cluster: ShapedCluster, argv: Sequence[str], timeout_s: float, threads: int | None = None,
-              stream: TextIO | None = None) -> None:
-    """Run ``argv`` once per rank, rank ``i`` inside ``cluster``'s namespace ``i``, to completion.
+CLONE_NEWNET = 0x40000000
+
+
+def enter(name: str) -> None:
+    """Move this process (one thread: call it in a fresh fork) into namespace ``name``."""
+    fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
+    try:
+        if hasattr(os, "setns"):  # Python 3.12
+            os.setns(fd, CLONE_NEWNET)
+            return
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.setns(fd, CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"setns into {name}: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+class _ForkedRank:
+    """A rank forked from this process, with the parts of ``Popen`` :func:`run_ranks` reads."""
+
+    def __init__(self, pid: int, out_fd: int) -> None:
+        self.pid, self.returncode = pid, None
+        self.stdout = os.fdopen(out_fd, "r", errors="replace")
+
+    def _set(self, status: int) -> None:
+        self.returncode = os.waitstatus_to_exitcode(status)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self._set(status)
+        return self.returncode
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self._set(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+
+def _fork_rank(cluster: ShapedCluster, rank: int, args: Sequence[str], threads: int | None) -> _ForkedRank:
+    """``python -m distlab *args`` as rank ``rank``, forked from this process (its imports shared:
+    torch is not imported again a rank) and moved into the rank's namespace before any socket."""
+    import importlib
+
+    r_out, w_out = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        os.close(w_out)
+        return _ForkedRank(pid, r_out)
+    code = 1
+    try:  # the rank: never returns
+        os.close(r_out)
+        os.setsid()  # its own group, as start_new_session gives the commands' ranks
+        os.dup2(w_out, 1)
+        os.dup2(w_out, 2)
+        os.close(w_out)
+        sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)
+        sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)
+        from .launch import die_with_parent
+
+        die_with_parent(f"distlab-rank{rank}")
+        enter(cluster.ranks[rank])
+        os.environ.update(cluster.rank_env(rank, threads=threads))
+        # the dispatcher, as `python -m distlab` would run it (named: a runtime module imports no CLI)
+        code = importlib.import_module("distlab.cli").main(list(args)) or 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def run_ranks(cluster: ShapedCluster, argv: Sequence[str] | None, timeout_s: float, threads: int | None = None,
+              stream: TextIO | None = None, distlab_args: Sequence[str] | None = None) -> None:
+    """Run ``argv`` once per rank, rank ``i`` inside ``cluster``'s namespace ``i``, to completion;
+    or, with ``distlab_args`` (``argv`` None), ``python -m distlab *distlab_args`` in ranks forked
+    from this process (:func:`_fork_rank`: no interpreter start or torch import a rank).
 
     What the ranks print goes, prefixed ``[rankK]: ``, to ``stream`` (stderr by
     default).  A failing rank stops the others; RuntimeError names the rank and
@@ -271,9 +359,20 @@ def run_ranks(cluster: ShapedCluster, argv: Sequence[str], timeout_s: float, thr
     out = stream or sys.stderr
     kept: deque[str] = deque(maxlen=4000)
     lock = threading.Lock()
-    procs = [cluster.popen(r, argv, cluster.rank_env(r, threads=threads), stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
-                           start_new_session=True) for r in range(cluster.n)]
+    if distlab_args is not None:
+        procs = []
+        try:
+            for r in range(cluster.n):
+                procs.append(_fork_rank(cluster, r, distlab_args, threads))
+        except BaseException:
+            for p in procs:
+                _kill_tree(p.pid)
+                p.wait()
+            raise
+    else:
+        procs = [cluster.popen(r, argv, cluster.rank_env(r, threads=threads), stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1,
+                               start_new_session=True) for r in range(cluster.n)]
 
     def pump(rank: int, p: subprocess.Popen) -> None:
         for line in p.stdout:
@@ -317,9 +416,25 @@ def run_ranks(cluster: ShapedCluster, argv: Sequence[str], timeout_s: float, thr
         raise RuntimeError("\n".join(_blame(rank, failed[rank], causes)) + f"\nshaped job of {cluster.n} ranks failed")
 
 
+def preload(module_args: Sequence[str]) -> None:
+    """Import here what ``python -m distlab *module_args`` imports (torch, the trainer), once, so
+    the ranks forked for it start from those imports (:func:`run_shaped`)."""
+    import importlib
+
+    importlib.import_module("distlab.cli").preload(list(module_args))
+
+
 def run_shaped(module_args: Sequence[str], nprocs: int, rate_bps: float | None, timeout_s: float,
-               threads: int | None = None, stream: TextIO | None = None) -> None:
+               threads: int | None = None, stream: TextIO | None = None, fork: bool = True) -> None:
     """``python -m distlab *module_args`` on ``nprocs`` ranks, each in a network namespace of its
-    own with its link shaped to ``rate_bps`` (None: unshaped); the launcher mode of this module."""
+    own with its link shaped to ``rate_bps`` (None: unshaped); the launcher mode of this module.
+    ``fork``: the ranks are forked from this process after :func:`preload` (a job of a few steps
+    is otherwise mostly four interpreters importing torch on two cores); else each rank is a
+    fresh ``python -m distlab`` started by ``ip netns exec``."""
+    if fork:
+        preload(module_args)
     with ShapedCluster(nprocs, rate_bps) as cluster:
-        run_ranks(cluster, [sys.executable, "-m", "distlab", *module_args], timeout_s, threads, stream)
+        if fork:
+            run_ranks(cluster, None, timeout_s, threads, stream, distlab_args=module_args)
+        else:
+            run_ranks(cluster, [sys.executable, "-m", "distlab", *module_args], timeout_s, threads, stream)
