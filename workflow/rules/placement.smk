@@ -83,8 +83,11 @@ rule placement_run:
     output:
         f"{PL_DIR}/runs/{{pair}}/{{pl_model}}/{{pl_method}}.json",
     params:
-        spec=lambda w, input: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method,
-                                                    graph=input.graph, profile=input.profile),
+        # a function of the wildcards only: Snakemake compares a params function that reads
+        # `input` only when the job runs, so a learner's setting would not rerun its runs
+        spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method,
+                                             graph=placement_wf.graph_path(PL_DIR, w.pl_model),
+                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model)),
     conda:
         ENV
     log:
@@ -108,8 +111,9 @@ use rule placement_run as placement_run_extra with:
     wildcard_constraints:
         seed="|".join(str(k) for k in (placement_wf.all_extra_seeds(PL, EXTRA_SEED_REQUESTS) if PL else [])) or "none",
     params:
-        spec=lambda w, input: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method, seeds=[int(w.seed)],
-                                                    graph=input.graph, profile=input.profile),
+        spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method, seeds=[int(w.seed)],
+                                             graph=placement_wf.graph_path(PL_DIR, w.pl_model),
+                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model)),
     log:
         "logs/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.log",
     benchmark:
