@@ -295,22 +295,46 @@ def die_with_parent(name: str | None = None) -> None:
         pass
 
 
+def wire_output(fd: int) -> None:
+    """In a forked child: fds 1 and 2, and sys.stdout/stderr, write to ``fd`` (closed after)."""
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    # the parent's sys.stdout may not write to fd 1 (a test runner's capture)
+    sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)
+
+
+def run_child(body: Callable[[], int | None]) -> None:
+    """In a forked child: run ``body`` and end the process with its exit code (None: 0; a
+    SystemExit's code; 1 after printing any other exception), its output flushed; never returns."""
+    code = 1
+    try:
+        code = body() or 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
 def _rank_child(target: Callable[[], object], rank: int, nprocs: int, threads: int,
                 out_fd: int, port_fd: int, steps_mem=None) -> None:
     """In a forked rank: wire its output and environment, run ``target``, never return."""
-    code = 0
-    try:
+
+    def body() -> None:
         if steps_mem is not None:
             from .deadline import count_steps_into
 
             count_steps_into(steps_mem, rank)
         die_with_parent(f"distlab-rank{rank}")  # `ps` tells the ranks apart
-        os.dup2(out_fd, 1)
-        os.dup2(out_fd, 2)
-        os.close(out_fd)
-        # the parent's sys.stdout may not write to fd 1 (a test runner's capture)
-        sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)
-        sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)
+        wire_output(out_fd)
         port = b""
         while not port.endswith(b"\n"):
             chunk = os.read(port_fd, 64)
@@ -329,17 +353,8 @@ def _rank_child(target: Callable[[], object], rank: int, nprocs: int, threads: i
             "PYTHONUNBUFFERED": "1",
         })
         target()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+
+    run_child(body)
 
 
 def _describe(status: int) -> str:

@@ -312,35 +312,19 @@ def _fork_rank(cluster: ShapedCluster, rank: int, args: Sequence[str], threads: 
     if pid:
         os.close(w_out)
         return _ForkedRank(pid, r_out)
-    code = 1
-    try:  # the rank: never returns
+    from .launch import die_with_parent, run_child, wire_output
+
+    def body() -> int | None:
         os.close(r_out)
         os.setsid()  # its own group, as start_new_session gives the commands' ranks
-        os.dup2(w_out, 1)
-        os.dup2(w_out, 2)
-        os.close(w_out)
-        sys.stdout = open(1, "w", buffering=1, errors="replace", closefd=False)
-        sys.stderr = open(2, "w", buffering=1, errors="replace", closefd=False)
-        from .launch import die_with_parent
-
+        wire_output(w_out)
         die_with_parent(f"distlab-rank{rank}")
         enter(cluster.ranks[rank])
         os.environ.update(cluster.rank_env(rank, threads=threads))
         # the dispatcher, as `python -m distlab` would run it (named: a runtime module imports no CLI)
-        code = importlib.import_module("distlab.cli").main(list(args)) or 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except BaseException:
-        import traceback
+        return importlib.import_module("distlab.cli").main(list(args))
 
-        traceback.print_exc()
-        code = 1
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+    run_child(body)  # the rank: never returns
 
 
 def run_ranks(cluster: ShapedCluster, argv: Sequence[str] | None, timeout_s: float, threads: int | None = None,
