@@ -113,6 +113,24 @@ def test_a_legend_over_data_moves_to_a_free_corner():
     plt.close(fig)
 
 
+def test_a_best_placed_legend_is_fixed_where_the_check_saw_it(tmp_path):
+    """loc="best" is chosen again at every draw; savefig's tight box draws once more, so the
+    legend the check saw clear of the data could be drawn elsewhere (issue 30: DeMo's real-vs-
+    simulated bars).  tidy fixes it to a named corner that is clear, and it stays there."""
+    plots.set_style()
+    fig, ax = plt.subplots()
+    _lines(ax)
+    ax.legend()  # "best"
+    ax.set(title="t (simulated)", xlabel="x (s)", ylabel="y")
+    plots.tidy(fig)
+    legend = ax.get_legend()
+    assert legend._loc != 0 and not plots.legend_over_data(ax)
+    where = legend._loc
+    fig.savefig(tmp_path / "f.png", bbox_inches="tight")
+    assert legend._loc == where and not plots.legend_over_data(ax)
+    plt.close(fig)
+
+
 def test_bars_that_fill_every_corner_make_room_above_them_for_the_legend():
     plots.set_style()
     fig, ax = plt.subplots()

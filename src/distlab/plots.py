@@ -341,6 +341,9 @@ _LEGEND_LOCS = ("upper right", "upper left", "lower left", "lower right", "cente
                 "upper center", "lower center")
 
 
+LEGEND_CLEARANCE_PX = 4
+
+
 def legend_over_data(ax: Axes, renderer=None) -> bool:
     """Whether the legend of ``ax`` (one drawn inside it) covers its data."""
     legend = ax.get_legend()
@@ -350,7 +353,8 @@ def legend_over_data(ax: Axes, renderer=None) -> bool:
     box = legend.get_window_extent(renderer)
     if not box.overlaps(ax.get_window_extent(renderer)):
         return False  # placed outside the axes
-    return _covers(box.padded(-2), _data_paths(ax))
+    # a clearance of a few points: a cap or a marker that ends at the legend's frame is hidden by it
+    return _covers(box.padded(LEGEND_CLEARANCE_PX), _data_paths(ax))
 
 
 def _grow_top(ax: Axes, frac: float) -> None:
@@ -372,7 +376,14 @@ def place_legend(ax: Axes, renderer=None) -> None:
     if legend is None or legend.get_bbox_to_anchor() is not ax.bbox:
         return  # none, or anchored by its figure code: leave it
     renderer = renderer or _renderer(ax.figure)
-    if not legend_over_data(ax, renderer):
+    if getattr(legend, "_loc", None) == 0:
+        # "best" is chosen again at every draw, and savefig's tight box draws once more: a place
+        # checked here could move onto the data there.  Fix it to the first corner clear of data.
+        for loc in _LEGEND_LOCS:
+            legend.set_loc(loc)
+            if not legend_over_data(ax, renderer):
+                return
+    elif not legend_over_data(ax, renderer):
         return
     for loc in _LEGEND_LOCS:
         legend.set_loc(loc)
