@@ -24,6 +24,11 @@ $(STAMP): envs/requirements.txt pyproject.toml
 
 env: $(STAMP)
 
+# make reproduce runs the workflow's jobs forked from one process that has imported torch and the
+# trainers (distlab.forkserver: about 4 s less a job, the same numbers); JOBS_VIA= runs each job
+# as a fresh process
+JOBS_VIA ?= $(BIN)/python -m distlab forkserver --
+
 # make reproduce records its own run in results/reproduce.json (commit, dirty tree, start and
 # end, exit code, load average, machine): `make snapshot` copies paper/ into docs/results/ only
 # from a run of HEAD's tree.
@@ -31,7 +36,7 @@ reproduce: $(STAMP)
 	@mkdir -p results; start=$$(date +%s); load=$$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); \
 	commit=$$(git rev-parse HEAD 2>/dev/null); \
 	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); rc=0; \
-	snakemake --profile profiles/default --cores $(CORES) || rc=$$?; \
+	$(JOBS_VIA) snakemake --profile profiles/default --cores $(CORES) || rc=$$?; \
 	$(BIN)/python scripts/snapshot.py record --out results/reproduce.json --start "$$start" \
 	  --rc $$rc --commit "$$commit" --dirty "$$dirty" --load-start "$$load" --cores $(CORES); \
 	exit $$rc

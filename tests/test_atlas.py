@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import ROOT, bin_path, tracked_copy
+from conftest import FORKSERVER, ROOT, bin_path, tracked_copy
 
 from distlab import specs
 from distlab.atlas import train
@@ -262,7 +262,7 @@ def test_the_step_benchmark_compares_with_a_plain_adamw_step(tmp_path, pydoc_dir
 @pytest.mark.slow
 def test_snakemake_atlas_on_the_tiny_config(tmp_path):
     work = tracked_copy(tmp_path / "repo")
-    r = subprocess.run(["snakemake", "atlas", "--cores", "2", "--configfile", "tests/configs/tiny.yaml"],
+    r = subprocess.run([*FORKSERVER, "snakemake", "atlas", "--cores", "2", "--configfile", "tests/configs/tiny.yaml"],
                        cwd=work, env=ENV, capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     import pandas as pd

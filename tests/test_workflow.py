@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import NAMED_TARGETS, ROOT, bin_path, tiny_variant
+from conftest import FORKSERVER, NAMED_TARGETS, ROOT, bin_path, tiny_variant
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 
@@ -136,8 +136,8 @@ def _rerun_then_score(work, targets, env=None, *extra):
     base = ["--cores", "2", "--configfile", "tests/configs/tiny.yaml"]
     out = ""
     for args in ([*targets, "--force", *base, *extra], ["scorecard", *base]):
-        r = subprocess.run(["snakemake", *args], cwd=work, env=env or ENV, capture_output=True, text=True,
-                           timeout=900)
+        r = subprocess.run([*FORKSERVER, "snakemake", *args], cwd=work, env=env or ENV, capture_output=True,
+                           text=True, timeout=900)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         out += r.stdout + r.stderr
     return out

@@ -17,6 +17,8 @@ Commands:
   calibrate, allreduce, netcheck, techerror   the benchmarks (distlab.bench.cli): unit compute
                  cost, all-reduce bandwidth, collectives and the simulator's error on shaped links
   check-config   config files as snakemake --configfile reads them, each problem naming its file or key
+  forkserver     run a command (make reproduce: snakemake) whose distlab jobs fork from one
+                 process that has imported torch and the trainers (distlab.forkserver)
   pgc, demo-*, local-*, placement-*   each paper's own steps (its package's cli.register)
 
 Every command follows one error contract (:mod:`distlab.clihelp`): a user's mistake is one
@@ -304,6 +306,21 @@ def cmd_check_config(a: argparse.Namespace) -> int:
     return 2 if problems else 0
 
 
+def cmd_forkserver(a: argparse.Namespace) -> int:
+    from .forkserver import serve, workflow_package
+
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    if not cmd:
+        raise SpecError("forkserver: no command to run; write e.g. "
+                        "`python -m distlab forkserver -- snakemake --cores 2`")
+    src = workflow_package(os.getcwd())
+    if src:  # serve the distlab the workflow's jobs import: start again from its src/
+        path = os.environ.get("PYTHONPATH")
+        env = {**os.environ, "PYTHONPATH": src + (os.pathsep + path if path else "")}
+        os.execve(sys.executable, [sys.executable, "-m", "distlab", *sys.argv[1:]], env)
+    return serve(cmd, a.socket)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="distlab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -364,6 +381,13 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("configfiles", nargs="+", metavar="FILE")
     q.add_argument("--root", default=".", help="the repository (its config/, workflow/schemas/)")
     q.set_defaults(func=cmd_check_config)
+
+    q = sub.add_parser("forkserver", help="run a command (snakemake) whose `python -m distlab` jobs are "
+                       "forked from one process that has imported torch and the trainers")
+    q.add_argument("--socket", default=None, help="the Unix socket (default: a fresh temporary one)")
+    q.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                   help="the command to run under it, after --")
+    q.set_defaults(func=cmd_forkserver)
 
     import importlib
 
