@@ -27,7 +27,7 @@ env: $(STAMP)
 # make reproduce runs the workflow's jobs forked from one process that has imported torch and the
 # trainers (distlab.forkserver: about 4 s less a job, the same numbers); JOBS_VIA= runs each job
 # as a fresh process
-JOBS_VIA ?= $(BIN)/python -m distlab forkserver --
+JOBS_VIA ?= env PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(BIN)/python -m distlab forkserver --
 
 # make reproduce records its own run in results/reproduce.json (commit, dirty tree, start and
 # end, exit code, load average, machine): `make snapshot` copies paper/ into docs/results/ only

@@ -409,7 +409,7 @@ def test_make_reproduce_records_its_own_run(fake_repo, tmp_path):
     (bindir / "snakemake").write_text("#!/bin/sh\nexit 3\n")
     (bindir / "snakemake").chmod(0o755)
     (repo / "src/distlab/pgc/coding.py").write_text("x = 2\n")  # a tracked file changed
-    r = subprocess.run(["make", "reproduce", f"BIN={bindir}", "STAMP=", "CORES=2"], cwd=repo,
+    r = subprocess.run(["make", "reproduce", f"BIN={bindir}", "STAMP=", "CORES=2", "JOBS_VIA="], cwd=repo,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     rec = json.loads((repo / "results/reproduce.json").read_text())

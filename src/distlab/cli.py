@@ -318,7 +318,9 @@ def cmd_forkserver(a: argparse.Namespace) -> int:
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": src + (os.pathsep + path if path else "")}
         os.execve(sys.executable, [sys.executable, "-m", "distlab", *sys.argv[1:]], env)
-    return serve(cmd, a.socket)
+    modules = (*TRAINERS.values(), *PLUGINS, "distlab.plots", "distlab.scorecard", "distlab.summarize",
+               "distlab.tables", "distlab.stats")
+    return serve(cmd, main, modules, a.socket)
 
 
 def build_parser() -> argparse.ArgumentParser:

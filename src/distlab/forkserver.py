@@ -7,8 +7,8 @@ instead of importing them again (about 4.5 s of CPU a job, on some 300 jobs of a
 Unix socket, and runs the command with ``DISTLAB_FORKSERVER`` naming the socket.  A
 ``python -m distlab`` started under it (:func:`delegate`, from ``__main__``) sends its argv,
 working directory, environment and its stdin/stdout/stderr (``SCM_RIGHTS``) to the server and
-waits; the server forks a child that takes those over and runs :func:`distlab.cli.main` as the
-process would have, and sends back its exit status.  The client forwards SIGTERM, SIGINT and
+waits; the server forks a child that takes those over and runs the CLI's ``main`` as the process
+would have, and sends back its exit status.  The client forwards SIGTERM, SIGINT and
 SIGHUP to the child's process group, and a client that dies (SIGKILL) takes the child with it.
 
 What a forked child shares with a fresh process, and what not:
@@ -145,17 +145,15 @@ def delegate(argv: list[str]) -> int | None:
 
 
 # ----------------------------------------------------------------------------- the server
-def preload() -> None:
+def preload(modules) -> None:
     """What the jobs import: torch and dynamo (torch.optim imports it at an optimizer's first
-    call), every trainer, the tables, statistics and plotting stack.  No torch operation runs."""
+    call) and ``modules`` (the CLI passes every trainer, the tables, statistics and plotting
+    stack).  No torch operation runs."""
     import importlib
 
     import torch._dynamo  # noqa: F401
 
-    from . import cli
-
-    for module in (*cli.TRAINERS.values(), *cli.PLUGINS, "distlab.plots", "distlab.scorecard",
-                   "distlab.summarize", "distlab.tables", "distlab.stats"):
+    for module in modules:
         try:
             importlib.import_module(module)
         except ImportError:
@@ -163,7 +161,7 @@ def preload() -> None:
 
 
 def _child(conn: socket.socket, others: list[socket.socket], request: dict, fds: list[int],
-           server: int) -> None:
+           server: int, main) -> None:
     """In the forked child: become the requesting process and run the command; never returns."""
     status = 1
     try:
@@ -201,8 +199,6 @@ def _child(conn: socket.socket, others: list[socket.socket], request: dict, fds:
             import torch
 
             torch.set_num_threads(int(threads))
-        from .cli import main
-
         try:
             status = main(sys.argv[1:])
         except SystemExit as e:
@@ -224,13 +220,14 @@ def _child(conn: socket.socket, others: list[socket.socket], request: dict, fds:
             os._exit(status if isinstance(status, int) and 0 <= status < 256 else 1)
 
 
-def serve(command: list[str], socket_path: str | None = None) -> int:
-    """Preload, run ``command`` with ``DISTLAB_FORKSERVER`` set, serve its jobs until it ends;
-    its exit status."""
+def serve(command: list[str], main, modules, socket_path: str | None = None) -> int:
+    """Preload ``modules``, run ``command`` with ``DISTLAB_FORKSERVER`` set, serve its jobs
+    (each runs ``main(argv)`` in a forked child) until it ends; its exit status.  The CLI
+    passes its own ``main``: this module is below it and does not import it."""
     import subprocess
     import tempfile
 
-    preload()
+    preload(modules)
     tmp = tempfile.mkdtemp(prefix="distlab-forkserver-")
     path = socket_path or os.path.join(tmp, "socket")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -274,7 +271,7 @@ def serve(command: list[str], socket_path: str | None = None) -> int:
                 continue
             for r in ready:
                 if r is listener:
-                    _accept(listener, children, conns, mine, package)
+                    _accept(listener, children, conns, mine, package, main)
                     continue
                 # a running child's client: a forwarded signal, or the client is gone
                 try:
@@ -310,7 +307,7 @@ def _kill_group(pid: int, signum: int) -> None:
         pass
 
 
-def _accept(listener, children, conns, mine, package) -> None:
+def _accept(listener, children, conns, mine, package, main) -> None:
     conn, _ = listener.accept()
     fds: list[int] = []
     try:
@@ -345,7 +342,7 @@ def _accept(listener, children, conns, mine, package) -> None:
     server = os.getpid()
     pid = os.fork()
     if pid == 0:
-        _child(conn, [listener, *conns], request, fds, server)
+        _child(conn, [listener, *conns], request, fds, server, main)
     try:
         os.setpgid(pid, pid)  # here too: a signal forwarded before the child's own call reaches it
     except OSError:
