@@ -162,14 +162,14 @@ def preload(modules) -> None:
 
 def _child(conn: socket.socket, others: list[socket.socket], request: dict, fds: list[int],
            server: int, main) -> None:
-    """In the forked child: become the requesting process and run the command; never returns."""
-    status = 1
-    try:
-        from .runtime.launch import die_with_parent
+    """In the forked child: become the requesting process and run the command; never returns
+    (:func:`distlab.runtime.launch.run_child` ends it with the command's status)."""
+    from .runtime.launch import die_with_parent, run_child
 
+    def body() -> int | None:
         die_with_parent()  # a server killed outright (SIGKILL of the whole tree) leaves no job behind
         if os.getppid() != server:
-            os._exit(1)
+            return 1
         os.setpgid(0, 0)  # its own group: the server stops it and its ranks together
         for s in (*others, conn):
             s.close()
@@ -202,22 +202,15 @@ def _child(conn: socket.socket, others: list[socket.socket], request: dict, fds:
         try:
             status = main(sys.argv[1:])
         except SystemExit as e:
-            status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            if not isinstance(e.code, (int, type(None))):
-                print(e.code, file=sys.stderr)
+            if isinstance(e.code, (int, type(None))):
+                raise
+            print(e.code, file=sys.stderr)  # as a fresh interpreter prints a non-integer exit
+            return 1
         except KeyboardInterrupt:
-            status = 128 + signal.SIGINT
-    except BaseException:  # noqa: BLE001 - the child must exit with a status, never return
-        import traceback
+            return 128 + signal.SIGINT
+        return status if isinstance(status, int) and 0 <= status < 256 else (0 if status is None else 1)
 
-        traceback.print_exc()
-        status = 1
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(status if isinstance(status, int) and 0 <= status < 256 else 1)
+    run_child(body)
 
 
 def serve(command: list[str], main, modules, socket_path: str | None = None) -> int:
