@@ -69,6 +69,86 @@ def test_titles_over_labels_are_laid_out_again():
     plt.close(fig)
 
 
+def test_labels_and_boxes_over_each_other_are_reported():
+    """A two-row figure whose long y labels run into each other and whose lower text box sits
+    on the upper panel's labels: both named; the layout that gives them room has none."""
+    plots.set_style()
+    fig, axes = plt.subplots(2, 1, figsize=(4, 3.2))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1])
+        ax.set(title="t (simulated)", xlabel="step",
+               ylabel="a y label far longer than the height of its own axes")
+    axes[1].text(1.0, 1.01, "a text box above the lower axes", transform=axes[1].transAxes,
+                 ha="right", va="bottom", bbox={"boxstyle": "round"})
+    problems = plots.legibility_problems(fig)
+    assert "axes 0's y label prints over axes 1's y label" in problems
+    assert "axes 1's text box 'a text box above the lower axe' prints over the tick labels of axes 0" in problems
+    plt.close(fig)
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1])
+        ax.set(title="t (simulated)", xlabel="step", ylabel="a short y label")
+    assert plots.legibility_problems(fig) == []
+    plt.close(fig)
+
+
+def test_a_figure_stamp_over_an_axes_label_drops_below_the_axes():
+    plots.set_style()
+    fig, axes = plt.subplots(1, 3, figsize=(6, 3))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1])
+        ax.set(title="t", xlabel="a label reaching the corner", ylabel="y")
+    stamp = plots.label_provenance(fig, "simulated", "a long note for the corner")
+    assert any(p.startswith("the figure's text box") for p in plots.legibility_problems(fig))
+    plots.tidy(fig)
+    assert not any(p.startswith("the figure's text box") for p in plots.legibility_problems(fig))
+    r = fig.canvas.get_renderer()
+    assert stamp.get_window_extent(r).y1 < min(a.xaxis.label.get_window_extent(r).y0 for a in axes)
+    plt.close(fig)
+
+
+def test_tick_labels_outside_the_view_limits_are_not_counted():
+    """Matplotlib keeps text for ticks beyond the view limits; they are not drawn, so a title
+    over where they would be is no collision."""
+    plots.set_style()
+    fig, axes = plt.subplots(2, 1, figsize=(4, 4))
+    for ax in axes:
+        ax.plot([0, 1], [0, 1.03])
+        ax.set(xlabel="x", ylabel="y")
+        ax.set_yticks([-0.5, 0, 0.5, 1.0, 1.5])  # -0.5 and 1.5 lie outside the view
+        ax.set_ylim(-0.05, 1.05)
+    fig.suptitle("a title (simulated)")
+    plots.tidy(fig)
+    assert plots.legibility_problems(fig) == []
+    plt.close(fig)
+
+
+def test_a_coinciding_note_keeps_hyphenated_names_whole():
+    plots.set_style()
+    fig, ax = plt.subplots()
+    note = plots.note_coinciding(ax, [["GC-FR", "GC-CR", "IS-GC-FR", "IS-GC-CR", "DGD"]], "losses", wrap=40)
+    assert all(line.split(" = ")[-1].rstrip(" =") in ("GC-FR", "GC-CR", "IS-GC-FR", "IS-GC-CR", "DGD")
+               or line.endswith(":") or line.endswith("=") for line in note.splitlines()[1:])
+    assert not any(line.endswith("-") for line in note.splitlines())
+    plt.close(fig)
+
+
+def test_runs_on_a_time_grid_are_never_extrapolated():
+    """A run evaluated once (at its end) stays one point, not a flat line back to zero; the
+    grid spans only what every run of the group covers."""
+    from distlab.figures._util import on_grid
+    df = pd.DataFrame({"method": ["a", "a", "a", "a", "b"], "seed": [0, 0, 1, 1, 0],
+                       "time": [1.0, 10.0, 2.0, 8.0, 54.6], "val_loss": [5.0, 2.0, 4.0, 2.5, 1.98]})
+    g = on_grid(df, "time", "val_loss", ["method", "seed"], points=5)
+    a = g[g.method == "a"]
+    assert a.time.min() == 2.0 and a.time.max() == 8.0  # the latest start, the earliest end
+    b = g[g.method == "b"]
+    assert len(b) == 1 and b.time.iloc[0] == 54.6 and b.val_loss.iloc[0] == 1.98
+    apart = pd.DataFrame({"method": ["c"] * 4, "seed": [0, 0, 1, 1], "time": [0.0, 1.0, 2.0, 3.0],
+                          "val_loss": [1.0, 0.9, 0.8, 0.7]})
+    assert on_grid(apart, "time", "val_loss", ["method", "seed"]).empty
+
+
 def test_missing_titles_and_labels_are_reported():
     plots.set_style()
     fig, ax = plt.subplots()
@@ -204,7 +284,7 @@ def test_every_title_gets_its_clock():
     assert plots.titles(fig)[0] == "Fig. 9 (simulated and measured)" and plots.clock_in_titles(fig)
     plt.close(fig)
     # no suptitle: each axes title its own box's clock, else the figure's
-    fig, axes = plt.subplots(1, 3)
+    fig, axes = plt.subplots(1, 3, figsize=(10, 4))
     for ax in axes:
         _lines(ax, 1)
         ax.set(xlabel="x", ylabel="y")

@@ -43,6 +43,7 @@ from matplotlib.path import Path as MplPath  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
+from distlab.plottext import apart, figure_texts, shown_tick_boxes, text_box, text_collisions  # noqa: E402
 from distlab.plotclock import (  # noqa: E402,F401 (the clock's helpers, part of this module's interface)
     CLOCKS, MEASURED_BACKENDS, carry_clock, clock_in_titles, provenance_text, titles)
 from distlab.stats import t_errorbar, t_interval  # noqa: E402
@@ -170,7 +171,7 @@ def note_coinciding(ax: Axes, groups: list[list], what: str = "curves", wrap: in
         return ""
     note = f"{what} that lie on top of each other: " + "; ".join(" = ".join(str(k) for k in g)
                                                                          for g in groups)
-    note = textwrap.fill(note, width=int(wrap))
+    note = textwrap.fill(note, width=int(wrap), break_on_hyphens=False)  # names keep their hyphens
     title = ax.get_title()
     ax.set_title(f"{title}\n{note}" if title else note, fontsize=ax.title.get_fontsize())
     return note
@@ -432,24 +433,12 @@ def _labels_overlap(fig: Figure, renderer) -> bool:
 
 
 def _under_suptitle(fig: Figure, renderer) -> list[Bbox]:
-    """The boxes of axes titles and axes text boxes that the suptitle prints over."""
+    """The boxes of the titles, axis labels, text boxes and legends that the suptitle prints over."""
     sup = fig._suptitle
     if sup is None or not sup.get_text():
         return []
     s = sup.get_window_extent(renderer)
-    boxes = []
-    for a in fig.axes:
-        if not a.get_visible():
-            continue
-        items = [a.title] + [t for t in a.texts if t.get_bbox_patch() is not None]
-        for it in items:
-            if it.get_text():
-                b = it.get_window_extent(renderer)
-                if it.get_bbox_patch() is not None:
-                    b = Bbox.union([b, it.get_bbox_patch().get_window_extent(renderer)])
-                if s.overlaps(b):
-                    boxes.append(b)
-    return boxes
+    return [b for _, owner, b in figure_texts(fig, renderer) if owner is not fig and not apart(s, b)]
 
 
 def lift_suptitle(fig: Figure, renderer=None) -> None:
@@ -463,6 +452,25 @@ def lift_suptitle(fig: Figure, renderer=None) -> None:
         top = max(b.y1 for b in boxes)
         fig._suptitle.set_y(fig.transFigure.inverted().transform((0, top + 4))[1])
         fig._suptitle.set_va("bottom")
+
+
+def drop_figure_boxes(fig: Figure, renderer=None) -> None:
+    """Move each of the figure's own text boxes (a provenance stamp in its lower-right corner)
+    that prints over an axes' labels, tick labels or text to just below everything the axes
+    draw (``bbox_inches="tight"`` then keeps it in the saved image)."""
+    renderer = renderer or _renderer(fig)
+    for text in fig.texts:
+        if text.get_bbox_patch() is None or not text.get_text():
+            continue
+        box = text_box(text, renderer)
+        below = [b for _, owner, b in figure_texts(fig, renderer) if owner is not fig]
+        below += [b for a in fig.axes if a.get_visible() for b in shown_tick_boxes(a, renderer)]
+        if all(apart(box, b) for b in below):
+            continue
+        bottom = min([b.y0 for b in below] + [a.get_window_extent(renderer).y0 for a in fig.axes])
+        text.set_va("top")
+        text.set_y(fig.transFigure.inverted().transform((0, bottom - 6))[1])
+        renderer = _renderer(fig)
 
 
 def tidy(fig: Figure) -> None:
@@ -500,6 +508,7 @@ def tidy(fig: Figure) -> None:
     if turned:
         place(_renderer(fig))
     lift_suptitle(fig)
+    drop_figure_boxes(fig)
 
 
 def legibility_problems(fig: Figure) -> list[str]:
@@ -533,7 +542,8 @@ def legibility_problems(fig: Figure) -> list[str]:
     if _labels_overlap(fig, renderer):
         problems.append("an axes title prints over another axes' labels")
     if _under_suptitle(fig, renderer):
-        problems.append("the figure's title prints over an axes title or text box")
+        problems.append("the figure's title prints over an axes title, label, text box or legend")
+    problems += [p for p in text_collisions(fig, renderer) if not p.startswith("the figure's title prints over axes")]
     for i, a in enumerate(axes):
         problems += [f"axes {i} ({a.get_title()!r}): {p}" for p in _tick_problems(a, renderer)]
     return problems

@@ -59,7 +59,7 @@ def _loss_curves(steps: pd.DataFrame, x: str, xlabel: str, out: Path, note: str)
             from ..figures._util import on_grid
             d = on_grid(d, "time", "val_loss", ["method", "seed"], points=60)
         plots.line_with_ci(d, x, "val_loss", "method", ax=ax, hue_order=_order(d.method))
-        ax.set_title(f"{g}: {int(ev[ev.group == g].n_layer.iloc[0])} layers, {n_seeds} seeds")
+        ax.set_title(f"{g}: {int(ev[ev.group == g].n_layer.iloc[0])} layers, {n_seeds} seed{'s' * (n_seeds != 1)}")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("held-out loss (nats/token)")
         ax.legend(title="method", loc="upper right")
@@ -163,7 +163,9 @@ def nonident_figure(json_path: Path, out: Path) -> None:
 
 def probes(steps_csv: Path, out: Path) -> None:
     """Per-section probe losses (the readout on each section's output, validation windows)
-    over training, one panel per method of the deep model."""
+    over training, one panel per method of the deep model, then one panel per method with
+    recorded cosines of each section's gradient to BP's on the same batch and weights (BP's
+    own would be 1, so it has none)."""
     steps = pd.read_csv(steps_csv)
     cols = sorted((c for c in steps.columns if c.startswith("probe") and c[5:].isdigit()),
                   key=lambda c: int(c[5:]))
@@ -171,38 +173,41 @@ def probes(steps_csv: Path, out: Path) -> None:
     methods = [m for m in _order(d.method) if m not in ("rc-par", "rc-thread", "rc-async")]
     coss = sorted((c for c in steps.columns if c.startswith("cos") and c[3:].isdigit()),
                   key=lambda c: int(c[3:]))
+    rc = steps[steps.group == "rc"]
+    with_cos = [m for m in methods if any(c in rc and rc.loc[rc.method == m, c].notna().any() for c in coss)]
     plots.set_style()
-    rows = 2 if coss else 1
-    fig, axes = plt.subplots(rows, len(methods), figsize=(3.6 * len(methods), 3.2 * rows),
-                             squeeze=False, sharey="row")
+    n = len(methods) + len(with_cos)
+    fig, axes = plt.subplots(1, n, figsize=(4.3 * n, 3.4), squeeze=False)
+    fig.subplots_adjust(wspace=0.3)  # room for the cosine panel's own y label
+    axes = axes[0]
     for j, m in enumerate(methods):
-        ax = axes[0][j]
+        ax = axes[j]
+        if j:
+            ax.sharey(axes[0])
         dm = d[d.method == m]
         long = pd.concat([dm.assign(section=f"section {c[5:]}", loss=dm[c]) for c in cols
                           if dm[c].notna().any()])
         plots.line_with_ci(long, "step", "loss", "section", ax=ax)
-        ax.set_title(_name(m), fontsize=9)
+        ax.set_title(f"{_name(m)}: probe losses", fontsize=9)
         ax.set_xlabel("step")
-        ax.set_ylabel("probe loss: readout on the section's output (nats/byte)")
+        ax.set_ylabel("probe loss (nats/byte)" if j == 0 else "")
         ax.legend(fontsize=7)
         plots.label_provenance(ax, "measured", f"{dm.seed.nunique()} seeds, mean, 95% t band")
-        if rows == 2:
-            ax = axes[1][j]
-            dc = steps[(steps.group == "rc") & (steps.method == m)]
-            have = [c for c in coss if c in dc and dc[c].notna().any()]
-            if have:
-                long = pd.concat([dc.dropna(subset=[c]).assign(section=f"section {c[3:]}", cos=lambda x, c=c: x[c])
-                                  for c in have])
-                plots.line_with_ci(long, "step", "cos", "section", ax=ax)
-                ax.legend(fontsize=7)
-            else:
-                ax.text(0.5, 0.5, "BP: its own gradient (cosine 1)" if m == "bp" else "no cosines recorded",
-                        ha="center", va="center", transform=ax.transAxes, fontsize=8)
-            ax.set_xlabel("step")
-            ax.set_ylabel("cos(section's RC gradient, BP gradient)")
-            plots.label_provenance(ax, "measured", "same batch and weights")
-    fig.suptitle("Per-section probe losses" + (" and cosines to BP's gradient" if rows == 2 else "")
-                 + " over training (24-layer model)", fontsize=10)
+    for k, m in enumerate(with_cos):
+        ax = axes[len(methods) + k]
+        dc = rc[rc.method == m]
+        have = [c for c in coss if c in dc and dc[c].notna().any()]
+        long = pd.concat([dc.dropna(subset=[c]).assign(section=f"section {c[3:]}", cos=lambda x, c=c: x[c])
+                          for c in have])
+        plots.line_with_ci(long, "step", "cos", "section", ax=ax)
+        ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
+        ax.set_title(f"{_name(m)}: cosine to BP's gradient", fontsize=9)
+        ax.set_xlabel("step")
+        ax.set_ylabel("cos(section's gradient, BP's)")
+        ax.legend(fontsize=7)
+        plots.label_provenance(ax, "measured", "same batch and weights; dashed: BP's own")
+    fig.suptitle("Per-section probes over training, 24-layer model (probe: the readout on the section's output)",
+                 fontsize=10)
     plots.save(fig, out)
 
 
