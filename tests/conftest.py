@@ -205,11 +205,14 @@ def pydoc_dir(tmp_path_factory) -> Path:
     return out
 
 
-# Under pytest-xdist (`make test` runs two workers), a session fixture is built once per
-# worker that asks for it: the tests sharing an expensive one run on one worker (--dist
-# loadgroup), so the tiny end-to-end run and the dry-run trees are built once, not twice.
+# Under pytest-xdist (`make test` runs two workers), a session or module fixture is built
+# once per worker that asks for it: the tests sharing an expensive one run on one worker
+# (--dist loadgroup), so the tiny end-to-end run, the dry-run trees, the ResNet-18 gloo jobs
+# and the refused dry runs are built once, not twice.  ``tree`` asks for a tree through
+# request.getfixturevalue, which the test's fixture names do not show: it is named here.
 _SHARED_FIXTURES = {"tiny_workflow": "tiny", "results_tree": "trees", "target_dry_runs": "trees",
-                    "clean_tree": "trees"}
+                    "clean_tree": "trees", "tree": "trees", "resnet_gloo_runs": "resnet",
+                    "dry_run_outputs": "dryruns"}
 
 
 @pytest.hookimpl(trylast=True)

@@ -394,6 +394,13 @@ def test_a_short_log_axis_gets_plain_ticks_and_a_bare_one_is_reported():
     shown = [s for s, v in zip(shown, ax.get_yticks()) if lo <= v <= hi]
     assert len(shown) >= 3 and all(re.fullmatch(r"[\d.]+", s) for s in shown), shown
     plt.close("all")
+    # a span under a factor of two, where no 1-1.5-2-3-5-7 mantissa may fall: evenly spaced numbers
+    fig, ax = plt.subplots()
+    ax.plot(np.arange(10), np.linspace(2.31, 2.25, 10))
+    ax.set(yscale="log", xlabel="step", ylabel="loss", title="x (simulated)")
+    plots.log_ticks(ax)
+    assert plots.legibility_problems(fig) == []
+    plt.close(fig)
 
 
 def test_overlapping_tick_labels_are_reported_and_turned_by_save(tmp_path):

@@ -180,12 +180,15 @@ def note_coinciding(ax: Axes, groups: list[list], what: str = "curves", wrap: in
 def log_ticks(ax: Axes, axis: str = "y") -> None:
     """Plain-number ticks on a log axis that spans little (a loss from 2.2 to 0.6 gets
     0.7, 1, 1.5, 2 rather than one or two powers of ten)."""
-    from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
+    from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, StrMethodFormatter
     lo, hi = (ax.get_ylim() if axis == "y" else ax.get_xlim())
     decades = np.log10(hi / lo) if lo > 0 and hi > lo else 3.0
     subs = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0) if decades < 1 else (1.0, 2.0, 5.0) if decades < 2.5 else (1.0,)
     a = ax.yaxis if axis == "y" else ax.xaxis
-    a.set_major_locator(LogLocator(base=10, subs=subs))
+    # under a factor of two (a short run's loss, 2.31 to 2.25) no 1-1.5-2-3-5-7 mantissa may
+    # fall inside: evenly spaced plain numbers instead
+    a.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]) if decades < np.log10(2)
+                        else LogLocator(base=10, subs=subs))
     a.set_major_formatter(StrMethodFormatter("{x:g}"))
     a.set_minor_formatter(NullFormatter())
 
