@@ -296,9 +296,7 @@ def _obstacles(ax: Axes, renderer) -> list[Bbox]:
 def text_over_data(ax: Axes, text: Text, renderer=None) -> bool:
     """Whether ``text``'s box covers data of ``ax`` or its legend."""
     renderer = renderer or _renderer(ax.figure)
-    box = text.get_window_extent(renderer)
-    if text.get_bbox_patch() is not None:
-        box = Bbox.union([box, text.get_bbox_patch().get_window_extent(renderer)])
+    box = text_box(text, renderer)
     if any(box.overlaps(o) for o in _obstacles(ax, renderer)):
         return True
     return _covers(box, _data_paths(ax))

@@ -47,21 +47,22 @@ def text_collisions(fig: Figure, renderer) -> list[str]:
     """Titles, axis labels, text boxes and legends that print over each other or over another
     axes' tick labels (a legend and a text box of one axes are :func:`text_over_data`'s)."""
     items = figure_texts(fig, renderer)
+    ticks = {i: shown_tick_boxes(b, renderer) for i, b in enumerate(fig.axes) if b.get_visible()}
     out = []
     for k, (na, oa, ba) in enumerate(items):
         for nb, ob, bb in items[k + 1:]:
-            kinds = {na.endswith("legend"), nb.endswith("legend")}
-            if oa is ob and kinds == {True, False} and "text box" in na + nb:
+            if oa is ob and {_kind(na), _kind(nb)} == {"legend", "text box"}:
                 continue
             if not apart(ba, bb):
                 out.append(f"{na} prints over {nb}")
-        for b in fig.axes:
-            if b is oa or not b.get_visible():
-                continue
-            ticks = shown_tick_boxes(b, renderer)
-            if any(not apart(ba, t) for t in ticks):
-                out.append(f"{na} prints over the tick labels of axes {fig.axes.index(b)}")
+        out += [f"{na} prints over the tick labels of axes {i}" for i, boxes in ticks.items()
+                if fig.axes[i] is not oa and any(not apart(ba, t) for t in boxes)]
     return out
+
+
+def _kind(name: str) -> str:
+    """``legend``, ``text box`` or ``label`` (titles included), from a :func:`figure_texts` name."""
+    return "legend" if name.endswith("legend") else "text box" if "'s text box " in name else "label"
 
 
 def shown_tick_boxes(ax: Axes, renderer) -> list[Bbox]:
