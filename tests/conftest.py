@@ -13,6 +13,48 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
+# Snakemake imports every installed executor plugin when it starts, and the SLURM plugin's
+# import runs `scontrol show config`.  Where SLURM's client is installed but no controller
+# answers, scontrol retries for about 9 s before it fails, so every `snakemake` the suite
+# starts waited 9 s doing nothing (on this 2-core machine: 954 s for the suite against 802 s
+# with the controller up, the SLURM cluster test included).  The session then puts a
+# scontrol and a sinfo that fail at once first on PATH: what the real ones answer after
+# their retries.  A controller that answers (CI starts one) leaves PATH as it is.
+NO_CONTROLLER_ENV = "DISTLAB_TEST_NO_SLURM_CONTROLLER"  # the stand-ins' folder, for xdist workers
+
+
+def slurm_controller_answers(timeout_s: float = 5.0) -> bool:
+    """Whether `scontrol ping` reports a controller UP within ``timeout_s``."""
+    try:
+        r = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "UP" in r.stdout
+
+
+def stand_in_slurm_tools(folder: Path) -> Path:
+    """``scontrol`` and ``sinfo`` in ``folder`` that fail at once, naming why."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for tool in ("scontrol", "sinfo"):
+        path = folder / tool
+        path.write_text(f"#!/bin/sh\necho '{tool}: no SLURM controller answered when the test session "
+                        "started (as root: scripts/slurm_up.sh starts one)' >&2\nexit 1\n")
+        path.chmod(0o755)
+    return folder
+
+
+def pytest_configure(config):
+    if os.environ.get(NO_CONTROLLER_ENV) or not shutil.which("scontrol"):
+        return  # decided already (an xdist worker inherits the controller's PATH), or no client
+    if slurm_controller_answers():
+        return
+    import tempfile
+
+    folder = stand_in_slurm_tools(Path(tempfile.mkdtemp(prefix="distlab-no-slurm-")))
+    os.environ[NO_CONTROLLER_ENV] = str(folder)
+    os.environ["PATH"] = os.pathsep.join([str(folder), os.environ.get("PATH", "")])
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
 
 @pytest.fixture(scope="session")
 def digits_dir(tmp_path_factory) -> Path:

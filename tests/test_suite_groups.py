@@ -2,7 +2,9 @@
 fixture (the tiny end-to-end run) must run on one worker, or each worker builds it again."""
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,3 +28,33 @@ def test_tests_sharing_the_tiny_run_land_on_one_worker(tmp_path):
     workers = {m.group(2): m.group(1) for m in re.finditer(r"\[(gw\d)\].*PASSED \S*::(test_\w+)", r.stdout)}
     assert len(workers) == 8, r.stdout[-2000:]
     assert len({workers[f"test_shared_{i}"] for i in range(4)}) == 1, workers
+
+
+def test_without_a_slurm_controller_the_stand_ins_fail_at_once_and_snakemake_starts_without_waiting(tmp_path):
+    """Where SLURM's client has no controller, the suite's stand-in scontrol and sinfo fail at once
+    and the SLURM executor plugin's probe reads that as it reads a real failure (no MinJobAge)."""
+    from conftest import stand_in_slurm_tools
+
+    folder = stand_in_slurm_tools(tmp_path / "bin")
+    env = {**os.environ, "PATH": os.pathsep.join([str(folder), os.environ["PATH"]])}
+    for tool in ("scontrol", "sinfo"):
+        r = subprocess.run([tool, "ping"], env=env, capture_output=True, text=True, timeout=10)
+        assert r.returncode == 1 and r.stdout == ""
+        assert "no SLURM controller answered" in r.stderr and "scripts/slurm_up.sh" in r.stderr
+    probe = ("from snakemake_executor_plugin_slurm.job_status_query import get_min_job_age;"
+             "print(get_min_job_age())")
+    r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "None"
+
+
+def test_the_session_decides_once_and_only_without_a_controller():
+    from conftest import NO_CONTROLLER_ENV, slurm_controller_answers
+
+    folder = os.environ.get(NO_CONTROLLER_ENV)
+    if folder:  # no controller answered at the start: the stand-ins lead PATH in this worker too
+        assert os.environ["PATH"].split(os.pathsep)[0] == folder
+        assert shutil.which("scontrol") == os.path.join(folder, "scontrol")
+        assert shutil.which("sinfo") == os.path.join(folder, "sinfo")
+    else:  # no client, or a controller that answers: PATH untouched
+        assert shutil.which("scontrol") is None or slurm_controller_answers()
