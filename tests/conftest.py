@@ -93,6 +93,24 @@ def tracked_copy(dest: Path) -> Path:
     return dest
 
 
+_WORKFLOW_TREE: list[Path] = []
+
+
+def workflow_tree() -> Path:
+    """A fresh clone's files (:func:`tracked_copy`), made once per test process and removed at
+    its exit: where the suite's dry runs run, so that none reads the results of the working
+    tree or writes Snakemake's files (``.snakemake/``) into it, before or after
+    ``make reproduce``."""
+    if not _WORKFLOW_TREE:
+        import atexit
+        import tempfile
+
+        base = Path(tempfile.mkdtemp(prefix="distlab-workflow-"))
+        atexit.register(shutil.rmtree, base, True)
+        _WORKFLOW_TREE.append(tracked_copy(base / "repo"))
+    return _WORKFLOW_TREE[0]
+
+
 @pytest.fixture(scope="session")
 def clean_tree(tmp_path_factory) -> Path:
     """A fresh clone's files in a temporary folder, for dry-runs that must not read (or
@@ -185,7 +203,7 @@ for args in json.loads(sys.argv[1]):
 """
 
 
-def snakemake_runs(arglists, cwd: Path = ROOT, timeout: float = 600) -> list[subprocess.CompletedProcess]:
+def snakemake_runs(arglists, cwd: Path | None = None, timeout: float = 600) -> list[subprocess.CompletedProcess]:
     """``snakemake *args`` for each of ``arglists``, one after the other in one interpreter
     (Snakemake's own command-line ``main``: the interpreter's and Snakemake's start-up, about
     three quarters of a dry run's time, are paid once): a CompletedProcess for each, with
@@ -193,7 +211,7 @@ def snakemake_runs(arglists, cwd: Path = ROOT, timeout: float = 600) -> list[sub
     import json
 
     arglists = [[str(a) for a in args] for args in arglists]
-    r = subprocess.run([sys.executable, "-c", _SNAKEMAKE_LOOP, json.dumps(arglists)], cwd=cwd,
+    r = subprocess.run([sys.executable, "-c", _SNAKEMAKE_LOOP, json.dumps(arglists)], cwd=cwd or workflow_tree(),
                        capture_output=True, text=True, timeout=timeout,
                        env={**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src"),
                             "HF_DATASETS_OFFLINE": "1"})
@@ -209,7 +227,7 @@ def snakemake_runs(arglists, cwd: Path = ROOT, timeout: float = 600) -> list[sub
     return done
 
 
-def dry_runs(paths, cwd: Path = ROOT, timeout: float = 600) -> dict[str, tuple[int, str]]:
+def dry_runs(paths, cwd: Path | None = None, timeout: float = 600) -> dict[str, tuple[int, str]]:
     """``snakemake -n --configfile P`` for each of ``paths`` in one interpreter
     (:func:`snakemake_runs`): ``{str(P): (exit code, its output, stdout then stderr)}``."""
     paths = [str(p) for p in paths]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
-from conftest import ROOT, bin_path
+from conftest import ROOT, bin_path, workflow_tree
 
 SCHEMA = str(ROOT / "workflow/schemas/config.schema.yaml")
 
@@ -58,7 +58,7 @@ def test_snakemake_stops_before_any_job_on_a_bad_key(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(cfg))
     r = subprocess.run([f"{bin_path().split(':')[0]}/snakemake", "-n", "--configfile", str(path)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+                       cwd=workflow_tree(), capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     assert "stepz" in r.stdout + r.stderr
     assert "Job stats" not in r.stdout

@@ -12,15 +12,15 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path, tiny_variant
+from conftest import ROOT, bin_path, tiny_variant, workflow_tree
 
 from distlab import specs
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 
 
-def smk(*args, cwd=ROOT, timeout=600):
-    return subprocess.run(["snakemake", *args], cwd=cwd, env=ENV, capture_output=True, text=True,
+def smk(*args, cwd=None, timeout=600):
+    return subprocess.run(["snakemake", *args], cwd=cwd or workflow_tree(), env=ENV, capture_output=True, text=True,
                           timeout=timeout)
 
 

@@ -87,10 +87,10 @@ def top_level() -> set[str]:
     return {f.split("/", 1)[0] for f in tracked_files()} | {p.rstrip("/").split("/")[0] for p in OUTPUTS}
 
 
-def named_paths(page: Path) -> set[str]:
+def named_paths(page: Path, at: Path | None = None) -> set[str]:
     """Repository paths a page names: backticked ones that start at a top-level entry of
     the repository (not `owner/repo` of a source, a claim id or a run name), and its links
-    (relative to the page)."""
+    (relative to the page, or to ``at``, the place in the repository it stands for)."""
     text = page.read_text(encoding="utf-8")
     text = re.sub(r"```.*?```", "", text, flags=re.S)  # command lines name outputs and options
     out = set()
@@ -101,7 +101,7 @@ def named_paths(page: Path) -> set[str]:
     for link in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
         if "://" in link or link.startswith("mailto:"):
             continue
-        out.add(os.path.normpath(os.path.relpath(page.parent / link, ROOT)))
+        out.add(os.path.normpath(os.path.relpath((at or page).parent / link, ROOT)))
     return out
 
 
@@ -248,13 +248,10 @@ def test_make_snapshot_rewrites_the_generated_blocks(tmp_path):
 
 
 def test_the_path_check_sees_a_missing_file(tmp_path):
-    page = ROOT / "docs" / "zz-not-a-page.md"
-    try:
-        page.write_text("See `src/distlab/nothere.py`, [x](../config/nothere.yaml), `bloc97/DeMo`, "
-                        "`config/claims.yaml` and [y](pgc.md).")
-        got = named_paths(page)
-    finally:
-        page.unlink()
+    page = tmp_path / "zz-not-a-page.md"  # read as if it stood in docs/, without writing there
+    page.write_text("See `src/distlab/nothere.py`, [x](../config/nothere.yaml), `bloc97/DeMo`, "
+                    "`config/claims.yaml` and [y](pgc.md).")
+    got = named_paths(page, at=ROOT / "docs" / page.name)
     files = tracked_files()
     assert {p for p in got if not is_named_in_repo(p, files)} == {"src/distlab/nothere.py",
                                                                   "config/nothere.yaml"}

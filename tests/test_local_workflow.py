@@ -17,7 +17,7 @@ import psutil
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path
+from conftest import ROOT, bin_path, workflow_tree
 from distlab.data import prepare_dataset
 from distlab.local import spec as checks, workflow
 from distlab.local.train import run_simulated
@@ -25,8 +25,8 @@ from distlab.local.train import run_simulated
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
 
-def smk(*args, cwd=ROOT, timeout=600):
-    return subprocess.run(["snakemake", *args], cwd=cwd, env=ENV, capture_output=True, text=True,
+def smk(*args, cwd=None, timeout=600):
+    return subprocess.run(["snakemake", *args], cwd=cwd or workflow_tree(), env=ENV, capture_output=True, text=True,
                           timeout=timeout)
 
 

@@ -13,14 +13,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path, pgc_spec
+from conftest import ROOT, bin_path, pgc_spec, workflow_tree
 from test_pgc_resnet import cifar_dir  # noqa: F401  (fixture)
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 
 
 def _jobs(*args) -> dict[str, int]:
-    r = subprocess.run(["snakemake", *args, "-n", "--forceall", "--quiet", "rules"], cwd=ROOT,
+    r = subprocess.run(["snakemake", *args, "-n", "--forceall", "--quiet", "rules"], cwd=workflow_tree(),
                        env=ENV, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return {line.split()[0]: int(line.split()[1]) for line in r.stdout.splitlines()

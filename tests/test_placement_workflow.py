@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path
+from conftest import ROOT, bin_path, workflow_tree
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 SCHEMAS = ROOT / "workflow" / "schemas"
@@ -56,8 +56,8 @@ def test_bad_placement_config_refused_naming_the_key(edit, key):
     assert errs and any(key in e for e in errs), errs
 
 
-def _smk(*args, cwd=ROOT, timeout=300):
-    return subprocess.run(["snakemake", *args], cwd=cwd, env=ENV, capture_output=True, text=True,
+def _smk(*args, cwd=None, timeout=300):
+    return subprocess.run(["snakemake", *args], cwd=cwd or workflow_tree(), env=ENV, capture_output=True, text=True,
                           timeout=timeout)
 
 

@@ -12,13 +12,13 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path
+from conftest import ROOT, bin_path, workflow_tree
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 
 
 def smk(*args, timeout=180):
-    return subprocess.run(["snakemake", *args], cwd=ROOT, env=ENV, capture_output=True, text=True,
+    return subprocess.run(["snakemake", *args], cwd=workflow_tree(), env=ENV, capture_output=True, text=True,
                           timeout=timeout)
 
 

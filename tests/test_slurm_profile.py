@@ -25,7 +25,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path
+from conftest import ROOT, bin_path, workflow_tree
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 TRAINING = {"baseline_train_sim", "baseline_train_dist", "pgc_train_sim", "pgc_train_real", "pgc_train_sim_real",
@@ -33,11 +33,11 @@ TRAINING = {"baseline_train_sim", "baseline_train_dist", "pgc_train_sim", "pgc_t
 PROFILE = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
 
 
-def dry_run(configfile: str, cwd=ROOT, config: Sequence[str] = ()) -> list[dict]:
+def dry_run(configfile: str, cwd=None, config: Sequence[str] = ()) -> list[dict]:
     """Every job of a forced dry-run under profiles/slurm: rule, resources, run spec."""
     extra = ["--config", *config] if config else []
     r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--profile", "profiles/slurm",
-                        "--configfile", configfile, *extra], cwd=cwd, env=ENV, capture_output=True, text=True,
+                        "--configfile", configfile, *extra], cwd=cwd or workflow_tree(), env=ENV, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     jobs = []

@@ -58,3 +58,25 @@ def test_the_session_decides_once_and_only_without_a_controller():
         assert shutil.which("sinfo") == os.path.join(folder, "sinfo")
     else:  # no client, or a controller that answers: PATH untouched
         assert shutil.which("scontrol") is None or slurm_controller_answers()
+
+
+def _listing(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*")} if folder.exists() else {}
+
+
+def test_the_suites_dry_runs_run_in_a_copy_and_leave_the_working_tree_alone():
+    """The suite's Snakemake helpers run in a fresh clone's files, not in the working tree, so
+    that what the tree holds (a finished `make reproduce`) changes no test and no test writes
+    Snakemake's own files (`.snakemake/`: logs, the I/O cache, locks) into it."""
+    from conftest import snakemake_runs, workflow_tree
+
+    tree = workflow_tree()
+    assert tree != ROOT and workflow_tree() == tree  # one copy a test process
+    assert (tree / "Snakefile").is_file() and (tree / "tests/configs/tiny.yaml").is_file()
+    assert not (tree / "results").exists() and not (tree / ".venv").exists()
+    before = _listing(ROOT / ".snakemake")
+    [r] = snakemake_runs([["baseline", "-n", "--forceall", "--quiet", "rules"]])
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "baseline_train_sim" in r.stdout
+    assert (tree / ".snakemake").is_dir()
+    assert _listing(ROOT / ".snakemake") == before

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from snakemake.utils import update_config
 
-from conftest import ROOT, bin_path, dry_runs
+from conftest import ROOT, bin_path, dry_runs, workflow_tree
 from distlab.checks import (COUNT_LIMITS, ConfigError, check_config, config_errors,
                             duplicate_key_errors)
 from distlab.checks import _line_key as line_key
@@ -86,7 +86,7 @@ def test_snakemake_n_lists_every_problem_before_any_job():
 def test_the_snakemake_command_itself_refuses_a_config_with_two_mistakes():
     path = ROOT / "tests/configs/bad/pgc/01-two-mistakes.yaml"
     r = subprocess.run([f"{bin_path().split(':')[0]}/snakemake", "-n", "--configfile", str(path)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+                       cwd=workflow_tree(), capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     lines = [ln[4:] for ln in (r.stdout + r.stderr).splitlines() if ln.startswith("  - ")]
     _assert_lists_exactly(lines, _expected(path), "snakemake -n")

@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import FORKSERVER, NAMED_TARGETS, ROOT, bin_path, tiny_variant
+from conftest import FORKSERVER, NAMED_TARGETS, ROOT, bin_path, tiny_variant, workflow_tree
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 
 
-def smk(*args, cwd=ROOT, timeout=300):
-    return subprocess.run(["snakemake", *args], cwd=cwd, env=ENV, capture_output=True, text=True,
+def smk(*args, cwd=None, timeout=300):
+    return subprocess.run(["snakemake", *args], cwd=cwd or workflow_tree(), env=ENV, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -55,7 +55,7 @@ def test_named_targets_resolve(tree):
     assert set(targets) <= {line.split()[0] for line in r.stdout.splitlines() if line.split()}
 
 
-def _jobs(*args, cwd=ROOT):
+def _jobs(*args, cwd=None):
     r = smk(*args, "-n", "--forceall", "--quiet", "rules", cwd=cwd)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     return {line.split()[0] for line in r.stdout.splitlines()
