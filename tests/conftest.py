@@ -112,10 +112,11 @@ def workflow_tree() -> Path:
 
 
 @pytest.fixture(scope="session")
-def clean_tree(tmp_path_factory) -> Path:
+def clean_tree() -> Path:
     """A fresh clone's files in a temporary folder, for dry-runs that must not read (or
-    depend on) the results the working tree holds after ``make reproduce``."""
-    return tracked_copy(tmp_path_factory.mktemp("clean") / "repo")
+    depend on) the results the working tree holds after ``make reproduce``: the process's
+    :func:`workflow_tree`, where the Snakemake helpers run by default."""
+    return workflow_tree()
 
 
 # the README's collective targets, and the benchmarks outside `all`

@@ -30,7 +30,7 @@ def test_tests_sharing_the_tiny_run_land_on_one_worker(tmp_path):
     assert len({workers[f"test_shared_{i}"] for i in range(4)}) == 1, workers
 
 
-def test_without_a_slurm_controller_the_stand_ins_fail_at_once_and_snakemake_starts_without_waiting(tmp_path):
+def test_without_a_slurm_controller_the_stand_ins_fail_at_once_and_the_slurm_plugin_reads_a_failure(tmp_path):
     """Where SLURM's client has no controller, the suite's stand-in scontrol and sinfo fail at once
     and the SLURM executor plugin's probe reads that as it reads a real failure (no MinJobAge)."""
     from conftest import stand_in_slurm_tools
