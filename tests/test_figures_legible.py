@@ -21,6 +21,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from conftest import ROOT
+
 from distlab import plots
 
 
@@ -456,3 +458,21 @@ def test_the_four_figures_read_last_round_are_legible(tmp_path):
     nonident_titles = " ".join(_meta(tmp_path / "local_nonident.png")[1])
     assert "no timing" in nonident_titles and "wall clock" not in nonident_titles
     plt.close("all")
+
+
+@pytest.mark.parametrize("scale", [0.013, 0.03, 0.1, 0.7, 1.0])
+def test_demo_loss_against_time_is_legible_whatever_the_measured_times(tmp_path, scale):
+    """DeMo's loss-against-time panels (two networks x two worker counts, six methods' bands)
+    from a tiny run's evaluation rows (tests/data/demo_tiny_steps.csv), their times scaled:
+    the tiny run's measured compute gives each run other times, and with a legend and a clock
+    box inside the panels, at these scales a title printed under a label or the legend over
+    the bands.  One legend and one clock title, outside the panels."""
+    from distlab.demo.figures import figure
+
+    steps = pd.read_csv(ROOT / "tests/data/demo_tiny_steps.csv")
+    steps[["time_datacenter", "time_wan"]] *= scale
+    steps.to_csv(tmp_path / "steps.csv", index=False)
+    nets = {"datacenter": {"label": "100 Gbit/s datacenter"}, "wan": {"label": "1 Gbit/s WAN, 20 ms"}}
+    figure("loss_time", tmp_path / "steps.csv", tmp_path / "t.png", nets, "2 seeds; compute measured")
+    problems, titles = _meta(tmp_path / "t.png")
+    assert problems == [] and "simulated" in titles[0], (problems, titles)

@@ -500,6 +500,8 @@ def tidy(fig: Figure) -> None:
         place(_renderer(fig))
     # the layout above can narrow an axes after its labels were checked (on CI, the tiny run's
     # demo_loss_time panels): crowded level x labels are turned once more, on the final layout
+    # turned labels are taller and push the x label down: onto the title of the panel below
+    # (the tiny run's demo_loss_time, at some measured times), so the layout is made again
     turned = False
     renderer = _renderer(fig)
     for ax in fig.axes:
@@ -507,6 +509,8 @@ def tidy(fig: Figure) -> None:
             ax.tick_params(axis="x", labelrotation=30)
             turned = True
     if turned:
+        if _labels_overlap(fig, _renderer(fig)) and fig.get_layout_engine() is None:
+            fig.tight_layout(rect=(0, 0, 1, 0.96) if fig._suptitle is not None else None)
         place(_renderer(fig))
     lift_suptitle(fig)
     drop_figure_boxes(fig)

@@ -42,14 +42,18 @@ def _eval_rows(steps: pd.DataFrame) -> pd.DataFrame:
 
 def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
     """``loss_steps``, ``loss_bytes`` or ``loss_time`` (validation loss against steps,
-    cumulative wire bytes per worker, or simulated time under each network)."""
+    cumulative wire bytes per worker, or simulated time under each network).
+
+    One legend and one clock label for the whole figure, outside the panels: with six
+    methods' bands a panel has no free corner for either, and panel-sized boxes moved
+    the layout with the data (the tiny run's measured times put a title under a label)."""
     plots, plt = _plt()
     steps = _eval_rows(pd.read_csv(steps_csv))
     ns = sorted(steps["n_workers"].unique())
     methods = [m for m in METHOD_ORDER if m in set(steps["method"])]
     rows = list(networks) if kind == "loss_time" else [None]
-    fig, axes = plt.subplots(len(rows), len(ns), figsize=(4.2 * len(ns), 3.2 * len(rows)), squeeze=False,
-                             sharey=True)
+    fig, axes = plt.subplots(len(rows), len(ns), figsize=(4.2 * len(ns), 3.2 * len(rows) + 0.6), squeeze=False,
+                             sharey=True, layout="constrained")
     for i, net in enumerate(rows):
         for j, n in enumerate(ns):
             ax = axes[i][j]
@@ -65,9 +69,15 @@ def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
             else:
                 ax.set_xlabel("step")
             ax.set_ylabel("validation loss (nats/byte)")
-            ax.set_title(f"N = {n} workers" + (f", {networks[net]['label']}" if net else ""))
-            plots.label_provenance(ax, "simulated", note)
-    axes[0][0].legend(fontsize=7)
+            ax.set_title(f"N = {n} workers" + (f", {networks[net]['label']}" if net else ""), fontsize=9)
+    shown = {}  # each method once, from whichever panel drew it
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            shown.setdefault(lab, h)
+    handles, labels = list(shown.values()), list(shown)
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3), fontsize=7)
+    what = {"loss_steps": "steps", "loss_bytes": "wire bytes", "loss_time": "simulated time"}[kind]
+    fig.suptitle(f"Validation loss against {what} ({plots.provenance_text('simulated', note)})", fontsize=9)
     plots.save(fig, out)
 
 
