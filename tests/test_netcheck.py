@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import ROOT
+
 from distlab.bench import netcheck, techerror
 from distlab.runtime import netns
 from distlab.runtime.network import NetworkModel
@@ -147,3 +149,19 @@ def test_dilocos_shaped_run_through_the_atlas_driver_gives_error_rows(monkeypatc
     assert summary["technique"].tolist() == ["DiLoCo"] and summary["repeats"].iloc[0] == 1
     assert np.isfinite(summary[["error", "error_to_target"]].to_numpy()).all()
     assert (steps["step"] > 1).all()  # steps up to the first synchronisation (step H - 1 = 1) left out
+
+
+def test_the_technique_error_figure_is_saved_legible_with_its_clocks(tmp_path):
+    """The snapshot's technique-error table drawn again: saved through plots.save (the
+    legibility record in the PNG is empty: the legend moved off the points), titled with
+    both clocks; and a table that did not run draws its reason."""
+    from PIL import Image
+
+    summary = pd.read_csv(ROOT / "docs/results/netcheck/techerror.csv")
+    techerror.figure(summary, tmp_path / "t.png")
+    meta = Image.open(tmp_path / "t.png").text
+    assert json.loads(meta["distlab:legibility"]) == []
+    title = " ".join(json.loads(meta["distlab:titles"]))
+    assert "measured" in title and "simulated" in title
+    techerror.figure(pd.DataFrame({"status": ["not run: no root"]}), tmp_path / "n.png")
+    assert json.loads(Image.open(tmp_path / "n.png").text["distlab:legibility"]) == []
