@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from conftest import FORKSERVER, ROOT, bin_path, tracked_copy
+from conftest import ROOT, bin_path
 
 from distlab import specs
 from distlab.atlas import train
@@ -260,11 +260,14 @@ def test_the_step_benchmark_compares_with_a_plain_adamw_step(tmp_path, pydoc_dir
 # ------------------------------------------------------------------ the workflow, shrunk
 
 @pytest.mark.slow
-def test_snakemake_atlas_on_the_tiny_config(tmp_path):
-    work = tracked_copy(tmp_path / "repo")
-    r = subprocess.run([*FORKSERVER, "snakemake", "atlas", "--cores", "2", "--configfile", "tests/configs/tiny.yaml"],
-                       cwd=work, env=ENV, capture_output=True, text=True, timeout=1800)
+def test_snakemake_atlas_on_the_tiny_config(tiny_workflow):
+    """The atlas of the session's tiny run (the tiny config, like the default one, puts it in
+    the default target): its own target has nothing left to do, and its outputs are there."""
+    work, r = tiny_workflow
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = subprocess.run(["snakemake", "atlas", "-n", "--configfile", "tests/configs/tiny.yaml"],
+                       cwd=work, env=ENV, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "Nothing to be done" in r.stdout + r.stderr, r.stdout[-3000:] + r.stderr[-3000:]
     import pandas as pd
 
     win = pd.read_csv(work / "results/atlas/map/winners.csv")
