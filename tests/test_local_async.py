@@ -90,6 +90,44 @@ def test_a_killed_async_section_fails_the_run_at_once_naming_it(pydoc, monkeypat
     assert msg == "RC asynchronous run failed: rc-section-1 was killed by SIGKILL"
 
 
+def test_a_section_killed_holding_the_readouts_lock_is_named_and_the_run_ends(pydoc, monkeypatch):
+    """A section takes the readout's lock to copy the consensus; killed there, it leaves the lock
+    taken for good.  The coordinator, which takes the same lock to publish, must still name it
+    and end the run (it used to wait on the lock for ever, and the CLI never exited)."""
+    import threading
+
+    from distlab.local import rc_async
+
+    orig, calls = rc_async.load_flat, []
+
+    def copy_then_die(params, vec):  # inherited by the forked section processes
+        import multiprocessing
+
+        if multiprocessing.current_process().name == "rc-section-2":
+            calls.append(1)
+            if len(calls) == 4:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return orig(params, vec)
+
+    monkeypatch.setattr(rc_async, "load_flat", copy_then_die)
+    got = []
+
+    def run():
+        try:
+            run_async(pydoc, spec_for(steps=100000), timeout=30)
+        except BaseException as e:  # noqa: BLE001 - handed to the test's thread
+            got.append(e)
+
+    t0 = time.monotonic()
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    th.join(timeout=25)
+    assert not th.is_alive(), "the coordinator is still waiting on the dead section's lock"
+    assert time.monotonic() - t0 < 15
+    assert len(got) == 1 and isinstance(got[0], rc.SectionFailure), got
+    assert str(got[0]) == "RC asynchronous run failed: rc-section-2 was killed by SIGKILL"
+
+
 def test_a_killed_lock_step_section_is_named_before_the_timeout(pydoc, monkeypatch):
     orig = rc.SectionTrainer.step
 

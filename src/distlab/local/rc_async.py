@@ -30,7 +30,10 @@ deterministic here: the numbers depend on the machine's timing.
 
 A section process that dies fails the run at the coordinator's next poll with
 one line naming it (:class:`.rc.SectionFailure`); a section that stops
-reporting for ``timeout`` seconds too.
+reporting for ``timeout`` seconds too.  The coordinator looks for dead sections
+at every poll, also while the others keep posting, and never waits on a lock
+without looking again: a section killed while it held the readout's lock leaves
+the lock taken for good.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import sys
 import time
+from contextlib import contextmanager
 
 import torch
 
@@ -176,6 +180,21 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
     def fail(why: str) -> SectionFailure:
         return SectionFailure(f"RC asynchronous run failed: {why}")
 
+    @contextmanager
+    def held(lock):
+        """``lock``, taken in short tries that look for a dead section in between."""
+        t_try = time.monotonic()
+        while not lock.acquire(timeout=0.05):
+            dead = dead_sections(workers)
+            if dead:
+                raise fail(", ".join(dead))
+            if time.monotonic() - t_try > timeout:
+                raise fail(f"the readout's lock was not free for {timeout} s")
+        try:
+            yield
+        finally:
+            lock.release()
+
     try:
         t_start = time.monotonic()
         while int(sh.ready.sum()) < K:
@@ -190,6 +209,9 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
         last = time.monotonic()
         sh.go[0] = 1
         while True:
+            dead = dead_sections(workers)  # every poll: the others' reports must not hide it
+            if dead:
+                raise fail(", ".join(dead))
             posted = [k for k in range(K) if int(sh.rep[k, 0]) == 1]
             if posted:
                 fresh = []
@@ -208,7 +230,7 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
                 taken += len(posted)
                 if fresh:
                     coord.update(fresh, taken // K)
-                    with read_lock:
+                    with held(read_lock):
                         sh.readout.copy_(coord.vector())
                         version += 1
                         sh.version[0] = version
@@ -224,9 +246,6 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
                 continue
             if int(sh.done.sum()) == K:
                 break
-            dead = dead_sections(workers)
-            if dead:
-                raise fail(", ".join(dead))
             if time.monotonic() - last > timeout:
                 slow = [f"rc-section-{k} (at update {int(sh.steps[k])} of {steps})"
                         for k in range(K) if not int(sh.done[k])]
