@@ -5,17 +5,19 @@ line (also through the CLI, with no traceback; a successful run logs none either
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from distlab.local import processes, rc
+from distlab.local import processes, rc, rc_async
 from distlab.local.model import TextData, build_gpt, flat, split_gpt
 from distlab.local.rc_async import train_rc_async
 
@@ -94,15 +96,9 @@ def test_a_section_killed_holding_the_readouts_lock_is_named_and_the_run_ends(py
     """A section takes the readout's lock to copy the consensus; killed there, it leaves the lock
     taken for good.  The coordinator, which takes the same lock to publish, must still name it
     and end the run (it used to wait on the lock for ever, and the CLI never exited)."""
-    import threading
-
-    from distlab.local import rc_async
-
     orig, calls = rc_async.load_flat, []
 
     def copy_then_die(params, vec):  # inherited by the forked section processes
-        import multiprocessing
-
         if multiprocessing.current_process().name == "rc-section-2":
             calls.append(1)
             if len(calls) == 4:

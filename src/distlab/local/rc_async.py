@@ -180,14 +180,17 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
     def fail(why: str) -> SectionFailure:
         return SectionFailure(f"RC asynchronous run failed: {why}")
 
+    def raise_if_dead() -> None:
+        dead = dead_sections(workers)
+        if dead:
+            raise fail(", ".join(dead))
+
     @contextmanager
     def held(lock):
         """``lock``, taken in short tries that look for a dead section in between."""
         t_try = time.monotonic()
         while not lock.acquire(timeout=0.05):
-            dead = dead_sections(workers)
-            if dead:
-                raise fail(", ".join(dead))
+            raise_if_dead()
             if time.monotonic() - t_try > timeout:
                 raise fail(f"the readout's lock was not free for {timeout} s")
         try:
@@ -209,9 +212,7 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
         last = time.monotonic()
         sh.go[0] = 1
         while True:
-            dead = dead_sections(workers)  # every poll: the others' reports must not hide it
-            if dead:
-                raise fail(", ".join(dead))
+            raise_if_dead()  # every poll: the others' reports must not hide a dead section
             posted = [k for k in range(K) if int(sh.rep[k, 0]) == 1]
             if posted:
                 fresh = []
