@@ -8,7 +8,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 # the suite on three pytest-xdist workers (on 2 cores: a third fills the time the others spend
-# waiting on subprocesses, timeouts and SLURM; 698 s against 860 s with two, one run each, SLURM up);
+# waiting on subprocesses, timeouts and SLURM; 698 s against 860 s with two, one run each, SLURM up;
+# a fourth only adds contention: 800 s against 735 s with three, the cores 98 % busy);
 # tests sharing an expensive session fixture run on one (tests/conftest.py); PYTEST_ARGS= (empty)
 # runs it in one process
 PYTEST_ARGS ?= -n 3 --dist loadgroup
