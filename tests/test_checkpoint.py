@@ -114,12 +114,117 @@ def test_with_no_good_checkpoint_left_the_run_starts_from_scratch(tmp_path, capl
 
 
 def test_an_unchecksummed_pickle_is_never_unpickled(tmp_path, caplog):
-    """A file without the header (an older format, or foreign bytes) is set aside, not loaded."""
+    """A file without the header (foreign bytes) is set aside, not loaded."""
     path = tmp_path / "checkpoint.pt"
     path.write_bytes(pickle.dumps({"step": 7}))
     with caplog.at_level("WARNING"):
         assert Checkpointer(path, spec=SPEC).load() is None
     assert "no distlab checkpoint header" in caplog.text
+
+
+class _Plant:
+    """A pickle that, when unpickled, creates the file it names (it runs code)."""
+
+    def __init__(self, target):
+        self.target = str(target)
+
+    def __reduce__(self):
+        return (open, (self.target, "w"))
+
+
+def _forge(path, payload: bytes, magic: bytes, fmt: str, spec_hash) -> None:
+    """A checkpoint whose checksum matches its (malicious) payload, as a forger writes it."""
+    import hashlib
+
+    header = {"sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload),
+              "format": fmt, "spec_hash": spec_hash}
+    path.write_bytes(magic + json.dumps(header).encode() + b"\n" + payload)
+
+
+@pytest.mark.parametrize("fmt", ["torch", "json", "pickle"])
+def test_a_forged_checkpoint_never_runs_its_pickle(tmp_path, caplog, fmt):
+    """A checkpoint in the current format with a valid checksum whose payload is a pickle
+    that would create a file: loading it creates no file; the checkpoint is set aside."""
+    path = tmp_path / "checkpoint.pt"
+    planted = tmp_path / "planted"
+    payload = pickle.dumps({"step": 3, "x": _Plant(planted)})
+    if fmt == "torch":  # a torch.save zip whose data.pkl is the forged pickle
+        import io
+
+        buf = io.BytesIO()
+        torch.save({"step": 3, "x": _Plant(planted)}, buf)
+        payload = buf.getvalue()
+    _forge(path, payload, runs.CHECKPOINT_MAGIC, fmt, Checkpointer(path, spec=SPEC).spec_hash)
+    with caplog.at_level("WARNING"):
+        assert Checkpointer(path, spec=SPEC).load() is None
+    assert not planted.exists()
+    assert " is damaged (" in caplog.text and (tmp_path / "checkpoint.pt.corrupt").exists()
+
+
+def test_an_old_pickled_checkpoint_is_refused_in_one_line_without_unpickling(tmp_path):
+    """A version-1 checkpoint (a pickle, or torch.save of arbitrary objects) with a matching
+    checksum and spec: refused, one line saying how to rerun from scratch; nothing runs."""
+    path = tmp_path / "checkpoint.pt"
+    planted = tmp_path / "planted"
+    _forge(path, pickle.dumps(_Plant(planted)), b"DISTLAB-CHECKPOINT 1\n", "pickle",
+           Checkpointer(path, spec=SPEC).spec_hash)
+    with pytest.raises(runs.CheckpointRefused) as e:
+        Checkpointer(path, spec=SPEC).load()
+    msg = str(e.value)
+    assert "\n" not in msg and str(path) in msg and "from scratch" in msg and "rm -f" in msg
+    assert not planted.exists() and path.exists()   # refused, not deleted behind the user's back
+
+
+def test_the_spec_hash_is_checked_before_the_payload_is_read(tmp_path, monkeypatch):
+    """A checkpoint of another spec is discarded from its header alone: its payload is never
+    loaded (torch.load is not called)."""
+    path = tmp_path / "checkpoint.pt"
+    Checkpointer(path, spec={"other": 1}).save({"step": 1, "w": torch.zeros(3)})
+    calls = []
+    monkeypatch.setattr(torch, "load", lambda *a, **k: calls.append(1))
+    assert Checkpointer(path, spec=SPEC).load() is None
+    assert calls == [] and not path.exists()
+
+
+def test_a_state_of_numpy_tuples_sets_and_int_keys_round_trips_exactly(tmp_path):
+    """What trainers checkpoint besides tensors (numpy arrays and scalars of any dtype, a
+    generator's state, tuples, int keys) comes back as the same objects and values."""
+    rng = np.random.default_rng(5)
+    rng.random(3)
+    state = {"step": np.int64(4), "f32": np.float32(0.1), "arr": np.arange(6, dtype=np.uint32).reshape(2, 3),
+             "rng": rng.bit_generator.state, "py": __import__("random").Random(1).getstate(),
+             "rows": [{"loss": np.float64(0.25), "received": "0 1"}], "keys": {3: "a", 5: (1, 2)},
+             "s": {1, 2}, "nan": float("nan"), "raw": b"\x00\xff", "w": torch.arange(4.0)}
+    path = tmp_path / "checkpoint.pt"
+    Checkpointer(path, spec=SPEC).save(state)
+    got = Checkpointer(path, spec=SPEC).load()
+    assert type(got["step"]) is np.int64 and got["step"] == 4
+    assert type(got["f32"]) is np.float32 and got["f32"] == np.float32(0.1)
+    assert got["arr"].dtype == np.uint32 and (got["arr"] == state["arr"]).all()
+    r2 = np.random.default_rng(0)
+    r2.bit_generator.state = got["rng"]
+    assert r2.random() == rng.random()
+    assert got["py"] == state["py"] and got["keys"] == {3: "a", 5: (1, 2)} and got["s"] == {1, 2}
+    assert type(got["rows"][0]["loss"]) is np.float64 and got["raw"] == b"\x00\xff"
+    assert np.isnan(got["nan"]) and torch.equal(got["w"], state["w"])
+
+
+def test_a_state_that_cannot_be_stored_safely_is_refused_at_save(tmp_path):
+    with pytest.raises(TypeError, match=r"tensors and plain data only: state\['x'\]"):
+        Checkpointer(tmp_path / "c.pt", spec=SPEC).save({"x": object()})
+
+
+def test_a_process_without_torch_writes_json_and_reads_it_back(tmp_path):
+    """The placement searches' jobs checkpoint without torch: JSON, no pickle."""
+    code = ("import sys, json; from distlab.runs import Checkpointer, read_checkpoint_file; "
+            f"p = {str(tmp_path / 'c.ckpt')!r}; Checkpointer(p, spec={{'a': 1}}).save("
+            "{'rows': [{'seed': 0, 'latency_s': 0.5, 'groups': (1, 2)}]}); "
+            "h, s = read_checkpoint_file(p); assert 'torch' not in sys.modules; "
+            "print(json.dumps([h['format'], s['rows'][0]['groups'] == (1, 2)]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == ["json", True]
 
 
 # --------------------------------------------------------------- every paper's runs
@@ -242,7 +347,7 @@ def test_a_rerun_after_damage_ends_as_a_clean_run(tmp_path, request, monkeypatch
     ckpt = out / "checkpoint.pt"
     damaged = [ckpt, out / "checkpoint.pt.prev"] if both else [ckpt]
     for i, path in enumerate(damaged):
-        tensor = _first_tensor(torch.load(_payload(path), weights_only=False))
+        tensor = _first_tensor(torch.load(_payload(path), weights_only=True))
         _overwrite(path, _tensor_offset(path, tensor) + 16, seed=i)
     with caplog.at_level("WARNING"):
         resumed = run(data, out, runtime)

@@ -9,7 +9,8 @@ A run directory holds:
   versions, CPU/GPU, backend, wall time and peak RSS; written last, so a
   directory without it is not a finished run;
 * ``checkpoint.pt`` (and the one before it, ``checkpoint.pt.prev``) while the run
-  is in progress (removed at the end); each carries a checksum verified on load.
+  is in progress (removed at the end); each carries a checksum verified on load and
+  holds tensors and plain data only, so loading one never runs code.
 
 Outputs are written to a temporary file and renamed into place, so a run that
 dies never leaves a file that looks complete.  A rerun of a killed run
@@ -22,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import pickle
 import platform
 import subprocess
 import sys
@@ -34,6 +34,7 @@ from typing import Any, Callable
 import pandas as pd
 import psutil
 
+from .specs import SpecError
 from .tables import atomic_output, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,128 @@ class CheckpointDamaged(Exception):
     """A checkpoint file that cannot be trusted (bad checksum, truncated, unreadable)."""
 
 
-CHECKPOINT_MAGIC = b"DISTLAB-CHECKPOINT 1\n"
+class CheckpointRefused(SpecError):
+    """A checkpoint this version will not load: one whose loading could run code (an older
+    version's pickle).  Its message is one line saying how to rerun from scratch."""
+
+
+class SpecMismatch(Exception):
+    """A checkpoint written under another run spec (read from its header alone)."""
+
+
+# Version 2: the payload holds tensors and plain data only (see :func:`encode_state`), loaded
+# with ``torch.load(weights_only=True)`` or as JSON, so loading a file never runs code.
+# Version 1 (before) pickled arbitrary objects: such files are refused, never unpickled.
+CHECKPOINT_MAGIC = b"DISTLAB-CHECKPOINT 2\n"
+OLD_MAGICS = (b"DISTLAB-CHECKPOINT 1\n",)
+HEADER_MAX = 4096  # bytes of the JSON header line
+
+_TAG = "__distlab__"
+
+
+def encode_state(obj: Any, tensors: bool = True, where: str = "state") -> Any:
+    """``obj`` as tensors and plain data only, the form a checkpoint stores.
+
+    Plain data is None, bool, int, float, str, bytes, list, dict (and tuples and
+    OrderedDicts where ``tensors``, as ``torch.load(weights_only=True)`` reads them back);
+    numpy arrays and scalars, sets, tuples and non-string keys (for JSON) are stored as
+    tagged dicts that :func:`decode_state` turns back into the same objects.  Anything
+    else is a TypeError naming where it is: a state that cannot be stored safely is a
+    bug of the trainer, never silently pickled."""
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        if obj.dtype.hasobject:
+            raise TypeError(f"a checkpoint holds tensors and plain data only: {where} is a numpy object")
+        return {_TAG: "npscalar", "dtype": obj.dtype.str, "data": _bytes(obj.tobytes(), tensors)}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, bytes):
+        return _bytes(obj, tensors)
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject:
+            raise TypeError(f"a checkpoint holds tensors and plain data only: {where} is an object array")
+        return {_TAG: "ndarray", "dtype": obj.dtype.str, "shape": list(obj.shape),
+                "data": _bytes(np.ascontiguousarray(obj).tobytes(), tensors)}
+    if tensors:
+        torch = sys.modules["torch"]
+        if isinstance(obj, (torch.Tensor, torch.dtype, torch.device, torch.Size)):
+            return obj
+    if isinstance(obj, dict):
+        plain = all(isinstance(k, str) and k != _TAG for k in obj) or (
+            tensors and all(isinstance(k, (str, int)) and k != _TAG for k in obj))
+        if plain:
+            out = {k: encode_state(v, tensors, f"{where}[{k!r}]") for k, v in obj.items()}
+            if tensors and type(obj) is not dict:
+                from collections import OrderedDict
+
+                ordered = OrderedDict(out)
+                meta = getattr(obj, "_metadata", None)  # a module's state_dict versions
+                if meta is not None:
+                    ordered._metadata = encode_state(meta, tensors, f"{where}._metadata")
+                return ordered
+            return out
+        return {_TAG: "dict", "items": [[encode_state(k, tensors, f"{where} key"),
+                                         encode_state(v, tensors, f"{where}[{k!r}]")] for k, v in obj.items()]}
+    if isinstance(obj, list):
+        return [encode_state(v, tensors, f"{where}[{i}]") for i, v in enumerate(obj)]
+    if type(obj) is tuple:
+        items = [encode_state(v, tensors, f"{where}[{i}]") for i, v in enumerate(obj)]
+        return tuple(items) if tensors else {_TAG: "tuple", "items": items}
+    if isinstance(obj, (set, frozenset)):
+        return {_TAG: "frozenset" if isinstance(obj, frozenset) else "set",
+                "items": [encode_state(v, tensors, f"{where} item") for v in sorted(obj, key=repr)]}
+    raise TypeError(f"a checkpoint holds tensors and plain data only: {where} is a "
+                    f"{type(obj).__module__}.{type(obj).__qualname__}")
+
+
+def _bytes(data: bytes, tensors: bool) -> Any:
+    if tensors:
+        return data
+    import base64
+
+    return {_TAG: "bytes", "b64": base64.b64encode(data).decode("ascii")}
+
+
+def decode_state(obj: Any) -> Any:
+    """The objects :func:`encode_state` stored (numpy arrays and scalars, tuples, sets...)."""
+    if isinstance(obj, dict):
+        kind = obj.get(_TAG)
+        if kind is None:
+            out = type(obj)((k, decode_state(v)) for k, v in obj.items())
+            meta = getattr(obj, "_metadata", None)
+            if meta is not None:
+                out._metadata = meta
+            return out
+        import numpy as np
+
+        if kind in ("ndarray", "npscalar"):
+            data = decode_state(obj["data"])
+            if not isinstance(data, bytes):
+                raise ValueError(f"a stored {kind} without its bytes")
+            dtype = np.dtype(str(obj["dtype"]))
+            if dtype.hasobject:
+                raise ValueError("a stored numpy object array")
+            if kind == "npscalar":
+                return np.frombuffer(data, dtype=dtype)[0]
+            return np.frombuffer(data, dtype=dtype).reshape([int(n) for n in obj["shape"]]).copy()
+        if kind == "bytes":
+            import base64
+
+            return base64.b64decode(obj["b64"], validate=True)
+        if kind == "tuple":
+            return tuple(decode_state(v) for v in obj["items"])
+        if kind in ("set", "frozenset"):
+            items = (decode_state(v) for v in obj["items"])
+            return set(items) if kind == "set" else frozenset(items)
+        if kind == "dict":
+            return {decode_state(k): decode_state(v) for k, v in obj["items"]}
+        raise ValueError(f"unknown stored kind {kind!r}")
+    if isinstance(obj, list):
+        return [decode_state(v) for v in obj]
+    if type(obj) is tuple:
+        return tuple(decode_state(v) for v in obj)
+    return obj
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -138,16 +260,16 @@ def _checkpoint_temp(path: Path, state: Any, spec_hash: str | None) -> str:
     import io
     import tempfile
 
-    buf = io.BytesIO()
     # a state with tensors comes from a process that has torch; one without
-    # (the placement searches' rows) is pickled, so such jobs start without torch
+    # (the placement searches' rows) is JSON, so such jobs start without torch
     if "torch" in sys.modules:
-        sys.modules["torch"].save(state, buf)
+        buf = io.BytesIO()
+        sys.modules["torch"].save(encode_state(state, tensors=True), buf)
+        payload = buf.getbuffer()
         fmt = "torch"
     else:
-        pickle.dump(state, buf, protocol=pickle.HIGHEST_PROTOCOL)
-        fmt = "pickle"
-    payload = buf.getbuffer()
+        payload = json.dumps(encode_state(state, tensors=False)).encode()
+        fmt = "json"
     header = {"sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload),
               "format": fmt, "spec_hash": spec_hash}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,12 +306,12 @@ def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = 
     """Write ``state`` to ``path`` with a header carrying the SHA-256 of its content.
 
     The layout is a magic line, a one-line JSON header (``sha256``, ``bytes``,
-    ``format``, ``spec_hash``) and the payload (``torch.save``'s bytes, or a
-    pickle in a process without torch).  The bytes go to a temporary file in
-    the same folder, are fsync'ed, and only then is the file renamed into place
-    (and the folder fsync'ed), so a kill at any instant leaves the old file or
-    the new one, never a half-written one under the final name.  With
-    ``keep_previous``, the file replaced is renamed there first."""
+    ``format``, ``spec_hash``) and the payload: ``torch.save``'s bytes of the state as
+    tensors and plain data (:func:`encode_state`), or JSON in a process without torch.
+    The bytes go to a temporary file in the same folder, are fsync'ed, and only then is
+    the file renamed into place (and the folder fsync'ed), so a kill at any instant
+    leaves the old file or the new one, never a half-written one under the final name.
+    With ``keep_previous``, the file replaced is renamed there first."""
     from .runtime.deadline import deadline_deferred
 
     target = Path(path)
@@ -205,30 +327,53 @@ def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = 
                 os.unlink(tmp_name)
 
 
-def read_checkpoint_file(path: str | Path) -> tuple[dict, Any]:
+def _refuse_old(path: Path) -> CheckpointRefused:
+    prev = path.with_name(path.name + ".prev") if not path.name.endswith(".prev") else path
+    return CheckpointRefused(
+        f"checkpoint {path} was written by an older distlab as a pickle, which loading could run "
+        f"code from: not loaded. To rerun that run from scratch, delete it (rm -f {path} {prev}) "
+        f"and run again")
+
+
+def read_checkpoint_file(path: str | Path, spec_hash: str | None = None) -> tuple[dict, Any]:
     """The header and the state of a checkpoint written by :func:`write_checkpoint_file`.
 
-    Raises :class:`CheckpointDamaged` (with a short reason) when the file lacks
-    the header, is shorter or longer than the header says, its checksum does not
-    match, or its verified payload still does not load."""
+    Nothing in the file can run code: the header is JSON; with ``spec_hash`` given, a
+    header of another spec raises :class:`SpecMismatch` before the payload is read; the
+    payload is loaded with ``torch.load(weights_only=True)`` (tensors and plain data) or as
+    JSON.  Raises :class:`CheckpointRefused` for an older version's pickled checkpoint, and
+    :class:`CheckpointDamaged` (with a short reason) when the file lacks the header, is
+    shorter or longer than the header says, its checksum does not match, or its verified
+    payload still does not load (a forged pickle among them)."""
     import hashlib
 
-    data = Path(path).read_bytes()
-    if not data.startswith(CHECKPOINT_MAGIC):
-        if len(data) < len(CHECKPOINT_MAGIC) and CHECKPOINT_MAGIC.startswith(data):
-            raise CheckpointDamaged(f"truncated to {len(data)} bytes, inside its header")
-        raise CheckpointDamaged("no distlab checkpoint header (damaged, or written without a checksum "
-                                "by an older version)")
-    rest = data[len(CHECKPOINT_MAGIC):]
-    line, sep, payload = rest.partition(b"\n")
-    if not sep:
-        raise CheckpointDamaged(f"truncated to {len(data)} bytes, inside its header")
-    try:
-        header = json.loads(line)
-        expected, size = str(header["sha256"]), int(header["bytes"])
-        fmt = header.get("format", "torch")
-    except (ValueError, KeyError, TypeError) as e:
-        raise CheckpointDamaged(f"unreadable header ({type(e).__name__})") from None
+    path = Path(path)
+    with open(path, "rb") as f:
+        head = f.read(len(CHECKPOINT_MAGIC) + HEADER_MAX + 1)
+        if any(head.startswith(m) for m in OLD_MAGICS):
+            raise _refuse_old(path)
+        if not head.startswith(CHECKPOINT_MAGIC):
+            if len(head) < len(CHECKPOINT_MAGIC) and CHECKPOINT_MAGIC.startswith(head):
+                raise CheckpointDamaged(f"truncated to {len(head)} bytes, inside its header")
+            raise CheckpointDamaged("no distlab checkpoint header (damaged, or not a distlab "
+                                    "checkpoint)")
+        line, sep, _ = head[len(CHECKPOINT_MAGIC):].partition(b"\n")
+        if not sep:
+            if len(head) > len(CHECKPOINT_MAGIC) + HEADER_MAX:
+                raise CheckpointDamaged(f"header longer than {HEADER_MAX} bytes")
+            raise CheckpointDamaged(f"truncated to {len(head)} bytes, inside its header")
+        try:
+            header = json.loads(line)
+            expected, size = str(header["sha256"]), int(header["bytes"])
+            fmt = header.get("format", "torch")
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise CheckpointDamaged(f"unreadable header ({type(e).__name__})") from None
+        if spec_hash is not None and header.get("spec_hash") != spec_hash:
+            raise SpecMismatch(str(header.get("spec_hash")))
+        if fmt not in ("torch", "json"):
+            raise CheckpointDamaged(f"unknown payload format {str(fmt)[:20]!r}")
+        f.seek(len(CHECKPOINT_MAGIC) + len(line) + 1)
+        payload = f.read()
     if len(payload) != size:
         how = "truncated" if len(payload) < size else "longer than written"
         raise CheckpointDamaged(f"{how}: {len(payload)} of {size} payload bytes")
@@ -241,11 +386,12 @@ def read_checkpoint_file(path: str | Path) -> tuple[dict, Any]:
 
             import torch
 
-            state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=False)
+            raw = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
         else:
-            state = pickle.loads(payload)
+            raw = json.loads(payload)
+        state = decode_state(raw)
     except Exception as e:  # noqa: BLE001 - the checksum held, the content still does not load
-        raise CheckpointDamaged(f"checksum verified but it does not load: "
+        raise CheckpointDamaged(f"checksum verified but it does not load as tensors and plain data: "
                                 f"{type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}") from None
     return header, state
 
@@ -263,6 +409,9 @@ class Checkpointer:
       truncated checkpoint is named in one log line and set aside as
       ``<name>.corrupt`` (never resumed); the run then continues from the
       previous good checkpoint, or from scratch when there is none.
+    * A checkpoint holds tensors and plain data only (:func:`encode_state`) and loads
+      without unpickling code; an older version's pickled checkpoint is refused
+      (:class:`CheckpointRefused`, one line saying how to rerun from scratch).
     * A checkpoint carries the hash of the run spec that wrote it: ``load()``
       refuses one written under another spec (it is deleted and the run starts
       from scratch, with a log line), so a run killed and rerun after a config
@@ -292,17 +441,16 @@ class Checkpointer:
 
     def _read(self, path: Path) -> dict | None:
         try:
-            header, state = read_checkpoint_file(path)
+            header, state = read_checkpoint_file(path, self.spec_hash)
         except FileNotFoundError:
+            return None
+        except SpecMismatch as e:
+            log.warning("checkpoint %s was written under another run spec (%s, now %s): "
+                        "discarded, starting from scratch", path, e, self.spec_hash)
+            path.unlink(missing_ok=True)
             return None
         except CheckpointDamaged as e:
             self._set_aside(path, str(e))
-            return None
-        written = header.get("spec_hash")
-        if self.spec_hash is not None and written != self.spec_hash:
-            log.warning("checkpoint %s was written under another run spec (%s, now %s): "
-                        "discarded, starting from scratch", path, written, self.spec_hash)
-            path.unlink(missing_ok=True)
             return None
         if not isinstance(state, dict):
             self._set_aside(path, f"holds a {type(state).__name__}, not a run state")
