@@ -85,6 +85,29 @@ def _strict_validator(schema_dir: Path) -> jsonschema.protocols.Validator:
     return strict_validator_class()(main, registry=registry)
 
 
+def foreign_file_errors(config_files, schema_dir: str | Path) -> list[str]:
+    """A file none of whose top-level keys is a setting of this workflow (a link to some other
+    file, ``/etc/shadow`` say) is not a config file: one line naming it, and none of its text
+    (its keys would otherwise be quoted back as unknown settings)."""
+    from .yamlio import load_file_bounded
+
+    try:
+        main = yaml.safe_load((Path(schema_dir) / "config.schema.yaml").read_text(encoding="utf-8"))
+        known = set(main.get("properties", {}))
+    except (OSError, yaml.YAMLError, AttributeError):
+        return []
+    out = []
+    for path in config_files:
+        try:
+            data = load_file_bounded(path)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue  # named by duplicate_key_errors
+        if isinstance(data, Mapping) and data and not any(k in known for k in data):
+            out.append(f"{path}: none of its {len(data)} top-level key(s) is a setting of this workflow "
+                       f"(not a config file?); its text is not shown")
+    return out
+
+
 def _key(path) -> str:
     return ".".join(str(p) for p in path) or "(top level)"
 
@@ -126,21 +149,32 @@ def schema_errors(config: Mapping[str, Any], schema_dir: str | Path) -> list[str
 def duplicate_key_errors(path: str | Path) -> list[str]:
     """Keys that appear twice in one mapping of a YAML file, at any level, one line each
     (``file:line: key ...``); a file that is not valid YAML gives one line too."""
+    from .yamlio import YamlLimitError, check_yaml_limits, read_yaml_text, yaml_error_line
+
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        text = read_yaml_text(path)
+        check_yaml_limits(text, name)
+        root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except YamlLimitError as e:
+        return [str(e)]
     except OSError as e:
         return [f"{name}: cannot be read ({e.strerror or e})"]
-    except yaml.YAMLError as e:
-        return [f"{name}: not valid YAML: {' '.join(str(e).split())}"]
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        return [f"{name}: not valid YAML: {yaml_error_line(e)}"]
     out: list[str] = []
 
-    def walk(node, keys: tuple) -> None:
+    # each node once: an alias's target was walked where it was defined (the caps above bound it)
+    todo, done = [(root, ())], set()
+    while todo:
+        node, keys = todo.pop()
+        if id(node) in done:
+            continue
+        done.add(id(node))
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}
             for knode, vnode in node.value:
-                k = knode.value if isinstance(knode, yaml.ScalarNode) else str(knode)
+                k = knode.value if isinstance(knode, yaml.ScalarNode) else "<complex key>"
                 line = knode.start_mark.line + 1
                 if k == "<<":
                     continue
@@ -149,13 +183,10 @@ def duplicate_key_errors(path: str | Path) -> list[str]:
                                f"YAML would keep the last value silently")
                 else:
                     seen[k] = line
-                walk(vnode, keys + (k,))
+                todo.append((vnode, keys + (k,)))
         elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, keys + (i,))
-
-    walk(root, ())
-    return out
+            todo.extend((item, keys + (i,)) for i, item in enumerate(node.value))
+    return sorted(out, key=lambda line: int(line.rsplit("(lines ", 1)[1].split()[0]))
 
 
 def check_straggler(errors: list[str], key: str, straggler: Mapping | None, n: int) -> None:
@@ -277,7 +308,24 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
 
     ``config_files``: the YAML files the configuration was read from, checked for
     duplicate keys (a loader keeps the last value silently)."""
+    from .yamlio import YamlLimitError, check_tree_limits, check_yaml_limits, read_yaml_text
+
     errors: list[str] = []
+    for path in config_files:  # the caps first: nothing below walks a file or config over them
+        try:
+            check_yaml_limits(read_yaml_text(path), str(path))
+        except YamlLimitError as e:
+            errors.append(str(e))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            pass  # named by duplicate_key_errors below
+    try:
+        check_tree_limits(config)
+    except YamlLimitError as e:
+        errors.append(str(e))
+    if not errors and config_files:
+        errors = foreign_file_errors(config_files, schema_dir)
+    if errors:
+        return errors
     for path in config_files:
         errors += bounds.config_file_errors(path) + duplicate_key_errors(path)
     names = _dataset_name_errors(config)

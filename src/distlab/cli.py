@@ -269,6 +269,7 @@ def cmd_check_config(a: argparse.Namespace) -> int:
     from snakemake.utils import update_config
 
     from .checks import config_errors
+    from .yamlio import YamlLimitError, load_file_bounded, yaml_error_line
 
     root = Path(a.root)
     base = root / "config" / "config.yaml"
@@ -281,9 +282,15 @@ def cmd_check_config(a: argparse.Namespace) -> int:
             problems.append(f"{name}: no such file")
             continue
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as e:
-            problems.append(f"{name}: not valid YAML ({' '.join(str(e).split())[:160]})")
+            data = load_file_bounded(path)
+        except YamlLimitError as e:
+            problems.append(str(e))
+            continue
+        except OSError as e:
+            problems.append(f"{name}: cannot be read ({e.strerror or e})")
+            continue
+        except (yaml.YAMLError, UnicodeDecodeError) as e:  # its place, never the file's lines
+            problems.append(f"{name}: not valid YAML ({yaml_error_line(e)[:160]})")
             continue
         if data is None:
             problems.append(f"{name}: empty or comments only; a config file holds keys at its top level, "
@@ -294,7 +301,11 @@ def cmd_check_config(a: argparse.Namespace) -> int:
         else:
             loaded.append(data)
     if not problems:
-        config = yaml.safe_load(base.read_text(encoding="utf-8"))
+        from .checks import foreign_file_errors
+
+        problems = foreign_file_errors([Path(n) for n in a.configfiles], root / "workflow" / "schemas")
+    if not problems:
+        config = load_file_bounded(base)
         for data in loaded:
             update_config(config, data)  # Snakemake's own merge of --configfile over configfile:
         problems = config_errors(config, root / "workflow" / "schemas", root / "config" / "claims.yaml",
