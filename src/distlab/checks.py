@@ -164,29 +164,37 @@ def duplicate_key_errors(path: str | Path) -> list[str]:
         return [f"{name}: not valid YAML: {yaml_error_line(e)}"]
     out: list[str] = []
 
-    # each node once: an alias's target was walked where it was defined (the caps above bound it)
-    todo, done = [(root, ())], set()
+    # in document order, each node once (an alias's target was walked where it was defined;
+    # the caps above bound the rest), without recursion
+    todo: list = [(root, ())]
+    done: set[int] = set()
     while todo:
-        node, keys = todo.pop()
+        item = todo.pop()
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        node, keys = item
         if id(node) in done:
             continue
         done.add(id(node))
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}
+            then: list = []
             for knode, vnode in node.value:
                 k = knode.value if isinstance(knode, yaml.ScalarNode) else "<complex key>"
                 line = knode.start_mark.line + 1
                 if k == "<<":
                     continue
                 if k in seen:
-                    out.append(f"{_key(keys + (k,))}: duplicate key {k!r} in {name} (lines {seen[k]} and {line}); "
-                               f"YAML would keep the last value silently")
+                    then.append(f"{_key(keys + (k,))}: duplicate key {k!r} in {name} (lines {seen[k]} and "
+                                f"{line}); YAML would keep the last value silently")
                 else:
                     seen[k] = line
-                todo.append((vnode, keys + (k,)))
+                then.append((vnode, keys + (k,)))
+            todo.extend(reversed(then))
         elif isinstance(node, yaml.SequenceNode):
-            todo.extend((item, keys + (i,)) for i, item in enumerate(node.value))
-    return sorted(out, key=lambda line: int(line.rsplit("(lines ", 1)[1].split()[0]))
+            todo.extend(reversed([(item, keys + (i,)) for i, item in enumerate(node.value)]))
+    return out
 
 
 def check_straggler(errors: list[str], key: str, straggler: Mapping | None, n: int) -> None:
