@@ -334,8 +334,19 @@ def cmd_forkserver(a: argparse.Namespace) -> int:
     return serve(cmd, main, modules, a.socket)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A usage mistake is the error contract's one line (``distlab: <command>: <what>``) and exit
+    status 2, not argparse's usage block first; ``--help`` still shows the usage."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        cmd = self.prog.split(" ", 1)[1] if " " in self.prog else ""
+        print(f"{PREFIX}: {cmd + ': ' if cmd else ''}{' '.join(message.split())} "
+              f"(see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="distlab", description=__doc__,
+    p = OneLineParser(prog="distlab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-v", "--verbose", action="store_true")
     sub = p.add_subparsers(dest="command", required=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import importlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,84 @@ from . import costs, graphs
 from .problem import Problem
 
 SEARCHED = ("random", "rnn", "placeto", "hsdag", "hsdag_corrected")
+METHODS = ("cpu_only", "gpu_only", "heft", *SEARCHED)   # --method's choices and --help's list
+DEFAULT_TIMEOUT_S = 300.0     # the user's factory, and each pass of its forward, at most this long
+MAX_INPUT_BYTES = 2 * 2**30   # an example input's size: a batch of 1e11 is refused, not allocated
+MAX_BUDGET = 1_000_000        # simulator evaluations of one search
+
+
+class _UserCodeTimeout(BaseException):
+    """The user's code ran past its time (a BaseException: its own ``except Exception`` does not
+    swallow it)."""
+
+
+def run_user_code(fn, what: str, timeout_s: float | None = DEFAULT_TIMEOUT_S):
+    """``fn()``, the user's code, within ``timeout_s`` wall seconds (SIGALRM, main thread only);
+    its exception, a ``sys.exit`` or running past the time is one :class:`ModelError` line naming
+    ``what`` and where in the user's code it happened."""
+    import signal
+    import threading
+
+    timed = bool(timeout_s) and timeout_s > 0 and threading.current_thread() is threading.main_thread()
+
+    def on_alarm(signum, frame):  # noqa: ARG001
+        raise _UserCodeTimeout()
+
+    old = signal.signal(signal.SIGALRM, on_alarm) if timed else None
+    if timed:
+        signal.setitimer(signal.ITIMER_REAL, float(timeout_s))
+    try:
+        return fn()
+    except _UserCodeTimeout:
+        raise ModelError(f"{what} ran past {timeout_s:g} s and was stopped (--timeout-s; an endless "
+                         f"loop?)") from None
+    except SystemExit as e:
+        raise ModelError(f"{what} called sys.exit({e.code!r}) at {_where(e)}; it must return, "
+                         f"not exit") from None
+    except ModelError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's code: one line, its error named
+        raise ModelError(f"{what} failed at {_where(e)}: {type(e).__name__}: {_first_line(e)}") from None
+    finally:
+        if timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+
+
+def build_model(factory, ref: str, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> torch.nn.Module:
+    """The factory's model, called under :func:`run_user_code`; anything but an ``nn.Module``
+    (None, 42, a tuple) is a :class:`ModelError`."""
+    model = run_user_code(factory, f"--model {ref}: the factory", timeout_s)
+    if not isinstance(model, torch.nn.Module):
+        raise ModelError(f"--model {ref}: the factory returned a {type(model).__name__}, not a "
+                         f"torch.nn.Module; return the model itself")
+    return model
+
+
+def check_pair(pair: Any) -> dict[str, Any]:
+    """``pair`` as the config's ``placement.pairs`` entries must be (its schema and the
+    placement checks); a :class:`ModelError` line naming the first problem otherwise."""
+    import jsonschema
+    import yaml
+
+    from . import spec as pspec
+
+    root = Path(__file__).resolve().parents[3]
+    schema = yaml.safe_load((root / "workflow" / "schemas" / "placement.schema.yaml").read_text(encoding="utf-8"))
+    validator = jsonschema.Draft7Validator({"definitions": schema["definitions"],
+                                            "$ref": "#/definitions/pair"})
+    errs = sorted(validator.iter_errors(pair), key=lambda e: list(map(str, e.absolute_path)))
+    if errs:
+        e = errs[0]
+        where = ".".join(map(str, e.absolute_path)) or "(top level)"
+        raise ModelError(f"--pair: {where}: {' '.join(e.message.split())[:200]} (a pair is "
+                         f'{{"devices": [2 to 8 devices], "link": {{"gbps", "latency_us"}}}}, '
+                         f"as config/config.yaml's placement.pairs)")
+    rules = [e for e in pspec.check({"placement": {"pairs": {"user": pair}, "default_pair": "user"}})
+             if e.startswith("placement.pairs.user")]
+    if rules:
+        raise ModelError("--pair: " + rules[0].replace("placement.pairs.user.", ""))
+    return pair
 
 
 def default_pair() -> dict[str, Any]:
@@ -130,18 +209,31 @@ class Placed:
 def place(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], method: str = "heft",
           pair: dict[str, Any] | None = None, budget: int = 200, seed: int = 0,
           options: dict[str, Any] | None = None, repeats: int = 5, order: str = "rank",
-          cuda_available: bool | None = None) -> Placed:
+          cuda_available: bool | None = None, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> Placed:
     """Place ``model`` (evaluated on ``example_inputs``) on a device pair with ``method``
     (``cpu_only``, ``gpu_only``, ``heft`` or a searched method with ``budget`` simulator
-    evaluations; a learner takes ``options``, defaulting to the config's)."""
+    evaluations; a learner takes ``options``, defaulting to the config's).  The model's forward
+    runs under ``timeout_s`` (each pass; profiling's rounds together get ``repeats + 1`` times it);
+    a bad method, budget or pair, or a forward that fails, is one :class:`ModelError` line."""
+    if method not in METHODS:
+        raise ModelError(f"--method: {method!r} is not a method; choose one of {', '.join(METHODS)}")
+    if method in SEARCHED and not (isinstance(budget, int) and 1 <= budget <= MAX_BUDGET):
+        raise ModelError(f"--budget: {budget!r} simulator evaluations; give a whole number from 1 to {MAX_BUDGET:,}")
+    if not isinstance(model, torch.nn.Module):
+        raise ModelError(f"the model is a {type(model).__name__}, not a torch.nn.Module")
     model = model.eval()
     if not isinstance(example_inputs, tuple):
         example_inputs = (example_inputs,)
-    pair = pair or default_pair()
-    gm = trace(model)
+    pair = check_pair(pair or default_pair())
+    gm = run_user_code(lambda: trace(model), f"tracing {type(model).__name__}'s forward", timeout_s)
+    shapes = " and ".join("x".join(map(str, x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__
+                          for x in example_inputs)
     with torch.no_grad():
-        graph = graphs.extract_module(gm, example_inputs, {"name": type(model).__name__})
-        prof = costs.profile_module(gm, example_inputs, repeats=repeats, warmup=1)
+        graph = run_user_code(lambda: graphs.extract_module(gm, example_inputs, {"name": type(model).__name__}),
+                              f"{type(model).__name__}'s forward on inputs of shape {shapes}", timeout_s)
+        prof = run_user_code(lambda: costs.profile_module(gm, example_inputs, repeats=repeats, warmup=1),
+                             f"profiling {type(model).__name__}'s operators on inputs of shape {shapes}",
+                             timeout_s * max(1, repeats + 1) if timeout_s else timeout_s)
     det = method in ("cpu_only", "gpu_only", "heft")
     problem = Problem.build(graph, pair, np.asarray(prof["seconds"]), 1 if det else budget, order=order)
     spec = {"algo": "hsdag" if method.startswith("hsdag") else method, "options": _options(method, options),
@@ -200,6 +292,8 @@ def load_factory(ref: str):
             obj = importlib.import_module(mod)
     except ModelError:
         raise
+    except SystemExit as e:
+        raise ModelError(f"--model: importing {mod} called sys.exit({e.code!r}) at {_where(e)}") from None
     except ModuleNotFoundError as e:
         hint = ("write path/to/file.py:factory for a file, or put its package on PYTHONPATH"
                 if e.name == mod.split(".")[0] else "install the module it imports")
@@ -249,11 +343,29 @@ def trace(model: torch.nn.Module) -> fx.GraphModule:
 
 def example_inputs(shapes: list[str], dtypes: list[str] | None = None, high: int = 2) -> tuple[torch.Tensor, ...]:
     """Random example inputs from ``1,3,224,224``-style shapes (integer dtypes draw from [0, high))."""
+    if not isinstance(high, int) or high < 1:
+        raise ModelError(f"--input-high: {high!r}; integer inputs are drawn from [0, high): give a whole number >= 1")
+    if dtypes and len(dtypes) > len(shapes):
+        raise ModelError(f"--input-dtype: {len(dtypes)} dtypes for {len(shapes)} input shape(s)")
     g = torch.Generator().manual_seed(0)
     out = []
     for i, s in enumerate(shapes):
-        shape = tuple(int(x) for x in s.split(","))
-        dt = getattr(torch, (dtypes or [])[i] if dtypes and i < len(dtypes) else "float32")
+        try:
+            shape = tuple(int(x) for x in str(s).split(","))
+        except ValueError:
+            raise ModelError(f"--input-shape: {s!r} is not a shape; write whole numbers separated by "
+                             f"commas, e.g. 1,3,224,224") from None
+        if not shape or any(n < 1 for n in shape):
+            raise ModelError(f"--input-shape: {s!r}: every size must be at least 1")
+        name = dtypes[i] if dtypes and i < len(dtypes) else "float32"
+        dt = getattr(torch, name, None) if isinstance(name, str) and not name.startswith("_") else None
+        if not isinstance(dt, torch.dtype):
+            raise ModelError(f"--input-dtype: {name!r} is not a torch dtype; write e.g. float32, int64")
+        nbytes = math.prod(shape) * dt.itemsize
+        if nbytes > MAX_INPUT_BYTES:
+            raise ModelError(f"--input-shape: {s!r} is {nbytes / 2**30:,.1f} GiB of {name}, over the limit of "
+                             f"{MAX_INPUT_BYTES / 2**30:g} GiB for an example input; a batch of 1 shows the "
+                             f"placement")
         out.append(torch.randint(0, high, shape, generator=g, dtype=dt) if not dt.is_floating_point
                    else torch.randn(shape, generator=g, dtype=dt))
     return tuple(out)

@@ -118,18 +118,23 @@ def cmd_place(a):
 
     torch.set_num_threads(1)
     try:
-        model = api.load_factory(a.model)()
         inputs = api.example_inputs(a.input_shape, a.input_dtype, a.input_high)
-        pair = api.default_pair() if a.pair is None else a.pair
+        pair = api.default_pair() if a.pair is None else api.check_pair(a.pair)
+        model = api.build_model(api.load_factory(a.model), a.model, a.timeout_s)
         placed = api.place(model, inputs, method=a.method, pair=pair, budget=a.budget, seed=a.seed,
-                           repeats=a.repeats)
+                           repeats=a.repeats, timeout_s=a.timeout_s)
+        with torch.no_grad():
+            ref = api.run_user_code(lambda: model(*inputs), f"{a.model}: the model's forward", a.timeout_s)
+            got = api.run_user_code(lambda: placed.module(*inputs), f"{a.model}: the placed model's forward",
+                                    a.timeout_s)
     except api.ModelError as e:
-        print(f"distlab: {a.model}: {e}" if not str(e).startswith("--model") else f"distlab: {e}",
-              file=sys.stderr)
+        print(f"distlab: {e}" if str(e).startswith("--") else f"distlab: {a.model}: {e}", file=sys.stderr)
         return 2
-    placed.save(a.out)
-    with torch.no_grad():
-        ref, got = model(*inputs), placed.module(*inputs)
+    try:
+        placed.save(a.out)
+    except OSError as e:
+        print(f"distlab: --out {a.out}: cannot be written ({e.strerror or e})", file=sys.stderr)
+        return 2
     same = all(torch.allclose(x, y, rtol=1e-5, atol=1e-6) for x, y in
                zip(torch.utils._pytree.tree_leaves(ref), torch.utils._pytree.tree_leaves(got)))
     counts = {d: list(placed.placement.values()).count(d) for d in dict.fromkeys(placed.placement.values())}
@@ -137,6 +142,32 @@ def cmd_place(a):
           f"{placed.latency_s * 1e3:.3f} ms; torch devices {placed.torch_devices}; "
           f"placed output {'equals' if same else 'DIFFERS FROM'} the original's; wrote {a.out}")
     return 0 if same else 1
+
+
+def _whole(low: int, high: int | None = None):
+    """argparse ``type=``: a whole number in [low, high] (a usage error names the range)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if v < low or (high is not None and v > high):
+            raise argparse.ArgumentTypeError(f"{v} is out of range: give {low} to {high:,}" if high is not None
+                                             else f"{v} is out of range: give at least {low}")
+        return v
+    return parse
+
+
+def _seconds(text: str) -> float:
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive number of seconds")
+    return v
 
 
 @_guard
@@ -151,16 +182,25 @@ def cmd_space(a):
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    # the lists --help shows, without importing torch (api.py imports it): kept equal by a test
+    METHODS = ("cpu_only", "gpu_only", "heft", "random", "rnn", "placeto", "hsdag", "hsdag_corrected")
+    DEFAULT_TIMEOUT_S, MAX_BUDGET = 300.0, 1_000_000
     q = sub.add_parser("place", help="place your own model (path/to/file.py:factory or package.module:factory) on a device pair")
     q.add_argument("--model", required=True, help="path/to/file.py:factory or package.module:factory; the factory returns an nn.Module")
     q.add_argument("--input-shape", nargs="+", required=True, help="one per input, e.g. 1,3,224,224")
     q.add_argument("--input-dtype", nargs="+", default=None, help="torch dtype per input (default float32)")
-    q.add_argument("--input-high", type=int, default=2, help="integer inputs are drawn from [0, high)")
-    q.add_argument("--method", default="heft", help="cpu_only, gpu_only, heft, random, rnn, placeto, hsdag, hsdag_corrected")
+    q.add_argument("--input-high", type=_whole(1), default=2, help="integer inputs are drawn from [0, high)")
+    q.add_argument("--method", default="heft", choices=METHODS, metavar="METHOD",
+                   help=f"one of {', '.join(METHODS)} (default heft)")
     q.add_argument("--pair", type=json_arg, default=None, help="a device pair as JSON (default: the config's default pair)")
-    q.add_argument("--budget", type=int, default=200)
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--repeats", type=int, default=5, help="profiling rounds per operator")
+    q.add_argument("--budget", type=_whole(1, MAX_BUDGET), default=200,
+                   help="simulator evaluations of a searched method (default 200)")
+    q.add_argument("--seed", type=_whole(0, 2**32 - 1), default=0)
+    q.add_argument("--repeats", type=_whole(1, 1000), default=5, help="profiling rounds per operator")
+    q.add_argument("--timeout-s", type=_seconds, default=DEFAULT_TIMEOUT_S,
+                   help=f"the factory, and each pass of the model's forward, is stopped after this many "
+                        f"seconds (default {DEFAULT_TIMEOUT_S:g}; profiling's rounds together get "
+                        f"repeats + 1 times it)")
     q.add_argument("--out", type=Path, required=True, help="the name -> device JSON")
     q.set_defaults(func=cmd_place)
 
