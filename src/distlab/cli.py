@@ -211,10 +211,13 @@ def cmd_summarize(a: argparse.Namespace) -> int:
     from .runs import write_csv
     from .summarize import collect
 
+    from .tables import write_table_record
+
     runs = [Path(p) for p in a.runs]
     steps, summary = collect(runs)
     write_csv(steps, a.steps_out)
     write_csv(summary, a.summary_out)
+    write_table_record(a.summary_out, summary, runs)  # readers check it (tables.read_table_checked)
     return 0
 
 

@@ -31,6 +31,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from .data.errors import DataError, one_line
 from .runs import provenance
 
 SETTING_KEYS = ("experiment", "group", "scheme", "method", "backend", "n", "n_workers", "s",
@@ -64,12 +65,11 @@ def write_table_file(df: pd.DataFrame, path: str | Path) -> None:
 
 
 def read_table_file(path: str | Path) -> pd.DataFrame:
-    suffix = Path(path).suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path)
-    if suffix == ".csv":
-        return pd.read_csv(path)
-    raise ValueError(f"cannot read {path}: expected .csv or .parquet")
+    """A table by suffix, checked as :func:`distlab.tables.read_table_checked` checks it (a
+    truncated CSV, or one that no longer matches its record, is a one-line error)."""
+    from .tables import read_table_checked
+
+    return read_table_checked(path)
 
 
 def steps_to_threshold_ma(loss: np.ndarray, threshold: float, window: int) -> int | None:
@@ -134,17 +134,61 @@ def summarize_run(metrics: pd.DataFrame, manifest: dict) -> dict:
     return row
 
 
+class ResultError(DataError):
+    """A run's or a table's files are missing, truncated or not what their writer wrote; the
+    message is one line naming the file and how to make it again."""
+
+
+METRICS_COLUMNS = ("step", "time", "step_time", "loss", "bytes")
+
+
+def read_run(d: str | Path) -> tuple[dict, pd.DataFrame]:
+    """A finished run's manifest and metrics, checked: both files there, the manifest a JSON
+    object with its spec, the metrics complete (ending in a newline: a file cut mid-line is
+    refused, not read with its last row half empty) with their columns and at least one row.
+    Raises :class:`ResultError` naming the file."""
+    d = Path(d)
+    if d.name == "manifest.json":
+        d = d.parent
+    fix = f"rerun the run (snakemake --forcerun the rule that writes {d})"
+    mpath, cpath = d / "manifest.json", d / "metrics.csv"
+    if not d.is_dir():
+        raise ResultError(f"{d}: the run folder is missing (deleted?); {fix}")
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ResultError(f"{mpath}: missing: the run did not finish (a run writes its manifest last); "
+                          f"{fix}") from None
+    except (OSError, ValueError) as e:
+        raise ResultError(f"{mpath}: unreadable ({one_line(e)[:120]}); {fix}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("spec"), dict) \
+            or "clock" not in manifest or "backend" not in manifest:
+        raise ResultError(f"{mpath}: not a run manifest (no spec, clock or backend); {fix}")
+    try:
+        raw = cpath.read_bytes()
+    except FileNotFoundError:
+        raise ResultError(f"{cpath}: missing beside its manifest; {fix}") from None
+    if not raw.endswith(b"\n"):
+        raise ResultError(f"{cpath}: truncated ({len(raw)} bytes, its last line unfinished); {fix}")
+    try:
+        metrics = pd.read_csv(cpath, dtype={"received": str})
+    except (ValueError, pd.errors.ParserError) as e:
+        raise ResultError(f"{cpath}: unreadable ({one_line(e)[:120]}); {fix}") from None
+    missing = [c for c in METRICS_COLUMNS if c not in metrics.columns]
+    if missing:
+        raise ResultError(f"{cpath}: no column(s) {', '.join(missing)}; {fix}")
+    if metrics.empty:
+        raise ResultError(f"{cpath}: no rows; {fix}")
+    return manifest, metrics
+
+
 def collect(run_dirs: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     steps, runs = [], []
     for d in run_dirs:
-        d = Path(d)
-        if d.name == "manifest.json":
-            d = d.parent
-        manifest = json.loads((d / "manifest.json").read_text())
-        metrics = pd.read_csv(d / "metrics.csv", dtype={"received": str})
+        manifest, metrics = read_run(d)
         settings = settings_of(manifest["spec"])
         steps.append(metrics.assign(**{k: v for k, v in settings.items() if k not in metrics}))
         runs.append(summarize_run(metrics, manifest))
     if not runs:
-        raise ValueError("no run directories given")
+        raise ResultError("no run directories given")
     return pd.concat(steps, ignore_index=True), pd.DataFrame(runs)

@@ -84,6 +84,81 @@ def write_table(
         atomic_write_text(md_path, markdown_table(df, floatfmt))
 
 
+RECORD_SUFFIX = ".record.json"
+
+
+def record_path(path: str | os.PathLike[str]) -> Path:
+    """Where the record of a summary table lies: beside it, ``<name>.record.json``."""
+    p = Path(path)
+    return p.with_name(p.name + RECORD_SUFFIX)
+
+
+def write_table_record(path: str | os.PathLike[str], df: pd.DataFrame, runs: list[str | os.PathLike[str]]) -> None:
+    """Record what a summary table at ``path`` holds: its SHA-256, rows, columns and the run
+    folders it summarises, so a reader notices a table cut short, edited or rewritten partly,
+    and a run that has vanished since (:func:`read_table_checked`)."""
+    import hashlib
+    import json
+
+    data = Path(path).read_bytes()
+    record = {"sha256": hashlib.sha256(data).hexdigest(), "rows": int(len(df)),
+              "columns": [str(c) for c in df.columns], "runs": [str(r) for r in runs]}
+    atomic_write_text(record_path(path), json.dumps(record, indent=1) + "\n")
+
+
+def table_errors(path: str | os.PathLike[str]) -> list[str]:
+    """What is wrong with a table a rule reads, one line each naming the file: missing; a CSV
+    whose last line is unfinished (cut mid-line); with a record (:func:`write_table_record`),
+    content that is not what was written (rows, columns, checksum) or a run folder it
+    summarises that is gone."""
+    import hashlib
+    import json
+
+    p = Path(path)
+    fix = "rerun the rule that writes it (snakemake --forcerun <rule>, or delete it and run again)"
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        return [f"{p}: missing; {fix}"]
+    if p.suffix.lower() == ".csv" and data and not data.endswith(b"\n"):
+        return [f"{p}: truncated ({len(data)} bytes, its last line unfinished); {fix}"]
+    rec_path = record_path(p)
+    if not rec_path.exists():
+        return []
+    try:
+        rec = json.loads(rec_path.read_text(encoding="utf-8"))
+        expected = str(rec["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return [f"{rec_path}: unreadable record of {p}; {fix}"]
+    out = []
+    if hashlib.sha256(data).hexdigest() != expected:
+        n = max(0, data.count(b"\n") - 1)
+        out.append(f"{p}: not the table its rule wrote ({n} rows now, {rec.get('rows')} written; "
+                   f"truncated or edited); {fix}")
+    gone = [r for r in rec.get("runs", []) if not (Path(r) / "manifest.json").is_file()
+            and not (Path(r).name == "manifest.json" and Path(r).is_file())]
+    if gone:
+        out.append(f"{p}: {len(gone)} of the {len(rec.get('runs', []))} runs it summarises are gone "
+                   f"(first: {gone[0]}); rerun them (snakemake --forcerun <rule>) before trusting it")
+    return out
+
+
+def read_table_checked(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """A CSV or parquet table (by suffix) after :func:`table_errors`; its first problem raises
+    :class:`distlab.summarize.ResultError`, one line naming the file."""
+    from .summarize import ResultError
+
+    errs = table_errors(path)
+    if errs:
+        raise ResultError(errs[0])
+    suffix = Path(path).suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return pd.read_parquet(path)
+    if suffix == ".csv":
+        return pd.read_csv(path)
+    raise ResultError(f"cannot read {path}: expected .csv or .parquet")
+
+
 def fmt_ci(est: float, lo: float, hi: float, digits: int = 3) -> str:
     """Format an estimate with its interval, e.g. ``"0.123 [0.100, 0.150]"``.
 
