@@ -240,6 +240,23 @@ def _check_baseline(config: Mapping, errors: list[str]) -> None:
         return
     check_dataset(errors, config, "baseline.dataset", b.get("dataset"), b.get("model"))
     check_workers(errors, "baseline", b, b.get("n_workers", 1))
+    strag = b.get("straggler") or {}
+    if strag.get("model") == "dead":
+        errors.append("baseline.straggler.model: 'dead' cannot run in the baseline: its DGD waits for "
+                      "every worker (a dead one never answers) and the real backends inject no "
+                      "stragglers; use none, exponential, pareto or persistent (P1's schemes tolerate dead workers)")
+
+
+def _check_splits(config: Mapping, errors: list[str]) -> None:
+    """A data set's validation and test fractions leave at least half of it to train on (two
+    fractions under 0.5 each could leave one training sample)."""
+    for name, d in (config.get("datasets") or {}).items():
+        if not isinstance(d, Mapping):
+            continue
+        v, t = d.get("val_fraction", 0.1), d.get("test_fraction", 0.1)
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (v, t)) and v + t > 0.5:
+            errors.append(f"datasets.{name}: val_fraction + test_fraction = {v + t:g} leaves under half "
+                          f"the data to train on; keep their sum at most 0.5")
 
 
 def _check_claims(claims_path: str | Path | None, errors: list[str]) -> None:
@@ -359,6 +376,7 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
     # trips over one adds nothing (the schema's line already names the key)
     cross: list[str] = []
     try:
+        _check_splits(config, cross)
         _check_baseline(config, cross)
     except Exception as e:  # noqa: BLE001
         if not schema:

@@ -496,12 +496,26 @@ class Checkpointer:
             path.unlink(missing_ok=True)
 
 
-class RunRecorder:
-    """Collects metric rows and writes the run's outputs at the end."""
+DIVERGENCE_FACTOR = 10.0  # a training loss this many times its first value: the run diverged
 
-    def __init__(self, out_dir: str | Path, spec: dict, backend: str, clock: str) -> None:
+
+class RunDiverged(SpecError):
+    """A run's training loss became non-finite or rose :data:`DIVERGENCE_FACTOR` times above its
+    first value: the job fails (one line naming the step), so no result of it is graded."""
+
+
+class RunRecorder:
+    """Collects metric rows and writes the run's outputs at the end.
+
+    With ``fail_on_divergence``, a logged ``loss`` that is NaN or infinite, or more than
+    :data:`DIVERGENCE_FACTOR` times the first loss logged, raises :class:`RunDiverged`
+    naming the step (the learning rate is the usual cause): the run writes no manifest."""
+
+    def __init__(self, out_dir: str | Path, spec: dict, backend: str, clock: str,
+                 fail_on_divergence: bool = False) -> None:
         if clock not in ("simulated", "measured"):
             raise ValueError(f"clock must be 'simulated' or 'measured', got {clock!r}")
+        self.fail_on_divergence = fail_on_divergence
         self.out_dir = Path(out_dir)
         self.spec = spec
         self.backend = backend
@@ -512,7 +526,23 @@ class RunRecorder:
         self.extra: dict = {}
 
     def log(self, **row: Any) -> None:
+        if self.fail_on_divergence and "loss" in row:
+            self._check_loss(row)
         self.rows.append(row)
+
+    def _check_loss(self, row: dict) -> None:
+        import math
+
+        loss = float(row["loss"])
+        first = next((float(r["loss"]) for r in self.rows if "loss" in r), loss)
+        step = row.get("step", len(self.rows))
+        lr = self.spec.get("lr")
+        hint = f" (lr {lr:g}: try a smaller one)" if isinstance(lr, (int, float)) else ""
+        if not math.isfinite(loss):
+            raise RunDiverged(f"the run diverged: training loss {loss} at step {step}{hint}; no result written")
+        if math.isfinite(first) and first > 0 and loss > DIVERGENCE_FACTOR * first:
+            raise RunDiverged(f"the run diverged: training loss {loss:.4g} at step {step}, over "
+                              f"{DIVERGENCE_FACTOR:g} times its first value {first:.4g}{hint}; no result written")
 
     def state_dict(self) -> dict:
         return {"rows": list(self.rows), "wall_s": self.wall_s(), "extra": dict(self.extra)}

@@ -84,6 +84,28 @@ COUNT_LIMITS: dict[str, int] = {
 # lists whose length is a count: a job per element
 LIST_LIMITS: dict[str, int] = {"seeds": 100, "parallel_seeds": 100}
 
+# Seeds, wherever they appear: numpy's legacy generators and scikit-learn take a seed below
+# 2**32, and a job may add a small offset to it (the data split's hold-out draws seed + 1),
+# so a seed is at most 2**31 - 1; a larger one was refused by a generator deep in a job.
+SEED_KEYS = ("seed", "seeds", "data_seed", "code_seed", "parallel_seeds")
+SEED_MAX = 2**31 - 1
+
+# Values that set a simulated step's time, by key name: within these ranges every step time
+# is a finite number of seconds (bandwidth 1e-300 B/s made steps of 1e305 s; a straggler
+# mean of 1e308 s overflowed).  Far past any configured value (config/config.yaml: links
+# from 1.25e6 to 5e10 B/s, latencies to 0.1 s, straggler means to 1 s, slowdowns of 4).
+VALUE_RANGES: dict[str, tuple[float, float, str]] = {
+    "bandwidth_Bps": (1.0, 1e15, "bytes per second"),
+    "latency_s": (0.0, 3600.0, "seconds"),
+    "latencies": (0.0, 3600.0, "seconds"),
+    "unit_seconds": (0.0, 3600.0, "seconds"),
+    "slowdown": (1.0, 1e4, "times"),
+}
+# and learning rates: up to 1e6 (configured: 4e-4 to 0.1); past it a float32 step overflows
+VALUE_RANGES["lr"] = (0.0, 1e6, "(a learning rate)")
+STRAGGLER_MODELS = ("none", "exponential", "pareto", "persistent", "dead")
+STRAGGLER_MEAN_MAX = 3600.0
+
 
 
 class SpecError(ValueError):
@@ -174,12 +196,40 @@ def count_errors(config: Any, path: tuple = ()) -> list[str]:
             limit = LIST_LIMITS.get(str(k))
             if limit is not None and isinstance(v, list) and len(v) > limit:
                 out.append(f"{_key(key)}: {len(v):,} entries, past the limit {limit:,}")
+            out += _value_errors(str(k), v, key, config)
             out += count_errors(v, key)
     elif isinstance(config, list):
         for i, v in enumerate(config):
             if isinstance(v, (Mapping, list)):
                 out += count_errors(v, path + (i,))
     return out
+
+
+def _value_errors(k: str, v: Any, key: tuple, parent: Mapping) -> list[str]:
+    """A seed past :data:`SEED_MAX`, a value outside :data:`VALUE_RANGES`, a straggler mean
+    past :data:`STRAGGLER_MEAN_MAX`: one line naming the key."""
+    values = v if isinstance(v, list) else [v]
+    if k in SEED_KEYS:
+        big = [x for x in values if _is_int(x) and x > SEED_MAX]
+        if big:
+            return [f"{_key(key)}: seed {big[0]} is past the largest seed {SEED_MAX:,} (2**31 - 1: the "
+                    f"random generators take seeds below 2**32)"]
+    rng = VALUE_RANGES.get(k)
+    if k == "mean" and parent.get("model") in STRAGGLER_MODELS:
+        rng = (0.0, STRAGGLER_MEAN_MAX, "seconds")
+    if k == "bandwidths" and isinstance(v, Mapping):  # a grid's lo and hi
+        rng, values = VALUE_RANGES["bandwidth_Bps"], [v.get("lo"), v.get("hi")]
+    if rng is not None:
+        lo, hi, unit = rng
+        bad = [x for x in values if isinstance(x, (int, float)) and not isinstance(x, bool)
+               and math.isfinite(x) and not lo <= x <= hi]
+        if bad:
+            if k == "lr":
+                return [f"{_key(key)}: {bad[0]!r} is outside 0 to {hi:g}, the range of learning rates a "
+                        f"run can take without overflowing"]
+            return [f"{_key(key)}: {bad[0]!r} is outside {lo:g} to {hi:g} {unit}, the range in which "
+                    f"a simulated step takes a finite time"]
+    return []
 
 
 def each_seed(spec: dict) -> list[dict]:

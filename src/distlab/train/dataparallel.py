@@ -88,7 +88,8 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
     cluster = SimulatedCluster(n, ComputeModel.from_config(cl["compute"]),
                                NetworkModel(**cl["network"]),
                                StragglerModel.from_config(cl["straggler"], seed))
-    rec = RunRecorder(out_dir, spec, backend=cluster.backend, clock=cluster.clock)
+    rec = RunRecorder(out_dir, spec, backend=cluster.backend, clock=cluster.clock,
+                      fail_on_divergence=True)  # a diverged run fails (runs.RunDiverged)
     runtime = specs.runtime_defaults(runtime)
     ckpt = Checkpointer(out_dir / "checkpoint.pt", spec=spec, **runtime["checkpoint"])
     lr, steps = float(spec["lr"]), int(spec["steps"])
@@ -144,7 +145,7 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path,
         train = ImageData(train.x.to(ctx.device), train.y.to(ctx.device))
         val = ImageData(val.x.to(ctx.device), val.y.to(ctx.device))
         lr, steps = float(spec["lr"]), int(spec["steps"])
-        rec = RunRecorder(out_dir, spec, backend=ctx.backend, clock="measured")
+        rec = RunRecorder(out_dir, spec, backend=ctx.backend, clock="measured", fail_on_divergence=True)
         # every rank resumes from the file rank 0 writes (one node, or a shared file system)
         ckpt = Checkpointer(Path(out_dir) / "checkpoint.pt", spec=spec, **runtime["checkpoint"])
         start, elapsed = 0, 0.0
