@@ -24,7 +24,8 @@ report: "workflow/report/workflow.rst"
 # A bad configuration stops here listing every problem, one line each with its
 # key, before any job (and before Snakemake's validate, which stops at the first).
 check_config(config, f"{workflow.basedir}/workflow/schemas", f"{workflow.basedir}/config/claims.yaml",
-             config_files=list(dict.fromkeys(workflow.configfiles)))
+             config_files=list(dict.fromkeys(workflow.configfiles)),
+             overrides=workflow.config_settings.config)  # --config's values typed as YAML reads them
 # schema defaults
 validate(config, "workflow/schemas/config.schema.yaml")
 

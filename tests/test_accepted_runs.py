@@ -90,3 +90,32 @@ def test_a_diverging_baseline_fails_and_writes_no_manifest(tmp_path, digits_dir)
         dataparallel.run_simulated(spec, digits_dir, tmp_path / "run", {"checkpoint": {"every_s": 0}})
     assert not (tmp_path / "run" / "manifest.json").exists()
     assert math.isfinite(DIVERGENCE_FACTOR)
+
+
+# ---- issue 50, item 6 ---------------------------------------------------------------------------
+def test_config_overrides_get_their_yaml_types():
+    """`--config 'seeds=[0,1]'` and `'baseline={n_workers: 4}'`: Snakemake's base loader makes
+    their numbers strings; the workflow's check types them as YAML would, and accepts them."""
+    from snakemake.cli import parse_config
+
+    from distlab.checks import retype_overrides
+    from snakemake.utils import update_config
+
+    overrides = parse_config(["seeds=[0,1,2]", "baseline={n_workers: 4, dtype: float32}"])
+    assert overrides["seeds"] == ["0", "1", "2"]  # what Snakemake hands over
+    config = copy.deepcopy(BASE)
+    update_config(config, overrides)
+    retype_overrides(config, overrides)
+    assert config["seeds"] == [0, 1, 2] and config["baseline"]["n_workers"] == 4
+    assert config["baseline"]["dtype"] == "float32"
+    assert config_errors(config, ROOT / "workflow/schemas") == []
+
+
+def test_too_many_workers_for_memory_names_n_workers():
+    errs = _errors(baseline__n_workers=64, jobs={"max_mem_mb": 20000})
+    assert any(e.startswith("baseline.n_workers: ") and "64 processes" in e for e in errs), errs
+
+
+def test_a_quoted_number_is_told_to_lose_its_quotes():
+    errs = _errors(baseline__lr="0.1")
+    assert any(e.startswith("baseline.lr: ") and "it is quoted; write 0.1 without quotes" in e for e in errs), errs

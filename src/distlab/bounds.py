@@ -23,6 +23,8 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
+import yaml
+
 from . import jobs as _jobs
 
 MIB = 2**20
@@ -151,7 +153,7 @@ def training_specs(config: Mapping[str, Any]) -> list[tuple[dict, str, dict]]:
     return out
 
 
-def _driver(keys: dict, spec: dict) -> tuple[str, str]:
+def _driver(keys: dict, spec: dict, ceiling: float | None = None, need: float | None = None) -> tuple[str, str]:
     """The setting that drives the estimate (the model's size, the batch), and the processes."""
     model = spec["model"]
     nbytes = _jobs.DTYPE_BYTES.get(spec.get("dtype", "float32"), 4)
@@ -173,6 +175,9 @@ def _driver(keys: dict, spec: dict) -> tuple[str, str]:
     procs = _jobs.processes(spec)
     if procs > 1:
         line += f", x {procs} processes ({keys['workers']})"
+        if ceiling is not None and need is not None and need / procs <= ceiling:
+            key = keys["workers"]  # one process would fit: the number of them is what is too many
+            line = f"{key} = {procs} processes; {line}"
     return key, line
 
 
@@ -194,7 +199,7 @@ def memory_errors(config: Mapping[str, Any]) -> list[str]:
         except (KeyError, TypeError, ValueError):
             continue  # an ill-typed model or count: the schema's line names it
         if ceiling is not None and need > ceiling:
-            key, why = _driver(keys, spec)
+            key, why = _driver(keys, spec, ceiling, need)
             out.append((need, f"{key}: a {what} needs about {need:,} MiB of memory (estimated; {why}), "
                        f"over {source}: {ceiling:,} MiB; make the model or batch smaller, use fewer "
                        f"workers, or set jobs.max_mem_mb to the memory your nodes have"))
@@ -302,6 +307,12 @@ def type_hint(instance: Any, expected: Any) -> str | None:
     if not any(t in ("number", "integer") for t in wanted):
         return None
     text = instance.strip()
+    try:
+        as_yaml = yaml.safe_load(text)
+    except yaml.YAMLError:
+        as_yaml = None
+    if isinstance(as_yaml, (int, float)) and not isinstance(as_yaml, bool):  # it was quoted
+        return (f"{instance!r} is a string, not a number: it is quoted; write {text} without quotes")
     mant, _, exp = text.lower().partition("e")
     fixed = mant if "." in mant else mant + ".0"
     if exp:

@@ -402,10 +402,46 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
     return [e for e in errors if not (e in seen or seen.add(e))]
 
 
+def retype_overrides(config: Any, overrides: Any) -> None:
+    """Give ``--config`` values their YAML types in ``config``, in place.
+
+    Snakemake parses ``--config key=value`` with YAML's base loader, so a list or mapping
+    given there holds strings only (``seeds=[0,1]`` is ``['0', '1']``, ``baseline={n_workers:
+    4}`` has ``'4'``), which a strict check would refuse though the user wrote numbers.
+    Every string leaf of ``overrides`` that YAML reads as a number or a boolean (unquoted, as
+    ``--config`` cannot quote) replaces the same string in ``config``."""
+    if isinstance(overrides, Mapping) and isinstance(config, dict):
+        for k, v in overrides.items():
+            if k in config:
+                if isinstance(v, str) and config[k] == v:
+                    config[k] = _typed(v)
+                else:
+                    retype_overrides(config[k], v)
+    elif isinstance(overrides, (list, tuple)) and isinstance(config, list) and len(config) == len(overrides):
+        for i, v in enumerate(overrides):
+            if isinstance(v, str) and config[i] == v:
+                config[i] = _typed(v)
+            else:
+                retype_overrides(config[i], v)
+
+
+def _typed(text: str) -> Any:
+    try:
+        value = yaml.safe_load(text) if len(text) < 100 else text
+    except yaml.YAMLError:
+        return text
+    return value if isinstance(value, (int, float, bool)) else text
+
+
 def check_config(config: Mapping[str, Any], schema_dir: str | Path,
                  claims_path: str | Path | None = None,
-                 config_files: list[str | Path] | tuple = ()) -> None:
-    """Raise :class:`ConfigError` listing every problem (see :func:`config_errors`)."""
+                 config_files: list[str | Path] | tuple = (), overrides: Mapping | None = None) -> None:
+    """Raise :class:`ConfigError` listing every problem (see :func:`config_errors`).
+
+    ``overrides``: Snakemake's ``--config`` values (``workflow.config_settings.config``),
+    whose strings get their YAML types in ``config`` first (:func:`retype_overrides`)."""
+    if overrides:
+        retype_overrides(config, overrides)
     errors = config_errors(config, schema_dir, claims_path, config_files)
     if errors:
         lines = "\n".join(f"  - {e}" for e in errors)
