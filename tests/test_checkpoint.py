@@ -411,3 +411,30 @@ def test_a_deadline_during_saves_never_leaves_a_run_without_its_checkpoint(tmp_p
         state = Checkpointer(path, spec=SPEC).load()
         assert state is not None and path.exists()
         assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_the_cli_refuses_an_old_pickled_checkpoint_in_one_line_and_exit_2(tmp_path, digits_dir):
+    """`distlab train` over a run folder holding a version-1 (pickled) checkpoint: one line
+    saying how to rerun from scratch, exit 2, nothing unpickled; deleting it as told works."""
+    spec = {"experiment": "baseline", "method": "single", "backend": "simulated", "seed": 0,
+            "model": {"name": "logreg"}, "n_workers": 1, "batch_size": 16, "lr": 0.1, "steps": 3,
+            "eval_every": 3, "dtype": "float32",
+            "cluster": {"compute": {"mode": "calibrated", "unit_seconds": 0.5},
+                        "network": {"latency_s": 0.001, "bandwidth_Bps": 1e9},
+                        "straggler": {"model": "none"}}}
+    out = tmp_path / "run"
+    out.mkdir()
+    planted = tmp_path / "planted"
+    _forge(out / "checkpoint.pt", pickle.dumps(_Plant(planted)), b"DISTLAB-CHECKPOINT 1\n", "pickle",
+           Checkpointer(out / "checkpoint.pt", spec=spec).spec_hash)
+    env = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-m", "distlab", "train", "--experiment", "baseline", "--spec", json.dumps(spec),
+           "--data", str(digits_dir), "--out", str(out)]
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("distlab: ")]
+    assert len(lines) == 1 and "from scratch" in lines[0] and str(out / "checkpoint.pt") in lines[0]
+    assert not planted.exists() and not (out / "manifest.json").exists()
+    (out / "checkpoint.pt").unlink()
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and (out / "manifest.json").exists(), r.stderr
