@@ -97,7 +97,8 @@ def test_a_model_prediction_states_the_boundary_its_sweep_gives():
                      model_prediction={"reason": MODEL["reason"], "x": "c_over_mu"})]
     row = scorecard.evaluate_claims(claims, {"sweep": _sweep()}, STATS).iloc[0]
     # gc - dgd = 2x - 1.5 is linear, so the interpolated crossing is exact: 0.75
-    assert "holds iff c_over_mu ≥ 0.75 " in row.reason and row.verdict == "by construction"
+    boundary = "holds iff c_over_mu ≥ 0.75 (on the model's sweep 0.1–4: interpolated between its points 0.5 and 1)"
+    assert boundary in row.reason and row.verdict == "by construction"
     assert "tests nothing about the paper" in row.reason
 
 

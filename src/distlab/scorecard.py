@@ -142,7 +142,8 @@ def _region(grid: np.ndarray, worst: np.ndarray, x: str) -> str:
     if len(cuts) == 1:
         i, c = cuts[0]
         side = "≥" if on[i + 1] else "≤"
-        return f"holds iff {x} {side} {c:.3g} (on the model's sweep {span}, crossing interpolated)"
+        return (f"holds iff {x} {side} {c:.3g} (on the model's sweep {span}: interpolated between its points "
+                f"{grid[i]:.3g} and {grid[i + 1]:.3g})")
     parts, start = [], (grid[0] if on[0] else None)
     for i, c in cuts:
         if on[i]:
