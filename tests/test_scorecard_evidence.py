@@ -277,3 +277,50 @@ def test_a_row_that_flips_across_three_reruns_reads_unstable_here():
 def test_stability_needs_two_evaluations_at_least():
     with pytest.raises(ValueError, match="at least 2"):
         stability.compare_runs([_card({"a": "reproduced"})])
+
+
+# ------------------------------------------------------------------ item 3: P1's horizon
+
+
+def _metrics(final: float, drop_per_step: float, steps: int = 160) -> pd.DataFrame:
+    """A run's per-step table: whole-split loss every 10 steps and at the last, falling linearly."""
+    step = np.arange(steps)
+    full = np.where((step % 10 == 0) | (step == steps - 1), final + drop_per_step * (steps - 1 - step), np.nan)
+    return pd.DataFrame({"step": step, "loss": final + 0.1, "step_time": 1.0, "time": step + 1.0, "bytes": 0.0,
+                         "train_loss_full": full})
+
+
+def test_a_run_summary_carries_its_drop_over_the_last_quarter():
+    from distlab.summarize import summarize_run
+
+    row = summarize_run(_metrics(1.0, 0.01), {"spec": {"scheme": "dgd", "seed": 0}, "clock": "simulated",
+                                              "backend": "simulated"})
+    # 3/4 of steps 0..159 is step 119.25: the eval step 120, 39 steps before the end
+    assert row["train_loss_full_3q"] == pytest.approx(1.0 + 0.01 * 39)
+    assert row["late_drop_train_loss_full"] == pytest.approx(0.39)
+
+
+def _gap_runs(pgc_drop: float) -> pd.DataFrame:
+    rng = np.random.default_rng(5)
+    rows = []
+    for seed in range(5):
+        dgd = 0.10 + rng.normal(0, 0.002)
+        rows.append({"scheme": "dgd", "seed": seed, "late_drop_train_loss_full": dgd, "final_train_loss_full": 1.0})
+        rows.append({"scheme": "pgc-cr", "seed": seed, "late_drop_train_loss_full": dgd + pgc_drop + rng.normal(0, 0.002),
+                     "final_train_loss_full": 1.02})
+    return pd.DataFrame(rows)
+
+
+SETTLED = {"gap_settled": {"kind": "horizon", "statement": "the gap moved by less than 0.05 over the last quarter",
+                           "table": "t", "metric": "late_drop_train_loss_full", "a": {"scheme": "pgc-cr"},
+                           "b": {"scheme": "dgd"}, "test": "equivalent", "margin": 0.05, "threshold": "the margin"}}
+
+
+@pytest.mark.parametrize(("pgc_drop", "verdict"), [(0.0, "reproduced"), (0.064, "not testable here"),
+                                                   (-0.08, "not testable here")])
+def test_a_convergence_row_is_tested_only_once_its_gap_has_settled(pgc_drop, verdict):
+    claim = _claim("conv", metric="final_train_loss_full", test="noninferior", higher_is_better=False, margin=0.05,
+                   threshold="t", a={"scheme": "pgc-cr"}, b={"scheme": "dgd"}, preconditions=["gap_settled"])
+    row = scorecard.evaluate_claims([claim], {"t": _gap_runs(pgc_drop)}, STATS, SETTLED).iloc[0]
+    assert row.verdict == verdict
+    assert "gap_settled: " in row.preconditions and "needs |a − b| < 0.05: TOST p = " in row.preconditions

@@ -28,7 +28,7 @@ OPTIONAL_KEYS = (
 )
 MODEL_KEYS = ("reason", "x", "table", "metric", "a", "b", "chain", "at")
 COND_KINDS = ("floor", "control", "horizon", "reach", "other")
-COND_TESTS = ("less", "greater", "each_at_least", "each_at_most", "bound_reaches")
+COND_TESTS = ("less", "greater", "equivalent", "each_at_least", "each_at_most", "bound_reaches")
 COND_KEYS = ("kind", "statement", "table", "metric", "a", "test", "b", "value", "value_from", "margin",
              "threshold", "factor", "reach")
 # a/b selections name table columns; `value` compares a with a constant instead of b
@@ -307,6 +307,8 @@ def _check_condition(name: Any, cond: Any) -> dict[str, Any]:
     margin = cond.get("margin", 0.0)
     if not _is_number(margin) or margin < 0:
         raise bad("margin", "must be a number >= 0")
+    if cond["test"] == "equivalent" and not margin > 0:
+        raise bad("margin", "test 'equivalent' needs a margin > 0 (the band around 0 the difference must lie in)")
     if ("margin" in cond or "value" in cond):
         _check_text(cond, "threshold", bad, "a margin or a constant needs the arithmetic that gives it")
     return {"name": name, "kind": cond["kind"], "statement": cond["statement"], "table": cond["table"],
