@@ -34,6 +34,7 @@ K = 3  # evaluations a measured verdict must agree in (the first and two reruns 
 # Rules whose outputs are measured on this machine (wall time, memory, a profile).
 MEASURED_RULES = (
     "baseline_train_dist", "pgc_train_real", "pgc_trace_fit", "demo_train_real", "demo_bench",
+    "demo_train_sim",  # each worker's compute measured (demo.compute.mode): the demo.speed rows' time
     "local_train", "local_bench_throughput", "local_bench_pc_cost", "placement_profile",
     "placement_real", "placement_bench_sim", "bench_allreduce", "bench_calibrate", "pgc_coding_profile",
 )
