@@ -476,7 +476,9 @@ def write_scorecard(
     dirty tree); they are named under the table so that stale results show.
     """
     counts = df["verdict"].value_counts()
-    tally = " · ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS)
+    # "unstable here" comes only from the stability run (distlab.stability.settle): named when present
+    tally = " · ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS
+                       if v != "unstable here" or counts.get(v, 0))
     tested = int(sum(counts.get(v, 0) for v in ("reproduced", "not reproduced", "inconclusive")))
 
     def figure(r: pd.Series) -> str:
