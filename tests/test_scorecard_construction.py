@@ -138,6 +138,35 @@ def _pgc_waits_for_fewer(s: int, c: float, mu: float, steps: int) -> None:
             regime.clock_time_per_step("dgd", N, s, c, mu, seed, steps)
 
 
+def _sooner_by_clock(fast: str, slow: str, s: int, at_least: float) -> None:
+    """On the clock ``fast``'s step is shorter than ``slow``'s by at least ``at_least`` (seed means, the
+    cloud runs' c = 0.5 s and mu = 0.25 s, their ~270 steps), from the units and waits the schemes have."""
+    clock = {"pgc-cr": "pgc", "pgc-fr": "pgc", "gc-cr": "gc", "gc-fr": "gc", "is-gc-cr": "is-gc", "dgd": "dgd"}
+    for name in (fast, slow):
+        sv = 0 if name == "dgd" else s
+        assert {regime.units(clock[name], s, 5)} == _units(name, sv, 5)
+        assert _wait(name, sv) == (N if name == "dgd" else N - s)
+    t_fast = np.mean([regime.clock_time_per_step(clock[fast], N, s, UNIT_S, 0.25, k, 270) for k in range(3)])
+    t_slow = np.mean([regime.clock_time_per_step(clock[slow], N, s, UNIT_S, 0.25, k, 270) for k in range(3)])
+    assert t_slow / t_fast > at_least, (fast, slow, t_slow / t_fast)
+
+
+def _our_model_bytes(cid: str) -> None:
+    """The configured byte GPT's shapes give the reduction the row's reason quotes, above its floor."""
+    import torch
+    import yaml
+
+    from distlab.demo.analysis import bytes_rows
+    from distlab.demo.train import build_lm
+
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())["demo"]
+    rows = bytes_rows(build_lm(cfg["model"], 256, torch.float32, 0), topks=(32,))
+    bf16 = next(r for r in rows if r["encoding"] == "bf16 gradients")
+    demo = next(r for r in rows if r["method"] == "DeMo" and r["encoding"].startswith("int64"))
+    assert (bf16["params"], bf16["bytes"], demo["bytes"]) == (118528, 237056, 21888)
+    assert bf16["bytes"] / demo["bytes"] > BY_ID[cid]["value"]
+
+
 def _float64_identity(cid: str) -> None:
     """The baseline's test that simulated DGD and single-process SGD agree to 1e-12 at every step exists,
     and 1e-12 is far inside the row's margin."""
@@ -195,6 +224,11 @@ CHECKS = {
     "pgc.fig7.pgc_fr_close_to_is_sgd": lambda: _same_units("pgc-fr", "is-sgd", 2),
     "pgc.fig9.pgc_faster_per_step_than_dgd": lambda: _pgc_waits_for_fewer(2, UNIT_S, 0.25, 270),
     "baseline.dgd_equals_single": lambda: _float64_identity("baseline.dgd_equals_single"),
+    "pgc.fig10.pgc_sooner_than_gc": lambda: _sooner_by_clock("pgc-cr", "gc-cr", 2, 1.8),
+    "pgc.fig10.pgc_sooner_than_dgd": lambda: _sooner_by_clock("pgc-cr", "dgd", 2, 1.25),
+    "pgc.fig10.pgc_sooner_than_is_gc": lambda: _sooner_by_clock("pgc-cr", "is-gc-cr", 2, 1.4),
+    "pgc.fig10.pgc_fr_sooner_than_gc_fr": lambda: _sooner_by_clock("pgc-fr", "gc-fr", 2, 1.8),
+    "demo.bytes.sim_vs_bf16_n2": lambda: _our_model_bytes("demo.bytes.sim_vs_bf16_n2"),
     "local.rc.modes_agree": lambda: _lock_step("local.rc.modes_agree"),
     "demo.bytes.olmo1b_k32": lambda: _olmo_bytes("demo.bytes.olmo1b_k32"),
     "demo.bytes.olmo1b_k1": lambda: _olmo_bytes("demo.bytes.olmo1b_k1"),
