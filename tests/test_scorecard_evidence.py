@@ -152,12 +152,14 @@ def test_a_precondition_scoped_to_a_cell_ignores_other_cells():
     wide = scorecard.evaluate_claims([_cell_claim(["diloco_reached"])], {"cells": _cells()}, STATS, COND).iloc[0]
     assert wide.verdict == "not testable here" and "over 10 runs = 0" in wide.reason
     scoped = scorecard.evaluate_claims(
-        [_cell_claim([{"name": "diloco_reached", "where": {"size": "large"}}])], {"cells": _cells()}, STATS, COND).iloc[0]
+        [_cell_claim([{"name": "diloco_reached", "where": {"size": "large"}}])], {"cells": _cells()}, STATS,
+        COND).iloc[0]
     assert scoped.verdict == "reproduced"
     assert "diloco_reached[size=large]: met (min reached over 5 runs = 1" in scoped.preconditions
     # and the same scope on the other cell blocks it: the scope reads its own cell's runs
     other = scorecard.evaluate_claims(
-        [_cell_claim([{"name": "diloco_reached", "where": {"size": "small"}}])], {"cells": _cells()}, STATS, COND).iloc[0]
+        [_cell_claim([{"name": "diloco_reached", "where": {"size": "small"}}])], {"cells": _cells()}, STATS,
+        COND).iloc[0]
     assert other.verdict == "not testable here"
 
 
@@ -306,8 +308,8 @@ def _gap_runs(pgc_drop: float) -> pd.DataFrame:
     for seed in range(5):
         dgd = 0.10 + rng.normal(0, 0.002)
         rows.append({"scheme": "dgd", "seed": seed, "late_drop_train_loss_full": dgd, "final_train_loss_full": 1.0})
-        rows.append({"scheme": "pgc-cr", "seed": seed, "late_drop_train_loss_full": dgd + pgc_drop + rng.normal(0, 0.002),
-                     "final_train_loss_full": 1.02})
+        late = dgd + pgc_drop + rng.normal(0, 0.002)
+        rows.append({"scheme": "pgc-cr", "seed": seed, "late_drop_train_loss_full": late, "final_train_loss_full": 1.02})
     return pd.DataFrame(rows)
 
 
