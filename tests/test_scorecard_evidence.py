@@ -309,7 +309,8 @@ def _gap_runs(pgc_drop: float) -> pd.DataFrame:
         dgd = 0.10 + rng.normal(0, 0.002)
         rows.append({"scheme": "dgd", "seed": seed, "late_drop_train_loss_full": dgd, "final_train_loss_full": 1.0})
         late = dgd + pgc_drop + rng.normal(0, 0.002)
-        rows.append({"scheme": "pgc-cr", "seed": seed, "late_drop_train_loss_full": late, "final_train_loss_full": 1.02})
+        rows.append({"scheme": "pgc-cr", "seed": seed, "late_drop_train_loss_full": late,
+                     "final_train_loss_full": 1.02})
     return pd.DataFrame(rows)
 
 
