@@ -164,7 +164,7 @@ def test_extra_seeds_go_to_the_settings_a_local_claim_compares():
 
     c = config()
     ll, seeds = c["local_learning"], c["seeds"]
-    c["stats"]["extra_seeds"] = {"local.rc.gap": 2}
+    c["stats"]["extra_seeds"] = {"local.rc.noninferior": 2}
     reqs = requests(c, load_claims(ROOT / "config/claims.yaml"))
     assert workflow.extra_seeds(ll, reqs, seeds, "rc", "rc-seq") == [5, 6]
     assert workflow.extra_seeds(ll, reqs, seeds, "rc", "bp") == [5, 6]
@@ -183,7 +183,7 @@ def test_extra_seeds_are_jobs_of_their_own_and_change_no_configured_job(tmp_path
     """Dry run of local_learning with and without an extra-seed request: every configured
     training command is unchanged, the extra seeds are one job each, read by the summary."""
     extra = tmp_path / "extra.yaml"
-    extra.write_text(yaml.safe_dump({"stats": {"alpha": 0.05, "extra_seeds": {"local.rc.gap": 2}}}))
+    extra.write_text(yaml.safe_dump({"stats": {"alpha": 0.05, "extra_seeds": {"local.rc.noninferior": 2}}}))
 
     def commands(*args):
         r = smk("local_learning", "-n", "-p", "--forceall", *args)

@@ -117,6 +117,65 @@ def _startup_and_coding(slow: str, fast: str, s: int) -> None:
     assert prof[(slow, s)] > prof[(fast, s)]
 
 
+def _coding_only(fast: str, slow: str, s: int) -> None:
+    """The same units and the same wait on the clock; the stored coding profile charges ``slow`` more."""
+    assert _units(fast, s, 3) == _units(slow, s, 3) == {s + 1}
+    assert _wait(fast, s) == _wait(slow, s) == N - s
+    prof = _profile()
+    assert prof[(fast, s)] < prof[(slow, s)]
+    assert round(prof[(fast, s)], 3) == 0.057 and round(prof[(slow, s)], 3) == 0.121  # the reason's figures
+
+
+def _pgc_waits_for_fewer(s: int, c: float, mu: float, steps: int) -> None:
+    """After start-up PGC and DGD charge 1 unit; PGC waits for n - s of the same delays, DGD for all n;
+    on the clock PGC's step is shorter, its start-up included, at the cloud runs' c and mu."""
+    assert _units("pgc-cr", s, 3) == _units("dgd", 0, 3) == {1} and _units("pgc-cr", s, 0) == {s + 1}
+    assert _wait("pgc-cr", s) == N - s < _wait("dgd", 0) == N
+    prof = _profile()
+    assert prof[("pgc-cr", s)] <= prof[("dgd", 0)]
+    for seed in range(5):
+        assert regime.clock_time_per_step("pgc", N, s, c, mu, seed, steps) < \
+            regime.clock_time_per_step("dgd", N, s, c, mu, seed, steps)
+
+
+def _sooner_by_clock(fast: str, slow: str, s: int, at_least: float) -> None:
+    """On the clock ``fast``'s step is shorter than ``slow``'s by at least ``at_least`` (seed means, the
+    cloud runs' c = 0.5 s and mu = 0.25 s, their ~270 steps), from the units and waits the schemes have."""
+    clock = {"pgc-cr": "pgc", "pgc-fr": "pgc", "gc-cr": "gc", "gc-fr": "gc", "is-gc-cr": "is-gc", "dgd": "dgd"}
+    for name in (fast, slow):
+        sv = 0 if name == "dgd" else s
+        assert {regime.units(clock[name], s, 5)} == _units(name, sv, 5)
+        assert _wait(name, sv) == (N if name == "dgd" else N - s)
+    t_fast = np.mean([regime.clock_time_per_step(clock[fast], N, s, UNIT_S, 0.25, k, 270) for k in range(3)])
+    t_slow = np.mean([regime.clock_time_per_step(clock[slow], N, s, UNIT_S, 0.25, k, 270) for k in range(3)])
+    assert t_slow / t_fast > at_least, (fast, slow, t_slow / t_fast)
+
+
+def _our_model_bytes(cid: str) -> None:
+    """The configured byte GPT's shapes give the reduction the row's reason quotes, above its floor."""
+    import torch
+    import yaml
+
+    from distlab.demo.analysis import bytes_rows
+    from distlab.demo.train import build_lm
+
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())["demo"]
+    rows = bytes_rows(build_lm(cfg["model"], 256, torch.float32, 0), topks=(32,))
+    bf16 = next(r for r in rows if r["encoding"] == "bf16 gradients")
+    demo = next(r for r in rows if r["method"] == "DeMo" and r["encoding"].startswith("int64"))
+    assert (bf16["params"], bf16["bytes"], demo["bytes"]) == (118528, 237056, 21888)
+    assert bf16["bytes"] / demo["bytes"] > BY_ID[cid]["value"]
+
+
+def _float64_identity(cid: str) -> None:
+    """The baseline's test that simulated DGD and single-process SGD agree to 1e-12 at every step exists,
+    and 1e-12 is far inside the row's margin."""
+    text = (ROOT / "tests/test_baseline.py").read_text()
+    body = text.split("def test_dgd_equals_single_process", 1)[1].split("\ndef ", 1)[0]
+    assert 'np.testing.assert_allclose(a["loss"], b["loss"], rtol=0, atol=1e-12)' in body
+    assert BY_ID[cid]["margin"] >= 1e6 * 1e-12
+
+
 def _olmo_bytes(cid: str) -> None:
     """The reduction is arithmetic on OLMo-1B's shapes: 2 bytes a parameter against 12 bytes a kept
     coefficient, k per 64 x 64 tile; it clears the row's threshold."""
@@ -161,6 +220,15 @@ CHECKS = {
     "pgc.fig7.is_sgd_faster_than_dgd": lambda: _waits_for_fewer("is-sgd", "dgd", 2),
     "pgc.fig7.is_sgd_faster_than_pgc": lambda: _startup_and_coding("pgc-cr", "is-sgd", 2),
     "pgc.fig7.pgc_fr_faster_than_is_gc_fr": lambda: _fewer_units("is-gc-fr", "pgc-fr", 2),
+    "pgc.fig3.fr_faster_than_cr": lambda: _coding_only("gc-fr", "gc-cr", 2),
+    "pgc.fig7.pgc_fr_close_to_is_sgd": lambda: _same_units("pgc-fr", "is-sgd", 2),
+    "pgc.fig9.pgc_faster_per_step_than_dgd": lambda: _pgc_waits_for_fewer(2, UNIT_S, 0.25, 270),
+    "baseline.dgd_equals_single": lambda: _float64_identity("baseline.dgd_equals_single"),
+    "pgc.fig10.pgc_sooner_than_gc": lambda: _sooner_by_clock("pgc-cr", "gc-cr", 2, 1.8),
+    "pgc.fig10.pgc_sooner_than_dgd": lambda: _sooner_by_clock("pgc-cr", "dgd", 2, 1.25),
+    "pgc.fig10.pgc_sooner_than_is_gc": lambda: _sooner_by_clock("pgc-cr", "is-gc-cr", 2, 1.4),
+    "pgc.fig10.pgc_fr_sooner_than_gc_fr": lambda: _sooner_by_clock("pgc-fr", "gc-fr", 2, 1.8),
+    "demo.bytes.sim_vs_bf16_n2": lambda: _our_model_bytes("demo.bytes.sim_vs_bf16_n2"),
     "local.rc.modes_agree": lambda: _lock_step("local.rc.modes_agree"),
     "demo.bytes.olmo1b_k32": lambda: _olmo_bytes("demo.bytes.olmo1b_k32"),
     "demo.bytes.olmo1b_k1": lambda: _olmo_bytes("demo.bytes.olmo1b_k1"),
@@ -197,3 +265,23 @@ def test_a_broken_construction_is_caught():
     sch = coding.make_scheme("is-gc-cr", N, 2)
     received = list(itertools.islice(range(N), N - 2))
     assert not np.allclose(sch.partition_weights(received), 1.0 / N)  # inexact decode: the check would fail
+
+
+# ------------------------------------------------------------------ model predictions
+
+
+def test_every_model_prediction_sweeps_the_clock_of_the_schemes_it_names():
+    """A model-prediction row's sweep (table pgc_regime) names the clock's schemes, and the clock
+    charges them what the training schemes compute: the boundary it states is the runs' own."""
+    rows = [c for c in scorecard._normalize(CLAIMS) if c["model_prediction"]]
+    assert {"pgc.regime.gc_slower_than_dgd", "pgc.regime.gc_grows_with_s", "pgc.fig7.gc_slower_than_dgd",
+            "pgc.fig3.dgd_fastest"} <= {c["id"] for c in rows}
+    for c in rows:
+        mp = c["model_prediction"]
+        assert mp["table"] == "pgc_regime" and mp["x"] == "c_over_mu", c["id"]
+        for a, b in mp["links"]:
+            for side in (a, b):
+                assert side["scheme"] in regime.SCHEMES, (c["id"], side)
+    for s in (1, 2, 3):
+        assert {regime.units("gc", s, 3)} == _units("gc-cr", s, 3) == _units("gc-fr", s, 3)
+        assert {regime.units("dgd", s, 3)} == _units("dgd", 0, 3)

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-TESTS = ("less", "greater", "noninferior", "equivalent")
+TESTS = ("less", "greater", "noninferior", "equivalent", "band")
 EXPECTED = ("holds", "fails")
 PAPERS = ("P1", "P2", "P3", "P4", "foundation", "atlas")
 TRANSFORMS = ("diff", "ratio")
@@ -24,10 +24,11 @@ REQUIRED_KEYS = ("id", "paper", "source", "statement", "table", "metric", "test"
 OPTIONAL_KEYS = (
     "paper_value", "a", "b", "value", "value_from", "chain", "margin", "margin_relative",
     "higher_is_better", "transform", "by_construction", "tested_at", "threshold", "expected",
-    "preconditions", "measured", "not_testable",
+    "preconditions", "measured", "not_testable", "band", "model_prediction", "planned_n",
 )
+MODEL_KEYS = ("reason", "x", "table", "metric", "a", "b", "chain", "at")
 COND_KINDS = ("floor", "control", "horizon", "reach", "other")
-COND_TESTS = ("less", "greater", "each_at_least", "each_at_most", "bound_reaches")
+COND_TESTS = ("less", "greater", "equivalent", "each_at_least", "each_at_most", "bound_reaches")
 COND_KEYS = ("kind", "statement", "table", "metric", "a", "test", "b", "value", "value_from", "margin",
              "threshold", "factor", "reach")
 # a/b selections name table columns; `value` compares a with a constant instead of b
@@ -124,7 +125,10 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
         raise bad("paper_value", "must be a number, a string or null")
     links, is_chain = _check_sides(claim, bad, allow_chain=True)
 
+    band = _check_band(claim, test, is_chain, bad)
     margin = claim.get("margin")
+    if test == "band" and margin is not None:
+        raise bad("margin", "test 'band' takes its bounds from band: [low, high], not a margin")
     if test in ("noninferior", "equivalent"):
         if not _is_number(margin) or not margin >= 0:
             raise bad("margin", f"test {test!r} needs a number >= 0")
@@ -151,7 +155,7 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
     if not isinstance(tested_at, str):
         raise bad("tested_at", "must be a string (the setting the claim is tested at, e.g. c/mu = 0.5)")
     threshold = claim.get("threshold", "")
-    if margin is not None or "value" in claim:
+    if margin is not None or "value" in claim or band:
         _check_text(claim, "threshold", bad, "a margin or a constant needs the source's numbers and the "
                     "arithmetic that gives it (a non-empty string)")
     elif not isinstance(threshold, str):
@@ -159,11 +163,14 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
     expected = claim.get("expected", "holds")
     if expected not in EXPECTED:
         raise bad("expected", f"{expected!r} is not one of {EXPECTED} (what the source found)")
-    pre = claim.get("preconditions", [])
-    if not isinstance(pre, Sequence) or isinstance(pre, str) or not all(isinstance(x, str) and x for x in pre):
-        raise bad("preconditions", "must be a list of condition names")
-    if len(set(pre)) != len(pre):
-        raise bad("preconditions", "names a condition twice")
+    pre, scopes = _check_preconditions(claim.get("preconditions", []), bad)
+    planned = claim.get("planned_n")
+    if planned is not None and (isinstance(planned, bool) or not isinstance(planned, int) or planned < 2):
+        raise bad("planned_n", "must be an integer >= 2 (the seeds or repeats the row's power calculation "
+                  "asked for, fixed before the run)")
+    model = _check_model_prediction(claim.get("model_prediction"), claim, test, bad)
+    if model and construction:
+        raise bad("model_prediction", "a row is either by construction or a model prediction, not both")
     measured = claim.get("measured", False)
     if not isinstance(measured, bool):
         raise bad("measured", "must be true or false")
@@ -185,9 +192,94 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
         "threshold": (threshold or "").strip(),
         "expected": expected,
         "preconditions": list(pre),
+        "precondition_scopes": scopes,
         "measured": measured,
         "not_testable": not_testable.strip(),
+        "band": band,
+        "model_prediction": model,
+        "planned_n": planned,
     }
+
+
+def _check_band(claim: Mapping[str, Any], test: str, is_chain: bool, bad) -> tuple[float, float] | None:
+    """``test: band`` ("about X"): ``band: [low, high]``, the ratios a / b the source's wording
+    allows (0 < low < high), tested on the paired log-ratios log a - log b."""
+    if test != "band":
+        if "band" in claim:
+            raise bad("band", "only test 'band' takes it")
+        return None
+    band = claim.get("band")
+    if (not isinstance(band, Sequence) or isinstance(band, str) or len(band) != 2
+            or not all(_is_number(x) for x in band) or not 0 < band[0] < band[1]):
+        raise bad("band", "test 'band' needs [low, high] with 0 < low < high (the ratios a / b allowed)")
+    if is_chain or "b" not in claim:
+        raise bad("band", "test 'band' compares two settings a and b (a ratio): give a and b")
+    return float(band[0]), float(band[1])
+
+
+def _check_preconditions(pre: Any, bad) -> tuple[list[str], dict[str, tuple[str, dict]]]:
+    """Precondition names, each a string or ``{name, where}``: the condition evaluated only on the
+    rows of the cell the claim compares (``where`` is added to the condition's selection).
+
+    Returns the keys the claim's results are looked up by (``name`` or ``name[k=v,...]``) and,
+    for each scoped key, ``(name, where)``."""
+    if not isinstance(pre, Sequence) or isinstance(pre, str):
+        raise bad("preconditions", "must be a list of condition names (or {name, where} mappings)")
+    keys, scopes = [], {}
+    for item in pre:
+        if isinstance(item, str) and item:
+            keys.append(item)
+            continue
+        if (not isinstance(item, Mapping) or set(item) != {"name", "where"} or not isinstance(item["name"], str)
+                or not item["name"] or not isinstance(item["where"], Mapping) or not item["where"]):
+            raise bad("preconditions", "each entry must be a condition name or {name: <condition>, "
+                      "where: {column: value, ...}} (the cell the claim compares)")
+        key = scoped_key(item["name"], item["where"])
+        keys.append(key)
+        scopes[key] = (item["name"], dict(item["where"]))
+    if len(set(keys)) != len(keys):
+        raise bad("preconditions", "names a condition twice")
+    return keys, scopes
+
+
+def scoped_key(name: str, where: Mapping[str, Any]) -> str:
+    """The name a precondition scoped to one cell is listed under: ``name[k=v,...]``."""
+    return f"{name}[{','.join(f'{k}={v}' for k, v in where.items())}]"
+
+
+def _check_model_prediction(mp: Any, claim: Mapping[str, Any], test: str, bad) -> dict[str, Any] | None:
+    """``model_prediction``: the simulated clock (or the arithmetic) fixes the row's outcome as a
+    function of a swept setting ``x`` (e.g. c/mu): the row states where the model makes it hold,
+    computed from a sweep table of the clock, and never enters a Holm family.
+
+    ``{reason, x, [table, metric, a/b or chain], [at]}``: the sweep's table, metric and sides
+    default to the claim's own; ``at`` is the x of the row's own runs (then its data are tested
+    and checked against the model's prediction there); without ``at`` the row is the map itself.
+    """
+    if mp is None:
+        return None
+    if not isinstance(mp, Mapping):
+        raise bad("model_prediction", "must be a mapping {reason, x, [table, metric, a/b or chain, at]}")
+    for key in mp:
+        if key not in MODEL_KEYS:
+            raise bad("model_prediction", f"unknown key {key!r} (allowed: {', '.join(MODEL_KEYS)})")
+    for key in ("reason", "x"):
+        if not isinstance(mp.get(key), str) or not mp[key].strip():
+            raise bad("model_prediction", f"{key} must be a non-empty string")
+    if test not in ("less", "greater"):
+        raise bad("model_prediction", f"a model prediction is an ordering (test less or greater), not {test!r}")
+    if any(k in mp for k in ("a", "b", "chain")):
+        links, _ = _check_sides(mp, lambda k, why: bad("model_prediction", f"{k}: {why}"), allow_chain=True)
+    else:
+        links, _ = _check_sides(claim, bad, allow_chain=True)
+    if any(VALUE in b or VALUE_FROM in b for _, b in links):
+        raise bad("model_prediction", "the sweep compares settings (a/b or chain), not a constant")
+    at = mp.get("at")
+    if at is not None and not _is_number(at):
+        raise bad("model_prediction", "at must be a number (the x of the row's own runs)")
+    return {"reason": mp["reason"].strip(), "x": mp["x"], "table": mp.get("table", claim.get("table")),
+            "metric": mp.get("metric", claim.get("metric")), "links": links,
+            "at": None if at is None else float(at)}
 
 
 def _check_condition(name: Any, cond: Any) -> dict[str, Any]:
@@ -215,6 +307,8 @@ def _check_condition(name: Any, cond: Any) -> dict[str, Any]:
     margin = cond.get("margin", 0.0)
     if not _is_number(margin) or margin < 0:
         raise bad("margin", "must be a number >= 0")
+    if cond["test"] == "equivalent" and not margin > 0:
+        raise bad("margin", "test 'equivalent' needs a margin > 0 (the band around 0 the difference must lie in)")
     if ("margin" in cond or "value" in cond):
         _check_text(cond, "threshold", bad, "a margin or a constant needs the arithmetic that gives it")
     return {"name": name, "kind": cond["kind"], "statement": cond["statement"], "table": cond["table"],
@@ -264,10 +358,28 @@ def _normalize_conditions(conditions: Mapping[str, Any] | None) -> dict[str, dic
 
 def _check_references(claims: Sequence[dict[str, Any]], conditions: Mapping[str, Any]) -> None:
     for c in claims:
-        for name in c["preconditions"]:
+        for key in c["preconditions"]:
+            name = c["precondition_scopes"].get(key, (key,))[0]
             if name not in conditions:
                 raise ClaimError(f"claim {c['id']!r}: bad key 'preconditions': no condition named {name!r} "
                                  f"(defined: {', '.join(sorted(conditions)) or 'none'})")
+
+
+def scoped_conditions(claims: Sequence[Mapping[str, Any]], conditions: Mapping[str, Any]) -> dict[str, Any]:
+    """The raw conditions, plus one per scoped precondition of ``claims`` (normalized claims):
+    the named condition with ``where`` added to its selection ``a`` (and ``b`` when it is one),
+    listed under its scoped key; so a claim about one cell is blocked only by that cell's runs."""
+    out = dict(conditions)
+    for c in claims:
+        for key, (name, where) in c.get("precondition_scopes", {}).items():
+            base = dict(conditions[name])
+            base["a"] = {**dict(base["a"]), **where}
+            if isinstance(base.get("b"), Mapping):
+                base["b"] = {**dict(base["b"]), **where}
+            cell = ", ".join(f"{k} = {v}" for k, v in where.items())
+            base["statement"] = f"{base['statement']} (scoped to the compared cell: {cell})"
+            out[key] = base
+    return out
 
 
 def validate_claims(claims: Sequence[Any], conditions: Mapping[str, Any] | None = None) -> None:

@@ -64,18 +64,23 @@ from distlab import stats
 from distlab.tables import atomic_write_text, markdown_table, write_table
 
 from .claims import (VALUE, VALUE_FROM, ClaimError, _check_condition, _check_references,  # noqa: F401
-                     _normalize, _normalize_conditions, load_claims, load_claims_file, validate_claims)
+                     _normalize, _normalize_conditions, load_claims, load_claims_file, scoped_conditions,
+                     validate_claims)
 from .scorecard_conditions import (COND_COLUMNS, ConditionResult, conditions_frame,  # noqa: F401
                                    evaluate_condition, evaluate_conditions)
 from .scorecard_links import (POWER, StatsSettings, _evaluate_link, _largest, _link_label,  # noqa: F401
                               _Link, _NotRun, _pair, _resolve, seeds_needed, seeds_to_decide)
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here", "by construction",
-            "not run")
+            "not run", "unstable here")
+# what a row reads before the last steps: "refused" (its n grew past the plan) becomes *not
+# testable here*, "model prediction" (the clock's map itself) *by construction*; neither is a test,
+# so neither enters a Holm family
+NOT_TESTS = ("refused", "model prediction")
 COLUMNS = (
     "id", "paper", "statement", "source", "metric", "test", "expected", "paper_value", "threshold",
     "ours", "estimate", "ci_low", "ci_high", "n_seeds", "p_value", "p_holm", "p_wilcoxon", "margin",
-    "tested_at", "preconditions", "measured", "verdict", "reason", "seeds_needed",
+    "tested_at", "preconditions", "measured", "verdict", "reason", "seeds_needed", "planned_n",
 )
 
 
@@ -90,7 +95,71 @@ def _row(claim: dict[str, Any], **values: Any) -> dict[str, Any]:
              "n_seeds": 0, "p_value": math.nan, "p_holm": math.nan, "p_wilcoxon": math.nan,
              "preconditions": "", "seeds_needed": math.nan}
     margin = math.nan if claim["margin"] is None else claim["margin"]
-    return {**base, **empty, "margin": margin, **values}
+    planned = claim.get("planned_n")
+    return {**base, **empty, "margin": margin, "planned_n": math.nan if planned is None else planned,
+            "_model": claim.get("_model"), **values}
+
+
+def _model_map(mp: dict[str, Any], tables: Mapping[str, pd.DataFrame]) -> tuple[np.ndarray, np.ndarray, str]:
+    """The model's sweep: (x grid, the smallest seed-mean margin over the links at each x (> 0: the
+    ordering holds on the clock), the region where it holds as text, with the crossings
+    interpolated linearly between grid points)."""
+    table = tables.get(mp["table"])
+    if table is None:
+        raise _NotRun(f"table {mp['table']!r} (the model's sweep) not available")
+    x = mp["x"]
+    if x not in table.columns or mp["metric"] not in table.columns:
+        raise ClaimError(f"model_prediction: table {mp['table']!r} needs columns {x!r} and {mp['metric']!r}")
+    grid = np.sort(table[x].dropna().unique().astype(float))
+    test = mp["test"]
+    worst = []
+    for xv in grid:
+        margins = []
+        for a, b in mp["links"]:
+            at = table[np.isclose(table[x].astype(float), xv)]
+            paired = stats.pair_by_seed(at, mp["metric"], a, b)
+            d = float(np.mean(paired["a"].to_numpy(float) - paired["b"].to_numpy(float)))
+            margins.append(-d if test == "less" else d)
+        worst.append(min(margins))
+    worst = np.asarray(worst)
+    return grid, worst, _region(grid, worst, x)
+
+
+def _crossing(x0: float, x1: float, y0: float, y1: float) -> float:
+    return x0 + (x1 - x0) * (0.0 - y0) / (y1 - y0) if y1 != y0 else (x0 + x1) / 2
+
+
+def _region(grid: np.ndarray, worst: np.ndarray, x: str) -> str:
+    """Where the ordering holds on the sweep, as text: 'holds iff x >= B' and the like."""
+    on = worst > 0
+    span = f"{grid[0]:.3g}–{grid[-1]:.3g}"
+    if on.all():
+        return f"holds at every {x} of the model's sweep ({span})"
+    if not on.any():
+        return f"fails at every {x} of the model's sweep ({span})"
+    cuts = [(i, _crossing(grid[i], grid[i + 1], worst[i], worst[i + 1])) for i in range(len(grid) - 1)
+            if on[i] != on[i + 1]]
+    if len(cuts) == 1:
+        i, c = cuts[0]
+        side = "≥" if on[i + 1] else "≤"
+        return (f"holds iff {x} {side} {c:.3g} (on the model's sweep {span}: interpolated between its points "
+                f"{grid[i]:.3g} and {grid[i + 1]:.3g})")
+    parts, start = [], (grid[0] if on[0] else None)
+    for i, c in cuts:
+        if on[i]:
+            parts.append(f"{start:.3g}–{c:.3g}")
+        else:
+            start = c
+    if on[-1]:
+        parts.append(f"{start:.3g}–{grid[-1]:.3g}")
+    return f"holds for {x} in {', '.join(parts)} (on the model's sweep {span}, crossings interpolated)"
+
+
+def _predicted_at(grid: np.ndarray, worst: np.ndarray, at: float) -> bool | None:
+    """Whether the model makes the ordering hold at ``at`` (interpolated); None off the sweep."""
+    if not grid[0] <= at <= grid[-1]:
+        return None
+    return bool(np.interp(at, grid, worst) > 0)
 
 
 def _evaluate_claim(claim: dict[str, Any], tables: Mapping[str, pd.DataFrame],
@@ -98,6 +167,17 @@ def _evaluate_claim(claim: dict[str, Any], tables: Mapping[str, pd.DataFrame],
     """The claim's row and its links (whose oriented differences the power step reuses)."""
     if claim["not_testable"]:  # listed with its reason: nothing here can test it
         return _row(claim, verdict="not testable here", reason=f"not testable here: {claim['not_testable']}"), []
+    mp = claim["model_prediction"]
+    if mp:
+        try:
+            grid, worst, region = _model_map({**mp, "test": claim["test"]}, tables)
+        except (stats.EmptySelectionError, _NotRun) as err:
+            return _row(claim, verdict="not run", reason=f"model prediction: {err}"), []
+        predicted = None if mp["at"] is None else _predicted_at(grid, worst, mp["at"])
+        claim = {**claim, "_model": (region, predicted)}
+        if mp["at"] is None:  # the map itself: the clock's region, no test of data
+            return _row(claim, verdict="model prediction", reason=f"model prediction: {mp['reason']}; {region}; "
+                        "the paper's own setting of it is unknown, so the row tests nothing about the paper"), []
     table = tables.get(claim["table"])
     if table is None:
         return _row(claim, verdict="not run", reason=f"table {claim['table']!r} not available"), []
@@ -127,6 +207,15 @@ def _evaluate_claim(claim: dict[str, Any], tables: Mapping[str, pd.DataFrame],
         reason = f"{ok}/{len(links)} links hold; {key.label}: {reason}"
     shown = key.shown
     undecided = [lk.seeds_needed for lk in links if lk.verdict == "inconclusive"]
+    n_min = min(lk.n for lk in links)
+    planned = claim.get("planned_n")
+    if planned is not None and n_min > planned:
+        reason = (f"refused: n = {n_min} seeds or repeats, more than the planned {planned} (planned_n, fixed "
+                  f"before the run): a count grown after a result was seen cannot decide the row; rerun "
+                  f"with the plan (would have been: {verdict}; {reason})")
+        verdict = "refused"
+    elif planned is not None and n_min < planned:
+        reason = f"{reason}; n = {n_min} of the planned {planned} (planned_n)"
     return _row(
         claim,
         ours=" → ".join(lk.ours or "n/a" for lk in links),
@@ -171,8 +260,9 @@ def evaluate_claims(
     conds = _normalize_conditions(conditions)
     _check_references(checked, conds)
     if condition_results is None:
-        condition_results = evaluate_conditions(conditions or {}, tables, stats_cfg)
+        condition_results = evaluate_conditions(scoped_conditions(checked, conditions or {}), tables, stats_cfg)
     evaluated = [_evaluate_claim(c, tables, cfg) for c in checked]
+    models = {row["id"]: row["_model"] for row, _ in evaluated if row.get("_model")}
     df = pd.DataFrame([row for row, _ in evaluated], columns=list(COLUMNS))
     blocked = {c["id"]: _blocking(c, condition_results) for c in checked}
     for i, c in enumerate(checked):
@@ -180,7 +270,7 @@ def evaluate_claims(
     df = _holm_within_papers(df, checked, cfg.alpha, blocked)
     df = _apply_polarity(df, checked)
     df = _apply_preconditions(df, checked, blocked)
-    df = _apply_construction(df, checked)
+    df = _apply_construction(df, checked, models)
     df = _power_at_level(df, checked, [links for _, links in evaluated], cfg)
     return df.astype({"n_seeds": int})
 
@@ -207,7 +297,8 @@ def _holm_within_papers(df: pd.DataFrame, claims: Sequence[dict[str, Any]], alph
     """
     df = df.copy()
     blocked = blocked or {}
-    out = {c["id"] for c in claims if c["by_construction"] or blocked.get(c["id"])}
+    out = {c["id"] for c in claims if c["by_construction"] or c["model_prediction"] or blocked.get(c["id"])}
+    out |= set(df.loc[df["verdict"].isin(NOT_TESTS), "id"])
     in_family = df["p_value"].notna() & ~df["id"].isin(out)
     for _, idx in df[in_family].groupby("paper").groups.items():
         df.loc[idx, "p_holm"] = stats.holm(df.loc[idx, "p_value"].to_numpy(float))
@@ -281,7 +372,7 @@ def _apply_polarity(df: pd.DataFrame, claims: Sequence[dict[str, Any]]) -> pd.Da
     """``expected: fails``: the source found the test fails, so ours failing reproduces it."""
     swap = {"reproduced": "not reproduced", "not reproduced": "reproduced"}
     for i, c in enumerate(claims):
-        if c["expected"] != "fails" or df.at[i, "verdict"] in ("not run", "not testable here"):
+        if c["expected"] != "fails" or df.at[i, "verdict"] in ("not run", "not testable here", *NOT_TESTS):
             continue
         v = df.at[i, "verdict"]
         ours = {"reproduced": "our test holds", "not reproduced": "our test fails conclusively",
@@ -304,22 +395,60 @@ def _apply_preconditions(df: pd.DataFrame, claims: Sequence[dict[str, Any]],
     return df
 
 
-def _apply_construction(df: pd.DataFrame, claims: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Rows that hold whatever the data are labelled so, with what makes them hold.
+def _apply_construction(df: pd.DataFrame, claims: Sequence[dict[str, Any]],
+                        models: Mapping[str, tuple[str, bool | None]] | None = None) -> pd.DataFrame:
+    """Rows the code fixes whatever the data are labelled so, with what fixes them.
 
-    Only a row whose data do show what the construction makes true is relabelled; a
-    row whose data contradict it (or cannot confirm it) keeps its verdict and says
-    that the construction did not show: a broken construction is a finding, not a
-    label.
+    ``by_construction``: the row reads *by construction* whatever its p (reproduced or
+    inconclusive alike: the data's p measures nothing the code does not fix); only data
+    that decide against it (*not reproduced*) keep their verdict, and say that the
+    construction did not show: a broken construction is a finding, not a label.
+
+    ``model_prediction``: the clock fixes the row as a function of a setting (e.g. c/mu);
+    the row reads *by construction* and states where the model makes it hold.  A row with
+    its own runs (``at``) says what the model predicts there and what the data give; data
+    that decide against the prediction keep their verdict (the simulator contradicts its
+    own clock: a finding).  A "refused" row (its n grew past the plan) reads *not testable
+    here*.  ``models``: claim id -> (the model's region as text, its prediction at ``at``).
     """
+    models = models or {}
     for i, c in enumerate(claims):
-        if not c["by_construction"] or df.at[i, "verdict"] in ("not run", "not testable here"):
+        v = df.at[i, "verdict"]
+        if v == "refused":
+            df.at[i, "verdict"] = "not testable here"
+            df.at[i, "seeds_needed"] = math.nan
             continue
-        if df.at[i, "verdict"] != "reproduced":
+        if v in ("not run", "not testable here"):
+            continue
+        if c["model_prediction"]:
+            mp = c["model_prediction"]
+            region, predicted = models.get(c["id"]) or ("", None)
+            if v == "model prediction":
+                df.at[i, "verdict"] = "by construction"
+                continue
+            if predicted is None:
+                where = f"{mp['x']} = {mp['at']:g} lies off the model's sweep: no prediction there"
+                df.at[i, "reason"] = f"model prediction: {mp['reason']}; {region}; {where}; the data give {v}: " \
+                                     f"{df.at[i, 'reason']}"
+                continue
+            says = "holds" if predicted else "fails"
+            against = (v == "not reproduced" and predicted) or (v == "reproduced" and not predicted)
+            head = f"model prediction: {mp['reason']}; {region}; here ({mp['x']} = {mp['at']:g}) the model {says}"
+            if against:
+                df.at[i, "reason"] = f"{head}, but the data give {v} (the runs contradict their own clock): " \
+                                     f"{df.at[i, 'reason']}"
+                continue
+            df.at[i, "reason"] = f"{head}; the data give {v}: {df.at[i, 'reason']}"
+            df.at[i, "verdict"] = "by construction"
+            df.at[i, "seeds_needed"] = math.nan
+            continue
+        if not c["by_construction"]:
+            continue
+        if v == "not reproduced":
             df.at[i, "reason"] = (f"should hold by construction ({c['by_construction']}), but the data give "
-                                  f"{df.at[i, 'verdict']}: {df.at[i, 'reason']}")
+                                  f"{v}: {df.at[i, 'reason']}")
             continue
-        df.at[i, "reason"] = (f"holds by construction: {c['by_construction']} (was: {df.at[i, 'verdict']}); "
+        df.at[i, "reason"] = (f"holds by construction: {c['by_construction']} (was: {v}); "
                               f"{df.at[i, 'reason']}")
         df.at[i, "verdict"] = "by construction"
         df.at[i, "seeds_needed"] = math.nan
@@ -347,7 +476,9 @@ def write_scorecard(
     dirty tree); they are named under the table so that stale results show.
     """
     counts = df["verdict"].value_counts()
-    tally = " · ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS)
+    # "unstable here" comes only from the stability run (distlab.stability.settle): named when present
+    tally = " · ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS
+                       if v != "unstable here" or counts.get(v, 0))
     tested = int(sum(counts.get(v, 0) for v in ("reproduced", "not reproduced", "inconclusive")))
 
     def figure(r: pd.Series) -> str:
@@ -474,9 +605,11 @@ def main_scorecard(
     claims, conditions = load_claims_file(claims_path)
     if paper is not None:
         claims = [c for c in claims if c["paper"] == paper]
-    used = {n for c in claims for n in c.get("preconditions", [])}
-    conditions = {n: c for n, c in conditions.items() if n in used}
-    results = evaluate_conditions(conditions, tables, stats_cfg)
+    checked = _normalize(claims)
+    used = {n for c in checked for n in c["preconditions"]}
+    conditions = {n: c for n, c in scoped_conditions(checked, conditions).items()
+                  if n in used or any(n == base for c in checked for base, _ in c["precondition_scopes"].values())}
+    results = evaluate_conditions({n: c for n, c in conditions.items() if n in used}, tables, stats_cfg)
     df = evaluate_claims(claims, tables, stats_cfg, conditions, results)
     title = "Reproduction scorecard" + (f": {paper}" if paper else "")
     write_scorecard(df, md_out, csv_out, title=title,

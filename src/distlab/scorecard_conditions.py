@@ -71,11 +71,17 @@ def evaluate_condition(cond: dict[str, Any], tables: Mapping[str, pd.DataFrame],
     a_, b_ = paired["a"].to_numpy(float), paired["b"].to_numpy(float)
     if len(a_) < 2:
         return result("not met", f"n = {len(a_)} < 2 seeds")
-    shifted = a_ + m if test == "less" else a_ - m
-    p = stats.paired_t(shifted, b_, test).p_value
     dci = stats.t_interval(a_ - b_, cfg.confidence)
     aci = stats.t_interval(a_, cfg.confidence)
     other = f"{_num(b[VALUE])}" if VALUE in b else f"b (mean {_num(float(np.mean(b_)))})"
+    if test == "equivalent":  # TOST: a - b inside (-m, +m), e.g. a gap that no longer moves by the margin
+        p = stats.tost(a_, b_, m).p_value
+        text = (f"a = {fmt_ci(aci.estimate, aci.low, aci.high)} vs {other}; a − b = "
+                f"{_num(dci.estimate)} [{_num(dci.low)}, {_num(dci.high)}], needs |a − b| < {_num(m)}: "
+                f"TOST p = {p:.2g}, n = {len(a_)}")
+        return result("met" if p < cfg.alpha else "not met", text)
+    shifted = a_ + m if test == "less" else a_ - m
+    p = stats.paired_t(shifted, b_, test).p_value
     rel = "<" if test == "less" else ">"
     bound = f" {'−' if test == 'less' else '+'} {_num(m)}" if m else ""
     text = (f"a = {fmt_ci(aci.estimate, aci.low, aci.high)} vs {other}; a − b = "

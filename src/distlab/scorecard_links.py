@@ -213,6 +213,8 @@ def _evaluate_link(claim: dict[str, Any], paired: pd.DataFrame, label: str,
         return _Link(label, len(a), fmt_ci(a[0], a[0], a[0]) if len(a) else "", None, math.nan, math.nan,
                      "inconclusive", f"n < 2: {what}; no test is possible on one seed: run more seeds "
                      "(stats.extra_seeds) to decide it")
+    if claim["test"] == "band":
+        return _band_link(claim, a, b, label, cfg)
     dci = stats.t_interval(a - b, cfg.confidence)
     if claim["transform"] == "ratio":
         if np.any(b == 0):
@@ -228,6 +230,42 @@ def _evaluate_link(claim: dict[str, Any], paired: pd.DataFrame, label: str,
     reason = f"mean a−b = {_num(dci.estimate)} [{_num(dci.low)}, {_num(dci.high)}], {why}"
     ours = fmt_ci(shown.estimate, shown.low, shown.high)
     return _Link(label, len(a), ours, shown, p, p_w, verdict, reason, n_more, toward)
+
+
+def _band_link(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, label: str, cfg: StatsSettings) -> _Link:
+    """``band`` ("about X"): the paired log-ratios log a - log b inside (log low, log high).
+
+    Reproduced when both one-sided tests reject (the t interval of the mean log-ratio inside
+    the band); not reproduced when that interval lies wholly outside it (at or below log low, or
+    at or above log high); inconclusive otherwise.  Shown: the geometric-mean ratio and its
+    interval, exp of the log-ratio's, so the row's numbers and its verdict say the same thing.
+    """
+    if np.any(a <= 0) or np.any(b <= 0):
+        raise ClaimError(f"claim {claim['id']!r}: test band needs positive values on both sides ({label})")
+    low, high = claim["band"]
+    lo, hi = math.log(low), math.log(high)
+    d = np.log(a) - np.log(b)
+    dci = stats.t_interval(d, cfg.confidence)
+    shown = stats.CI(math.exp(dci.estimate), math.exp(dci.low), math.exp(dci.high), dci.n,
+                     f"{dci.method}, exp of the mean log-ratio")
+    res = stats.band(d, lo, hi)
+    p = res.p_value
+    p_w = max(stats.wilcoxon(d - lo, np.zeros_like(d), "greater").p_value,
+              stats.wilcoxon(d - hi, np.zeros_like(d), "less").p_value)
+    # the binding side: the bound the mean is nearer to (in log terms), oriented toward the band
+    toward = d - lo if float(np.mean(d)) - lo < hi - float(np.mean(d)) else hi - d
+    band_txt = f"band {_num(low)} < a/b < {_num(high)}"
+    if p < cfg.alpha:
+        verdict, why = "reproduced", f"{band_txt}: two one-sided t on log a − log b p = {p:.2g} < {cfg.alpha:g}"
+    elif dci.high <= lo or dci.low >= hi:
+        verdict, why = "not reproduced", f"CI of the ratio wholly outside the {band_txt} (p = {p:.2g})"
+    else:
+        verdict, why = "inconclusive", f"{band_txt}: two one-sided t on log a − log b p = {p:.2g} ≥ {cfg.alpha:g}"
+    n_more = seeds_to_decide(toward, cfg.alpha, cfg.confidence)[0] if verdict == "inconclusive" else math.nan
+    reason = (f"geometric-mean ratio a/b = {_num(shown.estimate)} [{_num(shown.low)}, {_num(shown.high)}] "
+              f"(paired log-ratios), {why}")
+    return _Link(label, len(a), fmt_ci(shown.estimate, shown.low, shown.high), shown, p, p_w, verdict, reason,
+                 n_more, toward)
 
 
 def ratio_interval(dci: stats.CI, mean_b: float) -> stats.CI:
@@ -248,7 +286,11 @@ def _exact_link(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, label: str,
     d = float(a[0] - b[0])
     m = _margin(claim, b)
     test = claim["test"]
-    if test == "less":
+    if test == "band":
+        r = float(a[0] / b[0]) if b[0] else math.nan
+        low, high = claim["band"]
+        ok, rule = low < r < high, f"{_num(low)} < a/b = {_num(r)} < {_num(high)}"
+    elif test == "less":
         ok, rule = d < -m, f"a − b = {_num(d)} < {_num(-m)}"
     elif test == "greater":
         ok, rule = d > m, f"a − b = {_num(d)} > {_num(m)}"

@@ -1,5 +1,10 @@
 """Same commit, same verdicts: rerun the measured parts and list every verdict that flips.
 
+A measured verdict counts as decided only if it is the same in ``K`` = 3 evaluations
+(the scorecard, then the measured rules forced to run again, twice): a row whose verdict
+differs between them reads *unstable here*, with the verdicts and the estimates of every
+run (:func:`settle`), in ``paper/scorecard_stable.csv`` and ``.md`` beside the report.
+
 Simulated runs are deterministic (seeded, on the spec's own thread count), so
 rerunning them proves nothing; what can move between two runs of one commit
 are the parts that measure wall time or a profile on this machine: real
@@ -24,9 +29,12 @@ import pandas as pd
 
 from .tables import atomic_write_text, markdown_table
 
+K = 3  # evaluations a measured verdict must agree in (the first and two reruns of the measured rules)
+
 # Rules whose outputs are measured on this machine (wall time, memory, a profile).
 MEASURED_RULES = (
     "baseline_train_dist", "pgc_train_real", "pgc_trace_fit", "demo_train_real", "demo_bench",
+    "demo_train_sim",  # each worker's compute measured (demo.compute.mode): the demo.speed rows' time
     "local_train", "local_bench_throughput", "local_bench_pc_cost", "placement_profile",
     "placement_real", "placement_bench_sim", "bench_allreduce", "bench_calibrate", "pgc_coding_profile",
 )
@@ -51,11 +59,49 @@ def compare(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
                                        "first_ours", "second_ours"])
 
 
+def compare_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Claim by claim over ``k`` evaluations: each run's verdict and estimate, and whether they
+    all agree (``flipped`` when not; a claim missing from a run counts as a flip)."""
+    if len(frames) < 2:
+        raise ValueError(f"stability: needs at least 2 evaluations to compare, got {len(frames)}")
+    cards = [f.set_index("id") for f in frames]
+    ids = list(dict.fromkeys(i for c in cards for i in c.index))
+    rows = []
+    for cid in ids:
+        verdicts = [c["verdict"].get(cid, "absent") if cid in c.index else "absent" for c in cards]
+        ours = [str(c["ours"].get(cid, "")) if cid in c.index and "ours" in c else "" for c in cards]
+        measured = any(bool(c["measured"].get(cid, False)) for c in cards if "measured" in c and cid in c.index)
+        paper = next(c["paper"].get(cid) for c in cards if cid in c.index)
+        rows.append({"id": cid, "paper": paper, "measured": measured, "verdicts": " | ".join(verdicts),
+                     "flipped": len(set(verdicts)) > 1, "ours": " | ".join(ours)})
+    return pd.DataFrame(rows, columns=["id", "paper", "measured", "verdicts", "flipped", "ours"])
+
+
+def settle(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The first evaluation's scorecard with every row whose verdict is not the same in all
+    ``frames`` relabelled *unstable here*: the verdicts and the estimates of each run in its
+    reason (the spread), its p-values and seed count left as the first run's."""
+    table = compare_runs(frames).set_index("id")
+    out = frames[0].copy()
+    for i, cid in enumerate(out["id"]):
+        if not table.at[cid, "flipped"]:
+            continue
+        runs = table.at[cid, "verdicts"].split(" | ")
+        ours = table.at[cid, "ours"].split(" | ")
+        spread = "; ".join(f"run {k + 1}: {v} ({o})" for k, (v, o) in enumerate(zip(runs, ours)))
+        out.at[i, "reason"] = (f"unstable here: the verdict is not the same in {len(frames)} evaluations of "
+                               f"this commit ({spread}); first run's reason: {out.at[i, 'reason']}")
+        out.at[i, "verdict"] = "unstable here"
+        if "seeds_needed" in out.columns:
+            out.at[i, "seeds_needed"] = float("nan")
+    return out
+
+
 def report(table: pd.DataFrame) -> str:
     flips = table[table["flipped"]]
     bugs = flips[~flips["measured"]]
-    lines = ["# Stability: the measured parts run twice", "",
-             f"{len(table)} claims; {len(flips)} verdicts flipped between the two runs "
+    lines = ["# Stability: the measured parts run again", "",
+             f"{len(table)} claims; {len(flips)} verdicts flipped between the runs "
              f"({int(flips['measured'].sum())} of claims marked measured, {len(bugs)} of claims "
              "that rest on simulated or deterministic results only).", ""]
     if len(bugs):
@@ -92,11 +138,15 @@ def _dag_rules(cwd: Path, targets: list[str], extra: list[str]) -> set[str]:
 
 
 def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None = None,
-        papers: list[str] | None = None) -> pd.DataFrame:
-    """Scorecard, rerun of every measured rule, scorecard again; the comparison in ``out``.
+        papers: list[str] | None = None, k: int = K) -> pd.DataFrame:
+    """Scorecard, then ``k - 1`` reruns of every measured rule, each followed by the scorecard;
+    the comparison in ``out``, the settled scorecard (:func:`settle`) beside it.
 
     ``papers``: only those papers' scorecards (``paper/scorecard/<paper>.csv``) and the
-    measured rules they depend on; by default the whole scorecard."""
+    measured rules they depend on; by default the whole scorecard.  Returns the comparison of
+    the first two evaluations with ``flipped`` true for a claim that differed in any of them."""
+    if k < 2:
+        raise ValueError(f"stability: k must be at least 2 evaluations, got {k}")
     cwd = Path(cwd or os.getcwd())
     extra = list(extra or [])
     cards = ([cwd / "paper" / "scorecard" / f"{p}.csv" for p in papers] if papers
@@ -107,19 +157,29 @@ def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None 
         return pd.concat([pd.read_csv(c) for c in cards], ignore_index=True)
 
     _snakemake(["--cores", str(cores), *targets, *extra], cwd)
-    first = read()
+    frames = [read()]
     keep = out.with_name(out.stem + "_first.csv")
     keep.parent.mkdir(parents=True, exist_ok=True)
-    first.to_csv(keep, index=False)
+    frames[0].to_csv(keep, index=False)
     # --forcerun runs a named rule even where the targets do not need it: name only the
     # measured rules of the targets' own DAG
     rules = [r for r in MEASURED_RULES if r in _dag_rules(cwd, targets, extra)]
     if not rules:
         raise RuntimeError("stability: none of the measured rules is in the workflow of these targets "
                            f"({', '.join(MEASURED_RULES)}): nothing would run twice")
-    _snakemake(["--cores", str(cores), *targets, "--forcerun", *rules, *extra], cwd)
-    second = read()
-    table = compare(first, second)
-    atomic_write_text(out, report(table))
+    for _ in range(k - 1):
+        _snakemake(["--cores", str(cores), *targets, "--forcerun", *rules, *extra], cwd)
+        frames.append(read())
+    table = compare(frames[0], frames[1])
+    flipped = compare_runs(frames).set_index("id")["flipped"]
+    table["flipped"] = table["id"].map(flipped).fillna(True).astype(bool)
+    text = report(table) + "\n## All evaluations\n\n" + markdown_table(compare_runs(frames).drop(columns=["flipped"]))
+    atomic_write_text(out, text)
     table.to_csv(out.with_suffix(".csv"), index=False)
+    settled = settle(frames)
+    settled.to_csv(out.with_name("scorecard_stable.csv"), index=False)
+    from .scorecard import write_scorecard
+
+    write_scorecard(settled, out.with_name("scorecard_stable.md"), out.with_name("scorecard_stable.csv"),
+                    title=f"Reproduction scorecard, settled over {k} evaluations of the measured parts")
     return table

@@ -368,6 +368,31 @@ def tost(
     return TestResult("tost", binding.statistic, binding.p_value, "equivalence", d.size, extra)
 
 
+def band(
+    d: Sequence[float] | np.ndarray,
+    low: float,
+    high: float,
+) -> TestResult:
+    """Two one-sided one-sample t tests that mean(d) lies inside ``(low, high)``: TOST with
+    bounds that need not be symmetric (``d`` the paired log-ratios log a - log b of an
+    "about X" claim, the bounds log of the ratios the wording allows).
+
+    H0: mean(d) <= low or mean(d) >= high; the p-value is the larger of the two sides',
+    so rejecting at alpha shows the mean inside the band.
+    """
+    if not low < high:
+        raise ValueError(f"band needs low < high, got ({low}, {high})")
+    arr = np.asarray(d, dtype=float).ravel()
+    if arr.size < 2 or np.isnan(arr).any():
+        raise ValueError("band needs at least 2 values without NaN")
+    lower = _t_test(arr, float(low), "greater", "band lower")
+    upper = _t_test(arr, float(high), "less", "band upper")
+    binding = lower if lower.p_value >= upper.p_value else upper
+    extra = {"mean": float(np.mean(arr)), "df": arr.size - 1, "low": float(low), "high": float(high),
+             "p_lower": lower.p_value, "p_upper": upper.p_value}
+    return TestResult("band", binding.statistic, binding.p_value, "equivalence", arr.size, extra)
+
+
 def holm(pvalues: Sequence[float] | np.ndarray) -> np.ndarray:
     """Holm–Bonferroni step-down adjusted p-values (family-wise error control),
     ``statsmodels.stats.multitest.multipletests(p, method="holm")``.

@@ -118,6 +118,13 @@ def summarize_run(metrics: pd.DataFrame, manifest: dict) -> dict:
               "params_max_abs_diff_across_ranks", "late_messages"):
         if manifest.get(k) is not None:
             row[k] = float(manifest[k])
+    if "train_loss_full" in m:  # the whole-split loss at the eval step nearest 3/4 of the run, and its
+        # drop from there to the end: a comparison's horizon (the gap's change over the last quarter)
+        ev = m[m["train_loss_full"].notna()]
+        if len(ev) >= 2:
+            at = ev.iloc[int(np.argmin(np.abs(ev["step"].to_numpy(float) - 0.75 * (len(m) - 1))))]
+            row["train_loss_full_3q"] = float(at["train_loss_full"])
+            row["late_drop_train_loss_full"] = float(at["train_loss_full"]) - float(ev["train_loss_full"].iloc[-1])
     thr = spec.get("threshold")
     if thr is not None:
         k = steps_to_threshold(m["loss"].to_numpy(), float(thr["loss"]), int(thr.get("repeat", 3)))
