@@ -248,6 +248,30 @@ def test_a_technique_job_widens_its_grid_and_reuses_the_chosen_sweep_run(tmp_pat
     assert (tmp_path / "ddp/runs/large/n2/none/seed2/record.json").exists()
 
 
+def test_diloco_sweeps_its_outer_lr_momentum_and_h(tmp_path, pydoc_dir):
+    """sweep.settings.diloco as a mapping: the product of H, outer lr and outer momentum (3 x 3 x 2)
+    at every lr, chosen on the validation windows, and the runs at the whole chosen setting."""
+    from distlab.atlas.workflow import sweep_specs
+
+    a = _shrunk_atlas()
+    a["sweep"] = {**a["sweep"], "widen": 0,
+                  "settings": {"diloco": {"H": [1, 2, 4], "outer_lr": [0.5, 0.7, 1.0], "outer_momentum": [0.8, 0.9]}}}
+    todo = sweep_specs(a, "diloco")
+    assert len(todo) == 2 * 3 * 3 * 2 and len({label for label, _ in todo}) == len(todo)
+    assert {(s["diloco"]["H"], s["diloco"]["outer_lr"], s["diloco"]["outer_momentum"]) for _, s in todo} == \
+        {(h, lr, m) for h in (1, 2, 4) for lr in (0.5, 0.7, 1.0) for m in (0.8, 0.9)}
+    # the list form is unchanged (labels too: the default atlas's sweep runs keep their names)
+    assert [label for label, _ in sweep_specs(_shrunk_atlas(), "diloco")] == \
+        ["lr0.01_H5", "lr0.01_H10", "lr0.03_H5", "lr0.03_H10"]
+    choice = train.technique_job(a, "diloco", pydoc_dir, tmp_path / "diloco")
+    best = min(choice["sweep"], key=choice["sweep"].get)
+    assert choice["chosen"] == best and set(choice["setting"]["diloco"]) == {"H", "outer_lr", "outer_momentum"}
+    runs = json.loads((tmp_path / "diloco/done.json").read_text())["runs"]
+    for d in runs:
+        spec = json.loads((Path(d) / "manifest.json").read_text())["spec"]
+        assert {k: spec["diloco"][k] for k in choice["setting"]["diloco"]} == choice["setting"]["diloco"]
+
+
 def test_the_step_benchmark_compares_with_a_plain_adamw_step(tmp_path, pydoc_dir):
     r = subprocess.run([sys.executable, "-m", "distlab", "atlas", "bench", "--config", json.dumps(_shrunk_atlas()),
                         "--data", str(pydoc_dir), "--out", str(tmp_path / "bench.csv")],
