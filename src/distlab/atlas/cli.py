@@ -106,6 +106,10 @@ def _query(a) -> int:
     if not 0 <= s < a.workers:
         raise QueryError(f"--s: atlas.s = {s} needs 0 <= s < workers = {a.workers}; give --s")
     recs = check_complete(cfg, a.runs)
+    cap = float(cfg.get("extrapolate", {}).get("max_params_ratio", float("inf"))) * max(r.n_params for r in recs)
+    if a.params > cap:
+        raise QueryError(f"--params: {a.params:g} is beyond atlas.extrapolate.max_params_ratio x the largest measured "
+                         f"size ({cap:g}), even with --efficiency")
     # the clock: the replay at a measured size and N on this machine, unless a device or a
     # clock setting is asked for; else the projected clock
     asked = any(x is not None for x in (a.device, a.flops_per_s, a.mfu, a.tokens, a.buckets)) or \

@@ -1,14 +1,15 @@
 """Steps to target as a step-efficiency ratio against DDP, with prediction intervals.
 
 The atlas answers two questions apart.  *Time per step* comes from the clock
-(:mod:`distlab.atlas.clock`); *steps to target* comes as a ratio
+(the replay, or :mod:`distlab.atlas.projection`); *steps to target* comes as a ratio
 
     r_t = (steps of technique t to the target) / (steps of DDP to the same target)
 
 measured on the atlas's own no-straggler runs, paired by seed (both see the same
 data windows), at every measured (model size, worker count).  Per seed the
 observation is ``log r``; a cell's ratio is the geometric mean over its seeds with a
-t-interval.  Between and near the measured cells the ratio at a query point is the
+t-interval; at a measured cell the query uses its prediction interval for one more seed,
+``t s sqrt(1 + 1/n)``.  Between and near the measured cells the ratio at a query point is the
 least-squares fit ``log r = a + b log P + c log N`` over every seed's observation
 (a term only where its variable takes two values or more), and its interval is the
 fit's *prediction* interval ``t s sqrt(1 + x0' (X'X)^-1 x0)``, which widens with the
@@ -59,9 +60,11 @@ class CellRatio:
     N: int
     seeds: int
     ratio: float
-    lo: float
+    lo: float             # 95 % t-interval of the geometric mean over seeds
     hi: float
     ddp_steps: float
+    pred_lo: float = float("nan")    # 95 % prediction interval for one more seed: t s sqrt(1 + 1/n)
+    pred_hi: float = float("nan")
 
 
 @dataclass
@@ -149,9 +152,12 @@ def measured_ratios(recs, target: float) -> tuple[list[CellRatio], dict[str, lis
             continue
         lx = np.log(x)
         m = float(lx.mean())
-        h = float(stats.t.ppf(0.975, len(x) - 1) * lx.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else np.inf
+        q = float(stats.t.ppf(0.975, len(x) - 1)) if len(x) > 1 else np.inf
+        sd = float(lx.std(ddof=1)) if len(x) > 1 else np.inf
+        h = q * sd / np.sqrt(len(x)) if len(x) > 1 else np.inf
+        hp = q * sd * np.sqrt(1 + 1 / len(x)) if len(x) > 1 else np.inf
         cells.append(CellRatio(t, P, N, len(x), float(np.exp(m)), float(np.exp(m - h)), float(np.exp(m + h)),
-                               kd_mean))
+                               kd_mean, float(np.exp(m - hp)), float(np.exp(m + hp))))
     return cells, obs
 
 
@@ -229,8 +235,9 @@ def efficiency_at(technique: str, P: float, N: int, cells: list[CellRatio], fits
         here = [c for c in cells if c.technique == technique and c.n_params == int(P) and c.N == int(N)]
         if here:
             c = here[0]
-            return Efficiency(c.ratio, c.lo, c.hi, "measured",
-                              f"measured at this size and N over {c.seeds} seed(s)")
+            return Efficiency(c.ratio, c.pred_lo, c.pred_hi, "measured",
+                              f"measured at this size and N over {c.seeds} seed(s) (prediction interval "
+                              f"for a new seed; the mean's: [{c.lo:.3g}, {c.hi:.3g}])")
         f = fits.get(technique)
         if f is not None and not any(c.technique == technique and not np.isfinite(c.ratio) for c in cells):
             r, lo, hi = f.predict(P, N)
