@@ -229,6 +229,10 @@ def rank(recs: list[Recording], a: dict, params: float, workers: int, bandwidth:
                    f"does not depend on it; --ddp-steps sets it)")
     else:
         raise QueryError("--runs: DDP never reaches the target in these runs: no steps to target to scale by")
+    if ddp_steps is None:
+        ks = [r.steps_to_target(target) for r in recs if r.technique == "ddp" and (r.n_params, r.n) == near
+              and r.straggler.get("model") == "none"]
+        k_basis += f"; over its {len(ks)} seeds {min(ks)}..{max(ks)} steps, a spread common to every row"
     rows = []
     be_eff: dict[str, np.ndarray] = {}
     names = sorted({r.technique for r in recs})
@@ -259,6 +263,7 @@ def rank(recs: list[Recording], a: dict, params: float, workers: int, bandwidth:
         for t in names:
             if kind(t) == "master" and t in ("gc-fr", "pgc-fr") and workers % (s + 1):
                 rows.append({"technique": t, "valid": False, "label": "projected", "time_s": np.nan,
+                             "basis": "-", "rests_on": "not run: N not divisible by s + 1",
                              "note": f"needs N divisible by s + 1 = {s + 1}"})
                 continue
             pat = pattern_of(recs, t, workers)
@@ -318,6 +323,8 @@ def format_ranking(df: pd.DataFrame, info: dict | None = None) -> str:
     if info is not None:
         lines.append("")
         lines.append(f"steps to target = ratio x DDP's steps, DDP's steps = {info['K']:.4g} ({info['K_basis']})")
+        lines.append("intervals: the ratio's 95 % prediction interval against DDP (paired by seed; DDP's own is "
+                     "exact by definition) times the time per step")
         lines.append(f"evidence: measured sizes {info['sizes']} parameters, N {info['workers']}; the query is "
                      f"{10 ** info['dP']:.3g}x outside the sizes and {10 ** info['dN']:.3g}x outside N "
                      f"(1x = inside)")
