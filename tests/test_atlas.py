@@ -136,10 +136,13 @@ def runs_dir(tmp_path_factory, pydoc_dir) -> Path:
 
 
 def _query_config(tmp_path: Path, target: float) -> Path:
+    """The atlas section of the runs of ``runs_dir``: DDP and IS-SGD, one size, N = 2, two seeds."""
     import yaml
 
     a = yaml.safe_load((ROOT / "config/config.yaml").read_text())["atlas"]
-    a["target_loss"] = target
+    a.pop("headline", None)
+    a.update(target_loss=target, techniques=["ddp", "is-sgd"], sizes={"only": MODEL}, n_workers=[2], seeds=[0, 1],
+             train_under={"stragglers": [], "sizes": ["only"], "seeds": [0]})
     p = tmp_path / "cfg.yaml"
     p.write_text(yaml.safe_dump({"atlas": a}))
     return p
@@ -161,7 +164,8 @@ def test_query_a_cell_against_a_hand_computation(tmp_path, runs_dir):
     h = stats.t.ppf(0.975, 1) * hand.std(ddof=1) / np.sqrt(2)
     from distlab.atlas.query import rank
 
-    df = rank(recs, target, float(recs[0].n_params), 2, bw, lat, {"model": "none"}, 1, None, 32, 1e6)
+    df, _ = rank(recs, {"target_loss": target, "s": 1}, float(recs[0].n_params), 2, bw, lat, {"model": "none"}, 1,
+                 None)
     row = df[df.technique == "ddp"].iloc[0]
     assert row["label"] == "simulated"
     assert np.isclose(row["time_s"], hand.mean(), rtol=1e-9)
@@ -171,7 +175,7 @@ def test_query_a_cell_against_a_hand_computation(tmp_path, runs_dir):
                         "--workers", "2", "--bandwidth", "1Gbit/s", "--latency", "30ms", "--runs", str(runs_dir),
                         "--config", str(cfg)], env=ENV, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert f"{hand.mean():.4g} s" in r.stdout and "simulated" in r.stdout
+    assert f"{hand.mean():.4g} s" in r.stdout and "replayed recordings" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("args,key", [
@@ -242,6 +246,30 @@ def test_a_technique_job_widens_its_grid_and_reuses_the_chosen_sweep_run(tmp_pat
     assert len(runs) == 2 * 1 * 2 + 1 and str(tmp_path / "ddp/sweep" / choice["chosen"]) in runs
     assert not (tmp_path / "ddp/runs/small/n2/none/seed0").exists()
     assert (tmp_path / "ddp/runs/large/n2/none/seed2/record.json").exists()
+
+
+def test_diloco_sweeps_its_outer_lr_momentum_and_h(tmp_path, pydoc_dir):
+    """sweep.settings.diloco as a mapping: the product of H, outer lr and outer momentum (3 x 3 x 2)
+    at every lr, chosen on the validation windows, and the runs at the whole chosen setting."""
+    from distlab.atlas.workflow import sweep_specs
+
+    a = _shrunk_atlas()
+    a["sweep"] = {**a["sweep"], "widen": 0,
+                  "settings": {"diloco": {"H": [1, 2, 4], "outer_lr": [0.5, 0.7, 1.0], "outer_momentum": [0.8, 0.9]}}}
+    todo = sweep_specs(a, "diloco")
+    assert len(todo) == 2 * 3 * 3 * 2 and len({label for label, _ in todo}) == len(todo)
+    assert {(s["diloco"]["H"], s["diloco"]["outer_lr"], s["diloco"]["outer_momentum"]) for _, s in todo} == \
+        {(h, lr, m) for h in (1, 2, 4) for lr in (0.5, 0.7, 1.0) for m in (0.8, 0.9)}
+    # the list form is unchanged (labels too: the default atlas's sweep runs keep their names)
+    assert [label for label, _ in sweep_specs(_shrunk_atlas(), "diloco")] == \
+        ["lr0.01_H5", "lr0.01_H10", "lr0.03_H5", "lr0.03_H10"]
+    choice = train.technique_job(a, "diloco", pydoc_dir, tmp_path / "diloco")
+    best = min(choice["sweep"], key=choice["sweep"].get)
+    assert choice["chosen"] == best and set(choice["setting"]["diloco"]) == {"H", "outer_lr", "outer_momentum"}
+    runs = json.loads((tmp_path / "diloco/done.json").read_text())["runs"]
+    for d in runs:
+        spec = json.loads((Path(d) / "manifest.json").read_text())["spec"]
+        assert {k: spec["diloco"][k] for k in choice["setting"]["diloco"]} == choice["setting"]["diloco"]
 
 
 def test_the_step_benchmark_compares_with_a_plain_adamw_step(tmp_path, pydoc_dir):

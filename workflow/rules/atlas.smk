@@ -40,7 +40,7 @@ rule atlas_job:
 
 
 rule atlas_map:
-    """The map's tables (cells, winners with intervals, crossovers, trends, the reference, the
+    """The map's tables (cells, winners with intervals, crossovers, efficiency ratios, the reference, the
     replay benchmark) and its figures."""
     input:
         done=lambda w: [f"{ATLAS_OUT}/techniques/{t}/done.json" for t in (ATLAS["techniques"] if ATLAS else [])],

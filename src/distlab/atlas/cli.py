@@ -54,42 +54,96 @@ def _bench(a) -> int:
 
 
 def _query(a) -> int:
+    import math
+
     import yaml
 
     from ..specs import SpecError
-    from .query import QueryError, format_ranking, parse_bandwidth, parse_latency, parse_stragglers, rank
+    from .efficiency import parse_efficiency
+    from .projection import DTYPES, PRESETS, ClockSettings, measured_flops_per_s
+    from .query import (QueryError, check_complete, format_ranking, parse_bandwidth, parse_latency,
+                        parse_stragglers, rank)
 
-    if not (a.params > 0):
-        raise QueryError(f"--params: must be a positive number of parameters, got {a.params:g}")
+    def positive(name, v):
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise QueryError(f"--{name}: must be a positive finite number, got {v:g}")
+
+    positive("params", a.params)
+    positive("flops-per-s", a.flops_per_s)
+    positive("tokens", a.tokens)
+    positive("ddp-steps", a.ddp_steps)
+    if a.mfu is not None and not (math.isfinite(a.mfu) and 0 < a.mfu <= 1):
+        raise QueryError(f"--mfu: must be in (0, 1], got {a.mfu:g}")
     if a.workers < 2:
         raise QueryError(f"--workers: need at least 2, got {a.workers}")
+    if a.s is not None and not 0 <= a.s < a.workers:
+        raise QueryError(f"--s: need 0 <= s < workers = {a.workers}, got {a.s}")
+    if a.buckets is not None and a.buckets < 1:
+        raise QueryError(f"--buckets: need at least 1, got {a.buckets}")
+    if a.device is not None and a.flops_per_s is not None:
+        raise QueryError("--device: give --device or --flops-per-s, not both")
+    if a.device is not None and a.device not in PRESETS:
+        raise QueryError(f"--device: unknown {a.device!r}; presets: {', '.join(PRESETS)}")
+    if a.dtype not in DTYPES:
+        raise QueryError(f"--dtype: {a.dtype!r}; use {' or '.join(DTYPES)}")
+    if a.overlap not in ("on", "off"):
+        raise QueryError(f"--overlap: {a.overlap!r}; use on or off")
     bw, lat = parse_bandwidth(a.bandwidth), parse_latency(a.latency)
     strag = parse_stragglers(a.stragglers, a.workers)
+    published = (a.efficiency or "").strip() == "published"
+    eff = {} if published else parse_efficiency(a.efficiency)
     try:
         cfg = yaml.safe_load(Path(a.config).read_text())["atlas"]
-    except (OSError, KeyError, TypeError) as e:
-        raise SpecError(f"--config: {a.config} has no readable atlas: section ({e})") from e
-    done = sorted(Path(a.runs).glob("*/done.json"))
-    if not done:
-        raise QueryError(f"--runs: no atlas runs under {a.runs} (run `snakemake atlas` first)")
-    from .outputs import load_runs
-
-    recs = load_runs(done)
-    ex = cfg["extrapolate"]
-    flops = a.flops_per_s if a.flops_per_s is not None else (
-        None if ex["flops_per_s"] == "measured" else float(ex["flops_per_s"]))
-    tokens = int(cfg["batch_size"]) * int(next(iter(cfg["sizes"].values())).get("block_size", 32))
-    df = rank(recs, float(cfg["target_loss"]), a.params, a.workers, bw, lat, strag, int(a.s if a.s is not None else cfg["s"]),
-              flops, tokens, float(ex["max_params_ratio"]))
-    print(f"target loss {cfg['target_loss']} nats/byte; {a.params:g} parameters, {a.workers} workers, "
-          f"{bw * 8:.4g} bit/s, {lat:g} s latency, stragglers {strag}")
-    print(f"compute at {df['flops_per_s'].iloc[0]:.4g} FLOP/s "
-          f"({'given' if flops else 'measured on this machine'}); label per row")
-    print(format_ranking(df))
-    if (df["label"] == "extrapolated").any():
-        print("extrapolated: step times from FLOP and byte arithmetic (message sizes scaled linearly in parameters "
-              "from the largest measured size), steps to target from a fitted trend log k = a + b log P + c log N; "
-              "the interval is the trend's residual error only")
+        if not isinstance(cfg, dict):
+            raise TypeError("atlas: is not a mapping")
+        target, s_cfg = float(cfg["target_loss"]), int(cfg["s"])
+        tokens_cfg = int(cfg["batch_size"]) * int(next(iter(cfg["sizes"].values())).get("block_size", 32))
+        rate_cfg = cfg.get("extrapolate", {}).get("flops_per_s", "measured")
+    except (OSError, KeyError, TypeError, ValueError, AttributeError, StopIteration, yaml.YAMLError) as e:
+        raise SpecError(f"--config: {a.config} has no readable atlas: section ({type(e).__name__}: {e})") from None
+    del target
+    s = a.s if a.s is not None else s_cfg
+    if not 0 <= s < a.workers:
+        raise QueryError(f"--s: atlas.s = {s} needs 0 <= s < workers = {a.workers}; give --s")
+    recs = check_complete(cfg, a.runs)
+    cap = float(cfg.get("extrapolate", {}).get("max_params_ratio", float("inf"))) * max(r.n_params for r in recs)
+    if a.params > cap:
+        raise QueryError(f"--params: {a.params:g} is beyond atlas.extrapolate.max_params_ratio x the largest measured "
+                         f"size ({cap:g}), even with --efficiency")
+    # the clock: the replay at a measured size and N on this machine, unless a device or a
+    # clock setting is asked for; else the projected clock
+    asked = any(x is not None for x in (a.device, a.flops_per_s, a.mfu, a.tokens, a.buckets)) or \
+        a.dtype != "fp32" or a.overlap != "on"
+    measured = (float(a.params) == int(a.params)) and (int(a.params), a.workers) in {(r.n_params, r.n) for r in recs}
+    clock = None
+    device = "this machine (replayed recordings: measured compute, the runtime's network model)"
+    if asked or not measured:
+        if a.flops_per_s is not None:
+            rate, device = a.flops_per_s, f"{a.flops_per_s:.4g} FLOP/s (given)"
+        elif a.device not in (None, "cpu"):
+            rate, src = PRESETS[a.device]
+            device = f"{a.device}: {src}"
+        elif rate_cfg != "measured" and a.device is None:
+            rate, device = float(rate_cfg), f"{float(rate_cfg):.4g} FLOP/s (atlas.extrapolate.flops_per_s)"
+        else:
+            rate, device = measured_flops_per_s(recs), PRESETS["cpu"][1]
+        mfu = a.mfu if a.mfu is not None else (0.5 if a.device not in (None, "cpu") else 1.0)
+        clock = ClockSettings(flops_per_s=float(rate), mfu=mfu, tokens=int(a.tokens or tokens_cfg), dtype=a.dtype,
+                              overlap=a.overlap == "on", buckets=a.buckets)
+        device = (f"{device}; {rate:.4g} FLOP/s x MFU {mfu:g}" + (" (assumed for a preset's peak; --mfu)"
+                                                                   if a.mfu is None and mfu != 1.0 else ""))
+    df, info = rank(recs, cfg, a.params, a.workers, bw, lat, strag, s, clock, eff,
+                    use_published=published, ddp_steps=a.ddp_steps)
+    print(f"target loss {info['target']} nats/byte; {a.params:g} parameters, {a.workers} workers, "
+          f"{bw * 8:.4g} bit/s, {lat:g} s latency, stragglers {strag}, s = {s}")
+    if clock is None:
+        print(f"clock: {device}")
+    else:
+        print(f"clock (projected): {device}; {clock.tokens} tokens per worker per step; {clock.dtype} dense "
+              f"messages (DeMo-family payloads their own); overlap of the bucketed all-reduce with the backward "
+              f"pass {'on (' + (str(clock.buckets) + ' buckets' if clock.buckets else '25 MB buckets') + ')' if clock.overlap else 'off'}; "
+              f"the master's link shared by its N sends and N - s receives")
+    print(format_ranking(df, info))
     return 0
 
 
@@ -119,6 +173,20 @@ def register(sub) -> None:
                             "help": "none, exp:MEAN, pareto:MEAN[:SHAPE], persistent:X[:K], dead:K"},
                 s={"type": int, "default": None, "help": "stragglers the codes tolerate (default: atlas.s)"},
                 flops_per_s={"type": float, "default": None,
-                             "help": "the device's FLOP rate (default: atlas.extrapolate)"},
+                             "help": "the device's achieved FLOP rate (default: atlas.extrapolate, or --device)"},
+                device={"default": None, "help": "FLOP-rate preset: cpu (measured here), a100, h100, h200 "
+                                                 "(datasheet dense bf16 peaks)"},
+                mfu={"type": float, "default": None,
+                     "help": "fraction of the FLOP rate achieved (default 0.5 with a GPU preset, else 1)"},
+                tokens={"type": int, "default": None,
+                        "help": "tokens per worker per step (default: atlas batch_size x block_size)"},
+                dtype={"default": "fp32", "help": "dense message dtype: fp32 or bf16"},
+                overlap={"default": "on", "help": "overlap the bucketed all-reduce with the backward pass: on/off"},
+                buckets={"type": int, "default": None, "help": "all-reduce buckets (default: 25 MB each)"},
+                efficiency={"default": None,
+                            "help": "steps-to-target ratios against DDP: name=ratio,... or a YAML file, or "
+                                    "'published' (the shipped ones with their citations)"},
+                ddp_steps={"type": float, "default": None,
+                           "help": "DDP's steps to the target at your size (default: the nearest measured)"},
                 runs={"default": "results/atlas/techniques"}, config={"default": "config/config.yaml"})
     q._negative_number_matcher = _NEGATIVE_VALUE

@@ -1,5 +1,11 @@
 """``distlab atlas query``: the ranking on a user's own cluster, from the map's recordings.
 
+The answer is (time per step) x (steps to target), asked apart: the time per step from the
+clock (the replay of the recordings where the query is a measured size and worker count on
+this machine, else :mod:`distlab.atlas.projection`), the steps to target as a step-efficiency
+ratio against DDP (:mod:`distlab.atlas.efficiency`) times DDP's steps.  Nothing is ranked from
+a partial atlas: :func:`check_complete` names the missing runs and refuses.
+
 Units: bandwidth ``<number><unit>`` with unit one of b/s, kb/s, Mb/s, Gb/s, Tb/s
 (bits; ``bit`` = ``b``) or B/s, kB/s, MB/s, GB/s (bytes); latency ``<number>``
 with s, ms, us, ns; stragglers ``none``, ``exp:MEAN_S``, ``pareto:MEAN_S[:SHAPE]``,
@@ -15,8 +21,11 @@ import numpy as np
 import pandas as pd
 
 from ..specs import SpecError
-from .grid import extrapolated, fit_trends, measured_flops_per_s, simulated_cells
+from .efficiency import FAR, Efficiency, efficiency_at, evidence_distance, fit_log_ratio, measured_ratios
+from .grid import simulated_cells
+from .projection import ClockSettings, pattern_of, step_seconds
 from .record import Recording
+from .spec import arrival_dependent, kind
 
 _BW = {"b/s": 1 / 8, "kb/s": 1e3 / 8, "mb/s": 1e6 / 8, "gb/s": 1e9 / 8, "tb/s": 1e12 / 8}
 _BWB = {"B/s": 1.0, "kB/s": 1e3, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12}
@@ -91,39 +100,239 @@ def parse_stragglers(text: str, n: int) -> dict:
                      f"persistent:SLOWDOWN[:K] or dead:K")
 
 
-def rank(recs: list[Recording], target: float, params: float, workers: int, bandwidth: float, latency: float,
-         straggler: dict, s: int, flops_per_s: float | None, tokens: int, max_ratio: float) -> pd.DataFrame:
-    """One row per technique, fastest first: predicted time, interval, label."""
+
+def check_complete(a: dict, runs_dir) -> list[Recording]:
+    """The atlas's recordings under ``runs_dir`` if every run the ``atlas:`` section ``a`` asks for
+    is there; else :class:`QueryError` naming the missing runs (a job still running, a config
+    overlay whose runs were never made)."""
+    import json
+    from pathlib import Path
+
+    from .workflow import run_specs, techniques
+
+    root = Path(runs_dir)
+    missing, recs = [], []
+    try:
+        names = techniques(a)
+        want_models = {json.dumps(m, sort_keys=True): k for k, m in a["sizes"].items()}
+    except (KeyError, TypeError, AttributeError) as e:
+        raise QueryError(f"--config: the atlas section lacks or misstates {e}") from None
+    for t in names:
+        done = root / t / "done.json"
+        if not done.is_file():
+            missing.append(f"{t} (no {done})")
+            continue
+        try:
+            dirs = json.loads(done.read_text())["runs"]
+        except (OSError, ValueError, KeyError, TypeError):
+            missing.append(f"{t} (unreadable {done})")
+            continue
+        have = set()
+        for d in dirs:
+            try:
+                r = Recording.load(d)
+            except (OSError, ValueError, KeyError):
+                missing.append(f"{t}: {d} (no readable record)")
+                continue
+            recs.append(r)
+            size = want_models.get(json.dumps((r.spec or {}).get("model"), sort_keys=True))
+            strag = r.straggler.get("model")
+            have.add((size, r.n, r.seed, json.dumps(r.straggler, sort_keys=True) if strag != "none" else "none"))
+        try:
+            want = run_specs(a, t, 1.0, None)
+        except (KeyError, TypeError) as e:
+            raise QueryError(f"--config: the atlas section lacks or misstates {e}") from None
+        for label, spec in want:
+            size = want_models.get(json.dumps(spec["model"], sort_keys=True))
+            st = spec["cluster"]["straggler"]
+            key = (size, spec["n_workers"], spec["seed"],
+                   "none" if st.get("model") == "none" else json.dumps(st, sort_keys=True))
+            if key not in have:
+                missing.append(f"{t}/{label}")
+    if missing:
+        more = f" and {len(missing) - 6} more" if len(missing) > 6 else ""
+        raise QueryError(f"--runs: the atlas under {root} is partial ({len(missing)} missing: "
+                         f"{'; '.join(missing[:6])}{more}); finish `snakemake atlas` (or query with the config "
+                         f"the runs were made with) -- a partial set is not ranked")
+    return recs
+
+
+BE_GRID = np.geomspace(1e3, 1e13, 81)  # bytes/s: 8 kbit/s .. 80 Tbit/s, for the break-even bandwidths
+
+
+def _break_even(eff: dict[str, np.ndarray], grid=BE_GRID) -> dict[str, str]:
+    """Per technique, where its time to target crosses DDP's on the bandwidth grid (bit/s)."""
+    out = {}
+    if "ddp" not in eff:
+        return out
+    d = eff["ddp"]
+    for t, e in eff.items():
+        if t == "ddp":
+            continue
+        with np.errstate(invalid="ignore"):
+            better = e < d
+        ok = np.isfinite(e) & np.isfinite(d)
+        if not ok.any():
+            out[t] = "-"
+            continue
+        b = better[ok]
+        g = grid[ok]
+        flips = np.flatnonzero(b[1:] != b[:-1])
+        if not flips.size:
+            out[t] = ("faster than DDP at every bandwidth" if b.all() else "never faster than DDP") + \
+                     f" ({g[0] * 8:.2g}..{g[-1] * 8:.2g} bit/s)"
+            continue
+        parts = []
+        for i in flips:
+            x = float(np.sqrt(g[i] * g[i + 1])) * 8
+            parts.append(f"{'faster' if b[i] else 'slower'} than DDP below {x:.3g} bit/s")
+        out[t] = "; ".join(parts)
+    return out
+
+
+def rank(recs: list[Recording], a: dict, params: float, workers: int, bandwidth: float, latency: float,
+         straggler: dict, s: int, clock: ClockSettings | None, user_eff: dict[str, float] | None = None,
+         use_published: bool = False, ddp_steps: float | None = None) -> tuple[pd.DataFrame, dict]:
+    """One row per technique, fastest first, and what the answer rests on.
+
+    ``clock`` None: the replay of the recordings (only at a measured size and N); else the
+    projected clock with these settings.  Columns: time per step, the ratio and its interval and
+    basis, time to target (= per step x ratio x DDP's steps) with its interval, ``tie`` (the
+    interval reaches the leader's), the break-even bandwidth against DDP, a note."""
     if not recs:
         raise QueryError("--runs: no recordings found")
+    target = float(a["target_loss"])
+    user_eff = user_eff or {}
     sizes = sorted({r.n_params for r in recs})
-    lo, hi = sizes[0] / 10, sizes[-1] * max_ratio
-    if not (lo <= params <= hi):
-        raise QueryError(f"--params: {params:g} is outside every fit (measured {sizes[0]}..{sizes[-1]} parameters; "
-                         f"extrapolation allowed {lo:g}..{hi:g})")
+    nws = sorted({r.n for r in recs})
     if workers < 2:
         raise QueryError(f"--workers: need at least 2, got {workers}")
-    measured = {(r.n_params, r.n) for r in recs}
-    rate = flops_per_s or measured_flops_per_s(recs)
-    if (int(params), workers) in measured:
-        cells = simulated_cells([r for r in recs if (r.n_params, r.n) == (int(params), workers)], target,
-                                [bandwidth], [latency], {"query": straggler})
-        cells["note"] = np.where(cells["valid"], "", "trajectory differs on this cluster: not ranked")
+    if not 0 <= s < workers:
+        raise QueryError(f"--s: the codes tolerate s stragglers of the workers, need 0 <= s < {workers}, got {s}")
+    dP, dN = evidence_distance(params, workers, sizes, nws)
+    if max(dP, dN) > FAR and not user_eff and not use_published:
+        raise QueryError(f"--params/--workers: {params:g} parameters on {workers} workers is "
+                         f"{10 ** dP:.3g}x outside the measured sizes {sizes[0]}..{sizes[-1]} and {10 ** dN:.3g}x "
+                         f"outside the measured N {nws[0]}..{nws[-1]}; beyond {10 ** FAR:g}x the steps to target "
+                         f"are not known here: give --efficiency (e.g. ddp=1,diloco=1.9, a YAML file, or 'published')")
+    cells, obs = measured_ratios(recs, target)
+    fits = {t: f for t, f in ((t, fit_log_ratio(t, o)) for t, o in obs.items()) if f is not None}
+    measured_cell = (int(params), workers) in {(r.n_params, r.n) for r in recs} and float(params) == int(params)
+    ddp_cells = {(c.n_params, c.N): c.ddp_steps for c in cells if c.technique == "ddp"}
+    if ddp_steps is not None:
+        K, k_basis = float(ddp_steps), "given with --ddp-steps"
+    elif ddp_cells:
+        near = min(ddp_cells, key=lambda pn: (abs(np.log(pn[0] / params)) + abs(np.log(pn[1] / workers))))
+        K = ddp_cells[near]
+        k_basis = ("measured here" if near == (int(params), workers) else
+                   f"DDP's measured steps at {near[0]} parameters, N = {near[1]} (a common scale: the ranking "
+                   f"does not depend on it; --ddp-steps sets it)")
     else:
-        trends = fit_trends(recs, target)
-        cells = extrapolated(recs, trends, target, float(params), workers, s, rate, tokens,
-                             np.array([latency]), np.array([bandwidth]), straggler)
-    cells["flops_per_s"] = rate
-    return cells.sort_values(["valid", "time_s"], ascending=[False, True], kind="stable").reset_index(drop=True)
+        raise QueryError("--runs: DDP never reaches the target in these runs: no steps to target to scale by")
+    if ddp_steps is None:
+        ks = [r.steps_to_target(target) for r in recs if r.technique == "ddp" and (r.n_params, r.n) == near
+              and r.straggler.get("model") == "none"]
+        k_basis += f"; over its {len(ks)} seeds {min(ks)}..{max(ks)} steps, a spread common to every row"
+    rows = []
+    be_eff: dict[str, np.ndarray] = {}
+    names = sorted({r.technique for r in recs})
+    if clock is None:
+        if not measured_cell:
+            raise QueryError("--flops-per-s/--device: a size or worker count that was not measured needs the "
+                             "projected clock")
+        sub = [r for r in recs if (r.n_params, r.n) == (int(params), workers)]
+        bws = np.concatenate([[bandwidth], BE_GRID])
+        with np.errstate(invalid="ignore"):
+            sim = simulated_cells(sub, target, bws, [latency], {"query": straggler})
+        if sim.empty:
+            raise QueryError("--runs: no recordings at this size and N")
+        for t, g in sim.groupby("technique", sort=True):
+            g = g.reset_index(drop=True)
+            valid = g["valid"].to_numpy()
+            tt = np.where(valid, g["time_s"].to_numpy(), np.nan)
+            be_eff[t] = tt[1:]
+            e = efficiency_at(t, params, workers, cells, fits, sizes, nws, user_eff, use_published)
+            ks = [r.steps_to_target(target) for r in sub if r.technique == t and r.straggler.get("model") == "none"]
+            k = float(np.mean(ks)) if ks and all(x is not None for x in ks) else np.nan
+            rows.append({"technique": t, "per_step_s": g["time_s"].iloc[0] / k if np.isfinite(k) and k > 0 else np.nan,
+                         "ratio": e.ratio, "ratio_lo": e.lo, "ratio_hi": e.hi, "basis": e.basis, "rests_on": e.detail,
+                         "time_s": g["time_s"].iloc[0], "lo_s": g["lo_s"].iloc[0], "hi_s": g["hi_s"].iloc[0],
+                         "valid": bool(valid[0]), "label": "simulated",
+                         "note": "" if valid[0] else "trajectory differs on this cluster: not ranked"})
+    else:
+        for t in names:
+            if kind(t) == "master" and t in ("gc-fr", "pgc-fr") and workers % (s + 1):
+                rows.append({"technique": t, "valid": False, "label": "projected", "time_s": np.nan,
+                             "basis": "-", "rests_on": "not run: N not divisible by s + 1",
+                             "note": f"needs N divisible by s + 1 = {s + 1}"})
+                continue
+            pat = pattern_of(recs, t, workers)
+            per = step_seconds(pat, params, workers, s, clock, np.concatenate([[latency], np.full(BE_GRID.size, latency)]),
+                               np.concatenate([[bandwidth], BE_GRID]), straggler)
+            e = efficiency_at(t, params, workers, cells, fits, sizes, nws, user_eff, use_published)
+            r = e.ratio
+            be_eff[t] = per[1:] * r
+            note = []
+            if arrival_dependent(t) and straggler.get("model") != "none":
+                note.append("ratio from the no-straggler runs")
+            if kind(t) == "master" and s != int(a.get("s", s)):
+                note.append(f"ratio measured at s = {a.get('s')}")
+            rows.append({"technique": t, "per_step_s": per[0], "ratio": r, "ratio_lo": e.lo, "ratio_hi": e.hi,
+                         "basis": e.basis, "rests_on": e.detail, "time_s": per[0] * r * K,
+                         "lo_s": per[0] * e.lo * K, "hi_s": per[0] * e.hi * K, "valid": True,
+                         "label": "projected", "note": "; ".join(note)})
+    df = pd.DataFrame(rows)
+    df["time_s"] = df["time_s"].astype(float).where(np.isfinite(df["time_s"].astype(float)), np.inf)
+    df = df.sort_values(["valid", "time_s"], ascending=[False, True], kind="stable").reset_index(drop=True)
+    lead = df.iloc[0]
+    df["tie"] = False
+    if lead["valid"] and np.isfinite(lead.get("hi_s", np.nan)):
+        df["tie"] = df["valid"] & (df.index > 0) & (df["lo_s"] <= lead["hi_s"])
+        if df["tie"].any():
+            df.loc[0, "tie"] = True
+    be = _break_even(be_eff)
+    df["break_even"] = [be.get(t, "") for t in df["technique"]]
+    info = {"K": K, "K_basis": k_basis, "sizes": sizes, "workers": nws, "dP": dP, "dN": dN, "target": target,
+            "cells": cells, "clock": clock, "measured_cell": measured_cell and clock is None}
+    return df, info
 
 
-def format_ranking(df: pd.DataFrame) -> str:
-    lines = [f"{'rank':>4}  {'technique':<12} {'time to target':>16}  {'95 % interval':>27}  label"]
+def _fmt(x: float, unit: str = "", digits: int = 3) -> str:
+    if x is None or not np.isfinite(x):
+        return "never" if x == np.inf else "-"
+    return f"{x:.{digits}g}{unit}"
+
+
+def format_ranking(df: pd.DataFrame, info: dict | None = None) -> str:
+    head = (f"{'rank':>4}  {'technique':<12} {'s/step':>9} x {'steps/DDP':>9} {'[95 % pred.]':>15} {'basis':<9}"
+            f" = {'time to target':>14} {'[interval]':>21}  tie  break-even against DDP")
+    lines = [head]
     for i, r in df.iterrows():
-        t = "never" if not np.isfinite(r["time_s"]) else f"{r['time_s']:.4g} s"
-        iv = "-" if not np.isfinite(r["lo_s"]) or not np.isfinite(r["hi_s"]) else f"[{r['lo_s']:.4g}, {r['hi_s']:.4g}] s"
+        iv = "-" if not (np.isfinite(r.get("lo_s", np.nan)) and np.isfinite(r.get("hi_s", np.nan))) else \
+            f"[{_fmt(r['lo_s'])}, {_fmt(r['hi_s'])}] s"
+        riv = "-" if not np.isfinite(r.get("ratio_hi", np.nan)) else f"[{_fmt(r['ratio_lo'])}, {_fmt(r['ratio_hi'])}]"
+        ratio = "?" if r.get("basis") == "none" else _fmt(r.get("ratio", np.nan))
+        tie = "tie" if r.get("tie") else ""
         note = r.get("note", "") or ""
-        extra = f" (fit error {r['fit_sigma']:.3g} log-steps)" if r["label"] == "extrapolated" else ""
-        lines.append(f"{i + 1:>4}  {r['technique']:<12} {t:>16}  {iv:>27}  {r['label']}{extra}"
-                     + (f"; {note}" if note else ""))
+        if not r.get("valid", True):
+            note = note or "not ranked"
+        lines.append(f"{i + 1:>4}  {r['technique']:<12} {_fmt(r.get('per_step_s', np.nan), ' s'):>9} x "
+                     f"{ratio:>9} {riv:>15} {str(r.get('basis', '')):<9} = "
+                     f"{_fmt(r['time_s'], ' s', 4):>14} {iv:>21}  {tie:<3}  {r.get('break_even', '')}"
+                     + (f"  ({note})" if note else ""))
+    if info is not None:
+        lines.append("")
+        lines.append(f"steps to target = ratio x DDP's steps, DDP's steps = {info['K']:.4g} ({info['K_basis']})")
+        lines.append("intervals: the ratio's 95 % prediction interval against DDP (paired by seed; DDP's own is "
+                     "exact by definition) times the time per step")
+        lines.append(f"evidence: measured sizes {info['sizes']} parameters, N {info['workers']}; the query is "
+                     f"{10 ** info['dP']:.3g}x outside the sizes and {10 ** info['dN']:.3g}x outside N "
+                     f"(1x = inside)")
+        for t, g in sorted(df.groupby("basis")):
+            lines.append(f"basis {t}: " + "; ".join(f"{x.technique}: {x.rests_on}" for x in g.itertuples()))
+        if (df["basis"] == "none").any():
+            lines.append("ranked by time per step alone where the basis is none: no step-efficiency evidence "
+                         "this far from the runs (give --efficiency)")
+        if (df["tie"]).any():
+            lines.append("tie: the interval reaches the leader's; the order among the tied is not decided")
     return "\n".join(lines)

@@ -203,7 +203,7 @@ def technique_job(a: dict, technique: str, data_dir, out_dir) -> dict:
     while the best lr is at its edge), then its runs at the choice — the chosen sweep run
     is the run of its own spec (seed ``sweep.seed`` at the sweep's size and N), not a
     second copy; writes ``choice.json`` and ``done.json``."""
-    from .workflow import SETTING_KEY, run_specs, sweep_specs, widened_lr
+    from .workflow import run_specs, setting_grid, sweep_specs, widened_lr
 
     out_dir = Path(out_dir)
     rows, lrs = [], list(a["sweep"]["lrs"])
@@ -220,8 +220,8 @@ def technique_job(a: dict, technique: str, data_dir, out_dir) -> dict:
             break
         lrs.append(nxt)
         todo = sweep_specs(a, technique, [nxt])
-    key = SETTING_KEY.get(technique)
-    setting = {key[0]: {key[1]: best[2][key[0]][key[1]]}} if key else None
+    swept = setting_grid(a, technique)[0]
+    setting = ({sec: {k: best[2][sec][k] for k in opts} for sec, opts in swept.items()} if swept else None)
     choice = {"technique": technique, "lr": best[2]["lr"], "setting": setting, "chosen": best[1],
               "lr_grid": sorted(lrs), "at_grid_edge": nxt is not None,
               "sweep": {label: v for v, label, _, _ in rows}}

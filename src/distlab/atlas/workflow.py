@@ -55,15 +55,27 @@ def sweep_specs(a: dict, technique: str, lrs: list[float] | None = None) -> list
     """(label, spec) of the technique's sweep: lrs (default ``sweep.lrs``) x its natural
     setting's values."""
     sw = a["sweep"]
-    key = SETTING_KEY.get(technique)
-    values = sw.get("settings", {}).get(technique, [None]) if key else [None]
     out = []
-    for lr, v in itertools.product(sw["lrs"] if lrs is None else lrs, values):
-        setting = {key[0]: {key[1]: v}} if v is not None else None
-        label = f"lr{lr:g}" + (f"_{key[1]}{v}" if v is not None else "")
+    for lr, setting in itertools.product(sw["lrs"] if lrs is None else lrs, setting_grid(a, technique)):
+        label = f"lr{lr:g}" + "".join(f"_{k}{v:g}" for sec in (setting or {}).values() for k, v in sec.items())
         out.append((label, base_spec(a, technique, sw["size"], sw["n_workers"], sw["seed"], lr,
                                      {"model": "none"}, setting=setting)))
     return out
+
+
+def setting_grid(a: dict, technique: str) -> list[dict | None]:
+    """The technique's settings to sweep: ``sweep.settings.<technique>`` is a list of values of its
+    natural setting (:data:`SETTING_KEY`), or a mapping of option -> values in its section
+    (e.g. DiLoCo's ``{H: [5, 10, 20], outer_lr: [0.3, 0.7, 1.0], outer_momentum: [0.8, 0.9]}``),
+    whose product is swept; None: nothing beside the learning rate."""
+    key = SETTING_KEY.get(technique)
+    values = a["sweep"].get("settings", {}).get(technique) if key else None
+    if values is None:
+        return [None]
+    if isinstance(values, dict):
+        names = sorted(values)
+        return [{key[0]: dict(zip(names, combo))} for combo in itertools.product(*(values[k] for k in names))]
+    return [{key[0]: {key[1]: v}} for v in values]
 
 
 def widened_lr(lrs: list[float], best: float) -> float | None:

@@ -1,0 +1,202 @@
+"""The query's clock: time per step of a technique at any model size, worker count, network,
+straggler model and accelerator, from FLOP and byte arithmetic.
+
+What a step costs (every setting is an input; :class:`ClockSettings` names the defaults):
+
+* **compute** ``passes x 6 P tokens / (flops_per_s x mfu)`` per worker (``tokens`` per worker
+  per step; the 6ND rule: forward 1/3, backward 2/3 of it), ``passes`` the technique's (a code's
+  s + 1 partitions);
+* **messages**: the technique's own pattern (collectives, or master messages and broadcast) from
+  its recording at the largest measured size, in bytes per parameter, scaled linearly to P (an
+  upper bound for PowerSGD, whose factors grow like sqrt P), in the message dtype: the recordings
+  are fp32; ``bf16`` halves a dense payload (DDP, DiLoCo, PowerSGD, the codes, IS-SGD); DeMo's,
+  IS-DeMo's and DiLoCo-DeMo's payloads are their own (values and indices) and keep their bytes;
+* **collectives**: alpha-beta ring all-reduce ``2 (N-1) lat + 2 (N-1)/N bytes / bw`` and ring
+  all-gather ``(N-1) lat + (N-1) bytes / bw`` (the runtime's formulas);
+* **overlap** (on by default): DDP's gradient all-reduce, and DiLoCo's outer all-reduce in the
+  last inner step, leave in buckets as the backward pass produces them and go one after
+  another over the link (as Douillard et al.'s DiLoCo bandwidth simulator does); the step then
+  waits ``max(c / B, c - f T (1 - 1/B))`` after its compute ``T`` (``c`` the collective's
+  seconds, ``B`` buckets -- ``bucket_bytes`` each, PyTorch DDP's 25 MB by default, or a given
+  count --, ``f`` the backward's share of the step); the ring's latency is paid once, by the
+  last bucket (the buckets stream back to back);
+* **master link** (gradient coding, IS-*): the master's one link is shared: its broadcast of
+  ``b`` bytes to N workers ends for all of them at ``lat + N b / bw`` (fair sharing), and the
+  messages reach it one after another (``msg / bw`` each, in order of sending), so the
+  ``(N - s)``-th arrival is what the step waits for;
+* **stragglers**: the runtime's straggler models (delays drawn per step with seed 0, persistent
+  compute factors, dead workers never answer).
+
+:func:`utilisation_curve` gives compute utilisation from this clock (Table 7 of Charles et al. 2025
+comes out of it: ``tests/test_atlas_clock.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..runtime.stragglers import StragglerModel
+from .record import Recording
+from .spec import kind
+
+SYNTH_STEPS = 200   # steps simulated per cell; the mean step over them is the time per step
+
+# Accelerator presets: dense BF16 tensor-core peak FLOP/s from the vendors' datasheets (the
+# "with sparsity" figures halved), and this machine's measured rate (``cpu``).
+PRESETS: dict[str, tuple[float | None, str]] = {
+    "cpu": (None, "this machine: FLOPs / measured compute seconds of the atlas's DDP runs (median)"),
+    "a100": (312e12, "NVIDIA A100 datasheet: 312 TFLOPS dense BF16 tensor core (624 with sparsity)"),
+    "h100": (989e12, "NVIDIA H100 SXM datasheet: 1,979 TFLOPS BF16 tensor core with sparsity, 989 dense"),
+    "h200": (989e12, "NVIDIA H200 SXM datasheet: 1,979 TFLOPS BF16 tensor core with sparsity, 989 dense"),
+}
+DTYPES = {"fp32": 1.0, "bf16": 0.5}
+OWN_PAYLOAD = ("demo", "is-demo", "diloco-demo")        # their message format is their own
+OVERLAPPED = ("ddp", "diloco")                         # collectives released during the backward pass
+
+
+@dataclass(frozen=True)
+class ClockSettings:
+    flops_per_s: float
+    mfu: float = 1.0
+    tokens: int = 256            # tokens per worker per step
+    dtype: str = "fp32"
+    overlap: bool = True
+    bucket_bytes: float = 25e6   # PyTorch DDP's default bucket_cap_mb
+    buckets: int | None = None   # a fixed bucket count instead (e.g. one per layer)
+    backward_frac: float = 2.0 / 3.0
+
+    def compute_s(self, P: float, passes: int = 1) -> float:
+        return passes * 6.0 * P * self.tokens / (self.flops_per_s * self.mfu)
+
+
+def passes_per_step(technique: str, s: int) -> int:
+    return {"gc-fr": s + 1, "gc-cr": s + 1, "is-gc": 2}.get(technique, 1)
+
+
+def measured_flops_per_s(recs: list[Recording]) -> float:
+    """This machine's FLOP rate: median over steps and workers of FLOPs / measured compute seconds."""
+    r = [rec.flops() / np.maximum(rec.compute(), 1e-12) for rec in recs if rec.technique == "ddp"] or \
+        [rec.flops() / np.maximum(rec.compute(), 1e-12) for rec in recs]
+    return float(np.median(np.concatenate([x.ravel() for x in r])))
+
+
+@dataclass
+class Pattern:
+    """A technique's message pattern per parameter: ``colls[i]`` the (kind, bytes/param) of cycle
+    step i (sync), or per-parameter message and broadcast bytes (master)."""
+
+    technique: str
+    cycle: int
+    colls: list[list[tuple[str, float]]]
+    msg: float = 0.0
+    bcast: float = 0.0
+    source: str = ""
+
+
+def pattern_of(recs: list[Recording], technique: str, N: int) -> Pattern:
+    """The pattern of the largest measured size's no-straggler recording of ``technique`` (the same
+    N where there is one)."""
+    cand = [r for r in recs if r.technique == technique and r.straggler.get("model") == "none"]
+    if not cand:
+        raise ValueError(f"no no-straggler recording of {technique}")
+    same = [r for r in cand if r.n == N] or cand
+    r = max(same, key=lambda r: (r.n_params, -abs(r.n - N)))
+    P = float(r.n_params)
+    cycle = int((r.spec or {}).get("diloco", {}).get("H", 10)) if technique.startswith("diloco") else 1
+    src = f"{technique} at {r.n_params} parameters, N = {r.n}, seed {r.seed}"
+    if kind(technique) == "sync":
+        return Pattern(technique, cycle, [[(k, b / P) for k, b in r.steps[i]["colls"]] for i in range(cycle)],
+                       source=src)
+    s0 = r.steps[0]
+    return Pattern(technique, 1, [], msg=s0["msg_bytes"] / P, bcast=s0["bcast_bytes"] / P, source=src)
+
+
+def _ring(kind_: str, nbytes: float, n: int, lat, bw):
+    """(latency seconds, bandwidth seconds) of one ring collective."""
+    if n <= 1:
+        return 0.0 * lat, 0.0 * bw
+    if kind_ == "all_reduce":
+        return 2 * (n - 1) * lat, 2.0 * (n - 1) / n * nbytes / bw
+    if kind_ == "all_gather":
+        return (n - 1) * lat, (n - 1) * nbytes / bw
+    raise ValueError(f"unknown collective {kind_!r}")
+
+
+def overlapped_stall(lat_s, bw_s, compute_s: float, backward_frac: float, buckets: int):
+    """Seconds a step waits after its compute for a collective of ``bw_s`` bandwidth seconds sent
+    in ``buckets`` equal parts as its backward pass releases them, one after another; the ring's
+    latency ``lat_s`` is paid once, by the last bucket (the buckets stream back to back, so the
+    earlier buckets' latency hides behind the later ones' transfer)."""
+    return lat_s + np.maximum(bw_s / buckets, bw_s - backward_frac * compute_s * (1.0 - 1.0 / buckets))
+
+
+def _buckets(cs: ClockSettings, nbytes: float) -> int:
+    if cs.buckets is not None:
+        return int(cs.buckets)
+    return max(1, int(np.ceil(nbytes / cs.bucket_bytes)))
+
+
+def step_seconds(pat: Pattern, P: float, N: int, s: int, cs: ClockSettings, lat, bw,
+                 straggler: dict | None = None, steps: int = SYNTH_STEPS, seed: int = 0) -> np.ndarray:
+    """Mean seconds per step over ``steps`` simulated steps, per (lat, bw) cell."""
+    lat = np.atleast_1d(np.asarray(lat, float))
+    bw = np.atleast_1d(np.asarray(bw, float))
+    C = np.broadcast(lat, bw).shape[0]
+    lat, bw = np.broadcast_to(lat, (C,)), np.broadcast_to(bw, (C,))
+    t = pat.technique
+    comp = cs.compute_s(P, passes_per_step(t, s))
+    strag = StragglerModel.from_config(straggler or {"model": "none"}, seed)
+    f = strag.compute_factor(N)
+    dense = 1.0 if t in OWN_PAYLOAD else DTYPES[cs.dtype]
+    steps = max(steps, pat.cycle) // pat.cycle * pat.cycle
+    now = np.zeros(C)
+    ready = np.zeros((C, N))
+    for step in range(steps):
+        d = strag.delays(step, N)[None]
+        fin = (ready + comp * f) + d
+        if kind(t) == "sync":
+            colls = pat.colls[step % pat.cycle]
+            if colls:
+                c = 0.0
+                for k, b in colls:
+                    nb = b * P * dense
+                    ls, bs = _ring(k, nb, N, lat, bw)
+                    if cs.overlap and t in OVERLAPPED and k == "all_reduce":
+                        c = c + overlapped_stall(ls, bs, comp, cs.backward_frac, _buckets(cs, nb))
+                    else:
+                        c = c + (ls + bs)
+                end = fin.max(axis=1) + c
+                ready = np.repeat(end[:, None], N, axis=1)
+            else:
+                end = fin.max(axis=1)
+                ready = fin
+            now = end
+        else:
+            wait = N - s
+            msg = pat.msg * P * dense
+            bcast = (wait * msg) if t == "is-demo" else pat.bcast * P * dense
+            model_at = now + lat + N * bcast / bw            # the master's link shared by N sends
+            start = np.maximum(model_at[:, None], ready)
+            finish = (start + comp * f) + d
+            order = np.sort(finish + (lat + msg / bw)[:, None], axis=1)
+            per = (msg / bw)[:, None]
+            j = np.arange(N)[None, :]
+            # FIFO on the master's ingress: arrival_k = max_{j<=k} (sent_j + (k - j) msg / bw)
+            arrival = np.maximum.accumulate(order - j * per, axis=1) + j * per
+            now = arrival[:, wait - 1]
+            ready = finish
+    return now / steps
+
+
+def utilisation_curve(compute_s: float, payload_bytes: float, replicas: int, h: int, bw, lat: float = 0.0,
+                      backward_frac: float = 2.0 / 3.0, buckets: int = 1, overlap: bool = True) -> np.ndarray:
+    """Compute utilisation (compute seconds / clock seconds) of a data-parallel run that all-reduces
+    ``payload_bytes`` every ``h`` steps (DDP: h = 1; DiLoCo: h = H), by :func:`step_seconds`."""
+    pat = Pattern("ddp" if h == 1 else "diloco", h, [[] for _ in range(h - 1)] + [[("all_reduce", payload_bytes)]])
+    cs = ClockSettings(flops_per_s=6.0, tokens=1, overlap=overlap, buckets=buckets, backward_frac=backward_frac)
+    # compute_s(P=compute_s) = compute_s seconds: FLOPs 6 x P x 1 at 6 FLOP/s; payload per parameter scaled back
+    pat.colls = [[(k, b / compute_s) for k, b in c] for c in pat.colls]
+    per = step_seconds(pat, compute_s, replicas, 0, cs, lat, bw, steps=h)
+    return compute_s / per
