@@ -172,7 +172,7 @@ class Setup:
         """Decode, apply one SGD step, adopt the received buffers; returns the decode seconds."""
         t0 = time.perf_counter()
         weights = self.scheme.decode_weights(received)
-        g = torch.zeros(self.numel, dtype=self.dtype, device=self.device)
+        g = msgs[received[0]].new_zeros(self.numel, dtype=self.dtype)  # on the messages' device
         for w, a in weights.items():
             if a != 0.0:
                 g.add_(msgs[w][:self.numel], alpha=a)
