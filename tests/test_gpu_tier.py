@@ -56,7 +56,6 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "to", to)
     # the device resolution sees CUDA; torch's own internals (the optimizers' fused paths) do not
     monkeypatch.setattr(devices, "cuda_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "synchronize", sync)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "Mocked GPU")
     return calls
@@ -73,14 +72,13 @@ def test_auto_takes_cuda_when_torch_finds_it(monkeypatch):
     with pytest.raises(specs.SpecError, match="key 'device': must be one of auto, cpu, cuda"):
         devices.resolve("tpu", "atlas")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    assert devices.resolve("auto") == torch.device("cuda", 0)
-    assert devices.resolve("cuda") == torch.device("cuda", 0)
+    assert devices.resolve("auto") == torch.device("cuda")
+    assert devices.resolve("cuda") == torch.device("cuda")
     assert devices.resolve("cpu") == torch.device("cpu")
     # without the key: the old choice (the atlas and PGC pinned the CPU; DeMo took a GPU when present)
     assert devices.resolve(None, "atlas") == torch.device("cpu")
     assert devices.resolve(None, "pgc") == torch.device("cpu")
-    assert devices.resolve(None, "demo") == torch.device("cuda", 0)
+    assert devices.resolve(None, "demo") == torch.device("cuda")
 
 
 def _atlas_spec(technique: str, **over) -> dict:
@@ -121,7 +119,7 @@ def test_atlas_workers_compute_on_the_chosen_device_with_the_same_numbers(tmp_pa
     assert fake_cuda["to_cuda"] >= params + 2 * steps * n
     assert _atlas_losses(tmp_path / "cuda", train_loss) == _atlas_losses(tmp_path / "cpu", train_loss)
     man = json.loads((tmp_path / "cuda" / "manifest.json").read_text())
-    assert (man["device"], man["device_name"]) == ("cuda:0", "Mocked GPU")
+    assert (man["device"], man["device_name"]) == ("cuda", "Mocked GPU")
     # auto with CUDA present is the same choice
     fake_cuda.update(to_cuda=0, sync=0)
     train.run_simulated(_atlas_spec(technique, device="auto"), pydoc_dir, tmp_path / "auto")
@@ -243,7 +241,8 @@ def test_a_calibration_replaces_the_assumed_step_cost(gpu_cfg):
 
 
 def test_gpu_yaml_dry_runs_through_the_workflow(clean_tree):
-    (r,) = snakemake_runs([["atlas", "demo", "pgc", "results/local/bench/throughput.csv", "-n", "--forceall",
+    (r,) = snakemake_runs([["atlas", "demo", "paper/tables/pgc_real_vs_sim.md", "results/local/bench/throughput.csv",
+                            "-n", "--forceall",
                             "--quiet", "rules", "--configfile", "config/gpu.yaml"]], cwd=clean_tree)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     for rule in ("atlas_job", "demo_train_sim", "pgc_train_real", "local_bench_throughput"):

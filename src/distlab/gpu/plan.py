@@ -132,7 +132,8 @@ class Job:
     gpu_s: float = 0.0
     core_s: float = 0.0
     label: str = "extrapolated"
-    priority: int = 1                 # 0: in the runner's slice first (one per section and size)
+    priority: int = 1                 # 0: in the runner's slice (seed 0: every atlas technique and size at the
+                                      # largest N, at the sweep grid's first lr; DeMo's methods at each N)
 
     def row(self) -> dict:
         d = asdict(self)
@@ -168,7 +169,7 @@ def atlas_jobs(cfg: dict, dev: dict, cal: dict | None) -> list[Job]:
                                     steps, int(spec["eval_every"]), int(spec["eval_batches"]), dev, cal)
             seed0 = lab.endswith("seed0") and "/none/" in lab
             out.append(Job("atlas", f"atlas/{t}/{lab}", "gpu", _train("atlas", spec), a["dataset"], est, est, est,
-                           label, 0 if seed0 and t in ("ddp", "demo") and f"/n{max(a['n_workers'])}/" in lab else 1))
+                           label, 0 if seed0 and f"/n{max(a['n_workers'])}/" in lab else 1))
     for lab, spec in aw.reference_specs(a):
         est, label = _gpu_run_s(spec["model"], int(spec["batch_size"]), int(spec["n_workers"]), 1,
                                 int(spec["steps"]), int(spec["eval_every"]), int(spec["eval_batches"]), dev, cal)
@@ -189,7 +190,7 @@ def demo_jobs(cfg: dict, dev: dict, cal: dict | None) -> list[Job]:
         est, label = _gpu_run_s(spec["model"], int(spec["batch_size"]), int(n), 1, int(spec["steps"]),
                                 int(spec["eval_every"]), int(spec["eval_batches"]), dev, cal, final_tokens)
         out.append(Job("demo", f"demo/n{n}/{method}/seed{seed}", "gpu", _train("demo", spec), d["dataset"],
-                       est, est, est, label, 0 if seed == cfg["seeds"][0] and n == min(d["n_workers"]) else 1))
+                       est, est, est, label, 0 if seed == cfg["seeds"][0] else 1))
     return out
 
 

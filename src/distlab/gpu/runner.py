@@ -79,15 +79,23 @@ def _final_loss(run: Path) -> float | None:
     return float(v) if v is not None else None
 
 
-def _run_gpu(job: Job, data: Path, run_dir: Path) -> None:
-    import importlib
+def _trainer(experiment: str):
+    """The simulated trainers the tier's GPU jobs run (those of `distlab train --experiment`)."""
+    if experiment == "atlas":
+        from ..atlas import train
+    elif experiment == "demo":
+        from ..demo import train
+    else:
+        raise ValueError(f"the GPU tier runs no simulated {experiment!r} job")
+    return train
 
-    from ..cli import TRAINERS
+
+def _run_gpu(job: Job, data: Path, run_dir: Path) -> None:
     from ..specs import validate_spec
 
     experiment = job.command[job.command.index("--experiment") + 1]
     spec = json.loads(job.command[job.command.index("--spec") + 1])
-    module = importlib.import_module(TRAINERS[experiment])
+    module = _trainer(experiment)
     spec = validate_spec(spec, module.SPEC_SCHEMA, experiment)
     module.run_simulated(spec, data, run_dir, NO_CHECKPOINT)
 
@@ -163,7 +171,8 @@ def readme(machine: dict, cal: dict | None, rows: list[dict], plan_text: str) ->
     return "\n".join(lines) + "\n"
 
 
-def run_tier(cfg: dict, out: Path, slice_s: float, only_slice: bool = True, calibration_steps: int = 12) -> dict:
+def run_tier(cfg: dict, out: Path, slice_s: float, only_slice: bool = True, calibration_steps: int = 12,
+             data_root: Path | None = None) -> dict:
     from ..runtime import device as devices
 
     out.mkdir(parents=True, exist_ok=True)
@@ -174,7 +183,7 @@ def run_tier(cfg: dict, out: Path, slice_s: float, only_slice: bool = True, cali
     text0 = format_plan(jobs0, cfg)
     (out / "plan_assumed.txt").write_text(text0 + "\n")
     names = {j.data for j in jobs0} | {cfg["atlas"]["dataset"]}
-    data = prepare_data(cfg, names, out / "data")
+    data = prepare_data(cfg, names, data_root or out / "data")  # prepared there before: used as they are
     t0 = time.perf_counter()
     cal = calibrate(cfg, data[cfg["atlas"]["dataset"]], out, steps=calibration_steps)
     cal["wall_s"] = round(time.perf_counter() - t0, 2)

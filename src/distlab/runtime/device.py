@@ -46,7 +46,7 @@ def resolve(name: str | None, experiment: str = "atlas") -> torch.device:
     if not cuda_available():
         raise SpecError(f"{experiment} spec: key 'device': cuda, but torch finds no CUDA device here "
                         f"(torch {torch.__version__}); use device: auto or cpu")
-    return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cuda")  # the process's current CUDA device
 
 
 def of_spec(spec: dict, experiment: str) -> torch.device:
