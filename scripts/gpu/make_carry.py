@@ -56,12 +56,14 @@ def closure(root: str = "snakemake") -> list:
     return out
 
 
-def copy(dest: Path, have: list[str]) -> tuple[int, list[str]]:
+def copy(dest: Path, have: list[str], only: list[str] | None = None) -> tuple[int, list[str]]:
+    """Copy the closure less ``pulp`` and ``have`` (or, with ``only``, just those) into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     skip = SKIP | {_key(h) for h in have}
     size, native = 0, []
     for d in closure():
-        if _key(d.metadata["Name"]) in skip:
+        name = _key(d.metadata["Name"])
+        if (only is None and name in skip) or (only is not None and name not in {_key(o) for o in only}):
             continue
         base = Path(d.locate_file(""))
         for f in d.files or []:
@@ -80,11 +82,17 @@ def copy(dest: Path, have: list[str]) -> tuple[int, list[str]]:
     return size, native
 
 
-def check(dest: Path) -> int:
-    """Import Snakemake from the folder alone: ``python -S`` (no site-packages) with PYTHONPATH."""
-    code = "import snakemake, snakemake.api, yaml, jsonschema; print('snakemake', snakemake.__version__, 'from', snakemake.__file__)"
-    r = subprocess.run([sys.executable, "-S", "-c", code], env={"PYTHONPATH": str(dest.resolve())},
-                       capture_output=True, text=True)
+def check(dest: Path, have: list[str]) -> int:
+    """Import Snakemake from the folder: ``python -S`` (no site-packages) with PYTHONPATH = the folder,
+    then a stand-in for the target's torch install holding only the ``have`` packages."""
+    import tempfile
+
+    code = ("import snakemake, snakemake.api, yaml, jsonschema; "
+            "print('snakemake', snakemake.__version__, 'imports from', snakemake.__file__)")
+    with tempfile.TemporaryDirectory() as side:
+        copy(Path(side), [], only=have)
+        r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                           env={"PYTHONPATH": f"{dest.resolve()}:{side}", "PYTHONDONTWRITEBYTECODE": "1"})
     print((r.stdout + r.stderr).strip())
     return r.returncode
 
@@ -103,7 +111,7 @@ def main() -> int:
               f"{sys.version_info.minor} only): {len(native)}")
         for n in native:
             print(f"  {n}")
-    return check(a.dest)
+    return check(a.dest, a.have)
 
 
 if __name__ == "__main__":
