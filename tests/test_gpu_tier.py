@@ -272,3 +272,8 @@ def test_the_runner_runs_a_job_of_every_section_shrunk_on_the_cpu(tmp_path, gpu_
     assert list(cal["worker_step_s"]) == ["L1-d8-T16-b2"]
     assert (tmp_path / "runs" / "local" / "bench_throughput" / "throughput.csv").exists()
     assert "| atlas/ddp/run/small/n4/none/seed0 | ran |" in (tmp_path / "README.md").read_text()
+    atlas = rows["atlas/ddp/run/small/n4/none/seed0"]
+    rec = json.loads((tmp_path / "runs" / "atlas/ddp/run/small/n4/none/seed0" / "record.json").read_text())
+    first = next((r["step"] for r in rec["steps"] if r["val_loss"] is not None
+                  and r["val_loss"] <= cfg["atlas"]["target_loss"]), "")
+    assert atlas["steps_to_target"] == first

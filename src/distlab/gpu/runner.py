@@ -90,6 +90,18 @@ def _trainer(experiment: str):
     return train
 
 
+def _to_target(run: Path, target: float) -> tuple[int | None, float | None]:
+    """An atlas run's first evaluated step whose validation loss is at or below ``target``, and the
+    simulated clock there (None, None where it never is)."""
+    rec = run / "record.json"
+    if not rec.exists():
+        return None, None
+    for row in json.loads(rec.read_text())["steps"]:
+        if row["val_loss"] is not None and row["val_loss"] <= target:
+            return int(row["step"]), float(row["time"])
+    return None, None
+
+
 def _run_gpu(job: Job, data: Path, run_dir: Path) -> None:
     from ..specs import validate_spec
 
@@ -108,7 +120,8 @@ def _run_cpu(job: Job, data: Path, run_dir: Path, timeout: float) -> None:
         subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=True)
 
 
-def run_jobs(jobs: list[Job], data: dict[str, Path], out: Path, slice_s: float, only_slice: bool = True) -> list[dict]:
+def run_jobs(jobs: list[Job], data: dict[str, Path], out: Path, slice_s: float, only_slice: bool = True,
+             target: float | None = None) -> list[dict]:
     """Run the jobs in order (GPU jobs first, then CPU jobs) while the slice's time allows: a job
     whose estimate does not fit what is left is recorded as not run.  Returns one row a job."""
     rows = []
@@ -116,7 +129,8 @@ def run_jobs(jobs: list[Job], data: dict[str, Path], out: Path, slice_s: float, 
     ordered = [j for j in jobs if j.resource == "gpu"] + [j for j in jobs if j.resource == "cpu"]
     for job in ordered:
         row = {"job": job.name, "section": job.section, "resource": job.resource, "est_s": round(job.est_s, 3),
-               "label": job.label, "status": "", "wall_s": "", "final_val_loss": "", "error": ""}
+               "label": job.label, "status": "", "wall_s": "", "final_val_loss": "", "steps_to_target": "",
+               "simulated_s_to_target": "", "error": ""}
         left = slice_s - (time.perf_counter() - t_start)
         if only_slice and job.priority != 0:
             row["status"] = "not run: outside the slice"
@@ -139,6 +153,10 @@ def run_jobs(jobs: list[Job], data: dict[str, Path], out: Path, slice_s: float, 
             row["wall_s"] = round(time.perf_counter() - t0, 3)
             loss = _final_loss(run_dir)
             row["final_val_loss"] = "" if loss is None else round(loss, 5)
+            if job.section == "atlas" and target is not None:
+                k, t = _to_target(run_dir, target)
+                row["steps_to_target"] = "" if k is None else k
+                row["simulated_s_to_target"] = "" if t is None else round(t, 4)
         rows.append(row)
         print(f"{row['status']:28} {job.name} {row['wall_s'] or ''}", flush=True)
     return rows
@@ -165,8 +183,11 @@ def readme(machine: dict, cal: dict | None, rows: list[dict], plan_text: str) ->
         lines += [f"- {k}: {v * 1e3:.3f} ms" for k, v in cal["worker_step_s"].items()] + [""]
     lines += ["```", plan_text, "```", "",
               f"{len(ran)} of {len(rows)} jobs ran; {sum(r['status'] == 'failed' for r in rows)} failed.", "",
-              "| job | status | wall s (measured) | estimate s | final val loss |", "|---|---|---:|---:|---:|"]
-    lines += [f"| {r['job']} | {r['status']} | {r['wall_s']} | {r['est_s']} ({r['label']}) | {r['final_val_loss']} |"
+              "Steps to the atlas's target loss: the first evaluated step at or below it (simulated clock there).", "",
+              "| job | status | wall s (measured) | estimate s | final val loss | steps to target | simulated s |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {r['job']} | {r['status']} | {r['wall_s']} | {r['est_s']} ({r['label']}) | {r['final_val_loss']} | "
+              f"{r['steps_to_target']} | {r['simulated_s_to_target']} |"
               for r in rows if r["status"] in ("ran", "failed")]
     return "\n".join(lines) + "\n"
 
@@ -193,7 +214,7 @@ def run_tier(cfg: dict, out: Path, slice_s: float, only_slice: bool = True, cali
     text = format_plan(jobs, cfg, cal)
     (out / "plan_measured.txt").write_text(text + "\n")
     print(text, flush=True)
-    rows = run_jobs(jobs, data, out, slice_s - cal["wall_s"], only_slice)
+    rows = run_jobs(jobs, data, out, slice_s - cal["wall_s"], only_slice, float(cfg["atlas"]["target_loss"]))
     write_rows(rows, out / "jobs.csv")
     (out / "README.md").write_text(readme(machine, cal, rows, text))
     return {"machine": machine, "calibration": cal, "rows": rows, "totals": totals(jobs)}
