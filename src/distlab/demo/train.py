@@ -40,11 +40,11 @@ from .. import specs
 from ..data import load_manifest, load_split, text_batch
 from ..models import build_model, lm_loss
 from ..runs import Checkpointer, RunRecorder
+from ..runtime import device as devices
 from ..runtime.compute import ComputeModel
 from ..runtime.ledger import ByteLedger
 from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster
-from ..runtime import device as devices
 from ..runtime.stragglers import StragglerModel
 from ..train.common import DTYPES, seed_everything
 from .methods import make_method
