@@ -231,6 +231,27 @@ def test_the_plan_prints_its_estimates_within_the_budget(gpu_cfg):
     assert r.returncode == 2 and r.stderr.strip() == "distlab: --configfile: no/such.yaml: no such file"
 
 
+def test_every_job_of_the_tier_is_a_valid_run_spec(gpu_cfg):
+    """Each GPU job's spec passes its trainer's schema and cross-field rules, and asks for device auto."""
+    import importlib
+
+    from distlab.gpu.plan import plan
+
+    checked = 0
+    for job in plan(gpu_cfg):
+        if job.command[0] != "train":
+            continue
+        experiment = job.command[job.command.index("--experiment") + 1]
+        spec = json.loads(job.command[job.command.index("--spec") + 1])
+        mod = importlib.import_module({"atlas": "distlab.atlas.spec", "demo": "distlab.demo.spec",
+                                       "pgc": "distlab.pgc.spec"}[experiment])
+        spec = specs.validate_spec(spec, mod.SPEC_SCHEMA, experiment)
+        mod.check_spec(spec)
+        assert spec.get("device") == ("auto" if job.resource == "gpu" else None), job.name
+        checked += 1
+    assert checked > 250
+
+
 def test_a_calibration_replaces_the_assumed_step_cost(gpu_cfg):
     from distlab.gpu.plan import model_key, models, plan, totals
 
