@@ -82,7 +82,8 @@ SPEC_MODULES = {
 }
 
 # packages that add subcommands of their own through register(subparsers)
-PLUGINS = ("distlab.bench.cli", "distlab.demo.cli", "distlab.local.cli", "distlab.pgc.cli", "distlab.placement.cli", "distlab.atlas.cli")
+PLUGINS = ("distlab.bench.cli", "distlab.demo.cli", "distlab.local.cli", "distlab.pgc.cli", "distlab.placement.cli", "distlab.atlas.cli",
+           "distlab.gpu.cli")
 
 
 def _under_torchrun() -> bool:

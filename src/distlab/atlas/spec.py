@@ -70,6 +70,7 @@ SPEC_SCHEMA = {
         "diloco": DILOCO_OPTIONS,
         "powersgd": POWERSGD_OPTIONS,
         "cluster": specs.CLUSTER,
+        "device": {"enum": ["auto", "cpu", "cuda"]},   # distlab.runtime.device; absent: the CPU
     },
 }
 

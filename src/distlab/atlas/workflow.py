@@ -48,6 +48,8 @@ def base_spec(a: dict, technique: str, size: str, n: int, seed: int, lr: float, 
                         "network": dict(a["cluster"]["network"]), "straggler": dict(straggler)}}
     for sec, val in (setting or {}).items():
         spec[sec] = {**spec[sec], **val}
+    if "device" in a:  # the workers' device, where the config names one (config/gpu.yaml)
+        spec["device"] = a["device"]
     return spec
 
 

@@ -52,6 +52,7 @@ SPEC_SCHEMA = {
         "backend": specs.BACKEND,
         "seed": specs.NONNEG_INT,
         "seeds": {"type": "array", "items": specs.NONNEG_INT, "minItems": 1, "uniqueItems": True},
+        "device": {"enum": ["auto", "cpu", "cuda"]},   # simulated: distlab.runtime.device; absent: auto
         "model": {
             "type": "object", "required": ["name"], "additionalProperties": False,
             "properties": {"name": {"enum": ["gpt", "olmo"]}, "n_layer": specs.POS_INT,

@@ -40,6 +40,7 @@ from .. import specs
 from ..data import load_manifest, load_split, text_batch
 from ..models import build_model, lm_loss
 from ..runs import Checkpointer, RunRecorder
+from ..runtime import device as devices
 from ..runtime.compute import ComputeModel
 from ..runtime.ledger import ByteLedger
 from ..runtime.network import NetworkModel
@@ -205,19 +206,20 @@ class DistComm(SimComm):
 # ------------------------------------------------------------------ runs
 
 def _worker_grad(method, w: int, worker_id: int, train, spec, block, bs, seed, step, device) -> float:
-    t0 = time.perf_counter()
+    t0 = devices.timer(device)  # on CUDA: this worker's kernels only (the queue drained before and after)
     model = method.model_for(w)
     x, y = text_batch(train, block, bs, seed, worker_id, step)
     model.zero_grad(set_to_none=True)
     loss = lm_loss(model(x.to(device)), y.to(device))
     loss.backward()
     method.after_backward(w, loss.detach())
-    return time.perf_counter() - t0
+    return devices.timer(device) - t0
 
 
-def pick_device(backend: str = "simulated") -> torch.device:
-    """Where a simulated job's N workers run: this process's GPU if it has one (paper scale), else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def pick_device(backend: str = "simulated", spec: dict | None = None) -> torch.device:
+    """Where a simulated job's N workers run: the spec's ``device`` (distlab.runtime.device);
+    without it, as before the key, this process's GPU if it has one (paper scale), else the CPU."""
+    return devices.resolve((spec or {}).get("device"), "demo")
 
 
 def finished(out_dir: Path, spec: dict) -> bool:
@@ -296,7 +298,7 @@ def _run_simulated_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime:
     runtime = specs.runtime_defaults(runtime)
     out_dir = Path(out_dir)
     # the N workers share this process's accelerator if it has one (paper scale), else the CPU
-    device = pick_device()
+    device = pick_device(spec=spec)
     seed, model, train, evals, finals, block, bs = _setup(spec, Path(data_dir), device)
     n = int(spec["n_workers"])
     cl = spec["cluster"]
@@ -318,9 +320,9 @@ def _run_simulated_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime:
     for step in range(start, steps):
         val = evaluate(method.eval_model(), evals, device) if step % every == 0 else np.nan
         secs = [_worker_grad(method, w, w, train, spec, block, bs, seed, step, device) for w in range(n)]
-        t0 = time.perf_counter()
+        t0 = devices.timer(device)
         loss = method.update(step)
-        shared = time.perf_counter() - t0  # the update every worker runs (its comm is charged below)
+        shared = devices.timer(device) - t0  # the update every worker runs (its comm is charged below)
         for w in range(n):
             cluster.charge(w, 1, secs[w] + shared)
         rounds, coll_s, payload = comm.pop()

@@ -123,6 +123,8 @@ class DemoWorkflow:
             "cluster": {"compute": d["compute"], "network": self.config["cluster"]["network"],
                         "straggler": {"model": "none"}},
             **({"reuse_from": reuse} if reuse else {}),
+            # the simulated workers' device, where the config names one (config/gpu.yaml)
+            **({"device": d["device"]} if "device" in d and backend == SIM else {}),
         }
         return as_json(spec)
 

@@ -53,6 +53,7 @@ SPEC_SCHEMA: dict = {
                       "properties": {"loss": _NUM, "repeat": _INT1, "window": _INT1,
                                      "stop": {"type": "boolean"}}},
         "calibrate_from": {"type": "string"},
+        "device": {"enum": ["auto", "cpu", "cuda"]},   # simulated: distlab.runtime.device; absent: the CPU
         "cluster": {
             "type": "object", "required": ["compute", "network", "straggler"],
             "properties": {

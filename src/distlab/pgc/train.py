@@ -56,6 +56,7 @@ from tqdm import tqdm
 from ..data import EpochBatcher, partition_indices
 from ..runs import Checkpointer, RunRecorder
 from ..specs import each_seed
+from ..runtime import device as devices
 from ..runtime.compute import ComputeModel
 from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster
@@ -100,6 +101,12 @@ class Setup:
         self.train = load_image_data(data_dir, "train", self.dtype, keep_uint8=True)
         self.val = load_image_data(data_dir, "val", self.dtype, keep_uint8=True)
         self.model = make_classifier(spec["model"], self.train, self.dtype, self.seed)
+        # the workers' device (distlab.runtime.device; the CPU without the key): model and data there
+        self.device = devices.of_spec(spec, "pgc") if spec.get("backend", "simulated") == "simulated" \
+            else torch.device("cpu")
+        if self.device.type != "cpu":
+            self.model = self.model.to(self.device)
+            self.train, self.val = self.train.to(self.device), self.val.to(self.device)
         self.nbuf = buffer_numel(self.model)
         # each partition's mini-batch is floor(batch_size / n), as in the authors' code
         # (batch 256 over 12 workers: 21 samples a partition, 252 a step)
@@ -165,7 +172,7 @@ class Setup:
         """Decode, apply one SGD step, adopt the received buffers; returns the decode seconds."""
         t0 = time.perf_counter()
         weights = self.scheme.decode_weights(received)
-        g = torch.zeros(self.numel, dtype=self.dtype)
+        g = msgs[received[0]].new_zeros(self.numel, dtype=self.dtype)  # on the messages' device
         for w, a in weights.items():
             if a != 0.0:
                 g.add_(msgs[w][:self.numel], alpha=a)

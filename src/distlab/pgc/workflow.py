@@ -187,6 +187,8 @@ class PGCWorkflow:
             spec["steps"] = g["steps"]
         if "threshold" in g:
             spec["threshold"] = g["threshold"]
+        if "device" in self.p and backend == SIM:  # the workers' device, where the config names one
+            spec["device"] = self.p["device"]
         if w.group == "real" and backend == SIM:
             spec["calibrate_from"] = self.run_dir(w.group, w.s, w.delay, "gloo", w.scheme, "{seed}")
         return as_json(spec)
