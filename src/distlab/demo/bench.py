@@ -26,7 +26,7 @@ import torch
 from ..models import lm_loss
 from ..runs import write_csv
 from ..tables import atomic_write_text, markdown_table
-from .optim import DeMo
+from ..techniques.demo.optim import DeMo
 from .train import build_lm
 
 

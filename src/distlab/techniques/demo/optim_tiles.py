@@ -1,10 +1,10 @@
 """DeMo's tiles: the coefficient layout of its parameters and the per-tile kernels.
 
-What :class:`distlab.demo.optim.DeMo` is built from: a parameter's DCT coefficients kept in
+What :class:`distlab.techniques.demo.optim.DeMo` is built from: a parameter's DCT coefficients kept in
 its own ``(rows, cols)`` layout (:class:`_Member`), parameters of one tile shape grouped
 with their scratch buffers (:class:`_TileGroup`), and the kernels on them: the forward
 transform fused with the momentum update, the two-stage top-k, the dense and the sparse
-inverse transform, and the one-tensor all-gather.  See :mod:`distlab.demo.optim` for the
+inverse transform, and the one-tensor all-gather.  See :mod:`distlab.techniques.demo.optim` for the
 algorithm and where its time goes.
 """
 

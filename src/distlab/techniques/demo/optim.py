@@ -14,7 +14,7 @@ Per parameter ``p`` with gradient ``g``, on every worker, each step:
 The step is split in two phases that both backends share:
 
 * :meth:`DeMo.encode` does the local part and returns this worker's payload
-  (one byte buffer for all parameters, see :mod:`distlab.demo.payload`);
+  (one byte buffer for all parameters, see :mod:`distlab.techniques.demo.payload`);
 * :meth:`DeMo.apply` takes every worker's payload, stacked ``(N, nbytes)``,
   and updates the parameters.
 
