@@ -216,8 +216,10 @@ def _sparse_pays(tg: _TileGroup, entries: int) -> bool:
     return entries <= dense
 
 
-_SPARSE_CHUNK_BYTES = 1 << 20  # the gathered basis rows of one chunk of tiles: stay in a core's cache
-_SPARSE_MAX_CHUNKS = 8         # ... unless that takes more chunks than this (large groups): then this many
+_SPARSE_CHUNKS = 8                    # the sparse inverse runs in min(tiles, this) chunks of tiles, whatever
+                                      # the size: the ops a step dispatches do not grow with the tiles
+_SPARSE_CHUNK_BYTES: int | None = None  # a cap on one chunk's gathered basis rows, in bytes (None: none; a
+                                        # test sets 1 for one tile a chunk)
 
 
 def _inverse_sparse(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out: torch.Tensor) -> None:
@@ -225,12 +227,13 @@ def _inverse_sparse(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out:
     tile, the IDCT as the sum over the tile's entries of ``share * outer(D1[row], D2[col])``: one
     batched matmul ``(n1, E) @ (E, n2)`` a tile over the gathered basis rows, never the dense
     ``(n1, n2)`` sums.  An index sent by several workers appears once per worker; the sum is
-    linear, so that is the inverse of the per-index total.  Done in chunks of tiles whose basis
-    rows fit in cache, gathered into one reused scratch."""
+    linear, so that is the inverse of the per-index total.  Done in ``min(tiles, 8)`` chunks of
+    tiles (a fixed number, so the ops do not grow with the model; one chunk's basis rows are an
+    eighth of the whole), gathered into one reused scratch; every chunk's views are made once."""
     e = idx.shape[1]
-    chunk = max(1, min(tg.tiles, _SPARSE_CHUNK_BYTES // (e * (tg.n1 + tg.n2) * tg.coeff.element_size())))
-    chunk = max(chunk, -(-tg.tiles // _SPARSE_MAX_CHUNKS))  # a bounded number of chunks: the ops a step
-                                                            # dispatches do not grow with the tiles
+    chunk = -(-tg.tiles // _SPARSE_CHUNKS)
+    if _SPARSE_CHUNK_BYTES is not None:
+        chunk = max(1, min(chunk, _SPARSE_CHUNK_BYTES // (e * (tg.n1 + tg.n2) * tg.coeff.element_size())))
     key = (chunk, e, out.data_ptr())
     if tg.sparse_key != key:  # scratch and every chunk's views, made once per (chunk, entries)
         tg.sparse_key = key
