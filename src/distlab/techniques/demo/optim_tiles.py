@@ -87,7 +87,7 @@ class _TileGroup:
     owner: torch.Tensor | None = None   # (tiles,) int64: the member index (payload mask bit) of each tile
     basis1: torch.Tensor | None = None  # (chunk, E, n1) apply's scratch (sparse inverse), reused chunk after
     basis2: torch.Tensor | None = None  # (chunk, E, n2) chunk of tiles: D1's, D2's row of each entry
-    sparse_key: tuple = ()              # (chunk, E, output) the views below were made for
+    sparse_key: tuple = ()              # (chunk, E) the views below were made for
     sparse_views: list = field(default_factory=list)  # per chunk: views of basis1/2 and of the output
     segment: int = 0                    # the top-k's segment length (see _top_k; 0: one plain topk)
     d2t: torch.Tensor | None = None     # D2 transposed, contiguous (the row product runs ~4 % faster than on
@@ -234,8 +234,9 @@ def _inverse_sparse(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out:
     chunk = -(-tg.tiles // _SPARSE_CHUNKS)
     if _SPARSE_CHUNK_BYTES is not None:
         chunk = max(1, min(chunk, _SPARSE_CHUNK_BYTES // (e * (tg.n1 + tg.n2) * tg.coeff.element_size())))
-    key = (chunk, e, out.data_ptr())
-    if tg.sparse_key != key:  # scratch and every chunk's views, made once per (chunk, entries)
+    key = (chunk, e)
+    if tg.sparse_key != key:  # scratch and every chunk's views, made once per (chunk, entries); ``out``
+                              # is the group's tile scratch (``tg.tiled``), whose views are kept
         tg.sparse_key = key
         tg.basis1 = torch.empty((chunk, e, tg.n1), dtype=tg.dtype, device=tg.device)
         tg.basis2 = torch.empty((chunk, e, tg.n2), dtype=tg.dtype, device=tg.device)
