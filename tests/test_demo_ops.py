@@ -45,3 +45,14 @@ def test_the_count_holds_with_param_groups_and_weight_decay():
         groups = [{"params": params[::2], "weight_decay": 0.1}, {"params": params[1::2], "lr": 2e-3}]
         counts.append(sum(count_step_ops(groups, lr=1e-3).values()))
     assert counts[0] == counts[1] <= BOUND
+
+
+def test_demo_bench_reports_the_count_as_a_row(tmp_path):
+    from distlab.demo import bench
+
+    model = {"name": "gpt", "n_layer": 2, "d_model": 128, "n_head": 2, "block_size": 64}
+    df = bench.main_bench({"model": model, "lr": 1e-3, "repeats": 1, "steps": 1, "parts": ["ops"]},
+                          tmp_path, tmp_path / "bench.csv", threads=1)
+    row = df[df["benchmark"] == "top-level aten ops of one step"].iloc[0]
+    assert row["tensors"] == 28 and 0 < row["ops"] <= BOUND
+    assert (tmp_path / "bench.md").is_file()

@@ -152,11 +152,11 @@ def gpu_processes() -> int:
 
 def main_bench(spec: dict, data: Path, out: Path, threads: int) -> pd.DataFrame:
     """``spec``: {"model", "large_model" (optional), "repeats", "steps", "lr", "demo": {...}, "run": run spec,
-    "parts" (default "optimizer", "whole step"; also "ops": :func:`count_step_ops`), "backend" ("gloo", the default, or "nccl": one
+    "parts" (default all three: "optimizer", "whole step", "ops" (:func:`count_step_ops`)), "backend" ("gloo", the default, or "nccl": one
     process per GPU, see :func:`gpu_processes`), "nprocs" (gloo: default 2), "rounds" (default 2)}."""
     d = spec.get("demo", {})
     topk, chunk = int(d.get("topk", 32)), int(d.get("chunk", 64))
-    parts = spec.get("parts", ["optimizer", "whole step"])
+    parts = spec.get("parts", ["optimizer", "whole step", "ops"])
     backend = spec.get("backend", "gloo")
     nprocs = gpu_processes() if backend == "nccl" else int(spec.get("nprocs", 2))
     models = [("default", spec["model"])] + ([("large", spec["large_model"])] if "large_model" in spec else [])
