@@ -19,8 +19,8 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from distlab.demo import DeMo
-from distlab.demo import payload as pl
-from distlab.demo.transforms import chunk_for, dct2, dct_matrix, idct2, matrix_shape
+from distlab.techniques.demo import payload as pl
+from distlab.techniques.demo.transforms import chunk_for, dct2, dct_matrix, idct2, matrix_shape
 
 STEPS = 25
 LR, DECAY, TOPK, CHUNK = 1e-3, 0.999, 32, 64
@@ -225,7 +225,7 @@ def test_either_inverse_transform_follows_the_loop_statement(path, monkeypatch):
     the per-index mean at N = 2 and 3 (indices sent by several workers), the plain mean at N = 3,
     a parameter one worker did not send, no host read.  The sparse sum runs in chunks of tiles (a
     cache's worth); here one tile a chunk, so chunk boundaries fall everywhere."""
-    from distlab.demo import optim, optim_tiles
+    from distlab.techniques.demo import optim, optim_tiles
 
     monkeypatch.setattr(optim, "_sparse_pays", lambda tg, entries: path == "sparse")
     monkeypatch.setattr(optim_tiles, "_SPARSE_CHUNK_BYTES", 1)
@@ -471,7 +471,7 @@ def test_compact_encoding_keeps_rounding_error_in_the_momentum(value_dtype):
         d1 = None if tg.n1 == 1 else dct_matrix(tg.n1, tg.dtype)
         dec = idct2(sent.view(-1, tg.n1, tg.n2), d1, dct_matrix(tg.n2, tg.dtype))
         for mb in tg.members:
-            from distlab.demo.transforms import to_tiles
+            from distlab.techniques.demo.transforms import to_tiles
             d = opt.momentum(mb.param)
             rebuilt = to_tiles(d, tg.n1, tg.n2) + dec[mb.start:mb.start + mb.tiles].view(
                 -1, to_tiles(d, tg.n1, tg.n2).shape[1], tg.n1, tg.n2)
@@ -488,7 +488,7 @@ def test_chunk_is_the_largest_divisor_not_above_the_target():
 @pytest.mark.parametrize("n2", [64, 48, 50, 1, 2])
 def test_within_tile_positions_split_into_row_and_column_for_any_tile_width(n2):
     """The shift-and-mask split (power-of-two widths) and the division (others) agree with divmod."""
-    from distlab.demo.optim import _TileGroup
+    from distlab.techniques.demo.optim import _TileGroup
     tg = _TileGroup(3, n2, torch.float32, torch.device("cpu"), 1)
     idx = torch.arange(3 * n2, dtype=torch.int64).flip(0).view(3, n2)
     row, col = tg.row_col(idx)
@@ -500,7 +500,7 @@ def test_within_tile_positions_split_into_row_and_column_for_any_tile_width(n2):
 def test_two_stage_top_k_is_torch_topk_where_values_are_distinct(numel, k):
     """The segmented selection keeps torch.topk's positions in its order (largest first) on rows of
     distinct |c| read as integers, as the step does; tiles too small for it fall back to topk."""
-    from distlab.demo.optim import _segment_length, _top_k
+    from distlab.techniques.demo.optim import _segment_length, _top_k
     length = _segment_length(numel, k)
     assert length == (8 if numel >= 64 * k else 0)
     g = torch.Generator().manual_seed(numel + k)
@@ -531,7 +531,7 @@ def test_an_all_zero_tile_sends_k_distinct_positions_and_topk_sends_torchs(selec
 def test_two_stage_top_k_keeps_the_k_largest_values_among_ties():
     """Rows with equal values at the k-th place (an all-zero tile, a few distinct levels, a single
     large value among zeros): k distinct positions whose values are the row's k largest."""
-    from distlab.demo.optim import _segment_length, _top_k
+    from distlab.techniques.demo.optim import _segment_length, _top_k
     numel, k = 4096, 32
     length = _segment_length(numel, k)
     assert length == 8

@@ -20,7 +20,7 @@ from conftest import ROOT, bin_path
 from distlab import specs
 from distlab.demo import spec as checks, train
 from distlab.demo.methods import make_method
-from distlab.demo.optim import DeMo
+from distlab.techniques.demo.optim import DeMo
 from distlab.runs import read_checkpoint_file
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from conftest import ROOT
 from distlab.runtime.launch import lead_log
 
@@ -71,3 +73,70 @@ def test_an_appended_log_keeps_its_earlier_lines_after_the_summary(tmp_path):
     assert log.read_text().splitlines() == [
         "rank 0 failed first (signal 9 (SIGKILL))", "--- every rank's output, as it came, follows ---",
         "earlier", "[rank0]: x", "after"]
+
+
+# ------------------------------------------------------- a torchrun without a flag
+
+STANDIN = textwrap.dedent("""
+    # a torchrun that does not know --log-line-prefix-template (as torch 2.11's), nor reads its
+    # environment variable: its --help without the option, a refusal as argparse words it, else
+    # the real torchrun
+    import os, runpy, subprocess, sys
+    FLAGS = ("--log-line-prefix-template", "--log_line_prefix_template")
+    if "--help" in sys.argv[1:]:
+        text = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--help"],
+                              capture_output=True, text=True).stdout
+        print("\\n".join(x for x in text.splitlines() if not any(f in x for f in FLAGS)))
+        sys.exit(0)
+    if any(a.split("=")[0] in FLAGS for a in sys.argv[1:]):
+        print("usage: torchrun [-h] ...", file=sys.stderr)
+        print("torchrun: error: unrecognized arguments: --log-line-prefix-template", file=sys.stderr)
+        sys.exit(2)
+    os.environ.pop("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", None)
+    sys.argv[0] = "torchrun"
+    runpy.run_module("torch.distributed.run", run_name="__main__")
+""")
+
+RANKS = textwrap.dedent("""
+    import os, sys, time
+    rank = int(os.environ["RANK"])
+    print(f"hello from {rank}", flush=True)
+    if sys.argv[1:] == ["fail"] and rank == 1:
+        time.sleep(0.5)
+        raise ValueError("rank one gives up")
+""")
+
+
+def _standin(tmp_path, monkeypatch):
+    from distlab.runtime import launch
+
+    (tmp_path / "torchrun_standin.py").write_text(STANDIN)
+    (tmp_path / "ranks.py").write_text(RANKS)
+    monkeypatch.setattr(launch, "TORCHRUN", [sys.executable, str(tmp_path / "torchrun_standin.py")])
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "src"))
+    return launch
+
+
+def test_a_torchrun_that_refuses_the_prefix_flag_is_found_out_and_the_ranks_still_prefixed(tmp_path, monkeypatch):
+    launch = _standin(tmp_path, monkeypatch)
+    real = [sys.executable, "-m", "torch.distributed.run"]
+    assert launch.torchrun_accepts("--log-line-prefix-template", real)  # this torch's (2.14) has it
+    assert not launch.torchrun_accepts("--log-line-prefix-template")  # the stand-in's help lacks it
+    assert launch.torchrun_accepts("--nproc-per-node")  # the probe reads its help
+    log = tmp_path / "job.log"
+    with log.open("w") as f:
+        launch.run_torchrun([], 2, threads=2, timeout_s=240, script=tmp_path / "ranks.py", stream=f)
+    lines = log.read_text().splitlines()
+    assert "[rank0]: hello from 0" in lines and "[rank1]: hello from 1" in lines
+    assert not any(x.startswith("[default") for x in lines)
+
+
+def test_a_failed_job_under_that_torchrun_names_its_rank(tmp_path, monkeypatch):
+    launch = _standin(tmp_path, monkeypatch)
+    log = tmp_path / "job.log"
+    with log.open("w") as f, pytest.raises(RuntimeError) as e:
+        launch.run_torchrun(["fail"], 2, threads=2, timeout_s=240, script=tmp_path / "ranks.py", stream=f)
+    first = str(e.value).splitlines()
+    assert first[0].startswith("rank 1 failed first"), first[:3]
+    assert "rank 1: ValueError: rank one gives up" in first
+    assert "--log-line-prefix-template" not in str(e.value)  # the command it ran, without the flag

@@ -29,7 +29,7 @@ PKG = SRC / "distlab"
 
 # Subpackages of distlab that are shared (used by every paper) or studies across papers;
 # every other subpackage is a paper package and must have the paper shape.
-SHARED_PACKAGES = {"bench", "data", "figures", "models", "runtime", "train"}
+SHARED_PACKAGES = {"bench", "data", "figures", "models", "runtime", "techniques", "train"}
 STUDY_PACKAGES = {"atlas", "gpu"}   # gpu: the GPU tier, jobs of every paper (docs/gpu.md)
 DISPATCHER = {"distlab.cli", "distlab.__main__"}
 PAPER_MODULES = ("spec", "train", "workflow", "figures", "cli")

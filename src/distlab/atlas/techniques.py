@@ -31,7 +31,7 @@ import torch
 
 from ..data import text_batch
 from ..demo import methods as dm
-from ..demo.optim import DeMo
+from ..techniques.demo.optim import DeMo
 from ..models import lm_loss
 from ..pgc import coding
 from .spec import CODED, kind

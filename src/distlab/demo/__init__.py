@@ -11,7 +11,7 @@ def __getattr__(name: str):
     # imported on first use, so that the torch-free parts (checks, workflow helpers)
     # load without torch when the Snakefile checks the configuration
     if name == "DeMo":
-        from .optim import DeMo
+        from ..techniques.demo.optim import DeMo
 
         return DeMo
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

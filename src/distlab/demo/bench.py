@@ -9,7 +9,9 @@
   (on a GPU machine the same on NCCL, one process per GPU: rule
   ``demo_bench_gpu``, outside ``all``);
   tokens per second per worker and peak RSS from the same jobs;
-* payload bytes: compact against the reference encoding.
+* payload bytes: compact against the reference encoding;
+* ops a step dispatches: the top-level aten ops of one ``DeMo.step()`` (torch profiler on
+  the CPU; a count, not a time), which bound a GPU step's kernel launches.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import torch
 from ..models import lm_loss
 from ..runs import write_csv
 from ..tables import atomic_write_text, markdown_table
-from .optim import DeMo
+from ..techniques.demo.optim import DeMo
 from .train import build_lm
 
 
@@ -67,6 +69,45 @@ def _optimizer_rows(model_cfg: dict, label: str, repeats: int, lr: float, topk: 
                  "ratio_vs_adamw_default": float("nan"), "median_ms": float("nan"), "repeats": 0,
                  "bytes_ratio": compact.payload_nbytes() / demo.reference_payload_nbytes()})
     return rows
+
+
+def _is_top_level(event) -> bool:
+    """An aten op the step itself called (no aten op above it in the profiler's tree)."""
+    p = event.cpu_parent
+    while p is not None:
+        if p.name.startswith("aten::"):
+            return False
+        p = p.cpu_parent
+    return True
+
+
+def count_step_ops(params: list, **demo_kw) -> dict[str, int]:
+    """The top-level aten ops of one ``DeMo.step()`` at world size 1 on ``params`` (their
+    ``.grad`` set; two steps run first, so the layout and scratch exist), by name, from
+    ``torch.profiler`` on the CPU.  The count is the step's dispatches: on a GPU each is a kernel
+    launch or less (views launch none), so it bounds the host's share of a step."""
+    from collections import Counter
+
+    from torch.profiler import ProfilerActivity, profile
+
+    opt = DeMo(params, **demo_kw)
+    opt.step()
+    opt.step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        opt.step()
+    return dict(Counter(e.name for e in prof.events() if e.name.startswith("aten::") and _is_top_level(e)))
+
+
+def _op_count_rows(model_cfg: dict, label: str, lr: float, topk: int, chunk: int) -> list[dict]:
+    model = build_lm(model_cfg, 256, torch.float32, 0)
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel()), dtype=p.dtype)
+    ops = count_step_ops(params, lr=lr, compression_topk=topk, compression_chunk=chunk)
+    return [{"benchmark": "top-level aten ops of one step", "model": label,
+             "params": sum(p.numel() for p in params), "what": "demo (reference payload)",
+             "tensors": len(params), "ops": sum(ops.values()), "median_ms": float("nan"),
+             "ratio_vs_adamw_default": float("nan"), "repeats": 1}]
 
 
 def _whole_step_rows(spec: dict, data: Path, threads: int, label: str, rounds: int = 2,
@@ -111,11 +152,11 @@ def gpu_processes() -> int:
 
 def main_bench(spec: dict, data: Path, out: Path, threads: int) -> pd.DataFrame:
     """``spec``: {"model", "large_model" (optional), "repeats", "steps", "lr", "demo": {...}, "run": run spec,
-    "parts" (default both: "optimizer", "whole step"), "backend" ("gloo", the default, or "nccl": one
+    "parts" (default all three: "optimizer", "whole step", "ops" (:func:`count_step_ops`)), "backend" ("gloo", the default, or "nccl": one
     process per GPU, see :func:`gpu_processes`), "nprocs" (gloo: default 2), "rounds" (default 2)}."""
     d = spec.get("demo", {})
     topk, chunk = int(d.get("topk", 32)), int(d.get("chunk", 64))
-    parts = spec.get("parts", ["optimizer", "whole step"])
+    parts = spec.get("parts", ["optimizer", "whole step", "ops"])
     backend = spec.get("backend", "gloo")
     nprocs = gpu_processes() if backend == "nccl" else int(spec.get("nprocs", 2))
     models = [("default", spec["model"])] + ([("large", spec["large_model"])] if "large_model" in spec else [])
@@ -124,6 +165,9 @@ def main_bench(spec: dict, data: Path, out: Path, threads: int) -> pd.DataFrame:
     if "optimizer" in parts:
         for label, cfg in models:
             rows += _optimizer_rows(cfg, label, int(spec["repeats"]), float(spec["lr"]), topk, chunk)
+    if "ops" in parts:
+        for label, cfg in models:
+            rows += _op_count_rows(cfg, label, float(spec["lr"]), topk, chunk)
     if "whole step" in parts:
         for label, cfg in models:
             run = {**spec["run"], "model": cfg, "steps": int(spec["steps"]), "eval_every": int(spec["steps"])}

@@ -37,9 +37,9 @@ import copy
 import torch
 from torch import nn
 
-from .optim import DeMo
+from ..techniques.demo.optim import DeMo
 from .spec import METHODS  # noqa: F401  (the names make_method builds, listed with the spec)
-from .transforms import matrix_shape
+from ..techniques.demo.transforms import matrix_shape
 
 
 

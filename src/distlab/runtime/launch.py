@@ -23,6 +23,8 @@ the whole process tree it finds under torchrun.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import io
 import os
 import re
@@ -37,11 +39,45 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TextIO
 
 import psutil
 
 _KILL_GRACE_S = 3.0
+
+
+# how torchrun is started: the interpreter's own torch (a test puts a stand-in here)
+TORCHRUN: list[str] = [sys.executable, "-m", "torch.distributed.run"]
+_PREFIX_FLAG = "--log-line-prefix-template"
+_PREFIX_TEMPLATE = "[rank${rank}]: "
+# torchrun's default tee prefix, "[default3]:" (role "default", local rank 3 = rank on one node)
+_DEFAULT_PREFIX = re.compile(r"^\[default(\d+)\]:(?: )?")
+
+
+def torchrun_accepts(flag: str, torchrun: Sequence[str] | None = None) -> bool:
+    """Whether ``torchrun`` (default :data:`TORCHRUN`) knows the option ``flag``, found out once
+    per process and command.  torchrun options come and go between torch versions (torch 2.11's
+    refuses ``--log-line-prefix-template``, which 2.14's has).  The interpreter's own torchrun is
+    read from its source (no import, no process); any other command from its ``--help``."""
+    return _accepts(flag, tuple(torchrun or TORCHRUN))
+
+
+@functools.lru_cache(maxsize=None)
+def _accepts(flag: str, torchrun: tuple[str, ...]) -> bool:
+    cmd = list(torchrun)
+    if cmd == [sys.executable, "-m", "torch.distributed.run"]:
+        spec = importlib.util.find_spec("torch")  # a top-level spec: torch is not imported
+        if spec is not None and spec.origin:
+            try:
+                return flag in (Path(spec.origin).parent / "distributed" / "run.py").read_text(errors="replace")
+            except OSError:
+                pass
+    try:
+        r = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return flag in r.stdout + r.stderr
 
 
 def torchrun_command(module_args: Sequence[str], nprocs: int, threads: int | None = None,
@@ -57,8 +93,7 @@ def torchrun_command(module_args: Sequence[str], nprocs: int, threads: int | Non
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     target = [str(script)] if script is not None else ["-m", "distlab"]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes=1",
-            f"--nproc_per_node={nprocs}", *target, *module_args]
+    return [*TORCHRUN, "--standalone", "--nnodes=1", f"--nproc_per_node={nprocs}", *target, *module_args]
 
 
 def _kill_tree(pid: int) -> None:
@@ -167,24 +202,32 @@ def run_torchrun(module_args: Sequence[str], nprocs: int, threads: int | None, t
     named in ``DISTLAB_STEPS_FILE``).
     """
     cmd = torchrun_command(module_args, nprocs, threads, script)
-    # every rank's lines prefixed "[rankK]: ", so a cause can be attributed; torchrun's
-    # own copies of the tee'd streams go to a folder removed at the end
+    # every rank's lines prefixed "[rankK]: ", so a cause can be attributed: by torchrun's
+    # --log-line-prefix-template where it has one; else its default prefix "[defaultK]:",
+    # rewritten as the lines pass (and the template offered in its environment variable, which
+    # some versions read).  torchrun's own copies of the tee'd streams go to a folder removed at
+    # the end
     logdir = tempfile.mkdtemp(prefix="distlab-torchrun-")
-    cmd = [*cmd[:3], "--tee", "3", "--log-dir", logdir,
-           "--log-line-prefix-template", "[rank${rank}]: ", *cmd[3:]]
+    n = len(TORCHRUN)
+    template = torchrun_accepts(_PREFIX_FLAG)
+    cmd = [*cmd[:n], "--tee", "3", "--log-dir", logdir,
+           *([_PREFIX_FLAG, _PREFIX_TEMPLATE] if template else []), *cmd[n:]]
     try:
-        _run(cmd, nprocs, threads, timeout_s, stream, work, logdir)
+        _run(cmd, nprocs, threads, timeout_s, stream, work, logdir, rewrite=not template)
     finally:
         shutil.rmtree(logdir, ignore_errors=True)
 
 
 def _run(cmd: list[str], nprocs: int, threads: int | None, timeout_s: float,
-         stream: TextIO | None, work: int | None = None, tmp: str | None = None) -> None:
+         stream: TextIO | None, work: int | None = None, tmp: str | None = None,
+         rewrite: bool = False) -> None:
     from .deadline import STEPS_FILE, make_pace, steps_file
 
     threads = threads or os.cpu_count() or 1
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, threads // nprocs)),
            "DISTLAB_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+    if rewrite:
+        env["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = _PREFIX_TEMPLATE
     env.pop(STEPS_FILE, None)
     pace = make_pace(timeout_s, work) if tmp else None
     mem = None
@@ -200,6 +243,8 @@ def _run(cmd: list[str], nprocs: int, threads: int | None, timeout_s: float,
     def pump() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
+            if rewrite:
+                line = _DEFAULT_PREFIX.sub(r"[rank\1]: ", line)
             out.write(line)
             out.flush()
             kept.append(line.rstrip("\n"))

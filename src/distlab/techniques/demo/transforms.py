@@ -20,7 +20,7 @@ reference's 1-D treatment.  The 2-D orthonormal DCT-II of a tile ``T`` is
 (the tile-layout statement the tests check the optimizer against); the
 optimizer applies the same two products to each parameter in its own
 ``(rows, cols)`` layout, without copying it into tiles (see
-:mod:`distlab.demo.optim`).  Bases are cached per ``(n, dtype, device)``.  The bases are computed from the closed form in
+:mod:`distlab.techniques.demo.optim`).  Bases are cached per ``(n, dtype, device)``.  The bases are computed from the closed form in
 float64 and cast to the parameter's dtype (the reference builds them through
 an FFT in torch's default dtype, float32, before the cast; in float64 runs
 ours is the exact basis, the reference's carries float32 rounding).

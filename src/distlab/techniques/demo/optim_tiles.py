@@ -1,10 +1,10 @@
 """DeMo's tiles: the coefficient layout of its parameters and the per-tile kernels.
 
-What :class:`distlab.demo.optim.DeMo` is built from: a parameter's DCT coefficients kept in
+What :class:`distlab.techniques.demo.optim.DeMo` is built from: a parameter's DCT coefficients kept in
 its own ``(rows, cols)`` layout (:class:`_Member`), parameters of one tile shape grouped
 with their scratch buffers (:class:`_TileGroup`), and the kernels on them: the forward
 transform fused with the momentum update, the two-stage top-k, the dense and the sparse
-inverse transform, and the one-tensor all-gather.  See :mod:`distlab.demo.optim` for the
+inverse transform, and the one-tensor all-gather.  See :mod:`distlab.techniques.demo.optim` for the
 algorithm and where its time goes.
 """
 
@@ -27,15 +27,36 @@ class _Member:
     tiles: int            # number of tiles
     start: int            # first tile in the group's tile order
     offset: int           # first element in the group's coefficient buffer
-    enc: tuple | None = None  # n1 > 1: encode's views of the group's buffers, made once per layout
-                              # (the row product's output, D1 expanded over the row blocks, the
-                              # coefficients and the scratch as row blocks, |c|'s source and tile-order
-                              # destination): a step builds no views of its own
-
     @property
     def span(self) -> slice:
         """Its elements in the group's flat buffers (coefficients, scratch)."""
         return slice(self.offset, self.offset + self.rows * self.cols)
+
+
+@dataclass
+class _Class:
+    """The members of a tile group that share a column count, consecutive in its buffers: their
+    ``n1``-row blocks are one batch of ``(n1, cols)`` matrices, so the column side of the transform
+    is one batched matmul over all of them, and ``|c|`` goes into the tile layout in one copy.
+    The views below are made once per layout; a step builds none of its own."""
+    cols: int
+    offset: int           # first element in the group's buffers
+    elements: int
+    start: int            # first tile in the group's tile order
+    tiles: int
+    members: list[_Member] = field(default_factory=list)
+    coeff: torch.Tensor | None = None    # (blocks, n1, cols) views of coeff, work
+    work: torch.Tensor | None = None
+    d1: torch.Tensor | None = None       # D1 expanded over the blocks (blocks, n1, n1); d1t: its transpose
+    d1t: torch.Tensor | None = None
+    tiles_of: torch.Tensor | None = None  # coeff as (blocks, cols/n2, n1, n2) tiles (a strided view)
+    tiled: torch.Tensor | None = None    # the group's tile-order scratch for these tiles, same shape
+    total: torch.Tensor | None = None    # (blocks, n1, cols) view of the group's dense-inverse scratch
+    out: torch.Tensor | None = None      # (blocks, n1, cols) view of the group's tile scratch (dense inverse)
+
+    @property
+    def span(self) -> slice:
+        return slice(self.offset, self.offset + self.elements)
 
 
 @dataclass
@@ -66,9 +87,19 @@ class _TileGroup:
     owner: torch.Tensor | None = None   # (tiles,) int64: the member index (payload mask bit) of each tile
     basis1: torch.Tensor | None = None  # (chunk, E, n1) apply's scratch (sparse inverse), reused chunk after
     basis2: torch.Tensor | None = None  # (chunk, E, n2) chunk of tiles: D1's, D2's row of each entry
+    sparse_key: tuple = ()              # (chunk, E) the views below were made for
+    sparse_views: list = field(default_factory=list)  # per chunk: views of basis1/2 and of the output
     segment: int = 0                    # the top-k's segment length (see _top_k; 0: one plain topk)
     d2t: torch.Tensor | None = None     # D2 transposed, contiguous (the row product runs ~4 % faster than on
                                         # the transposed view)
+    classes: list[_Class] = field(default_factory=list)  # n1 > 1: members by column count (see _Class)
+    grads: list[torch.Tensor] = field(default_factory=list)  # per member: a view of ``tiled`` in the
+                                        # parameter's shape, where a step stages its gradient (one
+                                        # ``_foreach_copy_`` for every parameter of the optimizer)
+    lrwd: tuple = ()                    # the (lr * weight_decay) per decayed member the device copy holds
+    lrwd_t: torch.Tensor | None = None  # (decayed members,) lr * weight_decay on the device
+    decayed_at: torch.Tensor | None = None  # (decayed members,) their member indices, on the device
+    updates: dict = field(default_factory=dict)  # "tiled" / "matrix": per member (param view, update view)
 
     @property
     def numel(self) -> int:
@@ -102,21 +133,20 @@ def _as_matrix_layout(delta: torch.Tensor, m: _Member, tg: _TileGroup) -> torch.
     return delta.reshape(m.rows, m.cols)
 
 
-def _forward(c: torch.Tensor | None, g: torch.Tensor, m: _Member, tg: _TileGroup, decay: float,
-             lr: float) -> None:
-    """``c <- decay * c + lr * DCT(g)``, tile by tile, every buffer in the parameter's (rows, cols)
-    layout: the row side is one matmul over all (.., n2) rows, the column side one matmul per
-    block of n1 rows, fused with the momentum update (no copy into a tile layout).  One-row tiles
-    (``n1 == 1``) take one product into ``c`` (a member's coefficients, or the whole group's with
-    ``g`` every member's gradient); otherwise the member's views made with the layout (``m.enc``)
-    are the buffers and ``c`` is not used."""
-    g = g.reshape(-1, tg.n2)
+def _forward(tg: _TileGroup, decay: float, lr: float) -> None:
+    """``coeff <- decay * coeff + lr * DCT(g)`` for every member of the group at once, ``g`` the
+    gradients staged in ``tg.tiled`` (each in its parameter's (rows, cols) layout, as ``coeff``):
+    the row side is one matmul over all (.., n2) rows of the group, the column side one batched
+    matmul a column class (:class:`_Class`) over its blocks of n1 rows, fused with the momentum
+    update (no copy into a tile layout).  One-row tiles (``n1 == 1``) take one product in all.
+    ``lr`` is the rate of every member, or 1 where the staged gradients were scaled by their own."""
+    g = tg.tiled.view(-1, tg.n2)
     if tg.n1 == 1:
-        c.view(-1, tg.n2).addmm_(g, dct_matrix(tg.n2, tg.dtype, tg.device).T, beta=decay, alpha=lr)
+        tg.coeff.view(-1, tg.n2).addmm_(g, tg.d2t, beta=decay, alpha=lr)
         return
-    rows, d1, cb, wb, _, _ = m.enc
-    torch.mm(g, tg.d2t, out=rows)
-    cb.baddbmm_(d1, wb, beta=decay, alpha=lr)
+    torch.mm(g, tg.d2t, out=tg.work.view(-1, tg.n2))
+    for cl in tg.classes:
+        cl.coeff.baddbmm_(cl.d1, cl.work, beta=decay, alpha=lr)
 
 
 def _inverse(c: torch.Tensor, out: torch.Tensor, work: torch.Tensor | None, m: _Member, tg: _TileGroup) -> None:
@@ -186,7 +216,10 @@ def _sparse_pays(tg: _TileGroup, entries: int) -> bool:
     return entries <= dense
 
 
-_SPARSE_CHUNK_BYTES = 1 << 20  # the gathered basis rows of one chunk of tiles: stay in a core's cache
+_SPARSE_CHUNKS = 8                    # the sparse inverse runs in min(tiles, this) chunks of tiles, whatever
+                                      # the size: the ops a step dispatches do not grow with the tiles
+_SPARSE_CHUNK_BYTES: int | None = None  # a cap on one chunk's gathered basis rows, in bytes (None: none; a
+                                        # test sets 1 for one tile a chunk)
 
 
 def _inverse_sparse(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out: torch.Tensor) -> None:
@@ -194,39 +227,54 @@ def _inverse_sparse(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out:
     tile, the IDCT as the sum over the tile's entries of ``share * outer(D1[row], D2[col])``: one
     batched matmul ``(n1, E) @ (E, n2)`` a tile over the gathered basis rows, never the dense
     ``(n1, n2)`` sums.  An index sent by several workers appears once per worker; the sum is
-    linear, so that is the inverse of the per-index total.  Done in chunks of tiles whose basis
-    rows fit in cache, gathered into one reused scratch."""
+    linear, so that is the inverse of the per-index total.  Done in ``min(tiles, 8)`` chunks of
+    tiles (a fixed number, so the ops do not grow with the model; one chunk's basis rows are an
+    eighth of the whole), gathered into one reused scratch; every chunk's views are made once."""
     e = idx.shape[1]
-    chunk = max(1, min(tg.tiles, _SPARSE_CHUNK_BYTES // (e * (tg.n1 + tg.n2) * tg.coeff.element_size())))
-    if tg.basis1 is None or tg.basis1.shape[:2] != (chunk, e):
+    chunk = -(-tg.tiles // _SPARSE_CHUNKS)
+    if _SPARSE_CHUNK_BYTES is not None:
+        chunk = max(1, min(chunk, _SPARSE_CHUNK_BYTES // (e * (tg.n1 + tg.n2) * tg.coeff.element_size())))
+    key = (chunk, e)
+    if tg.sparse_key != key:  # scratch and every chunk's views, made once per (chunk, entries); ``out``
+                              # is the group's tile scratch (``tg.tiled``), whose views are kept
+        tg.sparse_key = key
         tg.basis1 = torch.empty((chunk, e, tg.n1), dtype=tg.dtype, device=tg.device)
         tg.basis2 = torch.empty((chunk, e, tg.n2), dtype=tg.dtype, device=tg.device)
-    row, col = tg.row_col(idx)
+        tg.sparse_views = []
+        for o in out.view(tg.tiles, tg.n1, tg.n2).split(chunk):
+            b1, b2 = tg.basis1[:o.shape[0]], tg.basis2[:o.shape[0]]
+            tg.sparse_views.append((b1.view(-1, tg.n1), b2.view(-1, tg.n2), b1 if tg.n1 <= tg.n2 else b2,
+                                    b1.transpose(1, 2), b2, o))
     d1, d2 = dct_matrix(tg.n1, tg.dtype, tg.device), dct_matrix(tg.n2, tg.dtype, tg.device)
-    out = out.view(tg.tiles, tg.n1, tg.n2)
-    for lo in range(0, tg.tiles, chunk):
-        hi = min(tg.tiles, lo + chunk)
-        b1, b2 = tg.basis1[:hi - lo], tg.basis2[:hi - lo]
-        torch.index_select(d1, 0, row[lo:hi].reshape(-1), out=b1.view(-1, tg.n1))
-        torch.index_select(d2, 0, col[lo:hi].reshape(-1), out=b2.view(-1, tg.n2))
-        (b1 if tg.n1 <= tg.n2 else b2).mul_(share[lo:hi].unsqueeze(-1))  # the shorter basis row
-        torch.bmm(b1.transpose(1, 2), b2, out=out[lo:hi]).sign_()
+    row, col = tg.row_col(idx)
+    rows, cols = row.reshape(-1).split(chunk * e), col.reshape(-1).split(chunk * e)
+    shares = share.unsqueeze(-1).split(chunk)
+    for r, c, s, (f1, f2, shorter, b1t, b2, o) in zip(rows, cols, shares, tg.sparse_views):
+        torch.index_select(d1, 0, r, out=f1)
+        torch.index_select(d2, 0, c, out=f2)
+        shorter.mul_(s)  # the shorter basis row
+        torch.bmm(b1t, b2, out=o).sign_()
 
 
 def _inverse_dense(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out: torch.Tensor) -> None:
     """``out`` <- the IDCT of the received coefficients, in each parameter's (rows, cols) layout
     (``out`` viewed flat, as ``coeff``): the shares summed per index into a scratch buffer that
-    is zero between steps (only the touched positions are written and reset), then two products."""
+    is zero between steps (only the touched positions are written and reset), then two products
+    (the row side one matmul over the group, the column side one batched matmul a column class)."""
     if tg.total is None:
         tg.total = torch.zeros(tg.elements, dtype=tg.dtype, device=tg.device)
+        for cl in tg.classes:
+            b = cl.elements // (tg.n1 * cl.cols)
+            cl.total = tg.total[cl.span].view(b, tg.n1, cl.cols)
     flat = tg.flat_index(idx).reshape(-1)
     tg.total.scatter_add_(0, flat, share.reshape(-1))
-    out = out.view(-1)
+    d2 = dct_matrix(tg.n2, tg.dtype, tg.device)
     if tg.n1 == 1:  # one product over the whole group
-        _inverse(tg.total, out, None, tg.members[0], tg)
+        torch.mm(tg.total.view(-1, tg.n2), d2, out=out.view(-1, tg.n2))
     else:
-        for m in tg.members:
-            _inverse(tg.total[m.span], out[m.span], tg.work[m.span], m, tg)
+        torch.mm(tg.total.view(-1, tg.n2), d2, out=tg.work.view(-1, tg.n2))
+        for cl in tg.classes:
+            torch.bmm(cl.d1t, cl.work, out=cl.out)
     tg.total.index_fill_(0, flat, 0.0)
 
 

@@ -14,7 +14,7 @@ Per parameter ``p`` with gradient ``g``, on every worker, each step:
 The step is split in two phases that both backends share:
 
 * :meth:`DeMo.encode` does the local part and returns this worker's payload
-  (one byte buffer for all parameters, see :mod:`distlab.demo.payload`);
+  (one byte buffer for all parameters, see :mod:`distlab.techniques.demo.payload`);
 * :meth:`DeMo.apply` takes every worker's payload, stacked ``(N, nbytes)``,
   and updates the parameters.
 
@@ -41,37 +41,34 @@ compact encoding (12-bit indices, bf16/fp16 values).
 
 Where the work goes.  The coefficients are kept in each parameter's own
 ``(rows, cols)`` layout (tile ``(a, b)`` at rows ``a*n1..``, columns
-``b*n2..``), so the separable transform needs no copy into a tile layout:
-the row side is one matmul over every ``n2``-long row of the tensor, the
-column side one batched matmul over its blocks of ``n1`` rows (each block
-``n1 x cols``, large enough to run at the machine's matmul speed), fused
-with the momentum update (``baddbmm_`` with ``beta = decay``).  The top-k
-needs each tile contiguous: ``|c|`` is written tile by tile into a scratch
-buffer in the same pass that takes the absolute value.  Kept positions are
-mapped back to offsets in the coefficient buffer (``_TileGroup.flat_index``)
-for the gather and the removal.  :meth:`apply` receives ``E = N k``
-coefficients a tile; while that is small against the tile's sides (``E <=
-n1 + n2``: up to four workers at k = 32 on 64 x 64 tiles) the inverse DCT
-is summed entry by entry, ``share * outer(D1[row], D2[col])``, as one
-batched matmul ``(n1, E) @ (E, n2)`` a tile over gathered basis rows,
-instead of two dense products over every coefficient (most of them zero),
-in chunks of tiles whose gathered rows stay in a core's cache (with the
-sign taken while the chunk is still there); otherwise the shares are summed
-per index into a scratch buffer that is transformed densely.  Scratch
-buffers, and encode's views of them for each parameter, are made once per
-layout, not per step (the views: 3 % of the step below, 9 % on the 0.12 M-
-parameter model the workflow trains, where per-call overhead dominates).
+``b*n2..``), parameters of one tile shape in one buffer, those of one column
+count consecutive in it (a *column class*).  A step dispatches a fixed
+sequence of ops, whatever the number of parameters or tiles (tested): one
+``_foreach_copy_`` stages every gradient; per tile group the row side of the
+transform is one matmul over every ``n2``-long row of the group, the column
+side one batched matmul a column class over its blocks of ``n1`` rows, fused
+with the momentum update (``baddbmm_`` with ``beta = decay``); ``|c|`` goes
+into a tile-by-tile scratch in one copy a column class (the top-k needs each
+tile contiguous); one top-k, one gather of the kept values, one scatter that
+removes them.  Kept positions are mapped back to offsets in the coefficient
+buffer (``_TileGroup.flat_index``).  :meth:`apply` receives ``E = N k``
+coefficients a tile; while that is small against the tile's sides (``E <= n1
++ n2``: up to four workers at k = 32 on 64 x 64 tiles) the inverse DCT is
+summed entry by entry, ``share * outer(D1[row], D2[col])``, as one batched
+matmul ``(n1, E) @ (E, n2)`` a tile over gathered basis rows, in
+``min(tiles, 8)`` chunks of tiles with the sign taken on each; otherwise the
+shares are summed per index into a scratch buffer that is transformed
+densely.  Weight decay and the sign step are foreach ops over views of the
+parameters made once per layout (a parameter whose storage is replaced needs
+a fresh optimizer or ``load_state_dict``).  Top-level aten ops of one step
+(torch profiler, CPU, world size 1): 227 on a 12 x 768 GPT (85 M parameters,
+148 tensors), 127 on a 16 x 1024 OLMo (269 M); the step has no graph break
+under ``torch.compile``.
 
-What a step costs on one core (4.8 M-parameter GPT, 64 x 64 tiles, k = 32,
-one worker, 41 ms here): the forward transform about 12 ms (two dense
-products a tile, at the machine's matmul speed), the top-k about 9 ms, the
-sparse inverse with its signs about 6 ms, the sign step added into the
-parameters about 3.5 ms, ``|c|`` into the tile layout about 2.4 ms, the
-rest gathers, payload and per-call overhead.  The top-k runs in two stages
-(:func:`_top_k`, 0.69x one ``torch.topk`` a tile): the same coefficients,
-and where they are distinct the same positions in the same order;
-``selection="topk"`` keeps one ``torch.topk`` a tile for the reference's
-choice among equal ``|c|``.
+The top-k runs in two stages (:func:`_top_k`, 0.69x one ``torch.topk`` a
+tile on 64 x 64 tiles at k = 32): the same coefficients, and where they are
+distinct the same positions in the same order; ``selection="topk"`` keeps one
+``torch.topk`` a tile for the reference's choice among equal ``|c|``.
 """
 
 from __future__ import annotations
@@ -83,9 +80,9 @@ import torch.distributed as dist
 from torch.optim import Optimizer
 
 from . import payload as pl
-from .optim_tiles import (_ORDER_AS, _as_matrix_layout, _forward, _gather_into, _inverse,  # noqa: F401
-                          _inverse_dense, _inverse_sparse, _Member, _segment_length, _sparse_pays,
-                          _TileGroup, _tiles_of, _top_k)
+from .optim_tiles import (_ORDER_AS, _as_matrix_layout, _Class, _forward, _gather_into,  # noqa: F401
+                          _inverse, _inverse_dense, _inverse_sparse, _Member, _segment_length,
+                          _sparse_pays, _TileGroup, _tiles_of, _top_k)
 from .transforms import clamp_topk, dct_matrix, matrix_shape, tile_shape
 
 # the tile layout and the kernels on tiles live in optim_tiles; _segment_length and _top_k
@@ -182,9 +179,10 @@ class DeMo(Optimizer):
         super().add_param_group(param_group)
         self._layout = None  # rebuilt at the next step
 
-    def _build_layout(self) -> list[_TileGroup]:
+    @torch.compiler.disable  # built eagerly once (also under torch.compile): its buffers and views are
+    def _build_layout(self) -> list[_TileGroup]:  # then a compiled step's inputs
         groups: dict[tuple, _TileGroup] = {}
-        members: list[_Member] = []
+        found: list[tuple] = []
         for g in self.param_groups:
             for p in g["params"]:
                 if not p.requires_grad:
@@ -195,12 +193,22 @@ class DeMo(Optimizer):
                 if key not in groups:
                     groups[key] = _TileGroup(n1, n2, p.dtype, p.device,
                                              clamp_topk(self.compression_topk, n1 * n2))
-                tg = groups[key]
-                m = _Member(len(members), p, g, rows, cols, rows * cols // (n1 * n2), tg.tiles, tg.elements)
+                found.append((key, p, g, rows, cols))
+        members: list[_Member] = []
+        for key, p, g, rows, cols in found:  # the payload's mask bit: the order of the param groups
+            members.append(_Member(len(members), p, g, rows, cols, 0, 0, 0))
+        for key, tg in groups.items():
+            # in the group's buffers, members of one column count are consecutive (a stable sort):
+            # each such class is one batch of (n1, cols) blocks for the column side of the transform
+            mine = [m for (k, *_), m in zip(found, members) if k == key]
+            if tg.n1 > 1:
+                mine.sort(key=lambda m: m.cols)
+            for m in mine:
+                m.tiles = m.rows * m.cols // (tg.n1 * tg.n2)
+                m.start, m.offset = tg.tiles, tg.elements
                 tg.members.append(m)
                 tg.tiles += m.tiles
-                tg.elements += rows * cols
-                members.append(m)
+                tg.elements += m.rows * m.cols
         off = pl.mask_nbytes(len(members))
         for tg in groups.values():
             count = tg.tiles * tg.k
@@ -218,6 +226,9 @@ class DeMo(Optimizer):
             tg.tiled = torch.empty((tg.tiles, tg.numel), dtype=tg.dtype, device=tg.device)
             tg.d2t = dct_matrix(tg.n2, tg.dtype, tg.device).T.contiguous()
             tg.segment = _segment_length(tg.numel, tg.k) if self.selection == "grouped" else 0
+            flat_tiled = tg.tiled.view(-1)
+            tg.grads = [flat_tiled[m.span].view(m.param.shape) for m in tg.members]
+            tg.updates = {"tiled": [], "matrix": []}
             base, stride, owner = [], [], []
             for m in tg.members:
                 st = self.state[m.param]
@@ -226,17 +237,35 @@ class DeMo(Optimizer):
                     view.copy_(_as_matrix_layout(st["delta_dct"], m, tg))
                 st["delta_dct"] = view
                 st.setdefault("step", 0)
-                if tg.n1 > 1:
-                    b = m.rows // tg.n1
-                    cm, wm = tg.coeff[m.span], tg.work[m.span]
-                    m.enc = (wm.view(-1, tg.n2), dct_matrix(tg.n1, tg.dtype, tg.device).expand(b, tg.n1, tg.n1),
-                             cm.view(b, tg.n1, m.cols), wm.view(b, tg.n1, m.cols), _tiles_of(cm, m, tg),
-                             tg.tiled[m.start:m.start + m.tiles].view(-1, m.cols // tg.n2, tg.n1, tg.n2))
+                pm = m.param.detach().view(m.rows, m.cols)
+                tg.updates["tiled"].append(
+                    (_tiles_of(pm, m, tg),
+                     tg.tiled[m.start:m.start + m.tiles].view(m.rows // tg.n1, m.cols // tg.n2, tg.n1, tg.n2)))
+                tg.updates["matrix"].append((pm, flat_tiled[m.span].view(m.rows, m.cols)))
                 a = torch.arange(m.rows // tg.n1, dtype=torch.int64)[:, None] * (tg.n1 * m.cols)
                 b = torch.arange(m.cols // tg.n2, dtype=torch.int64)[None, :] * tg.n2
                 base.append((m.offset + a + b).reshape(-1))
                 stride.append(torch.full((m.tiles,), m.cols, dtype=torch.int64))
                 owner.append(torch.full((m.tiles,), m.index, dtype=torch.int64))
+            tg.classes = []
+            if tg.n1 > 1:
+                d1 = dct_matrix(tg.n1, tg.dtype, tg.device)
+                for m in tg.members:
+                    if not tg.classes or tg.classes[-1].cols != m.cols:
+                        tg.classes.append(_Class(m.cols, m.offset, 0, m.start, 0))
+                    cl = tg.classes[-1]
+                    cl.members.append(m)
+                    cl.elements += m.rows * m.cols
+                    cl.tiles += m.tiles
+                for cl in tg.classes:
+                    blocks = cl.elements // (tg.n1 * cl.cols)
+                    cl.coeff = tg.coeff[cl.span].view(blocks, tg.n1, cl.cols)
+                    cl.work = tg.work[cl.span].view(blocks, tg.n1, cl.cols)
+                    cl.d1 = d1.expand(blocks, tg.n1, tg.n1)
+                    cl.d1t = d1.T.expand(blocks, tg.n1, tg.n1)
+                    cl.tiles_of = tg.coeff[cl.span].view(blocks, tg.n1, cl.cols // tg.n2, tg.n2).permute(0, 2, 1, 3)
+                    cl.tiled = tg.tiled[cl.start:cl.start + cl.tiles].view(blocks, cl.cols // tg.n2, tg.n1, tg.n2)
+                    cl.out = flat_tiled[cl.span].view(blocks, tg.n1, cl.cols)
             tg.owner = torch.cat(owner).to(tg.device)
             tg.base = torch.cat(base).to(tg.device)[:, None]
             tg.stride = torch.cat(stride).to(tg.device)[:, None]
@@ -245,6 +274,8 @@ class DeMo(Optimizer):
         self._by_param = {id(m.param): (tg, m) for tg in groups.values() for m in tg.members}
         self._nbytes = off
         self._layout = list(groups.values())
+        self._grads_to = [v for tg in self._layout for v in tg.grads]
+        self._grads_of = [m.param for tg in self._layout for m in tg.members]
         return self._layout
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -290,7 +321,11 @@ class DeMo(Optimizer):
     def encode(self) -> torch.Tensor:
         """Local phase: decay the momentum and add the transformed gradient, keep
         the top-k coefficients per tile, remove what is sent from the momentum;
-        return the payload."""
+        return the payload.
+
+        The ops it dispatches do not grow with the parameters: one copy stages every gradient
+        (``_foreach_copy_``), then per tile group a fixed sequence (the transform's products, one
+        ``|c|`` copy a column class, the top-k, one gather and one scatter, the packing)."""
         layout = self.layout
         present = [m.param.grad is not None for m in self._members]
         for m in self._members:
@@ -299,6 +334,13 @@ class DeMo(Optimizer):
             if m.param.grad.is_sparse:
                 raise RuntimeError("DeMo does not support sparse gradients")
             self.state[m.param]["step"] += 1
+        if all(present):
+            if self._grads_to:
+                torch._foreach_copy_(self._grads_to, [p.grad for p in self._grads_of])
+        else:
+            pairs = [(v, p.grad) for v, p in zip(self._grads_to, self._grads_of) if p.grad is not None]
+            if pairs:
+                torch._foreach_copy_([v for v, _ in pairs], [g for _, g in pairs])
         parts = [self._mask_bytes(present, layout[0].device if layout else torch.device("cpu"))]
         for tg in layout:
             idx, val = self._encode_group(tg, present)
@@ -320,18 +362,21 @@ class DeMo(Optimizer):
 
     def _encode_group(self, tg: _TileGroup, present: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
         c = tg.coeff
-        here = [m for m in tg.members if present[m.index]]
-        one_product = tg.n1 == 1 and len(here) == len(tg.members) and len({m.group["lr"] for m in here}) == 1
-        if one_product:  # one-row tiles, every member sent at one rate: one product over the whole group
-            _forward(c, torch.cat([m.param.grad.reshape(-1) for m in here]), here[0], tg,
-                     self.compression_decay, here[0].group["lr"])
-        for m in tg.members:
-            if present[m.index] and not one_product:  # a member without a gradient keeps its momentum
-                _forward(c[m.span] if tg.n1 == 1 else None, m.param.grad, m, tg, self.compression_decay,
-                         m.group["lr"])
-            if tg.n1 > 1:  # |c| tile by tile, while the member's coefficients are still in cache
-                torch.abs(m.enc[4], out=m.enc[5])
-        if tg.n1 == 1:  # the (1, L) layout is the tile layout
+        absent = [m for m in tg.members if not present[m.index]]
+        # a member without a gradient keeps its momentum (not decayed): held aside over the transform
+        held = [c[m.span].clone() for m in absent]
+        rates = [m.group["lr"] for m in tg.members]
+        lr = rates[0]
+        if any(r != lr for r in rates):  # param groups of their own rates in one tile group: each
+            torch._foreach_mul_(tg.grads, rates)  # staged gradient scaled by its rate, the product by 1
+            lr = 1.0
+        _forward(tg, self.compression_decay, lr)
+        if absent:
+            torch._foreach_copy_([c[m.span] for m in absent], held)
+        if tg.n1 > 1:  # |c| tile by tile, one copy a column class
+            for cl in tg.classes:
+                torch.abs(cl.tiles_of, out=cl.tiled)
+        else:  # the (1, L) layout is the tile layout
             torch.abs(c.view(tg.tiles, tg.numel), out=tg.tiled)
         # |c| has its sign bit clear, so its bits read as a signed integer order like its values
         # (NaN above inf, as topk orders floats); integer top-k is the faster kernel
@@ -339,10 +384,10 @@ class DeMo(Optimizer):
         idx = _top_k(keys, tg.k, tg.segment)
         flat = tg.flat_index(idx)
         val = c.take(flat)
-        if len(here) != len(tg.members):  # absent members send zeros (the mask tells receivers)
-            keep = torch.zeros(tg.tiles, 1, dtype=tg.dtype, device=tg.device)
-            for m in here:
-                keep[m.start:m.start + m.tiles] = 1
+        if absent:  # absent members send zeros (the mask tells receivers)
+            keep = torch.ones(tg.tiles, 1, dtype=tg.dtype, device=tg.device)
+            for m in absent:
+                keep[m.start:m.start + m.tiles] = 0
             val.mul_(keep)
         val = pl.quantize(val, self.encoding, self.value_dtype)
         c.scatter_add_(0, flat.view(-1), val.view(-1).neg())  # what is sent leaves the momentum
@@ -397,20 +442,22 @@ class DeMo(Optimizer):
             else:  # in each parameter's layout
                 _inverse_dense(tg, idx, share, upd)
                 upd.sign_()
+            decayed = [(m.index, m.param, m.group["lr"] * m.group["weight_decay"])
+                       for m in tg.members if m.group["weight_decay"] != 0]
+            if decayed:  # decay only a parameter some worker sent: factor 1 - lr*wd or 1
+                key = tuple((i, lw) for i, _, lw in decayed)
+                if tg.lrwd != key:  # the device copy of the rates, remade when they change
+                    tg.lrwd = key
+                    tg.lrwd_t = torch.tensor([lw for _, _, lw in decayed], dtype=tg.dtype).to(tg.device)
+                    tg.decayed_at = torch.tensor([i for i, _, _ in decayed], dtype=torch.int64).to(tg.device)
+                factor = 1.0 - tg.lrwd_t * any_present[tg.decayed_at].to(tg.dtype)
+                torch._foreach_mul_([p for _, p, _ in decayed], factor.unbind(0))
+            views = tg.updates["tiled" if tiled else "matrix"]
             steps: dict[float, tuple[list, list]] = {}  # per learning rate: the parameters, their signs
-            for m in tg.members:
-                lr, wd = m.group["lr"], m.group["weight_decay"]
-                p = m.param
-                if wd != 0:  # decay only a parameter some worker sent: factor 1 - lr*wd or 1
-                    p.mul_(1.0 - (lr * wd) * any_present[m.index].to(p.dtype))
-                ps, us = steps.setdefault(lr, ([], []))
-                if tiled:
-                    ps.append(_tiles_of(p.view(m.rows, m.cols), m, tg))
-                    us.append(m.enc[5] if m.enc is not None else  # encode's |c| destination is this view
-                              upd[m.start:m.start + m.tiles].view(m.rows // tg.n1, m.cols // tg.n2, tg.n1, tg.n2))
-                else:
-                    ps.append(p.view(m.rows, m.cols))
-                    us.append(upd.view(-1)[m.span].view(m.rows, m.cols))
+            for m, (pv, uv) in zip(tg.members, views):
+                ps, us = steps.setdefault(m.group["lr"], ([], []))
+                ps.append(pv)
+                us.append(uv)
             for lr, (ps, us) in steps.items():
                 torch._foreach_add_(ps, us, alpha=-lr)
 

@@ -1,0 +1,1 @@
+"""Data-parallel techniques usable on their own, outside the paper packages."""
