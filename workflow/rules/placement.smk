@@ -16,7 +16,7 @@ PL_REPORT = "Device placement (HSDAG)"  # the report's category of P2's figures
 # What a simulated run on one model reads (placement_run, placement_bench_sim): its graph and
 # the profile it scores with (stored, or this run's measurement).
 PL_SCORED = {"graph": placement_wf.graph_path(PL_DIR),
-             "profile": lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model)}
+             "profile": lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model, getattr(w, "pair", None))}
 
 
 if PL:
@@ -87,7 +87,7 @@ rule placement_run:
         # `input` only when the job runs, so a learner's setting would not rerun its runs
         spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method,
                                              graph=placement_wf.graph_path(PL_DIR, w.pl_model),
-                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model)),
+                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model, w.pair)),
     conda:
         ENV
     log:
@@ -113,7 +113,7 @@ use rule placement_run as placement_run_extra with:
     params:
         spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method, seeds=[int(w.seed)],
                                              graph=placement_wf.graph_path(PL_DIR, w.pl_model),
-                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model)),
+                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model, w.pair)),
     log:
         "logs/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.log",
     benchmark:

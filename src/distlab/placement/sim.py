@@ -151,20 +151,21 @@ class Simulator:
 
     # ---------------------------------------------------------- serial order
     def _serial(self, place: np.ndarray) -> np.ndarray:
-        """Serial latency of a ``[batch, n]`` array: compute plus every transfer (vectorised)."""
+        """Serial latency of a ``[batch, n]`` array: compute plus every transfer (vectorised:
+        which devices each output must reach, as a ``[batch, n, k]`` mask)."""
         b = place.shape[0]
         lat = self.compute[np.arange(self.n)[None, :], place].sum(axis=1)
-        is_sink = np.zeros(self.n, bool)
-        is_sink[self.sinks] = True
-        for v in range(self.n):
-            s = self.succs[v]
-            dv = place[:, v]
-            for d in range(self.k):
-                want = (place[:, s] == d).any(axis=1) if s.size else np.zeros(b, bool)
-                if is_sink[v] and d == self.host:
-                    want = np.ones(b, bool)
-                lat = lat + np.where(want & (dv != d), self.transfer[v], 0.0)
-        return lat
+        if not hasattr(self, "_edge_arrays"):
+            src = np.concatenate([np.full(s.size, v, dtype=np.int64) for v, s in enumerate(self.succs)] + [np.zeros(0, np.int64)])
+            dst = np.concatenate([s for s in self.succs] + [np.zeros(0, np.int64)])
+            self._edge_arrays = (src, dst)
+        src, dst = self._edge_arrays
+        need = np.zeros((b, self.n, self.k), bool)
+        rows = np.arange(b)[:, None]
+        need[rows, src[None, :], place[:, dst]] = True
+        need[:, self.sinks, self.host] = True
+        need[rows, np.arange(self.n)[None, :], place] = False  # an output is on its own device
+        return lat + need.sum(axis=2) @ self.transfer
 
     def _run_serial(self, pl: list[int]):
         preds, succs, comp, xfer, sinks = self._lists_once()
