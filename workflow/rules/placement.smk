@@ -329,3 +329,39 @@ rule placement_space:
     shell:
         "OMP_NUM_THREADS=1 python -m distlab placement-space --spec {params.spec:q} --graphs {params.graphs:q} "
         "--profiles {params.profiles:q} --runs {input.runs:q} --out {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
+
+
+# ---- regime (issue 46): where does a mixed placement pay?  The roofline GPU's conv/linear speed swept
+if PL:
+    register_tables("P2", {"placement_regime": f"{PL_DIR}/regime.csv"})
+    register_outputs("P2", [f"{PAPER}/tables/placement_regime.md", f"{PAPER}/figures/placement_regime.png"])
+
+
+rule placement_regime:
+    """CPU-only, GPU-only, the exact serial optimum and HEFT's concurrent placement on the default pair with
+    its roofline GPU's convolution / linear / matmul times scaled to 0.5x-4x the CPU's (simulated)."""
+    input:
+        graphs=[placement_wf.graph_path(PL_DIR, m) for m in placement_wf.models(PL)] if PL else [],
+        profiles=[placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)] if PL else [],
+    output:
+        csv=f"{PL_DIR}/regime.csv",
+        md=f"{PAPER}/tables/placement_regime.md",
+        fig=report_figure(f"{PAPER}/figures/placement_regime.png", PL_REPORT, "placement_regime",
+                          "regime: where a mixed placement pays"),
+    params:
+        spec=as_json({"pair": PL["pairs"][PL["default_pair"]], "pair_name": PL["default_pair"],
+                      "paper_pct": 58.2}) if PL else "{}",
+        graphs=as_json({m: placement_wf.graph_path(PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",
+        profiles=as_json({m: placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",
+    conda:
+        ENV
+    log:
+        "logs/placement/regime.log",
+    benchmark:
+        "benchmarks/placement/regime.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+    shell:
+        "OMP_NUM_THREADS=1 python -m distlab placement-regime --spec {params.spec:q} --graphs {params.graphs:q} "
+        "--profiles {params.profiles:q} --out {output.csv:q} --md {output.md:q} --fig {output.fig:q} > {log:q} 2>&1"
