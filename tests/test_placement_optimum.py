@@ -104,3 +104,39 @@ def test_weight_nodes_split_groups():
 def test_weighted_nodes_reads_param_bytes():
     graph = {"nodes": [{"param_bytes": 0}, {"param_bytes": 12}, {}]}
     assert coarsen.weighted_nodes(graph).tolist() == [False, True, False]
+
+
+def test_regime_scales_the_weighted_operators_to_the_ratio():
+    from distlab.placement import regime
+
+    nodes = [{"op": "input", "flops": 0, "in_bytes": 0, "out_bytes": 16, "param_bytes": 0},
+             {"op": "conv2d", "flops": 10**9, "in_bytes": 16, "out_bytes": 16, "param_bytes": 64},
+             {"op": "relu", "flops": 10**6, "in_bytes": 16, "out_bytes": 16, "param_bytes": 0},
+             {"op": "linear", "flops": 10**9, "in_bytes": 16, "out_bytes": 16, "param_bytes": 64}]
+    graph = {"n_nodes": 4, "edges": [[0, 1], [1, 2], [2, 3]], "nodes": nodes}
+    pair = {"devices": [{"name": "cpu", "kind": "profiled"},
+                        {"name": "g", "kind": "roofline", "peak_gflops": 100, "mem_gbps": 10}],
+            "link": {"gbps": 10, "latency_us": 1}}
+    cpu = np.array([0.0, 0.02, 1e-6, 0.03])  # the relu is faster on the CPU
+    for r in (0.5, 2.0):
+        comp, _ = regime.scaled_costs(graph, pair, cpu, r)
+        assert comp[[1, 3], 1].sum() == pytest.approx(r * 0.05)
+        assert comp[2, 1] == pytest.approx(1e6 / 100e9 + 32 / 10e9, rel=1e-6)  # relu: untouched roofline
+    rows = regime.model_rows(graph, pair, cpu, ratios=(0.5, 4.0), heft=False)
+    # fast weighted operators on the GPU: the optimum beats CPU-only; slow ones: it is CPU-only
+    assert rows[0]["serial_optimum_ms"] < rows[0]["cpu_only_ms"]
+    assert rows[1]["serial_optimum_ms"] == pytest.approx(rows[1]["cpu_only_ms"])
+    assert rows[1]["serial_headroom_pct"] == pytest.approx(0.0)
+
+
+def test_regime_command_refuses_a_pair_without_a_roofline_gpu(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    spec = {"pair": {"devices": [{"name": "cpu", "kind": "profiled"}, {"name": "h", "kind": "measured_cuda"}],
+                     "link": {"gbps": 1, "latency_us": 1}}}
+    r = subprocess.run([sys.executable, "-m", "distlab", "placement-regime", "--spec", json.dumps(spec),
+                        "--graphs", "{}", "--profiles", "{}", "--out", str(tmp_path / "x.csv")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "roofline" in r.stderr
