@@ -77,3 +77,12 @@ def test_share_of_the_optimums_gain():
     tab = optimum_table(t, ["hsdag_corrected"])
     assert tab.loc[0, "hsdag_corrected share of optimum's gain"] == pytest.approx(3.5 / 4.5)
     assert not tab.loc[0, "no headroom"]
+
+
+def test_every_p2_row_names_its_scenario():
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "config/claims.yaml").read_text())
+    rows = [c for c in doc["claims"] if c["id"].startswith("placement.")]
+    assert rows and all(any(w in c.get("tested_at", "") + c["statement"] for w in ("serial", "concurrent"))
+                        for c in rows), [c["id"] for c in rows if "serial" not in c.get("tested_at", "")][:5]
