@@ -189,8 +189,13 @@ def test_tiny_placement_end_to_end(tiny_workflow):
     tiny = yaml.safe_load((ROOT / "tests/configs/tiny.yaml").read_text())["placement"]
     from distlab.placement import workflow as wf
 
-    want = set(wf.all_methods(tiny)) | set(wf.ablation_methods(tiny))
+    # every serial pair (the config's default timing, which tiny.yaml inherits) runs the exact optimum
+    want = set(wf.all_methods(tiny)) | set(wf.ablation_methods(tiny)) | {"optimum"}
     assert set(s.method) == want and set(s.clock) == {"simulated"}
+    assert set(s.scenario) == {"serial"}
+    opt = s[s.method == "optimum"]
+    assert (s.merge(opt[["pair", "model", "latency_ms"]], on=["pair", "model"], suffixes=("", "_opt"))
+            .eval("latency_ms >= latency_ms_opt * (1 - 1e-9)").all())  # nothing beats the exact optimum
     assert {m + "_const" for m in tiny["controls"]} <= set(s.method)
     assert (s.groupby(["pair", "model", "method"]).seed.nunique() == len(tiny["seeds"])).all()
     cpu = s[s.method == "cpu_only"]

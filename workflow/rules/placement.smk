@@ -16,7 +16,7 @@ PL_REPORT = "Device placement (HSDAG)"  # the report's category of P2's figures
 # What a simulated run on one model reads (placement_run, placement_bench_sim): its graph and
 # the profile it scores with (stored, or this run's measurement).
 PL_SCORED = {"graph": placement_wf.graph_path(PL_DIR),
-             "profile": lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model)}
+             "profile": lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model, getattr(w, "pair", None))}
 
 
 if PL:
@@ -87,7 +87,7 @@ rule placement_run:
         # `input` only when the job runs, so a learner's setting would not rerun its runs
         spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method,
                                              graph=placement_wf.graph_path(PL_DIR, w.pl_model),
-                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model)),
+                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model, w.pair)),
     conda:
         ENV
     log:
@@ -113,7 +113,7 @@ use rule placement_run as placement_run_extra with:
     params:
         spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method, seeds=[int(w.seed)],
                                              graph=placement_wf.graph_path(PL_DIR, w.pl_model),
-                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model)),
+                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model, w.pair)),
     log:
         "logs/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.log",
     benchmark:
@@ -329,3 +329,39 @@ rule placement_space:
     shell:
         "OMP_NUM_THREADS=1 python -m distlab placement-space --spec {params.spec:q} --graphs {params.graphs:q} "
         "--profiles {params.profiles:q} --runs {input.runs:q} --out {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
+
+
+# ---- regime (issue 46): where does a mixed placement pay?  The roofline GPU's conv/linear speed swept
+if PL:
+    register_tables("P2", {"placement_regime": f"{PL_DIR}/regime.csv"})
+    register_outputs("P2", [f"{PAPER}/tables/placement_regime.md", f"{PAPER}/figures/placement_regime.png"])
+
+
+rule placement_regime:
+    """CPU-only, GPU-only, the exact serial optimum and HEFT's concurrent placement on the default pair with
+    its roofline GPU's convolution / linear / matmul times scaled to 0.5x-4x the CPU's (simulated)."""
+    input:
+        graphs=[placement_wf.graph_path(PL_DIR, m) for m in placement_wf.models(PL)] if PL else [],
+        profiles=[placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)] if PL else [],
+    output:
+        csv=f"{PL_DIR}/regime.csv",
+        md=f"{PAPER}/tables/placement_regime.md",
+        fig=report_figure(f"{PAPER}/figures/placement_regime.png", PL_REPORT, "placement_regime",
+                          "regime: where a mixed placement pays"),
+    params:
+        spec=as_json({"pair": PL["pairs"][PL["default_pair"]], "pair_name": PL["default_pair"],
+                      "paper_pct": 58.2}) if PL else "{}",
+        graphs=as_json({m: placement_wf.graph_path(PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",
+        profiles=as_json({m: placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",
+    conda:
+        ENV
+    log:
+        "logs/placement/regime.log",
+    benchmark:
+        "benchmarks/placement/regime.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+    shell:
+        "OMP_NUM_THREADS=1 python -m distlab placement-regime --spec {params.spec:q} --graphs {params.graphs:q} "
+        "--profiles {params.profiles:q} --out {output.csv:q} --md {output.md:q} --fig {output.fig:q} > {log:q} 2>&1"

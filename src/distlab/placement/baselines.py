@@ -7,6 +7,9 @@
   from mean compute and communication costs, then each operator in rank order
   to the device of earliest finish time with insertion, on the simulator's own
   cost model; its placement is then scored by the simulator (one evaluation);
+* ``optimum``: under serial timing (``sim_order: serial``) on two devices, the exact best
+  placement, a minimum s-t cut (:mod:`distlab.placement.optimum`); one evaluation.  It also
+  records the best placement the problem's co-location groups can express;
 * the learned baselines (the RNN placer, Placeto) live in
   :mod:`distlab.placement.learned`; this module needs no torch, so the jobs
   of the four above start without it.
@@ -64,3 +67,19 @@ def heft(problem: Problem) -> dict[str, Any]:
     place = np.asarray(sched.place, dtype=np.int64)
     problem.evaluate(place)
     return {"estimate_s": sched.latency()}
+
+
+def optimum(problem: Problem) -> dict[str, Any]:
+    """The exact serial optimum (a min cut) over operators, scored by the simulator (one
+    evaluation); ``groups_optimum_s``: the best serial latency a placement of the problem's
+    co-location groups can reach (not an evaluation)."""
+    from .optimum import serial_optimum
+    from .sim import PlacementError
+
+    if problem.sim.order != "serial":
+        raise PlacementError(f"method optimum needs sim_order serial (the exact optimum of a min cut), "
+                             f"not {problem.sim.order!r}")
+    place, _ = serial_optimum(problem.sim)
+    _, grp = serial_optimum(problem.sim, problem.group)
+    problem.evaluate(place)
+    return {"groups_optimum_s": grp}

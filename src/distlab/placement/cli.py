@@ -181,6 +181,45 @@ def cmd_space(a):
     print(f"{len(df)} rows -> {a.out}")
 
 
+@_guard
+def cmd_regime(a):
+    from distlab.tables import write_table
+
+    from .regime import fig_regime, table
+
+    from ..clihelp import fail
+
+    try:
+        df = table(a.spec, a.graphs, a.profiles)
+    except ValueError as e:  # no pair, a pair without a roofline GPU, a graph without weighted operators
+        return fail(e, "placement-regime")
+    write_table(df, a.out, a.md)
+    if a.fig is not None:
+        fig_regime(df, a.fig, a.spec.get("paper_pct"))
+    print(f"{len(df)} rows -> {a.out}")
+
+
+@_guard
+def cmd_realexec_cuda(a):
+    import pandas as pd
+
+    from distlab.tables import write_table
+    from distlab.yamlio import load_yaml_strict
+
+    from .cudaexec import run_models
+
+    if a.repeats < 1 or a.warmup < 0 or a.budget < 0:
+        from ..clihelp import fail
+
+        return fail("--repeats must be >= 1, --warmup and --budget >= 0", "placement-realexec-cuda")
+    cfg = load_yaml_strict(a.config)
+    rows = run_models(cfg, a.models, a.pair, a.repeats, a.warmup, a.budget,
+                      progress=lambda msg: print(msg, flush=True))
+    df = pd.DataFrame(rows)
+    write_table(df, a.out, a.md)
+    print(df.to_string(index=False))
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     # the lists --help shows, without importing torch (api.py imports it): kept equal by a test
     METHODS = ("cpu_only", "gpu_only", "heft", "random", "rnn", "placeto", "hsdag", "hsdag_corrected")
@@ -226,3 +265,17 @@ def register(sub: argparse._SubParsersAction) -> None:
             graphs={**JSON, "help": "JSON: model -> graph file"},
             profiles={**JSON, "help": "JSON: model -> profile file"},
             runs=PATHS, out=OUT, md={"type": Path, "default": None})
+    command(sub, "placement-realexec-cuda", cmd_realexec_cuda,
+            "CPU-only, GPU-only, HEFT, the serial optimum and HSDAG's placement run on this machine's CPU + CUDA device "
+            "(serial), measured against the simulator; rows 'not run: no GPU' without CUDA",
+            config={"type": Path, "default": Path("config/config.yaml")},
+            models={"nargs": "+", "default": ["inception_v3", "resnet50", "bert"]},
+            pair={"default": "cpu_h200"}, repeats={"type": int, "default": 5}, warmup={"type": int, "default": 2},
+            budget={"type": int, "default": 200, "help": "HSDAG corrected's evaluations (0: no learner)"},
+            out=OUT, md={"type": Path, "default": None})
+    command(sub, "placement-regime", cmd_regime,
+            "sweep the roofline GPU's conv/linear speed: where does a mixed placement pay? (simulated)",
+            spec={**JSON, "help": "JSON: pair (device 1 a roofline), pair_name, ratios, heft, paper_pct"},
+            graphs={**JSON, "help": "JSON: model -> graph file"},
+            profiles={**JSON, "help": "JSON: model -> profile file"},
+            out=OUT, md={"type": Path, "default": None}, fig={"type": Path, "default": None})

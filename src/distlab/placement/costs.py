@@ -200,10 +200,15 @@ def roofline(graph: dict[str, Any], dev: dict[str, Any], where: str = "device") 
 def device_costs(graph: dict[str, Any], dev: dict[str, Any], profiled: np.ndarray | None,
                  where: str = "device", cuda: np.ndarray | None = None) -> np.ndarray:
     """Per-node seconds of one device of a pair: ``kind: profiled`` (this
-    machine's measured times, times ``scale``) or ``kind: roofline``; a
+    machine's measured times, times ``scale``), ``kind: measured_cuda`` (the profile's
+    ``cuda_seconds``: a GPU measured on the same host as the CPU) or ``kind: roofline``; a
     roofline device with ``measure_on_cuda: true`` takes the measured CUDA
     times instead when the profile holds them (it was taken with a GPU)."""
     kind = dev.get("kind")
+    if kind == "measured_cuda":  # the profile's own CUDA times: both devices measured on one host
+        if cuda is None:
+            raise CostError(f"{where}: kind measured_cuda needs a profile taken with a GPU (cuda_seconds)")
+        return np.asarray(cuda, dtype=float) * float(dev.get("scale", 1.0))
     if kind == "roofline" and dev.get("measure_on_cuda") and cuda is not None:
         return np.asarray(cuda, dtype=float)
     if kind == "profiled":
@@ -215,7 +220,7 @@ def device_costs(graph: dict[str, Any], dev: dict[str, Any], profiled: np.ndarra
         return profiled * scale
     if kind == "roofline":
         return roofline(graph, dev, where)
-    raise CostError(f"{where}.kind: {kind!r} is not 'profiled' or 'roofline'")
+    raise CostError(f"{where}.kind: {kind!r} is not 'profiled', 'measured_cuda' or 'roofline'")
 
 
 def link_seconds(nbytes: np.ndarray | float, link: dict[str, Any], where: str = "link") -> np.ndarray:

@@ -12,6 +12,8 @@ import pandas as pd
 from distlab import stats
 from distlab.tables import fmt_ci, write_table
 
+from .workflow import scenario
+
 CONTROL = "_const"
 
 
@@ -25,7 +27,9 @@ def label(method: str) -> str:
 def device_label(dev: dict[str, Any], i: int = 0) -> str:
     """A device's name with how its times are known: a roofline device is *modelled*."""
     name = dev.get("name", f"device {i}")
-    return f"{name} (modelled)" if dev.get("kind") == "roofline" else f"{name} (profiled)"
+    if dev.get("kind") == "roofline":
+        return f"{name} (modelled)"
+    return f"{name} (measured on the CPU's host)" if dev.get("kind") == "measured_cuda" else f"{name} (profiled)"
 
 
 def summarize(run_files: list[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -38,8 +42,15 @@ def summarize(run_files: list[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
             key = {"pair": spec["pair_name"], "model": spec["model_name"], "method": spec["method"],
                    "seed": int(r["seed"])}
             devices = " + ".join(device_label(d, i) for i, d in enumerate(spec["pair"]["devices"]))
-            rows.append({**key, "latency_ms": r["latency_s"] * 1e3,
-                         "final_median_ms": r.get("final_median_s", r["latency_s"]) * 1e3,
+            order = spec.get("sim_order", "topological")
+            final = r.get("final_median_s", r["latency_s"])
+            rows.append({**key, "scenario": scenario(order), "sim_order": order,
+                         "latency_ms": r["latency_s"] * 1e3,
+                         "final_median_ms": final * 1e3,
+                         # the final policy: its most likely placement where the run scored it
+                         # (final_greedy), else the median of its last 10 % of samples
+                         "final_policy_ms": r.get("final_greedy_s", final) * 1e3,
+                         "groups_optimum_ms": r.get("groups_optimum_s", np.nan) * 1e3,
                          "evaluations": r["evaluations"],
                          "evals_to_1pct": r["evals_to_1pct"], "frac_on_device1": r["frac_on_device1"],
                          "clusters_mean": r["clusters_mean"], "n_nodes": res["n_nodes"],
@@ -56,7 +67,61 @@ def summarize(run_files: list[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
     cpu = df[df.method == "cpu_only"].groupby(["pair", "model"]).latency_ms.mean()
     ref = [cpu.get((p, m), np.nan) for p, m in zip(df.pair, df.model)]
     df["speedup_pct"] = (np.asarray(ref) / df.latency_ms - 1.0) * 100.0
+    df = add_optimum_columns(df)
     return df, pd.concat(curves, ignore_index=True)
+
+
+def add_optimum_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """Columns against the serial optimum of each (pair, model) (NaN where no optimum ran):
+
+    * ``headroom_pct``: how much faster the exact optimum is than the faster single device,
+      ``min(CPU-only, GPU-only) / optimum - 1`` in %: 0 when no placement beats a single device;
+    * ``optimum_gain_pct``: the optimum's speedup over CPU-only, ``CPU-only / optimum - 1`` in %;
+    * ``frac_of_optimum``: the share of the optimum's gain over CPU-only a row's final policy
+      reaches, ``(CPU-only - final policy) / (CPU-only - optimum)`` (NaN without a gain)."""
+    df = df.copy()
+    mean = df.groupby(["pair", "model", "method"]).latency_ms.mean()
+
+    def get(p, m, method):
+        return float(mean.get((p, m, method), np.nan))
+
+    head, gain, frac = [], [], []
+    for p, m, fin in zip(df.pair, df.model, df.final_policy_ms):
+        opt, c, g = get(p, m, "optimum"), get(p, m, "cpu_only"), get(p, m, "gpu_only")
+        single = np.nanmin([c, g]) if not (np.isnan(c) and np.isnan(g)) else np.nan
+        head.append((single / opt - 1.0) * 100.0 if opt > 0 else np.nan)
+        gain.append((c / opt - 1.0) * 100.0 if opt > 0 else np.nan)
+        frac.append((c - fin) / (c - opt) if opt > 0 and c - opt > 1e-9 * c else np.nan)
+    df["headroom_pct"], df["optimum_gain_pct"], df["frac_of_optimum"] = head, gain, frac
+    return df
+
+
+def optimum_table(df: pd.DataFrame, learners: list[str]) -> pd.DataFrame:
+    """Serial pairs: CPU-only, GPU-only, HEFT (timed serially), the exact optimum over operators
+    and over the co-location groups, the headroom, and each learner's best and final policy with
+    the share of the optimum's gain over CPU-only its final policy reaches (mean over seeds)."""
+    out = []
+    ser = df[df.scenario == "serial"] if "scenario" in df else df.iloc[:0]
+    for (pair, model), s in ser.groupby(["pair", "model"]):
+        if "optimum" not in set(s.method):
+            continue
+        m = s.groupby("method")
+        row: dict[str, Any] = {"pair": pair, "model": model, "scenario": "serial"}
+        for meth in ("cpu_only", "gpu_only", "heft", "optimum"):
+            if meth in m.groups:
+                row[f"{meth} ms"] = float(m.get_group(meth).latency_ms.mean())
+        row["optimum over groups ms"] = float(m.get_group("optimum").groups_optimum_ms.mean())
+        row["headroom %"] = float(s.headroom_pct.iloc[0])
+        row["optimum speedup over CPU-only %"] = float(s.optimum_gain_pct.iloc[0])
+        row["no headroom"] = bool(row["headroom %"] < 1.0)
+        for lr in learners:
+            if lr in m.groups:
+                g = m.get_group(lr)
+                row[f"{lr} best ms"] = float(g.latency_ms.mean())
+                row[f"{lr} final policy ms"] = float(g.final_policy_ms.mean())
+                row[f"{lr} share of optimum's gain"] = float(g.frac_of_optimum.mean())
+        out.append(row)
+    return pd.DataFrame(out)
 
 
 def _ci_text(x: pd.Series, digits: int = 3) -> str:
@@ -70,7 +135,8 @@ def main_table(df: pd.DataFrame, methods: tuple[str, ...]) -> pd.DataFrame:
     out = []
     for pair in sorted(df.pair.unique()):
         for m in [x for x in methods if x in set(df.method)]:
-            row: dict[str, Any] = {"pair": pair, "devices": df[df.pair == pair].devices.iloc[0]
+            row: dict[str, Any] = {"pair": pair, "scenario": df[df.pair == pair].scenario.iloc[0]
+                                   if "scenario" in df else "", "devices": df[df.pair == pair].devices.iloc[0]
                                    if "devices" in df else "", "method": label(m)}
             for model in sorted(df.model.unique()):
                 s = df[(df.pair == pair) & (df.method == m) & (df.model == model)]
@@ -78,7 +144,7 @@ def main_table(df: pd.DataFrame, methods: tuple[str, ...]) -> pd.DataFrame:
                     continue
                 row[f"{model} latency ms"] = _ci_text(s.latency_ms)
                 row[f"{model} speedup %"] = _ci_text(s.speedup_pct)
-            if len(row) > 3:  # a method that does not run on this pair has no row
+            if len(row) > 4:  # a method that does not run on this pair has no row
                 out.append(row)
     return pd.DataFrame(out)
 
@@ -122,14 +188,22 @@ def learning_table(df: pd.DataFrame, learners: list[str], controls: list[str]) -
 
 
 def graph_table(df: pd.DataFrame) -> pd.DataFrame:
-    g = df.groupby("model")[["n_nodes", "n_edges", "n_groups"]].first().reset_index()
-    return g
+    """Per model: operators, edges, and the co-location groups the placers see: with one virtual
+    weight node per weighted operator (the paper's graphs, partition ``coarsen``: the CPU-only
+    row's count) and, where the ablation ran, without weight nodes (``*_weightless``)."""
+    g = df.groupby("model")[["n_nodes", "n_edges"]].first()
+    paper = df[df.method == "cpu_only"].groupby("model").n_groups.first()
+    g["groups (weight nodes, paper-like)"] = paper
+    weightless = df[df.method.str.endswith("_weightless")].groupby("model").n_groups.first()
+    if not weightless.empty:
+        g["groups (no weight nodes, ablation)"] = weightless
+    return g.reset_index()
 
 
 def convergence_table(df: pd.DataFrame, pair: str, methods: list[str]) -> pd.DataFrame:
     """Evaluations to come within 1 % of the run's own best: random search, every learner and
     its constant-reward control (next row)."""
-    keep = [m for m in methods if m == "random" or m not in ("cpu_only", "gpu_only", "heft")]
+    keep = [m for m in methods if m == "random" or m not in ("cpu_only", "gpu_only", "heft", "optimum")]
     sub = df[(df.pair == pair) & df.method.isin(keep)]
     t = (sub.groupby(["model", "method"]).evals_to_1pct.agg(["mean", "min", "max"])
          .reset_index().rename(columns={"mean": "evals_to_1pct_mean", "min": "min", "max": "max"}))
@@ -181,6 +255,8 @@ def write_tables(summary: str | Path, out_dir: str | Path, opts: dict[str, Any])
     write_table(learning_table(df, list(opts.get("learners", [])), list(opts.get("controls", []))),
                 out / "placement_learning.csv", out / "placement_learning.md")
     write_table(headline_table(df), out / "placement_headline.csv", out / "placement_headline.md")
+    write_table(optimum_table(df, list(opts.get("learners", []))), out / "placement_optimum.csv",
+                out / "placement_optimum.md")
 
 
 def write_ablation(summary: str | Path, out_dir: str | Path, opts: dict[str, Any]) -> None:

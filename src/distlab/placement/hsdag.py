@@ -193,7 +193,16 @@ def loss_of(lp: torch.Tensor, rewards: list[float], opts: dict[str, Any], state:
     * ``advantage: normalised`` (the corrected learner): per-sample advantages against the
       episode's mean reward, divided by the episode's standard deviation,
       ``-Σ_t log π_t (r_t - mean r) / (std r + ε)``.  A constant reward gives zero
-      advantages (no update), so its control samples the initial policy.
+      advantages (no update), so its control samples the initial policy.  Once the policy
+      collapses to one placement every sample is that placement, every advantage is 0 and
+      learning stops for good;
+    * ``advantage: steady`` (the corrected learner that keeps learning, with ``explore``):
+      ``-Σ_t log π_t (r_t - b) / s``, ``b`` and ``s`` moving averages (``baseline_decay``) of the
+      episodes' mean reward and of the rewards' spread around it; with the exploration floor
+      of ``train`` the samples of a collapsed policy still differ, and their advantages do not
+      vanish.
+
+    ``state["advantages"]``: the last episode's advantages (``normalised``, ``steady``).
     """
     kind = opts.get("advantage", opts.get("baseline", "none"))
     r = torch.tensor(rewards, dtype=torch.float64)
@@ -208,12 +217,29 @@ def loss_of(lp: torch.Tensor, rewards: list[float], opts: dict[str, Any], state:
         adv = r - state["baseline"]
         state["baseline"] = decay * state["baseline"] + (1 - decay) * float(r.mean())
         return -(lp * adv.float()).sum()
+    if kind == "steady":
+        # the learner that keeps learning: advantages against a moving average of the rewards
+        # (not the episode's own mean, which every sample equals once the policy collapses),
+        # scaled by a moving average of their spread, so an exploration sample that differs
+        # from a collapsed policy's reward still moves it
+        decay = float(opts.get("baseline_decay", 0.9))
+        if state.get("baseline") is None:
+            state["baseline"] = float(r.mean())
+            state["spread"] = float(r.std(unbiased=False)) if r.numel() > 1 else 0.0
+        adv = r - state["baseline"]
+        spread = max(state["spread"], float(adv.abs().mean()))
+        adv = adv / spread if spread > 1e-12 * max(float(r.abs().mean()), 1e-300) else torch.zeros_like(r)
+        state["advantages"] = adv.tolist()
+        state["baseline"] = decay * state["baseline"] + (1 - decay) * float(r.mean())
+        state["spread"] = decay * state["spread"] + (1 - decay) * float((r - r.mean()).abs().mean())
+        return -(lp * adv.float()).mean()
     if kind == "normalised":
         adv = r - r.mean()
         sd = float(r.std(unbiased=False)) if r.numel() > 1 else 0.0
         adv = adv / (sd + 1e-12) if sd > 1e-12 * max(float(r.abs().mean()), 1e-300) else torch.zeros_like(r)
+        state["advantages"] = adv.tolist()
         return -(lp * adv.float()).mean()
-    raise ValueError(f"hsdag.advantage: {kind!r} is not 'none', 'moving_average' or 'normalised'")
+    raise ValueError(f"hsdag.advantage: {kind!r} is not 'none', 'moving_average', 'steady' or 'normalised'")
 
 
 def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[str, Any]:
@@ -228,16 +254,28 @@ def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[s
     optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
     samples = int(opts.get("samples", 20))
     state_update = bool(opts.get("state_update", True))
+    explore = float(opts.get("explore", 0.0))
+    if not 0.0 <= explore < 1.0:
+        raise ValueError(f"hsdag.explore: must be in [0, 1), got {explore!r}")
+    greedy = bool(opts.get("final_greedy", False))
+    if greedy and problem.left < 2:
+        raise ValueError("hsdag.final_greedy: needs a budget of at least 2 evaluations")
+    reserve = 1 if greedy else 0  # the last evaluation scores the final policy's most likely placement
+    advantages = []
     state: dict = {}
     first: list = []
     clusters_seen = []
     episode = 0
-    while problem.left > 0:
+    while problem.left > reserve:
         x = x0.clone()
         logps, rewards = [], []
-        for _ in range(min(samples, problem.left)):
+        for _ in range(min(samples, problem.left - reserve)):
             logits, assign, emb = net(x, adj)
-            dist = torch.distributions.Categorical(logits=logits)
+            if explore > 0:  # the exploration floor: every device keeps probability >= explore / D
+                probs = (1 - explore) * torch.softmax(logits, dim=-1) + explore / logits.shape[-1]
+                dist = torch.distributions.Categorical(probs=probs)
+            else:
+                dist = torch.distributions.Categorical(logits=logits)
             act = dist.sample()
             logps.append(dist.log_prob(act).sum())
             lat = float(problem.evaluate_groups(act.numpy()[assign])[0])
@@ -246,6 +284,8 @@ def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[s
             if state_update:
                 x = x + emb.detach()[torch.from_numpy(assign)]
         loss = loss_of(torch.stack(logps), rewards, opts, state)
+        if "advantages" in state:
+            advantages.append(float(np.mean(np.abs(state["advantages"]))))
         optim.zero_grad()
         loss.backward()
         optim.step()
@@ -256,6 +296,11 @@ def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[s
                 + (f", episode mean {lats.mean() * 1e3:.3f} ms" if lats is not None else "")
                 + f", clusters {clusters_seen[-1]}, evaluations {len(problem.history)}")
     with torch.no_grad():  # the clusters of the final policy's parsing (input features, no state update)
-        _, assign_last, _ = net(x0, adj)
-    return {"episodes": episode, "clusters_mean": float(np.mean(clusters_seen)),
-            "clusters_last": clusters_seen[-1], "assign_last": np.asarray(assign_last).tolist()}
+        logits_last, assign_last, _ = net(x0, adj)
+    out = {"episodes": episode, "clusters_mean": float(np.mean(clusters_seen)),
+           "clusters_last": clusters_seen[-1], "assign_last": np.asarray(assign_last).tolist(),
+           "mean_abs_advantage": advantages}
+    if greedy:  # the final policy's most likely placement, one evaluation (reserved)
+        act = logits_last.argmax(dim=-1).numpy()
+        out["final_greedy_s"] = float(problem.evaluate_groups(act[assign_last])[0])
+    return out

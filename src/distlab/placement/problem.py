@@ -11,6 +11,9 @@ from . import coarsen, costs
 from .sim import Simulator
 
 
+PARTITIONS = ("coarsen", "coarsen_weightless", "operators")
+
+
 class BudgetExhausted(RuntimeError):
     pass
 
@@ -38,17 +41,22 @@ class Problem:
     def build(cls, graph: dict, pair: dict, profiled: np.ndarray | None, budget: int,
               single_device: str = "allow", cuda: np.ndarray | None = None,
               order: str = "topological", partition: str = "coarsen") -> Problem:
-        """``partition``: ``coarsen`` (the released code's co-location groups) or ``operators``
-        (every operator its own group: the operator-level graph, a space that holds any placement)."""
+        """``partition``: ``coarsen`` (the released code's co-location groups on the paper-like
+        graph, where every operator with weights has a weight node as one more predecessor),
+        ``coarsen_weightless`` (the same rule on the traced graph without weight nodes: the
+        ablation, a handful of groups) or ``operators`` (every operator its own group: the
+        operator-level graph, a space that holds any placement)."""
         compute, transfer = costs.pair_costs(graph, pair, profiled, cuda=cuda)
         pinned = np.array([n["op"] == "input" for n in graph["nodes"]])
         sim = Simulator(graph["n_nodes"], graph["edges"], compute, transfer, pinned, order=order)
         if partition == "operators":
             group = np.arange(graph["n_nodes"], dtype=np.int64)
         elif partition == "coarsen":
+            group = coarsen.coarsen(graph["n_nodes"], graph["edges"], coarsen.weighted_nodes(graph))
+        elif partition == "coarsen_weightless":
             group = coarsen.coarsen(graph["n_nodes"], graph["edges"])
         else:
-            raise ValueError(f"partition: {partition!r} is not 'coarsen' or 'operators'")
+            raise ValueError(f"partition: {partition!r} is not one of {PARTITIONS}")
         return cls(graph, sim, group, coarsen.coarse_edges(group, graph["edges"]),
                    compute.shape[1], single_device, budget)
 

@@ -39,6 +39,14 @@ inputs are there and is long enough, and each transfer likewise into the
 earliest idle slot of its sender's bus.  HEFT (``baselines.heft``) chooses
 devices with this very engine (``RankSchedule``), so its schedule's estimate
 is the simulator's score of its placement under this order, to the bit.
+
+``order="serial"`` is the timing of the paper's measurements (OpenVINO's HETERO plugin, whose
+synchronous inference runs its subgraphs one after another): no two operators and no operator
+and transfer overlap, so the latency is the sum of the operators' compute on their devices
+plus every transfer (an output sent once to each other device that consumes it; a result on
+another device sent back to the host).  The trace runs the operators in topological order,
+each transfer right after its producer.  On two devices its exact optimum is a minimum s-t cut
+(``optimum.serial_optimum``).
 """
 
 from __future__ import annotations
@@ -51,7 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-ORDERS = ("topological", "ready", "rank")
+ORDERS = ("topological", "ready", "rank", "serial")
 
 
 class PlacementError(ValueError):
@@ -116,6 +124,8 @@ class Simulator:
     def evaluate(self, place: np.ndarray) -> np.ndarray:
         """Latency (s) of each placement of a ``[batch, n]`` array (or one ``[n]``)."""
         place = self._check(place)
+        if self.order == "serial":
+            return self._serial(place)
         if self.order == "ready":
             return np.array([self._run_ready(p.tolist())[0] for p in place])
         if self.order == "rank":
@@ -128,7 +138,8 @@ class Simulator:
         place = self._check(place)
         if place.shape[0] != 1:
             raise PlacementError("trace takes one placement")
-        run = {"ready": self._run_ready, "rank": self._run_rank}.get(self.order, self._run_one)
+        run = {"ready": self._run_ready, "rank": self._run_rank,
+               "serial": self._run_serial}.get(self.order, self._run_one)
         lat, start, finish, transfers = run(place[0].tolist())
         return Trace(lat, np.array(start), np.array(finish), transfers)
 
@@ -137,6 +148,40 @@ class Simulator:
             self._lists = ([p.tolist() for p in self.preds], [s.tolist() for s in self.succs],
                            self.compute.tolist(), self.transfer.tolist(), set(self.sinks.tolist()))
         return self._lists
+
+    # ---------------------------------------------------------- serial order
+    def _serial(self, place: np.ndarray) -> np.ndarray:
+        """Serial latency of a ``[batch, n]`` array: compute plus every transfer (vectorised:
+        which devices each output must reach, as a ``[batch, n, k]`` mask)."""
+        b = place.shape[0]
+        lat = self.compute[np.arange(self.n)[None, :], place].sum(axis=1)
+        if not hasattr(self, "_edge_arrays"):
+            src = np.concatenate([np.full(s.size, v, dtype=np.int64) for v, s in enumerate(self.succs)] + [np.zeros(0, np.int64)])
+            dst = np.concatenate([s for s in self.succs] + [np.zeros(0, np.int64)])
+            self._edge_arrays = (src, dst)
+        src, dst = self._edge_arrays
+        need = np.zeros((b, self.n, self.k), bool)
+        rows = np.arange(b)[:, None]
+        need[rows, src[None, :], place[:, dst]] = True
+        need[:, self.sinks, self.host] = True
+        need[rows, np.arange(self.n)[None, :], place] = False  # an output is on its own device
+        return lat + need.sum(axis=2) @ self.transfer
+
+    def _run_serial(self, pl: list[int]):
+        preds, succs, comp, xfer, sinks = self._lists_once()
+        t, start_l, finish_l, transfers = 0.0, [0.0] * self.n, [0.0] * self.n, []
+        for v in range(self.n):
+            d = pl[v]
+            start_l[v], t = t, t + comp[v][d]
+            finish_l[v] = t
+            dests = {pl[w] for w in succs[v]}
+            if v in sinks:
+                dests.add(self.host)
+            dests.discard(d)
+            for dst in sorted(dests):
+                transfers.append((v, d, dst, t, t + xfer[v]))
+                t += xfer[v]
+        return t, start_l, finish_l, transfers
 
     # ------------------------------------------------------------ rank order
     def upward_rank(self) -> np.ndarray:

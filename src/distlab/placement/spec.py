@@ -13,7 +13,7 @@ from typing import Any
 
 CONFIG_SECTION = "placement"  # distlab.checks.paper_checks finds check() by it
 
-ALGOS = ("cpu_only", "gpu_only", "random", "heft", "rnn", "placeto", "hsdag")
+ALGOS = ("cpu_only", "gpu_only", "random", "heft", "optimum", "rnn", "placeto", "hsdag")
 
 _OBJECT = {"type": "object"}  # model, pair and a learner's options: checked by check() and their code
 _STR = {"type": "string"}
@@ -78,6 +78,14 @@ def check(config: Mapping[str, Any]) -> list[str]:
                 v = d.get(key)
                 if isinstance(v, float) and not math.isfinite(v):
                     errs.append(f"{where}.{key}: must be finite, got {v}")
+    for name, pair in pairs.items():
+        for m in pair.get("methods") or []:
+            if m not in (p.get("methods") or []):
+                errs.append(f"placement.pairs.{name}.methods: {m!r} is not in placement.methods")
+        devs = pair.get("devices") or []
+        if any(d.get("kind") == "measured_cuda" for d in devs) and not pair.get("profile_dir"):
+            errs.append(f"placement.pairs.{name}.profile_dir: a measured_cuda device needs the pair's own "
+                        "measured profiles (seconds and cuda_seconds of one host)")
     for key, pool in (("run_models", models), ("run_pairs", pairs)):
         for name in p.get(key) or []:
             if name not in pool:

@@ -38,7 +38,7 @@ log = logging.getLogger("distlab.placement")
 NEEDS_DATA = False
 SETS_THREADS = True
 
-DETERMINISTIC = ("cpu_only", "gpu_only", "heft")
+DETERMINISTIC = ("cpu_only", "gpu_only", "heft", "optimum")
 FINAL_FRACTION = 0.1  # the learned policy's latency: median of the last 10 % of a run's samples
 
 
@@ -63,6 +63,8 @@ def run_seed(problem: Problem, spec: dict[str, Any], seed: int) -> dict[str, Any
         info = baselines.single_device(problem, 1)
     elif algo == "heft":
         info = baselines.heft(problem)
+    elif algo == "optimum":
+        info = baselines.optimum(problem)
     elif algo == "random":
         info = baselines.random_search(problem, opts, seed)
     elif algo == "rnn":  # the learned methods import torch; the others start without it
@@ -93,6 +95,8 @@ def run_seed(problem: Problem, spec: dict[str, Any], seed: int) -> dict[str, Any
         "wall_s": wall, "curve": curve.tolist(), "placement": place.tolist(),
         "clusters_mean": float(info.get("clusters_mean", np.nan)),
         **({"heft_estimate_s": info["estimate_s"]} if "estimate_s" in info else {}),
+        **({"groups_optimum_s": info["groups_optimum_s"]} if "groups_optimum_s" in info else {}),
+        **({"final_greedy_s": info["final_greedy_s"]} if "final_greedy_s" in info else {}),
         # the operators' clusters of the final policy (HSDAG: its last parsing), for the space table
         **({"clusters": np.asarray(info["assign_last"])[problem.group].tolist()} if "assign_last" in info else {}),
     }

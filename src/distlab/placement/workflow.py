@@ -19,8 +19,23 @@ def pairs(pl: dict) -> list[str]:
 
 
 LEARNERS = {"rnn": "rnn", "placeto": "placeto", "hsdag": "hsdag", "hsdag_corrected": "hsdag",
-            "hsdag_fine": "hsdag"}
-DETERMINISTIC = ("cpu_only", "gpu_only", "heft")
+            "hsdag_fine": "hsdag", "hsdag_steady": "hsdag"}
+DETERMINISTIC = ("cpu_only", "gpu_only", "heft", "optimum")
+# ablations that change a learner's options rather than drop a feature
+ABLATION_OPTIONS = {"weightless": {"partition": "coarsen_weightless"}, "no_pooling": {"pooling": False}}
+SCENARIOS = {"serial": "serial", "rank": "concurrent", "topological": "concurrent (topological queues)",
+             "ready": "concurrent (ready queues)"}
+
+
+def pair_order(pl: dict, pair: str) -> str:
+    """A pair's simulator order: its own ``sim_order`` or the section's."""
+    return str(pl["pairs"][pair].get("sim_order", pl.get("sim_order", "topological")))
+
+
+def scenario(order: str) -> str:
+    """The timing scenario an order stands for: ``serial`` (the paper's HETERO timing, devices
+    one after another) or ``concurrent`` (both devices at once, HEFT's schedule)."""
+    return SCENARIOS.get(order, order)
 CONTROL = "_const"          # <learner>_const: the same learner fed a constant reward
 
 
@@ -51,22 +66,32 @@ def method_info(pl: dict, method: str) -> dict[str, Any]:
     if method.endswith(CONTROL) and method[: -len(CONTROL)] in LEARNERS:
         reward, base = "constant", method[: -len(CONTROL)]
     drop: list[str] = []
+    extra: dict[str, Any] = {}
     if base not in LEARNERS:
         abl = pl.get("ablation_of", "hsdag")
         tail = base[len(abl) + 1:]
         if not base.startswith(abl + "_") or tail not in (pl.get("ablations") or []):
             raise ValueError(f"placement: unknown method {method!r}")
-        base, drop = abl, [tail[3:] if tail.startswith("no_") else tail]
-    return {"algo": LEARNERS[base], "options": dict(pl[base]), "reward": reward, "drop_features": drop}
+        if tail in ABLATION_OPTIONS:
+            base, extra = abl, dict(ABLATION_OPTIONS[tail])
+        else:
+            base, drop = abl, [tail[3:] if tail.startswith("no_") else tail]
+    return {"algo": LEARNERS[base], "options": {**dict(pl[base]), **extra}, "reward": reward,
+            "drop_features": drop}
 
 
 def pair_methods(pl: dict, pair: str) -> list[str]:
     """The methods of one pair: all of them (with controls and ablations) on the default pair;
     on the others, those of ``other_pair_methods`` (default: all) with their controls."""
+    serial = pair_order(pl, pair) == "serial"
     if pair == pl["default_pair"]:
-        return all_methods(pl) + ablation_methods(pl)
-    keep = set(pl.get("other_pair_methods") or pl["methods"])
-    return [m for m in all_methods(pl) if (m[: -len(CONTROL)] if m.endswith(CONTROL) else m) in keep]
+        out = all_methods(pl) + ablation_methods(pl)
+    else:
+        keep = set(pl["pairs"][pair].get("methods") or pl.get("other_pair_methods") or pl["methods"])
+        out = [m for m in all_methods(pl) if (m[: -len(CONTROL)] if m.endswith(CONTROL) else m) in keep]
+    # the exact optimum exists under serial timing only (a min cut); it is every serial pair's reference
+    out = [m for m in out if m != "optimum"]
+    return (out + ["optimum"]) if serial and len(pl["pairs"][pair]["devices"]) == 2 else out
 
 
 def extra_seeds(pl: dict, reqs: list, pair: str, model: str, method: str) -> list[int]:
@@ -105,7 +130,7 @@ def run_spec(pl: dict, pair: str, model: str, method: str, seeds: list[int] | No
     info = method_info(pl, method)
     seeds = list(pl["seeds"]) if seeds is None else [int(k) for k in seeds]
     spec = {"method": method, **info, "pair_name": pair, "pair": pl["pairs"][pair], "seeds": seeds,
-            "model_name": model, "model": pl["models"][model], "sim_order": pl.get("sim_order", "topological")}
+            "model_name": model, "model": pl["models"][model], "sim_order": pair_order(pl, pair)}
     if method not in DETERMINISTIC:  # one evaluation decides a deterministic method: no budget
         spec.update(budget=int(pl["budget"]), single_device=pl["single_device"])
     if graph is not None or profile is not None:
@@ -118,9 +143,14 @@ def graph_path(root: str, model: str = "{pl_model}") -> str:
     return f"{root}/graphs/{model}.json"
 
 
-def profile_path(pl: dict, root: str, model: str) -> str:
-    """The profile the simulated runs score with: a stored one (``profile.source: stored``,
-    ``data/placement/profiles/<model>.json``, versioned with the code) or this run's measurement."""
+def profile_path(pl: dict, root: str, model: str, pair: str | None = None) -> str:
+    """The profile the simulated runs score with: a pair's own measured profile (``profile_dir``
+    of the pair, e.g. ``data/placement/h200``: both devices measured on one host), a stored one
+    (``profile.source: stored``, ``data/placement/profiles/<model>.json``, versioned with the
+    code) or this run's measurement."""
+    own = (pl["pairs"].get(pair) or {}).get("profile_dir") if pair else None
+    if own:
+        return f"{own}/{model}.json"
     if pl["profile"].get("source", "measured") == "stored":
         return f"data/placement/profiles/{model}.json"
     return f"{root}/profiles/{model}.json"
@@ -133,14 +163,14 @@ def profile_spec(pl: dict, model: str) -> str:
 
 
 def options(pl: dict) -> str:
-    return as_json({"methods": all_methods(pl), "learners": [m for m in pl["methods"] if m in LEARNERS],
+    return as_json({"methods": all_methods(pl) + ["optimum"], "learners": [m for m in pl["methods"] if m in LEARNERS],
                     "controls": list(pl.get("controls") or []), "ablations": ablation_methods(pl),
                     "ablation_of": pl.get("ablation_of", "hsdag"), "default_pair": pl["default_pair"]})
 
 
 def tables(paper: str) -> dict[str, list[str]]:
     main = [f"{paper}/tables/placement_{t}.{ext}"
-            for t in ("main", "graphs", "convergence", "headline", "learning") for ext in ("csv", "md")]
+            for t in ("main", "graphs", "convergence", "headline", "learning", "optimum") for ext in ("csv", "md")]
     return {"main": main,
             "ablation": [f"{paper}/tables/placement_ablation.{ext}" for ext in ("csv", "md")],
             "real": [f"{paper}/tables/placement_sim_error.{ext}" for ext in ("csv", "md")],
@@ -165,7 +195,7 @@ def space_learners(pl: dict) -> list[str]:
 
 def space_spec(pl: dict) -> str:
     pair = pl["default_pair"]
-    return as_json({"pair": pl["pairs"][pair], "pair_name": pair, "sim_order": pl.get("sim_order", "topological"),
+    return as_json({"pair": pl["pairs"][pair], "pair_name": pair, "sim_order": pair_order(pl, pair),
                     "learners": space_learners(pl)})
 
 
