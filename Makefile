@@ -35,7 +35,10 @@ JOBS_VIA ?= env PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(BIN)/pyt
 # make reproduce records its own run in results/reproduce.json (commit, dirty tree, start and
 # end, exit code, load average, machine): `make snapshot` copies paper/ into docs/results/ only
 # from a run of HEAD's tree.
+# SLURM's sinfo without squeue or sacct breaks every snakemake (its SLURM plugin's import): one
+# line naming what to install first (distlab.slurmtools)
 reproduce: $(STAMP)
+	@$(BIN)/python -m distlab.slurmtools || exit 2
 	@mkdir -p results; start=$$(date +%s); load=$$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); \
 	commit=$$(git rev-parse HEAD 2>/dev/null); \
 	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); rc=0; \

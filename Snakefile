@@ -14,6 +14,16 @@ keep_one_reevaluation_timer()
 
 min_version("9.0")
 
+# Submitting through SLURM (profiles/slurm) without SLURM's client tools: one line naming what
+# to install before any job, rather than each job failing three times (distlab.slurmtools)
+onstart:
+    if getattr(workflow.executor_plugin, "name", None) == "slurm":
+        from distlab.slurmtools import client_problem
+
+        if client_problem():
+            print(f"profiles/slurm: {client_problem()}", file=sys.stderr)
+            sys.exit(2)
+
 
 configfile: "config/config.yaml"
 report: "workflow/report/workflow.rst"
