@@ -193,6 +193,7 @@ def write_ablation(summary: str | Path, out_dir: str | Path, opts: dict[str, Any
 
 def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     from distlab import plots
 
@@ -203,8 +204,14 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
     c = c[(c.pair == opts["default_pair"]) & c.method.isin(shown)]
     models = sorted(c.model.unique())
     fig, axes = plt.subplots(1, len(models), figsize=(5.0 * len(models), 3.8), squeeze=False)
-    colours = {m: f"C{i}" for i, m in enumerate(["random"] + learners)}
+    bases = [m for m in ["random"] + learners if c.method.str.startswith(m).any()]
+    # colours told apart at a glance (the palette's orange, vermilion and brown are near each other)
+    palette = ["C7", "C0", "C2", "C3", "C4", "C9", "C1", "C5", "C6", "C8"]
+    colours = {m: palette[i % len(palette)] for i, m in enumerate(bases)}
+    seeds = c.seed.nunique()
+    drawn: set[str] = set()
     for ax, model in zip(axes[0], models):
+        means = []
         for method in shown:
             s = c[(c.model == model) & (c.method == method)]
             if s.empty:
@@ -212,17 +219,34 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
             piv = s.pivot(index="evaluation", columns="seed", values="best_ms")
             mean = piv.mean(1)
             base = method[: -len(CONTROL)] if method.endswith(CONTROL) else method
-            ax.plot(piv.index, mean, label=label(method), color=colours.get(base),
-                    linestyle="--" if method.endswith(CONTROL) else "-")
-            if piv.shape[1] > 1:
+            control = method.endswith(CONTROL)
+            drawn.add(base)
+            ax.plot(piv.index, mean, color=colours.get(base), linestyle="--" if control else "-",
+                    linewidth=1.2 if control else 1.6)
+            means.append(pd.DataFrame({"evaluation": piv.index, "ms": mean.to_numpy(), "method": label(method)}))
+            # the learners' own band, in their line's colour (the controls' would double the clutter)
+            if piv.shape[1] > 1 and not control:
                 cis = [stats.t_interval(row.dropna().to_numpy()) for _, row in piv.iterrows()]
-                ax.fill_between(piv.index, [ci.low for ci in cis], [ci.high for ci in cis], alpha=0.2)
+                ax.fill_between(piv.index, [ci.low for ci in cis], [ci.high for ci in cis],
+                                color=colours.get(base), alpha=0.12, linewidth=0)
         ax.set_xscale("log")
         ax.set_title(model)
         ax.set_xlabel("evaluations")
         ax.set_ylabel("best latency so far (ms)")
-        plots.label_provenance(ax, "simulated", "2nd device modelled; dashed: control")
-    axes[0][0].legend(fontsize=6)
+        if means:  # curves drawn over each other (two HSDAG variants finding one placement) said so
+            plots.note_coinciding(ax, plots.coinciding(pd.concat(means), "evaluation", "ms", "method", tol=0.005),
+                                  wrap=55)
+        plots.label_provenance(ax, "simulated", "2nd device modelled")
+    # one key for the figure, beside the panels: a colour per method, the line style for its control
+    handles = [Line2D([], [], color=colours[m], linewidth=1.6, label=m) for m in bases if m in drawn]
+    handles += [Line2D([], [], color="0.3", linestyle="-", label="solid: learner (reward = latency)"),
+                Line2D([], [], color="0.3", linestyle="--", label="dashed: control (constant reward)")]
+    if seeds > 1:
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(facecolor="0.3", alpha=0.2, label=f"band: 95% t interval over {seeds} seeds (solid lines)"))
+    fig.tight_layout(rect=(0, 0, 0.83, 1))
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.835, 0.9), fontsize=7, frameon=False)
     plots.save(fig, out)
 
 
