@@ -534,3 +534,18 @@ def test_a_legend_entry_with_nothing_drawn_is_reported():
     lines.plot([0, 1], [0.5, 0.5], color="C3")
     assert plots.absent_legend_entries(fig) == []
     plt.close(fig)
+
+
+def test_a_legend_entry_for_a_line_out_of_view_is_reported():
+    """A marker line drawn outside the axes' limits (pgc_regime's mark left of its range) is not
+    drawn for a reader: its legend entry is reported."""
+    plots.set_style()
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [1, 2], color="C0", label="data")
+    ax.axvline(0.5, color="C1", ls="--", label="a mark")
+    ax.set(xlim=(0.9, 2.1), title="t (simulated)", xlabel="x", ylabel="y")
+    ax.legend()
+    assert plots.absent_legend_entries(fig) == ["legend entry 'a mark' has nothing drawn in its colour or style"]
+    ax.set_xlim(0.4, 2.1)
+    assert plots.absent_legend_entries(fig) == []
+    plt.close(fig)

@@ -602,8 +602,17 @@ def _drawn_styles(axes: list[Axes]) -> tuple[list, list]:
     """(visible lines with data, visible patches and collections) of ``axes``."""
     lines, fills = [], []
     for ax in axes:
-        lines += [ln for ln in ax.lines if ln.get_visible() and np.isfinite(
-            np.asarray(ln.get_ydata(), float)).any()]
+        box = ax.bbox.padded(1)
+        for ln in ax.lines:  # a line counts where some point of it is in view (in display coordinates)
+            if not ln.get_visible():
+                continue
+            xy = np.asarray(ln.get_xydata(), float)
+            xy = xy[np.all(np.isfinite(xy), axis=1)]
+            pts = ln.get_transform().transform(xy) if len(xy) else xy
+            inside = bool(len(pts)) and bool(np.any((pts[:, 0] >= box.x0) & (pts[:, 0] <= box.x1) &
+                                                    (pts[:, 1] >= box.y0) & (pts[:, 1] <= box.y1)))
+            if inside:
+                lines.append(ln)
         fills += [p for p in ax.patches if p.get_visible() and not (hasattr(p, "get_width") and p.get_width() == 0)]
         fills += [c for c in ax.collections if c.get_visible() and (
             len(c.get_paths()) or (isinstance(c, PathCollection) and len(c.get_offsets())))]
@@ -662,8 +671,8 @@ def absent_legend_entries(fig: Figure) -> list[str]:
                 elif _grey(handle.get_facecolor()):
                     ok = bool(fills) or bool(lines)
                 else:
-                    ok = any(len(f.get_facecolor()) and _same(np.atleast_2d(f.get_facecolor())[0], handle.get_facecolor())
-                             for f in fills) or any(_same(ln.get_color(), handle.get_facecolor()) for ln in lines)
+                    ok = any(any(_same(fc, handle.get_facecolor()) for fc in np.atleast_2d(f.get_facecolor())
+                                 if len(fc)) for f in fills) or any(_same(ln.get_color(), handle.get_facecolor()) for ln in lines)
             else:
                 ok = True  # other kinds of handles (collections): not judged
             if not ok:
