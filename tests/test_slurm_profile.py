@@ -36,7 +36,7 @@ PROFILE = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
 def dry_run(configfile: str, cwd=None, config: Sequence[str] = ()) -> list[dict]:
     """Every job of a forced dry-run under profiles/slurm: rule, resources, run spec."""
     extra = ["--config", *config] if config else []
-    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--profile", "profiles/slurm",
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", "--profile", "profiles/slurm",
                         "--configfile", configfile, *extra], cwd=cwd or workflow_tree(), env=ENV, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
