@@ -203,7 +203,9 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
     shown = ["random"] + [x for m in learners for x in (m, m + CONTROL)]
     c = c[(c.pair == opts["default_pair"]) & c.method.isin(shown)]
     models = sorted(c.model.unique())
-    fig, axes = plt.subplots(1, len(models), figsize=(5.0 * len(models), 3.8), squeeze=False)
+    key_in = 2.9  # inches beside the panels for the figure's one key
+    width = 5.0 * len(models) + key_in
+    fig, axes = plt.subplots(1, len(models), figsize=(width, 3.8), squeeze=False)
     bases = [m for m in ["random"] + learners if c.method.str.startswith(m).any()]
     # colours told apart at a glance (the palette's orange, vermilion and brown are near each other)
     palette = ["C7", "C0", "C2", "C3", "C4", "C9", "C1", "C5", "C6", "C8"]
@@ -245,8 +247,9 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
         from matplotlib.patches import Patch
 
         handles.append(Patch(facecolor="0.3", alpha=0.2, label=f"band: 95% t interval over {seeds} seeds (solid lines)"))
-    fig.tight_layout(rect=(0, 0, 0.83, 1))
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.835, 0.9), fontsize=7, frameon=False)
+    right = 1 - key_in / width
+    fig.tight_layout(rect=(0, 0, right, 1))
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(right + 0.005, 0.9), fontsize=7, frameon=False)
     plots.save(fig, out)
 
 
@@ -275,8 +278,12 @@ def fig_placement(run_file: str | Path, graph_file: str | Path, out: str | Path,
     fig, ax = plt.subplots(figsize=(9, 3.2))
     names = [device_label(d, i) for i, d in enumerate(res["spec"]["pair"]["devices"])]
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
+    idle = []
     for d in range(prob.n_devices):
         idx = np.nonzero(place == d)[0]
+        if len(idx) == 0:  # a device given no operator has nothing to draw or key: said in the title
+            idle.append(names[d])
+            continue
         ax.barh([d] * len(idx), (tr.finish - tr.start)[idx] * 1e3, left=tr.start[idx] * 1e3,
                 color=colors[d % 4], edgecolor="k", linewidth=0.2, label=f"{names[d]} ({len(idx)} ops)")
     for v, src, dst, t0, t1 in tr.transfers:
@@ -285,7 +292,8 @@ def fig_placement(run_file: str | Path, graph_file: str | Path, out: str | Path,
     ax.set_yticklabels(names + [f"bus from {n}" for n in names])
     ax.set_xlabel("simulated time (ms)")
     ax.set_title(f"{res['spec']['method']} placement, {res['spec']['model_name']} on {res['spec']['pair_name']}: "
-                 f"{tr.latency * 1e3:.1f} ms (seed {row['seed']})")
+                 f"{tr.latency * 1e3:.1f} ms (seed {row['seed']})"
+                 + (f"\nno operator placed on {', '.join(idle)}" if idle else ""))
     ax.legend(fontsize=8, loc="upper right")
     plots.label_provenance(ax, "simulated", "best placement of one seed")
     plots.save(fig, out)
