@@ -12,8 +12,7 @@ run of retries rather than a reason:
   installed executor plugin when it starts, *every* ``snakemake`` command fails, local runs too.
 
 :func:`client_problem` names what is missing in one line; the Snakefile asks it before a run
-under the SLURM executor, the Makefile (``python -m distlab.slurmtools``) before any
-``snakemake``, and the test suite to skip what needs a SLURM client.
+under the SLURM executor, the Makefile (:func:`main`) before any ``snakemake``, and the test suite to skip what needs a SLURM client.
 """
 
 from __future__ import annotations
@@ -63,19 +62,15 @@ def client_problem(path: str | None = None) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m distlab.slurmtools [--client]``: exit 2 with one line where every
+    """``main([--client])`` (the Makefile's check): exit 2 with one line where every
     ``snakemake`` would fail on importing the SLURM plugin (with ``--client``: where SLURM's
     client is missing or incomplete), else 0 silently."""
     argv = sys.argv[1:] if argv is None else argv
     if argv not in ([], ["--client"]):
-        print("usage: python -m distlab.slurmtools [--client]", file=sys.stderr)
+        print("usage: main([] or ['--client'])", file=sys.stderr)
         return 2
     problem = client_problem() if argv else plugin_import_problem()
     if problem:
         print(problem, file=sys.stderr)
         return 2
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
