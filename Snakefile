@@ -14,6 +14,38 @@ keep_one_reevaluation_timer()
 
 min_version("9.0")
 
+# Warnings the jobs wrote to their logs (NumPy's, pandas') are summed up at the end of the run
+# (distlab.runlog), from the logs written since this run started
+import time as _time
+
+_RUN_STARTED = _time.time()
+
+
+def _warnings_summary():
+    from distlab.runlog import logs_since, warning_summary
+
+    for line in warning_summary(logs_since("logs", _RUN_STARTED)):
+        print(line, file=sys.stderr)
+
+
+onsuccess:
+    _warnings_summary()
+
+
+onerror:
+    _warnings_summary()
+
+
+# Submitting through SLURM (profiles/slurm) without SLURM's client tools: one line naming what
+# to install before any job, rather than each job failing three times (distlab.slurmtools)
+onstart:
+    if getattr(workflow.executor_plugin, "name", None) == "slurm":
+        from distlab.slurmtools import client_problem
+
+        if client_problem():
+            print(f"profiles/slurm: {client_problem()}", file=sys.stderr)
+            sys.exit(2)
+
 
 configfile: "config/config.yaml"
 report: "workflow/report/workflow.rst"

@@ -364,7 +364,22 @@ def block_text(kind: str, arg: str, dest: Path) -> str:
         return path.read_text(encoding="utf-8").strip() + f"\n\n(`docs/results/tables/{arg}.md`)\n"
     if kind == "netcheck":
         return netcheck_block(arg, dest)
-    raise Refused(f"unknown generated block kind {kind!r} (counts, table, netcheck)")
+    if kind == "run" and arg == "reproduce":
+        return run_block(dest)
+    raise Refused(f"unknown generated block kind {kind!r} (counts, table, netcheck, run reproduce)")
+
+
+def run_block(dest: Path) -> str:
+    """``run reproduce``: how long the snapshot's `make reproduce` took, on what (snapshot.json)."""
+    rec = json.loads((dest / "snapshot.json").read_text(encoding="utf-8"))
+    m = rec.get("machine") or {}
+    what = ", ".join(x for x in (m.get("cpu_model"), f"{m['memory_gb']} GB memory" if m.get("memory_gb") else None) if x)
+    load = rec.get("load_start") or []
+    return (f"`{rec.get('command', 'make reproduce')}` of `{str(rec['commit'])[:10]}` ({rec['start_utc'][:10]}): "
+            f"{rec['wall_s'] / 60:.1f} min wall time on {rec.get('cores_used')} cores"
+            + (f" ({what})" if what else "") + f", exit code {rec.get('exit_code')}"
+            + (f", load average {load[0]:g} at the start" if load else "")
+            + " (`docs/results/snapshot.json`, measured).\n")
 
 
 # ------------------------------------------------------------------ netcheck's blocks

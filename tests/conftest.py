@@ -13,14 +13,40 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-# Snakemake imports every installed executor plugin when it starts, and the SLURM plugin's
-# import runs `scontrol show config`.  Where SLURM's client is installed but no controller
-# answers, scontrol retries for about 9 s before it fails, so every `snakemake` the suite
-# starts waited 9 s doing nothing (on this 2-core machine: 954 s for the suite against 802 s
-# with the controller up, the SLURM cluster test included).  The session then puts a
-# scontrol and a sinfo that fail at once first on PATH: what the real ones answer after
-# their retries.  A controller that answers (CI starts one) leaves PATH as it is.
+# SLURM on the machine that runs the suite, three cases:
+# * no SLURM tool at all (a laptop, a fresh machine): the tests that need a SLURM client or a
+#   controller skip, each with one line naming what to install (:func:`need_slurm`), unless
+#   DISTLAB_REQUIRE_SLURM=1 (CI, which starts a cluster): then they fail;
+# * sinfo without squeue and sacct: importing the SLURM executor plugin fails, and with it every
+#   `snakemake` the suite starts: the session stops at once with one line (exit 2);
+# * SLURM's client without a controller: Snakemake imports every installed executor plugin when
+#   it starts, and the SLURM plugin's import runs `scontrol show config`, which retries for about
+#   9 s before it fails, so every `snakemake` the suite starts waited 9 s doing nothing (on this
+#   2-core machine: 954 s for the suite against 802 s with the controller up, the SLURM cluster
+#   test included).  The session then puts a scontrol and a sinfo (those installed) that fail at
+#   once first on PATH: what the real ones answer after their retries.
+# A controller that answers (CI starts one) leaves PATH as it is.
 NO_CONTROLLER_ENV = "DISTLAB_TEST_NO_SLURM_CONTROLLER"  # the stand-ins' folder, for xdist workers
+REQUIRE_SLURM_ENV = "DISTLAB_REQUIRE_SLURM"  # "1": a test that needs SLURM fails where it would skip
+
+
+def slurm_client_missing(path: str | None = None) -> str | None:
+    """The suite's SLURM detection: one line naming what to install where ``path`` (default:
+    $PATH) lacks SLURM's client tools (distlab.slurmtools, what `snakemake --profile
+    profiles/slurm` tells a user), else None."""
+    from distlab.slurmtools import client_problem
+
+    return client_problem(path)
+
+
+def need_slurm(why: str | None) -> None:
+    """Skip the calling test with ``why`` (one line), or fail it under DISTLAB_REQUIRE_SLURM=1;
+    nothing when ``why`` is None."""
+    if why is None:
+        return
+    if os.environ.get(REQUIRE_SLURM_ENV) == "1":
+        pytest.fail(f"{REQUIRE_SLURM_ENV}=1 but {why}", pytrace=False)
+    pytest.skip(why)
 
 
 def slurm_controller_answers(timeout_s: float = 5.0) -> bool:
@@ -32,10 +58,10 @@ def slurm_controller_answers(timeout_s: float = 5.0) -> bool:
     return "UP" in r.stdout
 
 
-def stand_in_slurm_tools(folder: Path) -> Path:
-    """``scontrol`` and ``sinfo`` in ``folder`` that fail at once, naming why."""
+def stand_in_slurm_tools(folder: Path, tools=("scontrol", "sinfo")) -> Path:
+    """``tools`` (of scontrol, sinfo) in ``folder``, each failing at once, naming why."""
     folder.mkdir(parents=True, exist_ok=True)
-    for tool in ("scontrol", "sinfo"):
+    for tool in tools:
         path = folder / tool
         path.write_text(f"#!/bin/sh\necho '{tool}: no SLURM controller answered when the test session "
                         "started (as root: scripts/slurm_up.sh starts one)' >&2\nexit 1\n")
@@ -44,16 +70,34 @@ def stand_in_slurm_tools(folder: Path) -> Path:
 
 
 def pytest_configure(config):
+    from distlab.slurmtools import plugin_import_problem
+
+    broken = plugin_import_problem()
+    if broken:  # every snakemake the suite starts would fail on importing the SLURM plugin
+        pytest.exit(broken, returncode=2)
     if os.environ.get(NO_CONTROLLER_ENV) or not shutil.which("scontrol"):
         return  # decided already (an xdist worker inherits the controller's PATH), or no client
     if slurm_controller_answers():
         return
     import tempfile
 
-    folder = stand_in_slurm_tools(Path(tempfile.mkdtemp(prefix="distlab-no-slurm-")))
+    tools = [t for t in ("scontrol", "sinfo") if shutil.which(t)]
+    folder = stand_in_slurm_tools(Path(tempfile.mkdtemp(prefix="distlab-no-slurm-")), tools)
     os.environ[NO_CONTROLLER_ENV] = str(folder)
     os.environ["PATH"] = os.pathsep.join([str(folder), os.environ.get("PATH", "")])
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+
+
+def path_without_slurm(folder: Path) -> str:
+    """A PATH with none of SLURM's tools: this interpreter's bin folder (python, snakemake) and
+    ``folder`` holding links to the few system commands Snakemake and the SLURM plugin call
+    (which, sh, bash, env, git)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for tool in ("which", "sh", "bash", "env", "git"):
+        where = shutil.which(tool)
+        if where and not (folder / tool).exists():
+            (folder / tool).symlink_to(where)
+    return os.pathsep.join([str(Path(sys.executable).parent), str(folder)])
 
 
 @pytest.fixture(scope="session")

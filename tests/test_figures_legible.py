@@ -476,3 +476,76 @@ def test_demo_loss_against_time_is_legible_whatever_the_measured_times(tmp_path,
     figure("loss_time", tmp_path / "steps.csv", tmp_path / "t.png", nets, "2 seeds; compute measured")
     problems, titles = _meta(tmp_path / "t.png")
     assert problems == [] and "simulated" in titles[0], (problems, titles)
+
+
+# ------------------------------------------------------------------ bands and keys
+
+def test_a_band_not_in_its_lines_colour_is_reported():
+    """fill_between without a colour takes the next colour of the fills' own cycle, not its
+    line's (placement_curves' bands): the band reads as another series.  The same band in its
+    line's colour passes."""
+    plots.set_style()
+    x = np.linspace(1, 10, 20)
+    fig, (bad, good) = plt.subplots(1, 2)
+    for ax in (bad, good):
+        ax.plot(x, x, color="C3", label="a")
+        ax.set(title="t (simulated)", xlabel="x", ylabel="y")
+    bad.fill_between(x, x - 1, x + 1, alpha=0.2)  # C0: the first colour of the fills' cycle
+    good.fill_between(x, x - 1, x + 1, color="C3", alpha=0.2)
+    assert len(plots.band_colour_problems(bad)) == 1 and "(a)" in plots.band_colour_problems(bad)[0]
+    assert plots.band_colour_problems(good) == []
+    assert any("band's colour" in p for p in plots.legibility_problems(fig))
+    plt.close(fig)
+    # seaborn's bands (line_with_ci) are in their lines' colours
+    df = pd.DataFrame({"x": np.tile(np.arange(5), 6), "y": np.arange(30.0) % 7, "m": np.repeat(["p", "q"], 15),
+                       "seed": np.tile(np.repeat([0, 1, 2], 5), 2)})
+    ax = plots.line_with_ci(df, "x", "y", "m")
+    assert plots.band_colour_problems(ax) == []
+    plt.close("all")
+
+
+def test_a_legend_entry_with_nothing_drawn_is_reported():
+    """A key that promises what no axes draws (a hatch no bar has, a colour no line has) is
+    reported; keys for what is drawn, and a grey key for a drawn dash pattern, are not."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    plots.set_style()
+    fig, (lines, bars) = plt.subplots(1, 2)
+    lines.plot([0, 1], [0, 1], color="C0")
+    lines.plot([0, 1], [1, 0], color="C0", linestyle="--")
+    lines.legend(handles=[Line2D([], [], color="C0", label="drawn"),
+                          Line2D([], [], color="0.3", linestyle="--", label="dashed: control"),
+                          Line2D([], [], color="C3", label="never drawn")])
+    bars.bar(["a", "b"], [1, 2], color="C2")
+    bars.legend(handles=[Patch(facecolor="C2", label="winner"),
+                         Patch(facecolor="white", edgecolor="k", hatch="//", label="hatched: a tie")])
+    for ax in (lines, bars):
+        ax.set(title="t (simulated)", xlabel="x", ylabel="y")
+    found = plots.absent_legend_entries(fig)
+    assert found == ["legend entry 'never drawn' has nothing drawn in its colour or style",
+                     "legend entry 'hatched: a tie' has nothing drawn in its colour or style"], found
+    assert all(p in plots.legibility_problems(fig) for p in found)
+    # a Rectangle given color=: its hatch takes the face's colour and does not show (the atlas's ties)
+    hidden = bars.add_patch(plt.Rectangle((1.6, 0), 0.8, 1.5, color="C2", hatch="//"))
+    assert "legend entry 'hatched: a tie' has nothing drawn in its colour or style" in plots.absent_legend_entries(fig)
+    hidden.remove()
+    bars.bar(["c"], [1.5], facecolor="C2", edgecolor="k", hatch="//")  # now a tie is drawn
+    lines.plot([0, 1], [0.5, 0.5], color="C3")
+    assert plots.absent_legend_entries(fig) == []
+    plt.close(fig)
+
+
+def test_a_legend_entry_for_a_line_out_of_view_is_reported():
+    """A marker line drawn outside the axes' limits (pgc_regime's mark left of its range) is not
+    drawn for a reader: its legend entry is reported."""
+    plots.set_style()
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [1, 2], color="C0", label="data")
+    ax.axvline(0.5, color="C1", ls="--", label="a mark")
+    ax.set(xlim=(0.9, 2.1), title="t (simulated)", xlabel="x", ylabel="y")
+    ax.legend()
+    assert plots.absent_legend_entries(fig) == ["legend entry 'a mark' has nothing drawn in its colour or style"]
+    ax.set_xlim(0.4, 2.1)
+    assert plots.absent_legend_entries(fig) == []
+    plt.close(fig)

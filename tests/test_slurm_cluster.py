@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
 
-from conftest import ROOT, bin_path, tracked_copy
+from conftest import ROOT, bin_path, need_slurm, slurm_client_missing, tracked_copy
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 TINY = "tests/configs/tiny.yaml"
@@ -31,8 +30,9 @@ VARYING = {"time", "step_time", "time_per_step", "total_time", "wall_s", "peak_r
 
 def _cluster_answers() -> str | None:
     """None when a SLURM controller answers and has partitions compute and gpu, else why not."""
-    if not shutil.which("sbatch"):
-        return "SLURM is not installed (as root: scripts/slurm_up.sh installs and starts a one-node cluster)"
+    missing = slurm_client_missing()
+    if missing:
+        return missing
     ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True)
     if "UP" not in ping.stdout:
         return "no SLURM controller answers (as root: scripts/slurm_up.sh starts one)"
@@ -44,11 +44,7 @@ def _cluster_answers() -> str | None:
 
 @pytest.fixture(scope="module")
 def cluster():
-    why = _cluster_answers()
-    if why:
-        if os.environ.get("DISTLAB_REQUIRE_SLURM") == "1":
-            pytest.fail(f"DISTLAB_REQUIRE_SLURM=1 but {why}")
-        pytest.skip(why)
+    need_slurm(_cluster_answers())
 
 
 def _run(work, *args, timeout=600):

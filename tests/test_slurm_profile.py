@@ -25,7 +25,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path, workflow_tree
+from conftest import ROOT, bin_path, path_without_slurm, workflow_tree
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 TRAINING = {"baseline_train_sim", "baseline_train_dist", "pgc_train_sim", "pgc_train_real", "pgc_train_sim_real",
@@ -36,7 +36,7 @@ PROFILE = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
 def dry_run(configfile: str, cwd=None, config: Sequence[str] = ()) -> list[dict]:
     """Every job of a forced dry-run under profiles/slurm: rule, resources, run spec."""
     extra = ["--config", *config] if config else []
-    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--forceall", "--profile", "profiles/slurm",
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--forceall", "--profile", "profiles/slurm",
                         "--configfile", configfile, *extra], cwd=cwd or workflow_tree(), env=ENV, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -205,3 +205,24 @@ def test_olmo_parameter_count_matches_torch():
     built = OLMo(block_size=16, d_model=64, n_layer=2, n_head=2, mlp_ratio=8)
     model = {"name": "olmo", "n_layer": 2, "d_model": 64, "n_head": 2, "block_size": 16, "mlp_ratio": 8}
     assert jobs.param_count(model) == sum(p.numel() for p in built.parameters())
+
+
+def test_without_slurm_tools_a_run_under_the_profile_stops_before_any_job_in_one_line(tmp_path):
+    """`snakemake --profile profiles/slurm` on a machine without SLURM: one line naming what to
+    install and exit 2 before any job (not three failed submissions a job); a dry run still plans."""
+    from distlab.slurmtools import client_problem
+
+    path = path_without_slurm(tmp_path / "bin")
+    env = {**ENV, "PATH": path}
+    work = workflow_tree()
+    args = [sys.executable, "-m", "snakemake", "--profile", "profiles/slurm", "baseline",
+            "--configfile", "tests/configs/tiny.yaml"]
+    r = subprocess.run(args, cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stderr.rstrip().splitlines()[-1] == f"profiles/slurm: {client_problem(path)}", r.stderr[-2000:]
+    assert "apt-get install slurm-client" in r.stderr
+    assert "Error in rule" not in r.stdout + r.stderr and "Traceback" not in r.stdout + r.stderr
+    assert "Execute " not in r.stdout + r.stderr  # no job was started
+    r = subprocess.run([*args, "-n", "--quiet", "rules"], cwd=work, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

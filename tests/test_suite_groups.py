@@ -33,8 +33,9 @@ def test_tests_sharing_the_tiny_run_land_on_one_worker(tmp_path):
 def test_without_a_slurm_controller_the_stand_ins_fail_at_once_and_the_slurm_plugin_reads_a_failure(tmp_path):
     """Where SLURM's client has no controller, the suite's stand-in scontrol and sinfo fail at once
     and the SLURM executor plugin's probe reads that as it reads a real failure (no MinJobAge)."""
-    from conftest import stand_in_slurm_tools
+    from conftest import need_slurm, slurm_client_missing, stand_in_slurm_tools
 
+    need_slurm(slurm_client_missing())  # the plugin's import needs squeue or sacct beside sinfo
     folder = stand_in_slurm_tools(tmp_path / "bin")
     env = {**os.environ, "PATH": os.pathsep.join([str(folder), os.environ["PATH"]])}
     for tool in ("scontrol", "sinfo"):
@@ -46,6 +47,84 @@ def test_without_a_slurm_controller_the_stand_ins_fail_at_once_and_the_slurm_plu
     r = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "None"
+
+
+_NEEDS_SLURM = """
+import importlib.util
+spec = importlib.util.spec_from_file_location("suite_conftest", {conftest!r})
+suite = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(suite)
+pytest_configure = suite.pytest_configure
+"""
+_NEEDS_SLURM_TEST = """
+def test_needs_a_slurm_client():
+    from conftest import suite
+
+    suite.need_slurm(suite.slurm_client_missing())
+"""
+
+
+def test_on_a_path_without_slurm_tools_the_suite_skips_what_needs_slurm_in_one_line(tmp_path):
+    """A machine with none of sinfo, scontrol, sacct, squeue (a newcomer's): the suite's detection
+    names what to install in one line, the SLURM executor plugin still imports (so every other
+    `snakemake` runs), a test that needs SLURM skips with that line, and under
+    DISTLAB_REQUIRE_SLURM=1 (CI) fails with it instead."""
+    from conftest import path_without_slurm, slurm_client_missing
+
+    from distlab import slurmtools
+
+    path = path_without_slurm(tmp_path / "bin")
+    assert not any(slurmtools.found(path).values()), slurmtools.found(path)
+    why = slurm_client_missing(path)
+    assert why and "\n" not in why
+    assert "sinfo" in why and "scontrol" in why and "sacct" in why and "squeue" in why
+    assert "apt-get install slurm-client" in why and "scripts/slurm_up.sh" in why
+    assert slurmtools.plugin_import_problem(path) is None
+    env = {**os.environ, "PATH": path}
+    env.pop("DISTLAB_REQUIRE_SLURM", None)
+    env.pop("DISTLAB_TEST_NO_SLURM_CONTROLLER", None)
+    r = subprocess.run([sys.executable, "-c", "import snakemake_executor_plugin_slurm"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+    (tmp_path / "conftest.py").write_text(_NEEDS_SLURM.format(conftest=str(ROOT / "tests/conftest.py")))
+    args = [sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider", "-o", "addopts=", "-p", "no:xdist",
+            str(tmp_path)]
+    (tmp_path / "test_needs.py").write_text(_NEEDS_SLURM_TEST)
+    r = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "1 skipped" in r.stdout and why in r.stdout, r.stdout[-3000:]
+    r = subprocess.run(args, cwd=tmp_path, env={**env, "DISTLAB_REQUIRE_SLURM": "1"}, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 1 and "1 failed" in r.stdout, r.stdout[-3000:]
+    assert f"DISTLAB_REQUIRE_SLURM=1 but {why}" in r.stdout, r.stdout[-3000:]
+
+
+def test_sinfo_without_squeue_or_sacct_stops_the_session_in_one_line(tmp_path):
+    """SLURM's sinfo without squeue and sacct: the SLURM plugin's import fails, and with it every
+    `snakemake`; the suite (and `make reproduce`, through distlab.slurmtools.main) stops with one line."""
+    from conftest import path_without_slurm
+
+    from distlab import slurmtools
+
+    path = path_without_slurm(tmp_path / "bin")
+    sinfo = tmp_path / "bin" / "sinfo"
+    sinfo.write_text("#!/bin/sh\nexit 1\n")
+    sinfo.chmod(0o755)
+    why = slurmtools.plugin_import_problem(path)
+    assert why and "\n" not in why and "squeue" in why and "slurm-client" in why
+    assert slurmtools.client_problem(path) == why
+    env = {**os.environ, "PATH": path}
+    env.pop("DISTLAB_TEST_NO_SLURM_CONTROLLER", None)
+    r = subprocess.run([sys.executable, "-c", "import sys; from distlab.slurmtools import main; sys.exit(main())"],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", why + "\n")
+    (tmp_path / "conftest.py").write_text(_NEEDS_SLURM.format(conftest=str(ROOT / "tests/conftest.py")))
+    (tmp_path / "test_needs.py").write_text(_NEEDS_SLURM_TEST)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-o", "addopts=", "-p", "no:xdist",
+                        str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stdout[-3000:] + r.stderr[-3000:]
+    assert why in r.stdout + r.stderr and "Traceback" not in r.stdout + r.stderr
 
 
 def test_the_session_decides_once_and_only_without_a_controller():

@@ -43,7 +43,8 @@ from matplotlib.path import Path as MplPath  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
-from distlab.plottext import apart, figure_texts, shown_tick_boxes, text_box, text_collisions  # noqa: E402
+from distlab.plottext import (  # noqa: E402,F401 (the key checks, part of this module's interface)
+    absent_legend_entries, apart, band_colour_problems, figure_texts, shown_tick_boxes, text_box, text_collisions)
 from distlab.plotclock import (  # noqa: E402,F401 (the clock's helpers, part of this module's interface)
     CLOCKS, MEASURED_BACKENDS, carry_clock, clock_in_titles, provenance_text, titles)
 from distlab.stats import t_errorbar, t_interval  # noqa: E402
@@ -520,7 +521,8 @@ def legibility_problems(fig: Figure) -> list[str]:
     """What makes ``fig`` hard to read, as far as this helper can tell: no title, a title
     that names no clock, an unlabelled axis (categorical tick labels count as labels; a y
     axis shared with a labelled one counts), an axes title over another's labels, a text
-    box or a legend over data."""
+    box or a legend over data, a band not in its line's colour (:func:`band_colour_problems`),
+    a legend entry with nothing drawn in its colour, style or hatch (:func:`absent_legend_entries`)."""
     renderer = _renderer(fig)
     problems = []
     axes = [a for a in fig.axes if a.get_visible() and a.has_data()]
@@ -551,6 +553,8 @@ def legibility_problems(fig: Figure) -> list[str]:
     problems += [p for p in text_collisions(fig, renderer) if not p.startswith("the figure's title prints over axes")]
     for i, a in enumerate(axes):
         problems += [f"axes {i} ({a.get_title()!r}): {p}" for p in _tick_problems(a, renderer)]
+        problems += [f"axes {i} ({a.get_title()!r}): {p}" for p in band_colour_problems(a)]
+    problems += absent_legend_entries(fig)
     return problems
 
 

@@ -14,20 +14,35 @@ import pandas as pd  # noqa: E402
 from .. import plots  # noqa: E402
 from .spec import TECHNIQUES  # noqa: E402
 
-COLORS = dict(zip(TECHNIQUES, plt.get_cmap("tab20").colors))
+# one colour per technique, each told apart at a glance (tab20's light/dark pairs were not):
+# tab10's ten, then navy, gold and dark red
+COLORS = dict(zip(TECHNIQUES, list(plt.get_cmap("tab10").colors) + ["#000080", "#ffd700", "#8b0000"]))
+
+
+def _true(v) -> bool:
+    """A table's flag (True, "True", 1) as a bool."""
+    return str(v).strip().lower() in ("true", "1", "1.0")
 
 
 def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str, ylabel: str) -> None:
     bws = np.sort(win["bandwidth_Bps"].unique())
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(row_order) + 2))
+    drawn, ties = set(), False  # the key names what the cells show, no more
     for i, rv in enumerate(row_order):
         g = win[win[rows] == rv].set_index("bandwidth_Bps")
         for j, b in enumerate(bws):
             if b not in g.index:
                 continue
             r = g.loc[b]
-            ax.add_patch(plt.Rectangle((j, i), 1, 1, color=COLORS.get(r["winner"], "grey"),
-                                       hatch="//" if bool(r["tie"]) else None, ec="white"))
+            # facecolor, not color: with color= the hatch takes the face's colour and never shows
+            cell = plt.Rectangle((j, i), 1, 1, facecolor=COLORS.get(r["winner"], "grey"), edgecolor="white",
+                                 hatch="//" if _true(r["tie"]) else None)
+            if _true(r["tie"]) and hasattr(cell, "set_hatchcolor"):
+                dark = np.dot(matplotlib.colors.to_rgb(cell.get_facecolor()), (0.299, 0.587, 0.114)) < 0.35
+                cell.set_hatchcolor("white" if dark else "0.1")
+            ax.add_patch(cell)
+            drawn.add(r["winner"])
+            ties |= _true(r["tie"])
     ax.set_xlim(0, len(bws))
     ax.set_ylim(0, len(row_order))
     ax.set_xticks(np.arange(len(bws))[:: max(1, len(bws) // 8)] + 0.5)
@@ -36,9 +51,14 @@ def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str
     ax.set_yticks(np.arange(len(row_order)) + 0.5)
     ax.set_yticklabels([str(r) for r in row_order])
     ax.set_ylabel(ylabel)
-    present = sorted(set(win["winner"]))
-    ax.legend([plt.Rectangle((0, 0), 1, 1, color=COLORS[t]) for t in present], present, loc="upper left",
-              bbox_to_anchor=(1.01, 1), fontsize=8, title="winner (hatched: tie)")
+    present = sorted(drawn)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS.get(t, "grey")) for t in present]
+    labels = list(present)
+    # the hatch keyed only where a drawn cell has it
+    if ties:
+        handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="0.1", hatch="//"))
+        labels.append("hatched: a tie (the winner's\n95 % interval overlaps the next)")
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, title="winner")
     ax.set_title(title, fontsize=9)
     plots.save(fig, out)
 
@@ -69,11 +89,22 @@ def time_vs_bandwidth(cells_csv: Path, crossovers_csv: Path, out: Path) -> None:
     lat = lat[len(lat) // 2]
     P, N = c["n_params"].max(), c["N"].max()
     c = c[(c["n_params"] == P) & (c["N"] == N) & np.isclose(c["latency_s"], lat) & (c["straggler"] == "none")]
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(9.5, 5))
+    lowest = c["bandwidth_Bps"].min()
+    late, curves = [], []
     for t, g in c.groupby("technique"):
-        g = g.sort_values("bandwidth_Bps")
-        ax.plot(g["bandwidth_Bps"] * 8, g["time_s"], label=t, color=COLORS.get(t))
-        ax.fill_between(g["bandwidth_Bps"] * 8, g["lo_s"], g["hi_s"], color=COLORS.get(t), alpha=0.15)
+        g = g[np.isfinite(g["time_s"])].sort_values("bandwidth_Bps")
+        if g.empty:
+            continue
+        name = t
+        if g["bandwidth_Bps"].iloc[0] > lowest * 1.01:  # a series that starts late says why
+            late.append(t)
+            name = f"{t} (from {g['bandwidth_Bps'].iloc[0] * 8:.2g} bit/s)"
+        ax.plot(g["bandwidth_Bps"] * 8, g["time_s"], label=name, color=COLORS.get(t), lw=1.4)
+        if late and late[-1] == t:  # its first point marked
+            ax.plot(g["bandwidth_Bps"].iloc[:1] * 8, g["time_s"].iloc[:1], "o", ms=4, color=COLORS.get(t))
+        ax.fill_between(g["bandwidth_Bps"] * 8, g["lo_s"], g["hi_s"], color=COLORS.get(t), alpha=0.08, lw=0)
+        curves.append(g.assign(name=name))
     x = pd.read_csv(crossovers_csv)
     x = x[(x["n_params"] == P) & (x["N"] == N) & np.isclose(x["latency_s"], lat) & (x["straggler"] == "none")]
     for _, r in x.iterrows():
@@ -84,7 +115,15 @@ def time_vs_bandwidth(cells_csv: Path, crossovers_csv: Path, out: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("bandwidth (bit/s)")
     ax.set_ylabel("simulated time to target (s), mean and 95 % interval over seeds")
-    ax.set_title(f"simulated: {int(P):,} parameters, N = {N}, latency {lat:g} s, no stragglers; dotted: crossovers",
-                 fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
+    title = f"simulated: {int(P):,} parameters, N = {N}, latency {lat:g} s, no stragglers; dotted: crossovers"
+    if late:
+        their = "their" if len(late) > 1 else "its"
+        title += (f"\n{', '.join(late)}: no valid replay below {their} first point (dot): {their} recorded "
+                  "arrivals do not hold on a slower network")
+    ax.set_title(title, fontsize=9)
+    if curves:  # lines hidden under others are named (in log time: the axis they are read on)
+        plots.note_coinciding(ax, plots.coinciding(pd.concat(curves), "bandwidth_Bps", "time_s", "name", log=True),
+                              wrap=110)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1),
+              title="technique (band: 95 % interval\nover seeds, in its colour)", title_fontsize=7)
     plots.save(fig, out)

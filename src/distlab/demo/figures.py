@@ -20,8 +20,9 @@ def _plt():
     return plots, plt
 
 
-def _band(ax, df: pd.DataFrame, x: str, y: str, label: str, color: str | None = None) -> None:
-    """Mean over seeds at each eval step, with a 95 % t band (x averaged too)."""
+def _band(ax, df: pd.DataFrame, x: str, y: str, label: str, color: str | None = None, band: bool = True) -> None:
+    """Mean over seeds at each eval step, with a 95 % t band (x averaged too; ``band=False``: the
+    mean only)."""
     pts = []
     for step, g in df.groupby("step"):
         vals = g[y].to_numpy(float)
@@ -33,7 +34,8 @@ def _band(ax, df: pd.DataFrame, x: str, y: str, label: str, color: str | None = 
         return
     a = np.array(pts)
     (line,) = ax.plot(a[:, 0], a[:, 1], marker="o", markersize=3, label=label, color=color)
-    ax.fill_between(a[:, 0], a[:, 2], a[:, 3], color=line.get_color(), alpha=0.2, linewidth=0)
+    if band:
+        ax.fill_between(a[:, 0], a[:, 2], a[:, 3], color=line.get_color(), alpha=0.2, linewidth=0)
 
 
 def _eval_rows(steps: pd.DataFrame) -> pd.DataFrame:
@@ -52,15 +54,24 @@ def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
     ns = sorted(steps["n_workers"].unique())
     methods = [m for m in METHOD_ORDER if m in set(steps["method"])]
     rows = list(networks) if kind == "loss_time" else [None]
+    # against steps the curves end within a few hundredths of each other: a second row zooms on the
+    # last third, where they are told apart
+    zoom = kind == "loss_steps" and len(steps) > 0
+    if zoom:  # the first evaluation in the last third
+        late = steps.loc[steps["step"] >= LATE * steps["step"].max(), "step"].min()
+    if zoom:
+        rows = [None, "zoom"]
     fig, axes = plt.subplots(len(rows), len(ns), figsize=(4.2 * len(ns), 3.2 * len(rows) + 0.6), squeeze=False,
-                             sharey=True, layout="constrained")
+                             sharey="row" if zoom else True, layout="constrained")
     for i, net in enumerate(rows):
         for j, n in enumerate(ns):
             ax = axes[i][j]
             for m in methods:
                 d = steps[(steps["n_workers"] == n) & (steps["method"] == m)]
+                if net == "zoom":
+                    d = d[d["step"] >= late]
                 x = {"loss_steps": "step", "loss_bytes": "cum_bytes"}.get(kind, f"time_{net}")
-                _band(ax, d, x, "val_loss", LABELS[m], color=f"C{METHOD_ORDER.index(m)}")
+                _band(ax, d, x, "val_loss", LABELS[m], color=f"C{METHOD_ORDER.index(m)}", band=net != "zoom")
             if kind == "loss_bytes":
                 ax.set_xscale("log")
                 ax.set_xlabel("cumulative bytes sent per worker (ring collectives)")
@@ -69,7 +80,13 @@ def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
             else:
                 ax.set_xlabel("step")
             ax.set_ylabel("validation loss (nats/byte)")
-            ax.set_title(f"N = {n} workers" + (f", {networks[net]['label']}" if net else ""), fontsize=9)
+            if net == "zoom":
+                ax.set_title(f"N = {n}: zoom on steps {late:g}+ (means)", fontsize=9)
+                z = steps[(steps["n_workers"] == n) & (steps["step"] >= late)].assign(
+                    method=lambda t: t["method"].map(LABELS))
+                plots.note_coinciding(ax, plots.coinciding(z, "step", "val_loss", "method"), "means", wrap=50)
+            else:
+                ax.set_title(f"N = {n} workers" + (f", {networks[net]['label']}" if net else ""), fontsize=9)
     shown = {}  # each method once, from whichever panel drew it
     for ax in axes.flat:
         for h, lab in zip(*ax.get_legend_handles_labels()):

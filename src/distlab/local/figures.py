@@ -14,6 +14,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import seaborn as sns
 
 from .. import plots, stats
 from ..tables import fmt_ci, write_table
@@ -58,12 +59,26 @@ def _loss_curves(steps: pd.DataFrame, x: str, xlabel: str, out: Path, note: str)
         if x == "time":  # per-run times differ: put every run on a common time grid
             from ..figures._util import on_grid
             d = on_grid(d, "time", "val_loss", ["method", "seed"], points=60)
-        plots.line_with_ci(d, x, "val_loss", "method", ax=ax, hue_order=_order(d.method))
-        ax.set_title(f"{g}: {int(ev[ev.group == g].n_layer.iloc[0])} layers, {n_seeds} seed{'s' * (n_seeds != 1)}")
+        order = _order(d.method)
+        plots.line_with_ci(d, x, "val_loss", "method", ax=ax, hue_order=order)
+        title = f"{g}: {int(ev[ev.group == g].n_layer.iloc[0])} layers, {n_seeds} seed{'s' * (n_seeds != 1)}"
+        # a method evaluated at one point only (free-running RC: its sections share no step to
+        # evaluate at, so it is evaluated once, at its end) is one dot: drawn large and said so
+        palette = sns.color_palette(n_colors=len(order))
+        single = [m for m in order if d[d.method == m][x].nunique() == 1]
+        for m in single:
+            pt = d[d.method == m]
+            ax.plot([pt[x].mean()], [pt["val_loss"].mean()], marker="D", markersize=8, linestyle="none",
+                    color=palette[order.index(m)], markeredgecolor="k", markeredgewidth=0.6, zorder=5)
+        if single:
+            title += f"\n{', '.join(single)}: evaluated once, at its end (the diamond)"
+        ax.set_title(title)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("held-out loss (nats/token)")
         ax.legend(title="method", loc="upper right")
-        plots.label_provenance(ax, "measured", note)
+        box = plots.label_provenance(ax, "measured", note)
+        if x != "time":  # the losses are measured; the x axis counts tokens, not a clock
+            box.set_text(f"measured losses (x: tokens, no clock); {note}")
     plots.save(fig, out)
 
 

@@ -92,6 +92,8 @@ def fig7(summary: pd.DataFrame, out: Path, opts: dict) -> None:
                           hue_order=_order(sub), positive=True)
         ax.set_title(f"exp. delays, mean {mu:g} s ({_regime(opts, mu)})")
         ax.set_ylabel("time per step (simulated s)")
+        ax.set_xlabel("s: stragglers tolerated (each worker holds s + 1 partitions; DGD's bar repeats: "
+                      "it has no s)", fontsize=8)
         ax.legend(fontsize=7, ncol=2)
     _finish(fig, out, "Fig. 7 counterpart: time per step",
             f"n = {opts.get('n')}, {d['seed'].nunique()} seeds; {plots.POSITIVE_NOTE}")

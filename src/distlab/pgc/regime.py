@@ -148,7 +148,12 @@ def plot(ord_df: pd.DataFrame, marks: dict[str, float], png: Path, caption: str)
 
     from .. import plots
 
+    from matplotlib.colors import ListedColormap
+    from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
+
     plots.set_style()
+    cmap = ListedColormap(["#b2182b", "#1a9850"])  # does not hold, holds
+    cmap.set_bad("0.88")  # not defined
     s_values = sorted(ord_df["s"].unique())
     ratios = sorted(ord_df["c_over_mu"].unique())
     fig, axes = plt.subplots(1, len(s_values), figsize=(5.2 * len(s_values), 4.2), sharey=True,
@@ -161,25 +166,41 @@ def plot(ord_df: pd.DataFrame, marks: dict[str, float], png: Path, caption: str)
             for j, r in enumerate(ratios):
                 v = sub[(sub["ordering"] == oid) & (sub["c_over_mu"] == r)]["holds"].iloc[0]
                 grid[i, j] = np.nan if v is None or (isinstance(v, float) and np.isnan(v)) else float(v)
-        ax.imshow(grid, aspect="auto", cmap="RdYlGn", vmin=0, vmax=1, interpolation="nearest",
-                  extent=(-0.5, len(ratios) - 0.5, len(ORDERINGS) - 0.5, -0.5))
-        ticks = np.linspace(0, len(ratios) - 1, 6).round().astype(int)
-        ax.set_xticks(ticks)
-        ax.set_xticklabels([f"{ratios[t]:.2g}" for t in ticks])
-        ax.set_xlabel("c / mu (per-partition compute / mean delay)")
-        ax.set_title(f"s = {s}" + (" (s-1 -> s for trends)" if s != s_values[0] else ""), fontsize=9)
-        logr = np.log(ratios)
+        # cells on a log axis of c/mu (the sweep's points, with the claims' points put in, are not
+        # evenly spaced): each cell spans the geometric midpoints to its neighbours
+        r = np.asarray(ratios, float)
+        mids = np.sqrt(r[1:] * r[:-1])
+        edges = np.concatenate([[r[0] ** 2 / mids[0]], mids, [r[-1] ** 2 / mids[-1]]]) if len(r) > 1 else \
+            np.array([r[0] / 1.5, r[0] * 1.5])
+        ax.pcolormesh(edges, np.arange(len(ORDERINGS) + 1) - 0.5, np.ma.masked_invalid(grid), cmap=cmap,
+                      vmin=0, vmax=1, shading="flat")
+        ax.set_ylim(len(ORDERINGS) - 0.5, -0.5)
+        ax.set_xscale("log")
+        shown = [v for v in marks.values() if v and np.isfinite(v)]  # every mark's line in view
+        ax.set_xlim(min([edges[0]] + [v / 1.3 for v in shown]), max([edges[-1]] + [v * 1.3 for v in shown]))
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 3.0)))
+        ax.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.grid(False)
+        ax.set_xlabel("c / mu (per-partition compute / mean delay), log scale")
+        ax.set_title(f"s = {s}" + (" (trends: s-1 -> s)" if s != s_values[0] else " (trends: no s-1, grey)"),
+                     fontsize=9)
         for k, (name, val) in enumerate(marks.items()):
             if val and np.isfinite(val):
-                x = np.interp(np.log(val), logr, np.arange(len(ratios)))
-                ax.axvline(x, color=f"C{k}", ls=("--", ":", "-.")[k % 3], lw=1.5,
+                ax.axvline(val, color=f"C{k}", ls=("--", ":", "-.")[k % 3], lw=1.5,
                            label=f"{name}: c/mu = {val:.2g}" if ax is axes[0][0] else None)
     axes[0][0].set_yticks(range(len(ORDERINGS)))
     axes[0][0].set_yticklabels(labels, fontsize=8)
-    if marks:
-        fig.legend(loc="lower left", fontsize=7, ncol=2, frameon=False)
+    # a key for every colour of the cells, beside the marks' lines
+    from matplotlib.patches import Patch
+
+    key = [Patch(facecolor=cmap(1.0), label="the ordering holds"), Patch(facecolor=cmap(0.0), label="it does not"),
+           Patch(facecolor=cmap.get_bad(), edgecolor="0.6", label="not defined (a trend at the first s)")]
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles=key + handles, labels=[p.get_label() for p in key] + names, loc="lower left", fontsize=7,
+               ncol=3, frameon=False)
     plots.label_provenance(fig, "simulated", caption)
-    fig.suptitle("Regime map: where the paper's Fig. 7 orderings hold (green), from the clock alone")
+    fig.suptitle("Regime map: where the paper's Fig. 7 orderings hold, from the clock alone")
     fig.tight_layout(rect=(0, 0.1, 1, 0.93))
     plots.save(fig, png)
 

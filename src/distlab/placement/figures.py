@@ -269,6 +269,7 @@ def write_ablation(summary: str | Path, out_dir: str | Path, opts: dict[str, Any
 
 def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     from distlab import plots
 
@@ -278,9 +279,17 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
     shown = ["random"] + [x for m in learners for x in (m, m + CONTROL)]
     c = c[(c.pair == opts["default_pair"]) & c.method.isin(shown)]
     models = sorted(c.model.unique())
-    fig, axes = plt.subplots(1, len(models), figsize=(5.0 * len(models), 3.8), squeeze=False)
-    colours = {m: f"C{i}" for i, m in enumerate(["random"] + learners)}
+    key_in = 2.9  # inches beside the panels for the figure's one key
+    width = 5.0 * len(models) + key_in
+    fig, axes = plt.subplots(1, len(models), figsize=(width, 3.8), squeeze=False)
+    bases = [m for m in ["random"] + learners if c.method.str.startswith(m).any()]
+    # colours told apart at a glance (the palette's orange, vermilion and brown are near each other)
+    palette = ["C7", "C0", "C2", "C3", "C4", "C9", "C1", "C5", "C6", "C8"]
+    colours = {m: palette[i % len(palette)] for i, m in enumerate(bases)}
+    seeds = c.seed.nunique()
+    drawn: set[str] = set()
     for ax, model in zip(axes[0], models):
+        means = []
         for method in shown:
             s = c[(c.model == model) & (c.method == method)]
             if s.empty:
@@ -288,17 +297,35 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
             piv = s.pivot(index="evaluation", columns="seed", values="best_ms")
             mean = piv.mean(1)
             base = method[: -len(CONTROL)] if method.endswith(CONTROL) else method
-            ax.plot(piv.index, mean, label=label(method), color=colours.get(base),
-                    linestyle="--" if method.endswith(CONTROL) else "-")
-            if piv.shape[1] > 1:
+            control = method.endswith(CONTROL)
+            drawn.add(base)
+            ax.plot(piv.index, mean, color=colours.get(base), linestyle="--" if control else "-",
+                    linewidth=1.2 if control else 1.6)
+            means.append(pd.DataFrame({"evaluation": piv.index, "ms": mean.to_numpy(), "method": label(method)}))
+            # the learners' own band, in their line's colour (the controls' would double the clutter)
+            if piv.shape[1] > 1 and not control:
                 cis = [stats.t_interval(row.dropna().to_numpy()) for _, row in piv.iterrows()]
-                ax.fill_between(piv.index, [ci.low for ci in cis], [ci.high for ci in cis], alpha=0.2)
+                ax.fill_between(piv.index, [ci.low for ci in cis], [ci.high for ci in cis],
+                                color=colours.get(base), alpha=0.12, linewidth=0)
         ax.set_xscale("log")
         ax.set_title(model)
         ax.set_xlabel("evaluations")
         ax.set_ylabel("best latency so far (ms)")
-        plots.label_provenance(ax, "simulated", "2nd device modelled; dashed: control")
-    axes[0][0].legend(fontsize=6)
+        if means:  # curves drawn over each other (two HSDAG variants finding one placement) said so
+            plots.note_coinciding(ax, plots.coinciding(pd.concat(means), "evaluation", "ms", "method", tol=0.005),
+                                  wrap=55)
+        plots.label_provenance(ax, "simulated", "2nd device modelled")
+    # one key for the figure, beside the panels: a colour per method, the line style for its control
+    handles = [Line2D([], [], color=colours[m], linewidth=1.6, label=m) for m in bases if m in drawn]
+    handles += [Line2D([], [], color="0.3", linestyle="-", label="solid: learner (reward = latency)"),
+                Line2D([], [], color="0.3", linestyle="--", label="dashed: control (constant reward)")]
+    if seeds > 1:
+        from matplotlib.patches import Patch
+
+        handles.append(Patch(facecolor="0.3", alpha=0.2, label=f"band: 95% t interval over {seeds} seeds (solid lines)"))
+    right = 1 - key_in / width
+    fig.tight_layout(rect=(0, 0, right, 1))
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(right + 0.005, 0.9), fontsize=7, frameon=False)
     plots.save(fig, out)
 
 
@@ -327,8 +354,12 @@ def fig_placement(run_file: str | Path, graph_file: str | Path, out: str | Path,
     fig, ax = plt.subplots(figsize=(9, 3.2))
     names = [device_label(d, i) for i, d in enumerate(res["spec"]["pair"]["devices"])]
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
+    idle = []
     for d in range(prob.n_devices):
         idx = np.nonzero(place == d)[0]
+        if len(idx) == 0:  # a device given no operator has nothing to draw or key: said in the title
+            idle.append(names[d])
+            continue
         ax.barh([d] * len(idx), (tr.finish - tr.start)[idx] * 1e3, left=tr.start[idx] * 1e3,
                 color=colors[d % 4], edgecolor="k", linewidth=0.2, label=f"{names[d]} ({len(idx)} ops)")
     for v, src, dst, t0, t1 in tr.transfers:
@@ -337,7 +368,8 @@ def fig_placement(run_file: str | Path, graph_file: str | Path, out: str | Path,
     ax.set_yticklabels(names + [f"bus from {n}" for n in names])
     ax.set_xlabel("simulated time (ms)")
     ax.set_title(f"{res['spec']['method']} placement, {res['spec']['model_name']} on {res['spec']['pair_name']}: "
-                 f"{tr.latency * 1e3:.1f} ms (seed {row['seed']})")
+                 f"{tr.latency * 1e3:.1f} ms (seed {row['seed']})"
+                 + (f"\nno operator placed on {', '.join(idle)}" if idle else ""))
     ax.legend(fontsize=8, loc="upper right")
     plots.label_provenance(ax, "simulated", "best placement of one seed")
     plots.save(fig, out)
