@@ -28,7 +28,7 @@ $(STAMP): envs/requirements.txt pyproject.toml
 env: $(STAMP)
 
 # make reproduce runs the workflow's jobs forked from one process that has imported torch and the
-# trainers (distlab.forkserver: about 4 s less a job, the same numbers); JOBS_VIA= runs each job
+# trainers (distlab.runtime.forkserver: about 4 s less a job, the same numbers); JOBS_VIA= runs each job
 # as a fresh process
 JOBS_VIA ?= env PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(BIN)/python -m distlab forkserver --
 

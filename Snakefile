@@ -5,10 +5,10 @@ import sys
 from snakemake.utils import min_version, validate
 
 sys.path.insert(0, f"{workflow.basedir}/src")
-from distlab.checks import check_config
-from distlab.smkfix import keep_one_reevaluation_timer
+from distlab.config.checks import check_config
+from distlab.pipeline.smkfix import keep_one_reevaluation_timer
 
-# Snakemake 9's scheduler multiplies its re-evaluation timers with every job (distlab/smkfix.py):
+# Snakemake 9's scheduler multiplies its re-evaluation timers with every job (distlab/pipeline/smkfix.py):
 # one pending timer instead
 keep_one_reevaluation_timer()
 

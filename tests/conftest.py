@@ -160,7 +160,7 @@ def bin_path() -> str:
 
 
 # a workflow run's jobs forked from one preloaded process, as `make reproduce` runs them
-# (distlab.forkserver): about 4 s less a job
+# (distlab.runtime.forkserver): about 4 s less a job
 FORKSERVER = [sys.executable, "-m", "distlab", "forkserver", "--"]
 
 

@@ -1,4 +1,4 @@
-"""Checkpoint integrity (issue 21): every paper checkpoints through :class:`distlab.runs.Checkpointer`.
+"""Checkpoint integrity (issue 21): every paper checkpoints through :class:`distlab.results.runs.Checkpointer`.
 
 A checkpoint carries the SHA-256 of its content, verified on load; a damaged or
 truncated one is named in one log line, set aside as ``*.corrupt`` and never
@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from conftest import ROOT, bin_path, pgc_spec
-from distlab import runs
-from distlab.runs import Checkpointer, read_checkpoint_file
+from distlab.results import runs
+from distlab.results.runs import Checkpointer, read_checkpoint_file
 
 SPEC = {"experiment": "unit", "lr": 0.1}
 
@@ -164,7 +164,7 @@ def _pgc(digits_dir, out, runtime):
 
 
 def _demo(pydoc_dir, out, runtime):
-    from distlab import specs
+    from distlab.config import specs
     from distlab.demo import train
 
     spec = {"experiment": "demo", "method": "demo", "backend": "simulated", "seed": 0,

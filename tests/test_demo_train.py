@@ -17,11 +17,11 @@ import yaml
 
 from conftest import ROOT, bin_path
 
-from distlab import specs
+from distlab.config import specs
 from distlab.demo import spec as checks, train
 from distlab.demo.methods import make_method
 from distlab.demo.optim import DeMo
-from distlab.runs import read_checkpoint_file
+from distlab.results.runs import read_checkpoint_file
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 MODEL = {"name": "gpt", "n_layer": 1, "d_model": 64, "n_head": 2, "block_size": 16}
@@ -206,7 +206,7 @@ def test_config_checks_name_the_key():
 
 
 def test_config_schema_refuses_bad_values(tmp_path):
-    from distlab.checks import schema_errors
+    from distlab.config.checks import schema_errors
 
     cfg = _config()
     cfg["demo"]["methods"] = ["demo", "demo"]

@@ -29,7 +29,8 @@ PKG = SRC / "distlab"
 
 # Subpackages of distlab that are shared (used by every paper) or studies across papers;
 # every other subpackage is a paper package and must have the paper shape.
-SHARED_PACKAGES = {"bench", "data", "figures", "models", "runtime", "train"}
+SHARED_PACKAGES = {"bench", "config", "data", "figures", "models", "pipeline", "plotting", "results", "runtime",
+                   "scoring", "techniques", "train"}
 STUDY_PACKAGES = {"atlas"}
 DISPATCHER = {"distlab.cli", "distlab.__main__"}
 PAPER_MODULES = ("spec", "train", "workflow", "figures", "cli")
@@ -153,8 +154,8 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
 def test_the_graph_sees_imports_inside_functions_and_relative_ones():
     g = import_graph()
     assert "distlab.pgc.workflow" in g["distlab.pgc.spec"]     # inside a function, relative
-    assert "distlab.specs" in g["distlab.checks"]              # module level, relative
-    assert "distlab.claims" in g["distlab.scorecard"]
+    assert "distlab.config.specs" in g["distlab.config.checks"]  # module level, relative
+    assert "distlab.scoring.claims" in g["distlab.scoring.scorecard"]
     assert "distlab.local.rc" in g["distlab.local.processes"]  # from .rc import (...)
     assert "distlab.runtime.launch" in g["distlab.local.processes"]  # from ..runtime.launch import
 
@@ -164,10 +165,10 @@ def test_the_checks_catch_a_circle_and_an_import_upwards():
          "distlab.d": set()}
     assert circles(g) == [["distlab.a", "distlab.b", "distlab.c"]]
     assert circles({"distlab.a": {"distlab.b"}, "distlab.b": set()}) == []
-    up = {"distlab.checks": {"distlab.pgc.workflow"}, "distlab.pgc.train": {"distlab.demo.optim"},
-          "distlab.pgc.spec": {"distlab.specs"}, "distlab.cli": {"distlab.pgc.cli"}}
+    up = {"distlab.config.checks": {"distlab.pgc.workflow"}, "distlab.pgc.train": {"distlab.demo.optim"},
+          "distlab.pgc.spec": {"distlab.config.specs"}, "distlab.cli": {"distlab.pgc.cli"}}
     assert layer_violations(up) == [
-        "distlab.checks -> distlab.pgc.workflow: a lower layer imports a higher one",
+        "distlab.config.checks -> distlab.pgc.workflow: a lower layer imports a higher one",
         "distlab.pgc.train -> distlab.demo.optim: a paper package imports another paper's"]
 
 
@@ -188,7 +189,7 @@ def test_no_import_reaches_up_a_layer_or_across_papers():
 
 
 def test_no_shared_module_names_a_paper_package_even_in_a_string():
-    """A shared module finds paper packages (distlab.checks.paper_checks), it does not name
+    """A shared module finds paper packages (distlab.config.checks.paper_checks), it does not name
     one: no ``"distlab.<paper>"`` in the text of a shared module."""
     papers = paper_packages()
     bad = []
@@ -210,7 +211,7 @@ def test_a_paper_spec_imports_no_torch(paper):
 
 
 def test_the_config_checker_finds_every_paper_check():
-    from distlab.checks import paper_checks
+    from distlab.config.checks import paper_checks
 
     found = paper_checks()
     assert len(found) == len(paper_packages())

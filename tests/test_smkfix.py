@@ -1,4 +1,4 @@
-"""Snakemake's scheduler keeps one pending re-evaluation timer (distlab.smkfix), which the
+"""Snakemake's scheduler keeps one pending re-evaluation timer (distlab.pipeline.smkfix), which the
 workflow's Snakefile installs: without it every job leaves a timer that wakes a scheduling
 pass every second for the rest of the run."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from conftest import ROOT, bin_path
 
-from distlab import smkfix
+from distlab.pipeline import smkfix
 
 
 class _Scheduler:  # the two attributes the replacement touches
@@ -59,7 +59,7 @@ onsuccess:
 def test_a_real_run_ends_with_one_timer_at_most(tmp_path, fixed):
     """24 quick jobs on 2 cores: unpatched, the timers pending at the end are as many as the
     passes jobs woke (well over one); patched, at most one."""
-    fix = "from distlab.smkfix import keep_one_reevaluation_timer\nkeep_one_reevaluation_timer()" if fixed else ""
+    fix = "from distlab.pipeline.smkfix import keep_one_reevaluation_timer\nkeep_one_reevaluation_timer()" if fixed else ""
     (tmp_path / "Snakefile").write_text(textwrap.dedent(_SNAKEFILE.format(src=str(ROOT / "src"), fix=fix)))
     r = subprocess.run(["snakemake", "--cores", "2", "--quiet"], cwd=tmp_path,
                        capture_output=True, text=True, timeout=300, env={"PATH": bin_path(), "HOME": str(tmp_path)})
@@ -73,5 +73,5 @@ def test_a_real_run_ends_with_one_timer_at_most(tmp_path, fixed):
 
 def test_the_workflow_installs_it():
     text = (ROOT / "Snakefile").read_text()
-    assert "from distlab.smkfix import keep_one_reevaluation_timer" in text
+    assert "from distlab.pipeline.smkfix import keep_one_reevaluation_timer" in text
     assert "\nkeep_one_reevaluation_timer()\n" in text

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from distlab import stability
+from distlab.scoring import stability
 
 
 def _card(verdicts: dict[str, str], measured: set[str]) -> pd.DataFrame:
@@ -50,7 +50,7 @@ def test_cpu_isa_pin_sets_every_kernel_family_and_keeps_the_users_choice():
     numbers are the same bits on any AVX2 machine); a variable the user set wins; an unknown
     value is refused in one line."""
     from distlab.cli import pin_cpu_isa
-    from distlab.specs import SpecError
+    from distlab.config.specs import SpecError
 
     assert pin_cpu_isa({}) == {}
     env = {"DISTLAB_CPU_ISA": "AVX2", "MKL_CBWR": "COMPATIBLE"}

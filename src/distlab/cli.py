@@ -18,7 +18,7 @@ Commands:
                  cost, all-reduce bandwidth, collectives and the simulator's error on shaped links
   check-config   config files as snakemake --configfile reads them, each problem naming its file or key
   forkserver     run a command (make reproduce: snakemake) whose distlab jobs fork from one
-                 process that has imported torch and the trainers (distlab.forkserver)
+                 process that has imported torch and the trainers (distlab.runtime.forkserver)
   pgc, demo-*, local-*, placement-*   each paper's own steps (its package's cli.register)
 
 Every command follows one error contract (:mod:`distlab.clihelp`): a user's mistake is one
@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 
 from .clihelp import JSON, JSON_OPT, OUT, PATH, PATHS, PREFIX, call, command, json_arg
-from .specs import SpecError
+from .config.specs import SpecError
 
 log = logging.getLogger("distlab")
 
@@ -52,7 +52,7 @@ def cmd_prepare_data(a: argparse.Namespace) -> int:
 
 def cmd_data_floors(a: argparse.Namespace) -> int:
     from .data.floors import floors_of_prepared
-    from .tables import write_table
+    from .results.tables import write_table
 
     table = floors_of_prepared(a.data)
     write_table(table, a.out)
@@ -126,7 +126,7 @@ def _torchrun_args(a: argparse.Namespace, spec: dict, runtime: dict) -> list[str
 
 def _work(spec: dict, data: str | None, module=None) -> int | None:
     """Steps the job runs (all its runs): its deadline scales with them (runtime.deadline)."""
-    from . import jobs
+    from .pipeline import jobs
 
     if hasattr(module, "work"):
         return int(module.work(spec))
@@ -136,7 +136,7 @@ def _work(spec: dict, data: str | None, module=None) -> int | None:
 
 def cmd_train(a: argparse.Namespace) -> int:
     from .runtime.launch import run_torchrun, torchrun_command
-    from .specs import runtime_defaults, validate_spec
+    from .config.specs import runtime_defaults, validate_spec
 
     import importlib
 
@@ -208,8 +208,8 @@ def cmd_train(a: argparse.Namespace) -> int:
 
 
 def cmd_summarize(a: argparse.Namespace) -> int:
-    from .runs import write_csv
-    from .summarize import collect
+    from .results.runs import write_csv
+    from .results.summarize import collect
 
     runs = [Path(p) for p in a.runs]
     steps, summary = collect(runs)
@@ -228,7 +228,7 @@ def cmd_figures(a: argparse.Namespace) -> int:
 
 
 def cmd_scorecard(a: argparse.Namespace) -> int:
-    from .scorecard import main_scorecard, merge_scorecards
+    from .scoring.scorecard import main_scorecard, merge_scorecards
 
     if a.merge:
         merge_scorecards(a.merge, a.md, a.csv)
@@ -241,7 +241,7 @@ def cmd_scorecard(a: argparse.Namespace) -> int:
 
 
 def cmd_stability(a: argparse.Namespace) -> int:
-    from .stability import run
+    from .scoring.stability import run
 
     table = run(a.cores, a.out, extra=a.snakemake_args, papers=a.papers)
     flips = table[table["flipped"]]
@@ -250,7 +250,7 @@ def cmd_stability(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from .report import write_report
+    from .scoring.report import write_report
 
     write_report(a.out, scorecard_csv=a.scorecard, meta=a.meta)
     return 0
@@ -268,7 +268,7 @@ def cmd_check_config(a: argparse.Namespace) -> int:
     import yaml
     from snakemake.utils import update_config
 
-    from .checks import config_errors
+    from .config.checks import config_errors
 
     root = Path(a.root)
     base = root / "config" / "config.yaml"
@@ -307,7 +307,7 @@ def cmd_check_config(a: argparse.Namespace) -> int:
 
 
 def cmd_forkserver(a: argparse.Namespace) -> int:
-    from .forkserver import serve, workflow_package
+    from .runtime.forkserver import serve, workflow_package
 
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
@@ -318,8 +318,8 @@ def cmd_forkserver(a: argparse.Namespace) -> int:
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": src + (os.pathsep + path if path else "")}
         os.execve(sys.executable, [sys.executable, "-m", "distlab", *sys.argv[1:]], env)
-    modules = (*TRAINERS.values(), *PLUGINS, "distlab.plots", "distlab.scorecard", "distlab.summarize",
-               "distlab.tables", "distlab.stats")
+    modules = (*TRAINERS.values(), *PLUGINS, "distlab.plotting.plots", "distlab.scoring.scorecard", "distlab.results.summarize",
+               "distlab.results.tables", "distlab.scoring.stats")
     return serve(cmd, main, modules, a.socket)
 
 

@@ -44,7 +44,7 @@ def _figures(a) -> int:
 
 
 def _bench(a) -> int:
-    from ..tables import write_table
+    from ..results.tables import write_table
     from .bench import step_overhead
 
     df = step_overhead(a.config, a.data, a.out.parent)
@@ -56,7 +56,7 @@ def _bench(a) -> int:
 def _query(a) -> int:
     import yaml
 
-    from ..specs import SpecError
+    from ..config.specs import SpecError
     from .query import QueryError, format_ranking, parse_bandwidth, parse_latency, parse_stragglers, rank
 
     if not (a.params > 0):

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..tables import markdown_table, write_table
+from ..results.tables import markdown_table, write_table
 from .grid import (extrapolated, fit_trends, interval, measured_flops_per_s, simulated_cells, winners)
 from .record import Recording
 from .replay import replay

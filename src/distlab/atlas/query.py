@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..specs import SpecError
+from ..config.specs import SpecError
 from .grid import extrapolated, fit_trends, measured_flops_per_s, simulated_cells
 from .record import Recording
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import specs
+from ..config import specs
 from ..data import load_manifest, load_split, text_batch
 from ..models import build_model, lm_loss
 from ..runtime.stragglers import StragglerModel

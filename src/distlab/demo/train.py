@@ -36,10 +36,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import specs
+from ..config import specs
 from ..data import load_manifest, load_split, text_batch
 from ..models import build_model, lm_loss
-from ..runs import Checkpointer, RunRecorder
+from ..results.runs import Checkpointer, RunRecorder
 from ..runtime.compute import ComputeModel
 from ..runtime.ledger import ByteLedger
 from ..runtime.network import NetworkModel

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distlab import stats
-from distlab.tables import fmt_ci
+from distlab.scoring import stats
+from distlab.results.tables import fmt_ci
 
 from .claims import VALUE, VALUE_FROM, ClaimError
 

@@ -215,7 +215,7 @@ def _check_claims(claims_path: str | Path | None, errors: list[str]) -> None:
 
 
 def _claims_errors(claims_path: str | Path, errors: list[str]) -> None:
-    from .claims import ClaimError, load_claims
+    from ..scoring.claims import ClaimError, load_claims
 
     if Path(claims_path).exists():
         dups = duplicate_key_errors(claims_path)
@@ -258,7 +258,7 @@ def _check_extra_seeds(config: Mapping[str, Any], claims_path: str | Path | None
     wanted = (config.get("stats") or {}).get("extra_seeds") if isinstance(config.get("stats"), Mapping) else None
     if not wanted or not isinstance(wanted, Mapping) or claims_path is None or not Path(claims_path).exists():
         return
-    from .claims import ClaimError, load_claims_file
+    from ..scoring.claims import ClaimError, load_claims_file
 
     try:
         claims, conditions = load_claims_file(claims_path)

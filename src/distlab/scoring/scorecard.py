@@ -60,8 +60,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distlab import stats
-from distlab.tables import atomic_write_text, markdown_table, write_table
+from distlab.scoring import stats
+from distlab.results.tables import atomic_write_text, markdown_table, write_table
 
 from .claims import (VALUE, VALUE_FROM, ClaimError, _check_condition, _check_references,  # noqa: F401
                      _normalize, _normalize_conditions, load_claims, load_claims_file, validate_claims)
@@ -468,7 +468,7 @@ def main_scorecard(
     are evaluated (its own tables suffice): the scorecard section a paper's
     target needs.
     """
-    from .runs import git_revision
+    from ..results.runs import git_revision
 
     tables = {name: _read_table(p) for name, p in summaries.items()}
     claims, conditions = load_claims_file(claims_path)

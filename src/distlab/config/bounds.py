@@ -23,7 +23,7 @@ import subprocess
 from collections.abc import Mapping
 from typing import Any
 
-from . import jobs as _jobs
+from ..pipeline import jobs as _jobs
 
 MIB = 2**20
 # a model's size keys, the batch's and the workers': what a memory refusal names

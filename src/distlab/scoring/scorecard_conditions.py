@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distlab import stats
-from distlab.tables import fmt_ci
+from distlab.scoring import stats
+from distlab.results.tables import fmt_ci
 
 from .claims import VALUE, ClaimError, _normalize_conditions
 from .scorecard_links import StatsSettings, _NotRun, _num, _pair, _resolve

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .tables import atomic_write_text, markdown_table
+from ..results.tables import atomic_write_text, markdown_table
 
 # Rules whose outputs are measured on this machine (wall time, memory, a profile).
 MEASURED_RULES = (

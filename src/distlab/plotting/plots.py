@@ -43,11 +43,11 @@ from matplotlib.path import Path as MplPath  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
-from distlab.plottext import apart, figure_texts, shown_tick_boxes, text_box, text_collisions  # noqa: E402
-from distlab.plotclock import (  # noqa: E402,F401 (the clock's helpers, part of this module's interface)
+from distlab.plotting.plottext import apart, figure_texts, shown_tick_boxes, text_box, text_collisions  # noqa: E402
+from distlab.plotting.plotclock import (  # noqa: E402,F401 (the clock's helpers, part of this module's interface)
     CLOCKS, MEASURED_BACKENDS, carry_clock, clock_in_titles, provenance_text, titles)
-from distlab.stats import t_errorbar, t_interval  # noqa: E402
-from distlab.tables import atomic_output  # noqa: E402
+from distlab.scoring.stats import t_errorbar, t_interval  # noqa: E402
+from distlab.results.tables import atomic_output  # noqa: E402
 
 DPI = 150
 SUFFIXES = {".png": "png", ".pdf": "pdf", ".svg": "svg"}

@@ -285,7 +285,7 @@ def load_claims_file(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]]
     The file is a mapping ``{conditions: {...}, claims: [...]}``, or a bare list
     of claims (no conditions).  Duplicate keys are refused at any level.
     """
-    from .yamlio import load_yaml_strict
+    from ..config.yamlio import load_yaml_strict
 
     data = load_yaml_strict(path)
     conditions: dict[str, Any] = {}

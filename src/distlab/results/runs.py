@@ -190,7 +190,7 @@ def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = 
     (and the folder fsync'ed), so a kill at any instant leaves the old file or
     the new one, never a half-written one under the final name.  With
     ``keep_previous``, the file replaced is renamed there first."""
-    from .runtime.deadline import deadline_deferred
+    from ..runtime.deadline import deadline_deferred
 
     target = Path(path)
     with deadline_deferred():  # a job timeout waits until the file is in place
@@ -271,7 +271,7 @@ class Checkpointer:
 
     def __init__(self, path: str | Path, spec: dict | None = None, every_s: float = 60.0,
                  every_steps: int = 0) -> None:
-        from .specs import spec_hash
+        from ..config.specs import spec_hash
 
         self.path = Path(path)
         self.prev = self.path.with_name(self.path.name + ".prev")
@@ -333,7 +333,7 @@ class Checkpointer:
         self._last = time.monotonic()
 
     def maybe_save(self, step: int, state_fn: Callable[[], dict]) -> bool:
-        from .runtime.deadline import progress
+        from ..runtime.deadline import progress
 
         progress()  # every trainer's step passes here: a job's deadline follows its pace
         due_steps = self.every_steps > 0 and step % self.every_steps == 0

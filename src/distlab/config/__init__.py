@@ -1,0 +1,1 @@
+"""(placeholder: documented in the next commit)"""
