@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from conftest import ROOT, dry_runs
-from distlab.config import bounds, jobs
+from distlab.config import bounds
+from distlab.pipeline import jobs
 from distlab.config.checks import config_errors
 
 SCHEMA_DIR = ROOT / "workflow/schemas"

@@ -38,7 +38,7 @@ def test_measured_rules_exist_in_the_workflow():
     """Every rule the stability target forces exists (a renamed rule would be skipped silently)."""
     from conftest import ROOT
 
-    rules = stability._existing_rules(ROOT, [])   # what the target itself reads
+    rules = stability.existing_rules(ROOT, [])   # what the target itself reads
     assert {"baseline_train_dist", "scorecard_paper", "scorecard"} <= rules
     assert not any(" " in r or "(" in r for r in rules)   # names, not docstrings
     missing = [r for r in stability.MEASURED_RULES if r not in rules]
@@ -101,6 +101,6 @@ def test_only_the_measured_rules_of_the_targets_are_forced():
     forces the real gloo baseline and not, say, DeMo's optimizer benchmark."""
     from conftest import ROOT
 
-    rules = stability._dag_rules(ROOT, ["paper/scorecard/foundation.csv"], [])
+    rules = stability.dag_rules(ROOT, ["paper/scorecard/foundation.csv"], [])
     assert "baseline_train_dist" in rules and "scorecard_paper" in rules
     assert not {"demo_bench", "local_train", "placement_profile", "pgc_train_real"} & rules

@@ -1,10 +1,10 @@
 """One seaborn style for every figure of the project.
 
 Figures show the mean over seeds with a 95 % Student-t confidence band over
-seeds (:func:`distlab.stats.t_interval`, the same interval as the tables and
+seeds (:func:`distlab.scoring.stats.t_interval`, the same interval as the tables and
 the scorecard; deterministic, no resampling), and every figure states whether its
 times are simulated (virtual clock) or measured (wall clock) via
-:func:`label_provenance` (its words and the titles' clock: :mod:`distlab.plotclock`).
+:func:`label_provenance` (its words and the titles' clock: :mod:`distlab.plotting.plotclock`).
 Rendering uses the non-interactive Agg backend.
 
 Legibility, where the helper can tell (:func:`save` applies it, :func:`legibility_problems`

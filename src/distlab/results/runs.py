@@ -400,7 +400,7 @@ class RunRecorder:
             "argv": sys.argv,
             "wall_s": round(self.wall_s(), 3),
             "peak_rss_mb": round(peak_rss_mb(), 1),
-            # forked from distlab.forkserver: its peak RSS includes the server's imports
+            # forked from distlab.runtime.forkserver: its peak RSS includes the server's imports
             "process": "forked" if os.environ.get("DISTLAB_FORKED") else "fresh",
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             **self.extra,

@@ -1,6 +1,6 @@
 """The claims of ``config/claims.yaml``: read, checked and normalized (torch- and
-pandas-free).  The scorecard (:mod:`distlab.scorecard`) evaluates them; the config check
-(:mod:`distlab.checks`) and the rule files read them through here, so that reading the
+pandas-free).  The scorecard (:mod:`distlab.scoring.scorecard`) evaluates them; the config check
+(:mod:`distlab.config.checks`) and the rule files read them through here, so that reading the
 claims needs none of the evaluation.
 
 A claim names its paper, source, statement, table, metric and test and compares

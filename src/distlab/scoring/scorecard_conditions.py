@@ -1,6 +1,6 @@
 """Scorecard conditions: the preconditions a claim is testable under, evaluated on results.
 
-Each condition of ``config/claims.yaml`` (validated by :mod:`distlab.claims`) is met, not
+Each condition of ``config/claims.yaml`` (validated by :mod:`distlab.scoring.claims`) is met, not
 met, or not run, and shows what was measured: a paired comparison, every run past a
 bound, or a bound within reach (``bound_reaches``).
 """
