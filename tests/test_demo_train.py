@@ -111,11 +111,14 @@ def test_simulated_demo_equals_a_loop_of_replicas(pydoc_dir):
     """The simulated backend keeps one model and N momenta; N full replicas give the same parameters."""
     from distlab.data import load_split, text_batch
     from distlab.models import lm_loss
+    from distlab.runtime.ledger import ByteLedger
+    from distlab.runtime.network import NetworkModel
+    from distlab.techniques.comm import SimComm
 
     spec = spec_for("demo", dtype="float64")
     tokens = load_split(pydoc_dir, "train")["tokens"]
     shared = train.build_lm(MODEL, 256, torch.float64, 0)
-    comm = train.SimComm(2, train.ByteLedger(), train.NetworkModel())
+    comm = SimComm(2, ByteLedger(), NetworkModel())
     method = make_method(shared, 2, spec, comm)
     replicas = [train.build_lm(MODEL, 256, torch.float64, 0) for _ in range(2)]
     opts = [DeMo(r.parameters(), lr=1e-3, compression_topk=8) for r in replicas]
