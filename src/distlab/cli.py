@@ -37,6 +37,7 @@ from pathlib import Path
 
 from .clihelp import JSON, JSON_OPT, OUT, PATH, PATHS, PREFIX, call, command, json_arg
 from .config.specs import SpecError
+from .runtime import entry as _entry
 
 log = logging.getLogger("distlab")
 
@@ -441,6 +442,10 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     return call(args.func, args)  # a user's error: one clear line, exit 2, no traceback
 
+
+# ranks the runtime forks run this dispatcher in-process (distlab.runtime.netns.run_shaped): it
+# hands them its main and preload, as the runtime does not import a higher layer
+_entry.register(main, preload)
 
 if __name__ == "__main__":
     raise SystemExit(main())
