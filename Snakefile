@@ -8,8 +8,9 @@ sys.path.insert(0, f"{workflow.basedir}/src")
 from distlab.config.checks import check_config
 from distlab.pipeline.smkfix import keep_one_reevaluation_timer
 
-# Snakemake 9's scheduler multiplies its re-evaluation timers with every job (distlab/pipeline/smkfix.py):
-# one pending timer instead
+# Snakemake 9.27.1's scheduler multiplies its re-evaluation timers with every job: a version-checked
+# hook keeps one pending timer instead (distlab/pipeline/smkfix.py: the problem, the versions it
+# was written for; under another it leaves Snakemake as it is and says so in one line)
 keep_one_reevaluation_timer()
 
 min_version("9.0")
