@@ -32,7 +32,7 @@ $(STAMP): envs/requirements.txt pyproject.toml
 env: $(STAMP)
 
 # make reproduce runs the workflow's jobs forked from one process that has imported torch and the
-# trainers (distlab.forkserver: about 4 s less a job, the same numbers); JOBS_VIA= runs each job
+# trainers (distlab.runtime.forkserver: about 4 s less a job, the same numbers); JOBS_VIA= runs each job
 # as a fresh process
 JOBS_VIA ?= env PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(BIN)/python -m distlab forkserver --
 
@@ -46,9 +46,9 @@ SNAKEMAKE_CONSOLE ?= --logger distlab
 # end, exit code, load average, machine): `make snapshot` copies paper/ into docs/results/ only
 # from a run of HEAD's tree.
 # SLURM's sinfo without squeue or sacct breaks every snakemake (its SLURM plugin's import): one
-# line naming what to install first (distlab.slurmtools.main)
+# line naming what to install first (distlab.pipeline.slurmtools.main)
 reproduce: $(STAMP)
-	@$(BIN)/python -c 'import sys; from distlab.slurmtools import main; sys.exit(main())' || exit 2
+	@$(BIN)/python -c 'import sys; from distlab.pipeline.slurmtools import main; sys.exit(main())' || exit 2
 	@mkdir -p results; start=$$(date +%s); load=$$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); \
 	commit=$$(git rev-parse HEAD 2>/dev/null); \
 	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); rc=0; \

@@ -5,24 +5,25 @@ import sys
 from snakemake.utils import min_version, validate
 
 sys.path.insert(0, f"{workflow.basedir}/src")
-from distlab.checks import check_config
-from distlab.smkfix import keep_one_reevaluation_timer
+from distlab.config.checks import check_config
+from distlab.pipeline.smkfix import keep_one_reevaluation_timer
 
-# Snakemake 9's scheduler multiplies its re-evaluation timers with every job (distlab/smkfix.py):
-# one pending timer instead
+# Snakemake 9.27.1's scheduler multiplies its re-evaluation timers with every job: a version-checked
+# hook keeps one pending timer instead (distlab/pipeline/smkfix.py: the problem, the versions it
+# was written for; under another it leaves Snakemake as it is and says so in one line)
 keep_one_reevaluation_timer()
 
 min_version("9.0")
 
 # Warnings the jobs wrote to their logs (NumPy's, pandas') are summed up at the end of the run
-# (distlab.runlog), from the logs written since this run started
+# (distlab.pipeline.runlog), from the logs written since this run started
 import time as _time
 
 _RUN_STARTED = _time.time()
 
 
 def _warnings_summary():
-    from distlab.runlog import logs_since, warning_summary
+    from distlab.pipeline.runlog import logs_since, warning_summary
 
     for line in warning_summary(logs_since("logs", _RUN_STARTED)):
         print(line, file=sys.stderr)
@@ -37,10 +38,10 @@ onerror:
 
 
 # Submitting through SLURM (profiles/slurm) without SLURM's client tools: one line naming what
-# to install before any job, rather than each job failing three times (distlab.slurmtools)
+# to install before any job, rather than each job failing three times (distlab.pipeline.slurmtools)
 onstart:
     if getattr(workflow.executor_plugin, "name", None) == "slurm":
-        from distlab.slurmtools import client_problem
+        from distlab.pipeline.slurmtools import client_problem
 
         if client_problem():
             print(f"profiles/slurm: {client_problem()}", file=sys.stderr)

@@ -69,8 +69,8 @@ PAPER_PATHS = {
     "P4": ["src/distlab/demo"],
     "atlas": ["src/distlab/atlas"],
 }
-SHARED_PATHS = ["config/claims.yaml", "config/config.yaml", "src/distlab/scorecard.py",
-                "src/distlab/stats.py"]
+SHARED_PATHS = ["config/claims.yaml", "config/config.yaml", "src/distlab/scoring/scorecard.py",
+                "src/distlab/scoring/stats.py"]
 BEGIN = "<!-- verdicts:begin"
 END = "<!-- verdicts:end -->"
 STALE = "## Results made by other code"

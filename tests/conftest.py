@@ -32,9 +32,9 @@ REQUIRE_SLURM_ENV = "DISTLAB_REQUIRE_SLURM"  # "1": a test that needs SLURM fail
 
 def slurm_client_missing(path: str | None = None) -> str | None:
     """The suite's SLURM detection: one line naming what to install where ``path`` (default:
-    $PATH) lacks SLURM's client tools (distlab.slurmtools, what `snakemake --profile
+    $PATH) lacks SLURM's client tools (distlab.pipeline.slurmtools, what `snakemake --profile
     profiles/slurm` tells a user), else None."""
-    from distlab.slurmtools import client_problem
+    from distlab.pipeline.slurmtools import client_problem
 
     return client_problem(path)
 
@@ -70,7 +70,7 @@ def stand_in_slurm_tools(folder: Path, tools=("scontrol", "sinfo")) -> Path:
 
 
 def pytest_configure(config):
-    from distlab.slurmtools import plugin_import_problem
+    from distlab.pipeline.slurmtools import plugin_import_problem
 
     broken = plugin_import_problem()
     if broken:  # every snakemake the suite starts would fail on importing the SLURM plugin
@@ -204,7 +204,7 @@ def bin_path() -> str:
 
 
 # a workflow run's jobs forked from one preloaded process, as `make reproduce` runs them
-# (distlab.forkserver): about 4 s less a job
+# (distlab.runtime.forkserver): about 4 s less a job
 FORKSERVER = [sys.executable, "-m", "distlab", "forkserver", "--"]
 
 

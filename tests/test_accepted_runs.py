@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from distlab.checks import config_errors
-from distlab.runs import DIVERGENCE_FACTOR, RunDiverged, RunRecorder
+from distlab.config.checks import config_errors
+from distlab.results.runs import DIVERGENCE_FACTOR, RunDiverged, RunRecorder
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = yaml.safe_load((ROOT / "config/config.yaml").read_text())
@@ -53,7 +53,7 @@ def test_values_that_would_crash_or_mean_nothing_are_refused_naming_the_key(over
 
 
 def test_a_run_spec_given_directly_is_held_to_the_same_ranges():
-    from distlab.specs import SpecError, validate_spec
+    from distlab.config.specs import SpecError, validate_spec
 
     with pytest.raises(SpecError, match="seed 4294967296 is past the largest seed"):
         validate_spec({"seed": 2**32}, {"type": "object"}, "baseline")
@@ -98,7 +98,7 @@ def test_config_overrides_get_their_yaml_types():
     their numbers strings; the workflow's check types them as YAML would, and accepts them."""
     from snakemake.cli import parse_config
 
-    from distlab.checks import retype_overrides
+    from distlab.config.checks import retype_overrides
     from snakemake.utils import update_config
 
     overrides = parse_config(["seeds=[0,1,2]", "baseline={n_workers: 4, dtype: float32}"])

@@ -16,7 +16,7 @@ from scipy import stats
 
 from conftest import ROOT, bin_path
 
-from distlab import specs
+from distlab.config import specs
 from distlab.atlas import train
 from distlab.atlas.clock import Clock, tie_order
 from distlab.atlas.record import Recording

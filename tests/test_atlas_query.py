@@ -21,7 +21,7 @@ from conftest import ROOT, bin_path
 from distlab.atlas import train
 from distlab.atlas.efficiency import evidence_distance, fit_log_ratio, parse_efficiency
 from distlab.atlas.workflow import run_specs
-from distlab.specs import SpecError
+from distlab.config.specs import SpecError
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 TECHS = ["ddp", "demo", "diloco", "gc-fr"]

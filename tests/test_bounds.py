@@ -1,4 +1,4 @@
-"""distlab.bounds: memory ceilings, paths that cannot climb out, and one-line refusals,
+"""distlab.config.bounds: memory ceilings, paths that cannot climb out, and one-line refusals,
 through the checker and (one case each) through ``snakemake -n``."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from conftest import ROOT, dry_runs
-from distlab import bounds, jobs
-from distlab.checks import config_errors
+from distlab.config import bounds
+from distlab.pipeline import jobs
+from distlab.config.checks import config_errors
 
 SCHEMA_DIR = ROOT / "workflow/schemas"
 CLAIMS = ROOT / "config/claims.yaml"
@@ -180,7 +181,7 @@ def test_snakemake_dry_run_refuses(dry_run_outputs, i):
 
 def test_a_ceiling_given_on_the_command_line_is_read_as_the_number_it_spells():
     """Snakemake's --config 'jobs={max_mem_mb: 65536}' hands the number over as a string."""
-    from distlab import bounds
+    from distlab.config import bounds
 
     assert bounds._ceiling({"max_mem_mb": "65536"}) == (65536, "jobs.max_mem_mb")
     assert bounds._ceiling({"max_mem_mb": 65536}) == (65536, "jobs.max_mem_mb")

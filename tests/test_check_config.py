@@ -84,7 +84,7 @@ def test_the_limits_are_checked_in_one_pass_over_the_parser_events(monkeypatch):
     events than it has characters (counted, not timed)."""
     import yaml
 
-    from distlab import yamlio
+    from distlab.config import yamlio
 
     text = _laughs()
     seen = []
@@ -103,7 +103,7 @@ def test_the_limits_are_checked_in_one_pass_over_the_parser_events(monkeypatch):
 def test_config_checks_stop_at_the_caps_on_data_already_loaded(tmp_path):
     """What Snakemake loaded itself (aliases shared, a deep list, --config overrides): the
     workflow's check refuses it in one line instead of walking it (no RecursionError)."""
-    from distlab.checks import config_errors, duplicate_key_errors
+    from distlab.config.checks import config_errors, duplicate_key_errors
 
     shared: list = ["x"] * 9
     for _ in range(9):

@@ -1,4 +1,4 @@
-"""Checkpoint integrity (issue 21): every paper checkpoints through :class:`distlab.runs.Checkpointer`.
+"""Checkpoint integrity (issue 21): every paper checkpoints through :class:`distlab.results.runs.Checkpointer`.
 
 A checkpoint carries the SHA-256 of its content, verified on load; a damaged or
 truncated one is named in one log line, set aside as ``*.corrupt`` and never
@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from conftest import ROOT, bin_path, pgc_spec
-from distlab import runs
-from distlab.runs import Checkpointer, read_checkpoint_file
+from distlab.results import runs
+from distlab.results.runs import Checkpointer, read_checkpoint_file
 
 SPEC = {"experiment": "unit", "lr": 0.1}
 
@@ -216,7 +216,7 @@ def test_a_state_that_cannot_be_stored_safely_is_refused_at_save(tmp_path):
 
 def test_a_process_without_torch_writes_json_and_reads_it_back(tmp_path):
     """The placement searches' jobs checkpoint without torch: JSON, no pickle."""
-    code = ("import sys, json; from distlab.runs import Checkpointer, read_checkpoint_file; "
+    code = ("import sys, json; from distlab.results.runs import Checkpointer, read_checkpoint_file; "
             f"p = {str(tmp_path / 'c.ckpt')!r}; Checkpointer(p, spec={{'a': 1}}).save("
             "{'rows': [{'seed': 0, 'latency_s': 0.5, 'groups': (1, 2)}]}); "
             "h, s = read_checkpoint_file(p); assert 'torch' not in sys.modules; "
@@ -269,7 +269,7 @@ def _pgc(digits_dir, out, runtime):
 
 
 def _demo(pydoc_dir, out, runtime):
-    from distlab import specs
+    from distlab.config import specs
     from distlab.demo import train
 
     spec = {"experiment": "demo", "method": "demo", "backend": "simulated", "seed": 0,

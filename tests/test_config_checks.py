@@ -2,7 +2,7 @@
 any job starts, and the refusal names the key.
 
 Each case mutates the shipped default config; it must be refused either by
-Snakemake's schema validation or by ``distlab.checks`` (strict types,
+Snakemake's schema validation or by ``distlab.config.checks`` (strict types,
 cross-field rules, claims), the two steps the Snakefile runs at parse time.
 One case per kind also goes through ``snakemake -n`` to show the whole path.
 """
@@ -17,7 +17,7 @@ import yaml
 from snakemake.utils import validate
 
 from conftest import ROOT, dry_runs
-from distlab.checks import ConfigError, check_config, config_errors
+from distlab.config.checks import ConfigError, check_config, config_errors
 
 SCHEMA_DIR = ROOT / "workflow/schemas"
 SCHEMA = str(SCHEMA_DIR / "config.schema.yaml")

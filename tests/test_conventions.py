@@ -18,10 +18,10 @@ import torch
 from scipy import stats as sps
 
 from conftest import ROOT, bin_path
-from distlab import scorecard, stats
-from distlab.runs import Checkpointer
+from distlab.scoring import scorecard, stats
+from distlab.results.runs import Checkpointer
 from distlab.runtime.launch import root_causes
-from distlab.specs import SpecError, runtime_defaults, spec_hash, validate_spec
+from distlab.config.specs import SpecError, runtime_defaults, spec_hash, validate_spec
 from distlab.train import dataparallel
 
 ENV = {**os.environ, "PATH": bin_path()}
@@ -289,7 +289,7 @@ def test_a_checkpoint_written_without_torch_is_keyed_by_its_spec_too(tmp_path):
     its checkpoint; it loads back, also in a process with torch, and a checkpoint of
     another spec is refused, as for torch's format."""
     path = tmp_path / "search.ckpt"
-    code = ("import sys; from distlab.runs import Checkpointer; "
+    code = ("import sys; from distlab.results.runs import Checkpointer; "
             f"c = Checkpointer({str(path)!r}, spec={{'method': 'random'}}); "
             "c.save({'rows': [{'seed': 0, 'latency_s': 0.1}]}); "
             "print(c.load()['rows'][0]['seed'], 'torch' in sys.modules)")
@@ -306,7 +306,7 @@ def test_a_checkpoint_written_without_torch_is_keyed_by_its_spec_too(tmp_path):
 def test_a_placement_search_without_a_network_starts_without_torch():
     """The simulator, the graph file and the baselines that need no network import no
     torch (about 2 s of each of the 24 single-device, random and HEFT jobs)."""
-    code = ("import sys; import distlab.placement.train, distlab.placement.cli, distlab.runs; "
+    code = ("import sys; import distlab.placement.train, distlab.placement.cli, distlab.results.runs; "
             "print('torch' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

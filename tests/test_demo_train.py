@@ -17,11 +17,11 @@ import yaml
 
 from conftest import ROOT, bin_path
 
-from distlab import specs
+from distlab.config import specs
 from distlab.demo import spec as checks, train
 from distlab.demo.methods import make_method
 from distlab.techniques.demo.optim import DeMo
-from distlab.runs import read_checkpoint_file
+from distlab.results.runs import read_checkpoint_file
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 MODEL = {"name": "gpt", "n_layer": 1, "d_model": 64, "n_head": 2, "block_size": 16}
@@ -111,11 +111,14 @@ def test_simulated_demo_equals_a_loop_of_replicas(pydoc_dir):
     """The simulated backend keeps one model and N momenta; N full replicas give the same parameters."""
     from distlab.data import load_split, text_batch
     from distlab.models import lm_loss
+    from distlab.runtime.ledger import ByteLedger
+    from distlab.runtime.network import NetworkModel
+    from distlab.techniques.comm import SimComm
 
     spec = spec_for("demo", dtype="float64")
     tokens = load_split(pydoc_dir, "train")["tokens"]
     shared = train.build_lm(MODEL, 256, torch.float64, 0)
-    comm = train.SimComm(2, train.ByteLedger(), train.NetworkModel())
+    comm = SimComm(2, ByteLedger(), NetworkModel())
     method = make_method(shared, 2, spec, comm)
     replicas = [train.build_lm(MODEL, 256, torch.float64, 0) for _ in range(2)]
     opts = [DeMo(r.parameters(), lr=1e-3, compression_topk=8) for r in replicas]
@@ -206,7 +209,7 @@ def test_config_checks_name_the_key():
 
 
 def test_config_schema_refuses_bad_values(tmp_path):
-    from distlab.checks import schema_errors
+    from distlab.config.checks import schema_errors
 
     cfg = _config()
     cfg["demo"]["methods"] = ["demo", "demo"]

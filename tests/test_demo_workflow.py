@@ -14,7 +14,7 @@ import yaml
 
 from conftest import ROOT, bin_path, tiny_variant, workflow_tree
 
-from distlab import specs
+from distlab.config import specs
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 

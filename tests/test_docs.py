@@ -46,7 +46,7 @@ def snapshot_verdicts() -> dict[str, tuple[str, str]]:
 def test_the_snapshots_claim_ids_equal_the_claims():
     """Fails until `make reproduce` + `make snapshot` ran after a claim was added, removed
     or renamed in config/claims.yaml."""
-    from distlab.scorecard import load_claims
+    from distlab.scoring.scorecard import load_claims
 
     ours = {c["id"] for c in load_claims(ROOT / "config/claims.yaml")}
     snap = set(snapshot_verdicts())

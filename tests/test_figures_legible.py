@@ -1,10 +1,10 @@
 """Every figure is legible, as far as the plotting helper can tell.
 
-distlab.plots.save names the figure's clock in its title, moves a legend off the data,
+distlab.plotting.plots.save names the figure's clock in its title, moves a legend off the data,
 lays a figure out again when an axes title prints over another axes' labels, moves each
 provenance box to a corner where it covers no data (else above the axes, wrapped to its
 width), lifts the figure's title above what it would print over, and records in the PNG
-what distlab.plots.legibility_problems still finds (no title, a title without its clock,
+what distlab.plotting.plots.legibility_problems still finds (no title, a title without its clock,
 an unlabelled axis, a text box or a legend over data, overlapping labels).  The unit tests
 check the helper on figures built to fail; the end-to-end test reads every figure the
 tiny workflow made.
@@ -23,7 +23,7 @@ from PIL import Image
 
 from conftest import ROOT
 
-from distlab import plots
+from distlab.plotting import plots
 
 
 def _meta(path) -> tuple[list[str], list[str]]:
@@ -138,7 +138,7 @@ def test_a_coinciding_note_keeps_hyphenated_names_whole():
 def test_runs_on_a_time_grid_are_never_extrapolated():
     """A run evaluated once (at its end) stays one point, not a flat line back to zero; the
     grid spans only what every run of the group covers."""
-    from distlab.figures._util import on_grid
+    from distlab.plotting.util import on_grid
     df = pd.DataFrame({"method": ["a", "a", "a", "a", "b"], "seed": [0, 0, 1, 1, 0],
                        "time": [1.0, 10.0, 2.0, 8.0, 54.6], "val_loss": [5.0, 2.0, 4.0, 2.5, 1.98]})
     g = on_grid(df, "time", "val_loss", ["method", "seed"], points=5)

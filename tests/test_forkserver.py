@@ -1,4 +1,4 @@
-"""The fork server (distlab.forkserver) that `make reproduce` runs the workflow's jobs under:
+"""The fork server (distlab.runtime.forkserver) that `make reproduce` runs the workflow's jobs under:
 a job forked from it gives the numbers, output and exit status a fresh process gives; a
 killed or signalled client takes its job with it; what must run fresh does."""
 
@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from conftest import ROOT, bin_path, pgc_spec
-from distlab import forkserver
+from distlab.runtime import forkserver
 
 ENV = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
 ENV.pop(forkserver.ENV, None)

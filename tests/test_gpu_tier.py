@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from conftest import ROOT, bin_path, pgc_spec, snakemake_runs  # noqa: E402
 
-from distlab import specs  # noqa: E402
+from distlab.config import specs  # noqa: E402
 from distlab.runtime import device as devices  # noqa: E402
 
 MODEL = {"name": "gpt", "n_layer": 1, "d_model": 8, "n_head": 2, "block_size": 16}

@@ -12,7 +12,7 @@ from distlab.data import prepare_dataset
 from distlab.local import processes, rc
 from distlab.local.model import TextData, build_gpt, flat, lm_loss, split_gpt
 from distlab.local.train import SPEC_SCHEMA, check_spec
-from distlab.specs import SpecError, validate_spec
+from distlab.config.specs import SpecError, validate_spec
 
 MODEL = {"name": "gpt", "n_layer": 4, "n_head": 2, "d_model": 16, "block_size": 16}
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from distlab import scorecard
+from distlab.scoring import scorecard
 
 STATS = {"alpha": 0.05, "bootstrap": {"n_resamples": 200, "seed": 0, "confidence": 0.95}}
 

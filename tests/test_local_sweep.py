@@ -15,7 +15,7 @@ import pytest
 from distlab.local import workflow
 from distlab.local.summary import choose, sweep_table
 from distlab.local.sweep import resolve_lr, sweep_source, take_from_sweep
-from distlab.specs import SpecError, each_seed
+from distlab.config.specs import SpecError, each_seed
 
 from test_local_workflow import config, tiny_section
 

@@ -139,7 +139,7 @@ def test_a_timed_run_never_shares_its_job():
 def test_bp_is_timed_on_the_timed_seeds_and_untimed_on_the_others():
     """The default config: BP gets a two-core timed job on rc.parallel_seeds only; its other
     seeds are one one-thread job whose per-seed specs are BP's spec on one thread."""
-    from distlab.specs import each_seed
+    from distlab.config.specs import each_seed
 
     c = config()
     ll, seeds = c["local_learning"], c["seeds"]
@@ -158,9 +158,9 @@ def test_bp_is_timed_on_the_timed_seeds_and_untimed_on_the_others():
 def test_extra_seeds_go_to_the_settings_a_local_claim_compares():
     """stats.extra_seeds for a local claim: the two runs it pairs get the extra seeds, numbered
     after the configured ones; an extra seed's spec is what the configured job trains for it."""
-    from distlab.extra_seeds import requests
-    from distlab.scorecard import load_claims
-    from distlab.specs import each_seed
+    from distlab.pipeline.extra_seeds import requests
+    from distlab.scoring.scorecard import load_claims
+    from distlab.config.specs import each_seed
 
     c = config()
     ll, seeds = c["local_learning"], c["seeds"]
@@ -312,7 +312,7 @@ def test_config_checks_name_the_key():
     (lambda s: s.update(stepz=3), "local_learning"),
 ])
 def test_config_schema_refuses_bad_values(change, key):
-    from distlab.checks import config_errors
+    from distlab.config.checks import config_errors
 
     c = config()
     change(c["local_learning"])

@@ -114,6 +114,7 @@ def test_forked_ranks_train_in_their_own_namespaces(pydoc_dir, tmp_path):
     (reachable only from the job's namespaces) runs to the end, and a bad spec is named."""
     import json
 
+    import distlab.cli  # noqa: F401 (registers the command line the forked ranks run: distlab.runtime.entry)
     from distlab.bench.techerror import demo_spec
 
     spec = demo_spec("adamw", 3, 0)

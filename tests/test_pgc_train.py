@@ -96,7 +96,7 @@ def test_threshold_stop_ends_a_run_where_both_rules_hold():
 
 
 def test_a_run_with_threshold_stop_ends_at_the_rule_and_its_summary_agrees(tmp_path, digits_dir):
-    from distlab.summarize import steps_to_threshold, steps_to_threshold_ma
+    from distlab.results.summarize import steps_to_threshold, steps_to_threshold_ma
     thr = {"loss": 1.5, "repeat": 2, "window": 3}
     full, _ = _run(tmp_path, digits_dir, "full", pgc_spec("pgc-cr", 1, steps=60, threshold=thr))
     cut, man = _run(tmp_path, digits_dir, "cut", pgc_spec("pgc-cr", 1, steps=60, threshold={**thr, "stop": True}))

@@ -55,7 +55,7 @@ def test_the_paper_scale_target_resolves():
 ])
 def test_bad_specs_are_refused_naming_the_key(over, key):
     from distlab.pgc.train import SPEC_SCHEMA
-    from distlab.specs import SpecError, validate_spec
+    from distlab.config.specs import SpecError, validate_spec
 
     spec = pgc_spec("pgc-cr", 1)
     spec.pop("checkpoint")
@@ -78,7 +78,7 @@ def test_cross_field_spec_errors_name_the_key(digits_dir, tmp_path):
 
 
 def test_both_threshold_rules():
-    from distlab.summarize import steps_to_threshold, steps_to_threshold_ma
+    from distlab.results.summarize import steps_to_threshold, steps_to_threshold_ma
 
     loss = np.array([3, 1, 3, 1, 1, 3, 1, 1, 1, 1], dtype=float)
     assert steps_to_threshold(loss, 1.0, 3) == 9            # three in a row
@@ -136,7 +136,7 @@ def test_shrunk_paper_config_runs_resnet18(tmp_path, cifar_dir):  # noqa: F811
     """config/paper.yaml's simulation experiment (ResNet-18, n = 12, float64, lr, coding
     cost on ResNet-18's own gradients), shrunk to a few CIFAR-shaped images and 2 steps."""
     from distlab.pgc.train import SPEC_SCHEMA, run_simulated
-    from distlab.specs import validate_spec
+    from distlab.config.specs import validate_spec
 
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())["pgc"]
     spec = {"experiment": "pgc", "group": "simulation", "scheme": "pgc-cr", "backend": "simulated",

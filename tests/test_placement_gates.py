@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from distlab import scorecard
+from distlab.scoring import scorecard
 from distlab.placement.figures import add_optimum_columns, optimum_table
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from distlab import scorecard
+from distlab.scoring import scorecard
 from distlab.placement import baselines, sim, space
 from distlab.placement.problem import Problem
 

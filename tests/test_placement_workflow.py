@@ -26,7 +26,7 @@ def _config(name="config.yaml"):
 
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
 def test_configs_are_valid(name):
-    from distlab.checks import config_errors
+    from distlab.config.checks import config_errors
 
     cfg = _config("config.yaml")
     if name == "paper.yaml":
@@ -48,7 +48,7 @@ def test_configs_are_valid(name):
     (lambda p: p["pairs"]["cpu_igpu"]["link"].update(gbps=0), "placement"),
 ])
 def test_bad_placement_config_refused_naming_the_key(edit, key):
-    from distlab.checks import config_errors
+    from distlab.config.checks import config_errors
 
     cfg = _config()
     edit(cfg["placement"])
@@ -103,10 +103,10 @@ def test_an_extra_seed_run_equals_that_seed_of_the_configured_run(tmp_path):
     """stats.extra_seeds: the extra-seed job of a run (one seed) computes what the multi-seed
     job computes for that seed, and only the settings the named claim or condition compares
     get extra run files."""
-    from distlab.extra_seeds import requests
+    from distlab.pipeline.extra_seeds import requests
     from distlab.placement import costs, graphs, workflow as wf
     from distlab.placement.train import run
-    from distlab.scorecard import load_claims_file
+    from distlab.scoring.scorecard import load_claims_file
 
     pl = _config()["placement"]
     model = {"name": "bert", "batch": 1, "seq": 8, "layers": 1, "hidden": 16, "heads": 2, "ffn": 32,

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from distlab import plots
+from distlab.plotting import plots
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from distlab.summarize import ResultError, collect
-from distlab.tables import read_table_checked, record_path, table_errors
+from distlab.results.summarize import ResultError, collect
+from distlab.results.tables import read_table_checked, record_path, table_errors
 
 ROOT = Path(__file__).resolve().parents[1]
 

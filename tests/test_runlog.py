@@ -1,10 +1,10 @@
-"""The end-of-run summary of the warnings jobs wrote to their logs (distlab.runlog)."""
+"""The end-of-run summary of the warnings jobs wrote to their logs (distlab.pipeline.runlog)."""
 from __future__ import annotations
 
 import os
 import time
 
-from distlab.runlog import logs_since, warning_summary
+from distlab.pipeline.runlog import logs_since, warning_summary
 
 
 def test_warnings_in_job_logs_are_counted_by_kind_and_place_for_the_run_only(tmp_path):

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from distlab import scorecard, stats
+from distlab.scoring import scorecard, stats
 
 STATS = {"alpha": 0.05, "bootstrap": {"n_resamples": 2000, "seed": 0, "confidence": 0.95}}
 SEEDS = range(8)

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from distlab import scorecard
+from distlab.scoring import scorecard
 from distlab.data import floors
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from distlab import scorecard
+from distlab.scoring import scorecard
 from distlab.pgc import coding, regime
 
 ROOT = Path(__file__).resolve().parents[1]

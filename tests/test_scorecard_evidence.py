@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from distlab import scorecard, stability, stats
+from distlab.scoring import scorecard, stability, stats
 
 STATS = {"alpha": 0.05, "bootstrap": {"n_resamples": 2000, "seed": 0, "confidence": 0.95}}
 
@@ -293,7 +293,7 @@ def _metrics(final: float, drop_per_step: float, steps: int = 160) -> pd.DataFra
 
 
 def test_a_run_summary_carries_its_drop_over_the_last_quarter():
-    from distlab.summarize import summarize_run
+    from distlab.results.summarize import summarize_run
 
     row = summarize_run(_metrics(1.0, 0.01), {"spec": {"scheme": "dgd", "seed": 0}, "clock": "simulated",
                                               "backend": "simulated"})

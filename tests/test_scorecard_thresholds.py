@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from distlab import scorecard
+from distlab.scoring import scorecard
 
 ROOT = Path(__file__).resolve().parents[1]
 CLAIMS, CONDITIONS = scorecard.load_claims_file(ROOT / "config/claims.yaml")

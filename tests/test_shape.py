@@ -10,6 +10,12 @@ no circle and never reach up a layer:
 Shared modules import no paper or study package; a paper package imports shared modules
 and itself, never another paper's package or a study; a study package may import paper
 packages; only the dispatcher (``distlab/cli.py``, ``distlab/__main__.py``) imports a study.
+
+An import by a module name in a string counts as an import: a string constant of the code
+(docstrings aside) that is a distlab module's name (``importlib.import_module("distlab.cli")``,
+``runpy.run_module``, ``[sys.executable, "-m", "distlab.local.bench"]``, ``"distlab.cli:main"``)
+is an edge of the graph like an ``import`` statement.  The top-level entry ``-m distlab`` names
+the package itself, the command line every process may start.
 """
 
 from __future__ import annotations
@@ -29,7 +35,8 @@ PKG = SRC / "distlab"
 
 # Subpackages of distlab that are shared (used by every paper) or studies across papers;
 # every other subpackage is a paper package and must have the paper shape.
-SHARED_PACKAGES = {"bench", "data", "figures", "models", "runtime", "techniques", "train"}
+SHARED_PACKAGES = {"bench", "config", "data", "figures", "models", "pipeline", "plotting", "results", "runtime",
+                   "scoring", "techniques", "train"}
 STUDY_PACKAGES = {"atlas", "gpu"}   # gpu: the GPU tier, jobs of every paper (docs/gpu.md)
 DISPATCHER = {"distlab.cli", "distlab.__main__"}
 PAPER_MODULES = ("spec", "train", "workflow", "figures", "cli")
@@ -63,7 +70,8 @@ def import_graph() -> dict[str, set[str]]:
         is_pkg = path.name == "__init__.py"
         package = name if is_pkg else name.rpartition(".")[0]
         out: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
                 out |= {t for t in targets if t in mods}
@@ -81,9 +89,35 @@ def import_graph() -> dict[str, set[str]]:
                         out.add(sub)  # from package import submodule
                     elif target in mods:
                         out.add(target)
+        out |= string_imports(tree, mods)
         out.discard(name)
         graph[name] = out
     return graph
+
+
+MODULE_STRING = re.compile(r"distlab(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the docstring nodes (and other bare string statements) of ``tree``."""
+    return {id(n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)}
+
+
+def string_imports(tree: ast.AST, mods) -> set[str]:
+    """The distlab modules named by a whole string constant of ``tree`` (docstrings aside): the
+    longest module prefix of ``distlab.a.b[.attr][:func]``."""
+    docs = _docstrings(tree)
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+            if MODULE_STRING.fullmatch(node.value):
+                parts = node.value.split(":")[0].split(".")
+                for k in range(len(parts), 1, -1):
+                    if ".".join(parts[:k]) in mods:
+                        out.add(".".join(parts[:k]))
+                        break
+    return out
 
 
 def layer(module: str) -> tuple[int, str]:
@@ -153,10 +187,30 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
 def test_the_graph_sees_imports_inside_functions_and_relative_ones():
     g = import_graph()
     assert "distlab.pgc.workflow" in g["distlab.pgc.spec"]     # inside a function, relative
-    assert "distlab.specs" in g["distlab.checks"]              # module level, relative
-    assert "distlab.claims" in g["distlab.scorecard"]
+    assert "distlab.config.specs" in g["distlab.config.checks"]  # module level, relative
+    assert "distlab.scoring.claims" in g["distlab.scoring.scorecard"]
     assert "distlab.local.rc" in g["distlab.local.processes"]  # from .rc import (...)
     assert "distlab.runtime.launch" in g["distlab.local.processes"]  # from ..runtime.launch import
+
+
+def test_the_graph_reads_module_names_in_strings_but_not_in_docstrings():
+    mods = {"distlab.cli": None, "distlab.local.bench": None, "distlab.runtime.netns": None}
+    code = ('"""Runs distlab.cli."""\n'
+            'import importlib, runpy, sys\n'
+            'def f():\n'
+            '    """See distlab.runtime.netns."""\n'
+            '    importlib.import_module("distlab.cli").main([])\n'
+            '    runpy.run_module("distlab.local.bench")\n'
+            '    return [sys.executable, "-m", "distlab", "train"], "see distlab.cli for more"\n')
+    assert string_imports(ast.parse(code), mods) == {"distlab.cli", "distlab.local.bench"}
+    assert string_imports(ast.parse('X = "distlab.cli:main"'), mods) == {"distlab.cli"}
+    assert string_imports(ast.parse('X = "distlab.cli.preload"'), mods) == {"distlab.cli"}
+    g = import_graph()
+    assert "distlab.pgc.train" in g["distlab.cli"]  # only named in cli.TRAINERS, loaded by importlib
+    assert "distlab.cli" not in g["distlab.runtime.netns"]  # the dispatcher is handed down (runtime.entry)
+    # a runtime module that named the dispatcher in a string would reach up a layer
+    assert layer_violations({"distlab.runtime.netns": {"distlab.cli"}}) == [
+        "distlab.runtime.netns -> distlab.cli: a lower layer imports a higher one"]
 
 
 def test_the_checks_catch_a_circle_and_an_import_upwards():
@@ -164,10 +218,10 @@ def test_the_checks_catch_a_circle_and_an_import_upwards():
          "distlab.d": set()}
     assert circles(g) == [["distlab.a", "distlab.b", "distlab.c"]]
     assert circles({"distlab.a": {"distlab.b"}, "distlab.b": set()}) == []
-    up = {"distlab.checks": {"distlab.pgc.workflow"}, "distlab.pgc.train": {"distlab.demo.optim"},
-          "distlab.pgc.spec": {"distlab.specs"}, "distlab.cli": {"distlab.pgc.cli"}}
+    up = {"distlab.config.checks": {"distlab.pgc.workflow"}, "distlab.pgc.train": {"distlab.demo.optim"},
+          "distlab.pgc.spec": {"distlab.config.specs"}, "distlab.cli": {"distlab.pgc.cli"}}
     assert layer_violations(up) == [
-        "distlab.checks -> distlab.pgc.workflow: a lower layer imports a higher one",
+        "distlab.config.checks -> distlab.pgc.workflow: a lower layer imports a higher one",
         "distlab.pgc.train -> distlab.demo.optim: a paper package imports another paper's"]
 
 
@@ -188,7 +242,7 @@ def test_no_import_reaches_up_a_layer_or_across_papers():
 
 
 def test_no_shared_module_names_a_paper_package_even_in_a_string():
-    """A shared module finds paper packages (distlab.checks.paper_checks), it does not name
+    """A shared module finds paper packages (distlab.config.checks.paper_checks), it does not name
     one: no ``"distlab.<paper>"`` in the text of a shared module."""
     papers = paper_packages()
     bad = []
@@ -210,7 +264,7 @@ def test_a_paper_spec_imports_no_torch(paper):
 
 
 def test_the_config_checker_finds_every_paper_check():
-    from distlab.checks import paper_checks
+    from distlab.config.checks import paper_checks
 
     found = paper_checks()
     assert len(found) == len(paper_packages())

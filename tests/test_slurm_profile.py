@@ -148,7 +148,7 @@ def test_every_paper_job_requests_what_its_config_says(variant, tmp_path):
 
 
 def test_memory_follows_the_model_and_the_batch():
-    from distlab import jobs
+    from distlab.pipeline import jobs
 
     base = {"experiment": "demo", "backend": "gloo", "n_workers": 8, "batch_size": 8, "dtype": "float32",
             "steps": 10, "model": {"name": "olmo", "n_layer": 16, "d_model": 1024, "n_head": 16,
@@ -169,7 +169,7 @@ def test_memory_follows_the_model_and_the_batch():
 
 
 def test_a_retry_asks_for_more_time():
-    from distlab import jobs
+    from distlab.pipeline import jobs
 
     cfg = {"startup_min": 5, "margin": 2.0}
     spec = {"experiment": "baseline", "steps": 600, "seeds": [0, 1]}
@@ -189,7 +189,7 @@ def test_a_retry_asks_for_more_time():
     ("logreg", dict(in_features=64, num_classes=10), {"name": "logreg"}),
 ])
 def test_parameter_counts_match_torch(name, kwargs, model):
-    from distlab import jobs
+    from distlab.pipeline import jobs
     from distlab.models import build_model
 
     built = build_model(name, **kwargs)
@@ -199,7 +199,7 @@ def test_parameter_counts_match_torch(name, kwargs, model):
 
 
 def test_olmo_parameter_count_matches_torch():
-    from distlab import jobs
+    from distlab.pipeline import jobs
     from distlab.demo.olmo import OLMo
 
     built = OLMo(block_size=16, d_model=64, n_layer=2, n_head=2, mlp_ratio=8)
@@ -210,7 +210,7 @@ def test_olmo_parameter_count_matches_torch():
 def test_without_slurm_tools_a_run_under_the_profile_stops_before_any_job_in_one_line(tmp_path):
     """`snakemake --profile profiles/slurm` on a machine without SLURM: one line naming what to
     install and exit 2 before any job (not three failed submissions a job); a dry run still plans."""
-    from distlab.slurmtools import client_problem
+    from distlab.pipeline.slurmtools import client_problem
 
     path = path_without_slurm(tmp_path / "bin")
     env = {**ENV, "PATH": path}

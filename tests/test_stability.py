@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from distlab import stability
+from distlab.scoring import stability
 
 
 def _card(verdicts: dict[str, str], measured: set[str]) -> pd.DataFrame:
@@ -38,7 +38,7 @@ def test_measured_rules_exist_in_the_workflow():
     """Every rule the stability target forces exists (a renamed rule would be skipped silently)."""
     from conftest import ROOT
 
-    rules = stability._existing_rules(ROOT, [])   # what the target itself reads
+    rules = stability.existing_rules(ROOT, [])   # what the target itself reads
     assert {"baseline_train_dist", "scorecard_paper", "scorecard"} <= rules
     assert not any(" " in r or "(" in r for r in rules)   # names, not docstrings
     missing = [r for r in stability.MEASURED_RULES if r not in rules]
@@ -50,7 +50,7 @@ def test_cpu_isa_pin_sets_every_kernel_family_and_keeps_the_users_choice():
     numbers are the same bits on any AVX2 machine); a variable the user set wins; an unknown
     value is refused in one line."""
     from distlab.cli import pin_cpu_isa
-    from distlab.specs import SpecError
+    from distlab.config.specs import SpecError
 
     assert pin_cpu_isa({}) == {}
     env = {"DISTLAB_CPU_ISA": "AVX2", "MKL_CBWR": "COMPATIBLE"}
@@ -101,6 +101,6 @@ def test_only_the_measured_rules_of_the_targets_are_forced():
     forces the real gloo baseline and not, say, DeMo's optimizer benchmark."""
     from conftest import ROOT
 
-    rules = stability._dag_rules(ROOT, ["paper/scorecard/foundation.csv"], [])
+    rules = stability.dag_rules(ROOT, ["paper/scorecard/foundation.csv"], [])
     assert "baseline_train_dist" in rules and "scorecard_paper" in rules
     assert not {"demo_bench", "local_train", "placement_profile", "pgc_train_real"} & rules

@@ -1,4 +1,4 @@
-"""Statistics against textbook answers computed independently of distlab.stats."""
+"""Statistics against textbook answers computed independently of distlab.scoring.stats."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import ttost_paired
 
-from distlab import stats
+from distlab.scoring import stats
 
 # Student's sleep data (Cushny & Peebles 1905), R's `sleep`: extra hours of sleep
 # under two drugs, the same 10 patients.  R: t.test(extra ~ group, paired = TRUE)

@@ -71,7 +71,7 @@ def test_on_a_path_without_slurm_tools_the_suite_skips_what_needs_slurm_in_one_l
     DISTLAB_REQUIRE_SLURM=1 (CI) fails with it instead."""
     from conftest import path_without_slurm, slurm_client_missing
 
-    from distlab import slurmtools
+    from distlab.pipeline import slurmtools
 
     path = path_without_slurm(tmp_path / "bin")
     assert not any(slurmtools.found(path).values()), slurmtools.found(path)
@@ -102,10 +102,10 @@ def test_on_a_path_without_slurm_tools_the_suite_skips_what_needs_slurm_in_one_l
 
 def test_sinfo_without_squeue_or_sacct_stops_the_session_in_one_line(tmp_path):
     """SLURM's sinfo without squeue and sacct: the SLURM plugin's import fails, and with it every
-    `snakemake`; the suite (and `make reproduce`, through distlab.slurmtools.main) stops with one line."""
+    `snakemake`; the suite (and `make reproduce`, through distlab.pipeline.slurmtools.main) stops with one line."""
     from conftest import path_without_slurm
 
-    from distlab import slurmtools
+    from distlab.pipeline import slurmtools
 
     path = path_without_slurm(tmp_path / "bin")
     sinfo = tmp_path / "bin" / "sinfo"
@@ -116,7 +116,7 @@ def test_sinfo_without_squeue_or_sacct_stops_the_session_in_one_line(tmp_path):
     assert slurmtools.client_problem(path) == why
     env = {**os.environ, "PATH": path}
     env.pop("DISTLAB_TEST_NO_SLURM_CONTROLLER", None)
-    r = subprocess.run([sys.executable, "-c", "import sys; from distlab.slurmtools import main; sys.exit(main())"],
+    r = subprocess.run([sys.executable, "-c", "import sys; from distlab.pipeline.slurmtools import main; sys.exit(main())"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stdout, r.stderr) == (2, "", why + "\n")
     (tmp_path / "conftest.py").write_text(_NEEDS_SLURM.format(conftest=str(ROOT / "tests/conftest.py")))

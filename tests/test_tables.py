@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from distlab import tables
+from distlab.results import tables
 
 
 def _df() -> pd.DataFrame:

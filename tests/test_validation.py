@@ -15,9 +15,9 @@ import yaml
 from snakemake.utils import update_config
 
 from conftest import ROOT, bin_path, dry_runs, workflow_tree
-from distlab.checks import (COUNT_LIMITS, ConfigError, check_config, config_errors,
+from distlab.config.checks import (COUNT_LIMITS, ConfigError, check_config, config_errors,
                             duplicate_key_errors)
-from distlab.checks import _line_key as line_key
+from distlab.config.checks import _line_key as line_key
 
 SCHEMAS = ROOT / "workflow/schemas"
 CLAIMS = ROOT / "config/claims.yaml"
@@ -139,7 +139,7 @@ def test_ten_to_the_twelve_is_refused_for_every_paper(key):
 
 def test_a_run_spec_given_directly_has_the_same_count_bounds():
     """`distlab train --spec` without the workflow: steps 10**12 refused naming the key."""
-    from distlab.specs import SpecError, validate_spec
+    from distlab.config.specs import SpecError, validate_spec
 
     schema = {"type": "object"}
     assert validate_spec({"steps": 10**6, "seeds": [0, 1]}, schema, "x")["steps"] == 10**6

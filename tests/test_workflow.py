@@ -235,10 +235,10 @@ def test_extra_seeds_for_a_named_claim_add_runs_and_rerun_nothing(tiny_workflow)
 def test_an_extra_seed_job_trains_what_the_multi_seed_job_trains_for_that_seed():
     from types import SimpleNamespace
 
-    from distlab.extra_seeds import for_setting, requests
+    from distlab.pipeline.extra_seeds import for_setting, requests
     from distlab.pgc.workflow import PGCWorkflow
-    from distlab.scorecard import load_claims
-    from distlab.specs import each_seed
+    from distlab.scoring.scorecard import load_claims
+    from distlab.config.specs import each_seed
 
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     cfg["stats"]["extra_seeds"] = {"pgc.fig9.pgc_fewer_steps_than_dgd": 3}

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from distlab.gpu.plan import load_config, shrink
     from distlab.gpu.runner import run_tier
-    from distlab.specs import SpecError
+    from distlab.config.specs import SpecError
 
     if not a.out and not (a.prepare_only and a.data):
         print("run_tier: --out DIR (or $OUT) is required", file=sys.stderr)

@@ -1,6 +1,6 @@
 import sys
 
-from .forkserver import delegate
+from .runtime.forkserver import delegate
 
 # under `distlab forkserver` (make reproduce): run in a child forked from the preloaded server
 _status = delegate(sys.argv[1:])

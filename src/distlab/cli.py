@@ -18,7 +18,7 @@ Commands:
                  cost, all-reduce bandwidth, collectives and the simulator's error on shaped links
   check-config   config files as snakemake --configfile reads them, each problem naming its file or key
   forkserver     run a command (make reproduce: snakemake) whose distlab jobs fork from one
-                 process that has imported torch and the trainers (distlab.forkserver)
+                 process that has imported torch and the trainers (distlab.runtime.forkserver)
   pgc, demo-*, local-*, placement-*   each paper's own steps (its package's cli.register)
 
 Every command follows one error contract (:mod:`distlab.clihelp`): a user's mistake is one
@@ -36,7 +36,8 @@ import sys
 from pathlib import Path
 
 from .clihelp import JSON, JSON_OPT, OUT, PATH, PATHS, PREFIX, call, command, json_arg
-from .specs import SpecError
+from .config.specs import SpecError
+from .runtime import entry as _entry
 
 log = logging.getLogger("distlab")
 
@@ -52,7 +53,7 @@ def cmd_prepare_data(a: argparse.Namespace) -> int:
 
 def cmd_data_floors(a: argparse.Namespace) -> int:
     from .data.floors import floors_of_prepared
-    from .tables import write_table
+    from .results.tables import write_table
 
     table = floors_of_prepared(a.data)
     write_table(table, a.out)
@@ -127,7 +128,7 @@ def _torchrun_args(a: argparse.Namespace, spec: dict, runtime: dict) -> list[str
 
 def _work(spec: dict, data: str | None, module=None) -> int | None:
     """Steps the job runs (all its runs): its deadline scales with them (runtime.deadline)."""
-    from . import jobs
+    from .pipeline import jobs
 
     if hasattr(module, "work"):
         return int(module.work(spec))
@@ -137,7 +138,7 @@ def _work(spec: dict, data: str | None, module=None) -> int | None:
 
 def cmd_train(a: argparse.Namespace) -> int:
     from .runtime.launch import run_torchrun, torchrun_command
-    from .specs import runtime_defaults, validate_spec
+    from .config.specs import runtime_defaults, validate_spec
 
     import importlib
 
@@ -209,10 +210,10 @@ def cmd_train(a: argparse.Namespace) -> int:
 
 
 def cmd_summarize(a: argparse.Namespace) -> int:
-    from .runs import write_csv
-    from .summarize import collect
+    from .results.runs import write_csv
+    from .results.summarize import collect
 
-    from .tables import write_table_record
+    from .results.tables import write_table_record
 
     runs = [Path(p) for p in a.runs]
     steps, summary = collect(runs)
@@ -232,7 +233,7 @@ def cmd_figures(a: argparse.Namespace) -> int:
 
 
 def cmd_scorecard(a: argparse.Namespace) -> int:
-    from .scorecard import main_scorecard, merge_scorecards
+    from .scoring.scorecard import main_scorecard, merge_scorecards
 
     if a.merge:
         merge_scorecards(a.merge, a.md, a.csv)
@@ -245,7 +246,7 @@ def cmd_scorecard(a: argparse.Namespace) -> int:
 
 
 def cmd_stability(a: argparse.Namespace) -> int:
-    from .stability import run
+    from .scoring.stability import run
 
     table = run(a.cores, a.out, extra=a.snakemake_args, papers=a.papers)
     flips = table[table["flipped"]]
@@ -254,7 +255,7 @@ def cmd_stability(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from .report import write_report
+    from .scoring.report import write_report
 
     write_report(a.out, scorecard_csv=a.scorecard, meta=a.meta)
     return 0
@@ -272,8 +273,8 @@ def cmd_check_config(a: argparse.Namespace) -> int:
     import yaml
     from snakemake.utils import update_config
 
-    from .checks import config_errors
-    from .yamlio import YamlLimitError, load_file_bounded, yaml_error_line
+    from .config.checks import config_errors
+    from .config.yamlio import YamlLimitError, load_file_bounded, yaml_error_line
 
     root = Path(a.root)
     base = root / "config" / "config.yaml"
@@ -305,7 +306,7 @@ def cmd_check_config(a: argparse.Namespace) -> int:
         else:
             loaded.append(data)
     if not problems:
-        from .checks import foreign_file_errors
+        from .config.checks import foreign_file_errors
 
         problems = foreign_file_errors([Path(n) for n in a.configfiles], root / "workflow" / "schemas")
     if not problems:
@@ -322,7 +323,7 @@ def cmd_check_config(a: argparse.Namespace) -> int:
 
 
 def cmd_forkserver(a: argparse.Namespace) -> int:
-    from .forkserver import serve, workflow_package
+    from .runtime.forkserver import serve, workflow_package
 
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
@@ -333,8 +334,8 @@ def cmd_forkserver(a: argparse.Namespace) -> int:
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": src + (os.pathsep + path if path else "")}
         os.execve(sys.executable, [sys.executable, "-m", "distlab", *sys.argv[1:]], env)
-    modules = (*TRAINERS.values(), *PLUGINS, "distlab.plots", "distlab.scorecard", "distlab.summarize",
-               "distlab.tables", "distlab.stats")
+    modules = (*TRAINERS.values(), *PLUGINS, "distlab.plotting.plots", "distlab.scoring.scorecard", "distlab.results.summarize",
+               "distlab.results.tables", "distlab.scoring.stats")
     return serve(cmd, main, modules, a.socket)
 
 
@@ -467,6 +468,10 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     return call(args.func, args)  # a user's error: one clear line, exit 2, no traceback
 
+
+# ranks the runtime forks run this dispatcher in-process (distlab.runtime.netns.run_shaped): it
+# hands them its main and preload, as the runtime does not import a higher layer
+_entry.register(main, preload)
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -72,7 +72,7 @@ def command(sub: argparse._SubParsersAction, name: str, func: Callable[[argparse
 def user_errors() -> tuple[type[BaseException], ...]:
     """The errors every command reports in one line: a bad spec or setting, missing data."""
     from .data.errors import DataError
-    from .specs import SpecError
+    from .config.specs import SpecError
 
     return (SpecError, DataError)
 

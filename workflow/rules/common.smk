@@ -67,8 +67,8 @@ def mem_of_inputs(base_mb, per_mb=4):
     return lambda w, input: int(base_mb + per_mb * input.size_mb)
 
 
-# A training job's batch request (profiles/slurm) from its run spec: distlab.jobs.
-from distlab import jobs as _jobs
+# A training job's batch request (profiles/slurm) from its run spec: distlab.pipeline.jobs.
+from distlab.pipeline import jobs as _jobs
 
 JOBS = config["jobs"]
 
@@ -204,12 +204,12 @@ def scorecard_papers():
     return [p for p in ("foundation", "P1", "P2", "P3", "P4") if p in SUMMARY_TABLES]
 
 
-# stats.extra_seeds: more seeds for the settings of named claims (distlab.extra_seeds)
-from distlab.extra_seeds import for_setting as extra_for_setting
+# stats.extra_seeds: more seeds for the settings of named claims (distlab.pipeline.extra_seeds)
+from distlab.pipeline.extra_seeds import for_setting as extra_for_setting
 
 if (config.get("stats") or {}).get("extra_seeds"):
-    from distlab.extra_seeds import requests as _extra_requests
-    from distlab.claims import load_claims_file as _load_claims_file
+    from distlab.pipeline.extra_seeds import requests as _extra_requests
+    from distlab.scoring.claims import load_claims_file as _load_claims_file
 
     EXTRA_SEED_REQUESTS = _extra_requests(config, *_load_claims_file(f"{workflow.basedir}/config/claims.yaml"))
 else:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from .. import specs
+from ..config import specs
 from ..data import load_split, text_batch
 from ..models import lm_loss
 from .spec import SPEC_SCHEMA

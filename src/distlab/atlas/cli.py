@@ -44,7 +44,7 @@ def _figures(a) -> int:
 
 
 def _bench(a) -> int:
-    from ..tables import write_table
+    from ..results.tables import write_table
     from .bench import step_overhead
 
     df = step_overhead(a.config, a.data, a.out.parent)
@@ -58,7 +58,7 @@ def _query(a) -> int:
 
     import yaml
 
-    from ..specs import SpecError
+    from ..config.specs import SpecError
     from .efficiency import parse_efficiency
     from .projection import DTYPES, PRESETS, ClockSettings, measured_flops_per_s
     from .query import (QueryError, check_complete, format_ranking, parse_bandwidth, parse_latency,

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from ..specs import SpecError
+from ..config.specs import SpecError
 
 NEAR = 1.0   # decades: up to 10x outside the measured sizes / worker counts the measured fit is used
 FAR = 2.0    # decades: beyond 100x the query needs --efficiency

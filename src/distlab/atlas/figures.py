@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .. import plots  # noqa: E402
+from ..plotting import plots  # noqa: E402
 from .spec import TECHNIQUES  # noqa: E402
 
 # one colour per technique, each told apart at a glance (tab20's light/dark pairs were not):

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..tables import markdown_table, write_table
+from ..results.tables import markdown_table, write_table
 from .efficiency import measured_ratios
 from .grid import interval, projected_cells, simulated_cells, winners
 from .projection import ClockSettings, measured_flops_per_s

@@ -20,7 +20,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from ..specs import SpecError
+from ..config.specs import SpecError
 from .efficiency import FAR, Efficiency, efficiency_at, evidence_distance, fit_log_ratio, measured_ratios
 from .grid import simulated_cells
 from .projection import ClockSettings, pattern_of, step_seconds

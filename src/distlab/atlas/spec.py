@@ -20,7 +20,7 @@ is trained under each straggler model of the map's straggler axis.
 
 from __future__ import annotations
 
-from .. import specs
+from ..config import specs
 from ..demo.spec import DEMO_COMPRESSION, DILOCO_OPTIONS, POWERSGD_OPTIONS
 
 # One technique a line: name, kind, whether its trajectory depends on who arrives first, what.

@@ -213,59 +213,6 @@ def make_technique(name, model, n, local, spec, comm, train, block, bs, device) 
     return cls(name, model, n, local, spec, comm, train, block, bs, device)
 
 
-# ------------------------------------------------------------------ comms
-
-class SimComm:
-    """In-memory collectives over the local workers; records each collective (kind, bytes)."""
-
-    def __init__(self, n: int):
-        self.n = n
-        self.colls: list[tuple[str, int]] = []
-
-    def all_reduce_mean(self, xs):
-        self.colls.append(("all_reduce", xs[0].numel() * xs[0].element_size()))
-        return torch.stack(xs).mean(0)
-
-    def all_gather(self, xs):
-        self.colls.append(("all_gather", xs[0].numel() * xs[0].element_size()))
-        return torch.stack(xs)
-
-    def gather(self, xs):
-        """The master's view of every worker's message (costed by the master pattern, not here)."""
-        return torch.stack(xs)
-
-    def pop(self):
-        c, self.colls = self.colls, []
-        return c
-
-
-class DistComm(SimComm):
-    """The same interface over torch.distributed (one local worker)."""
-
-    def all_reduce_mean(self, xs):
-        import torch.distributed as dist
-
-        (x,) = xs
-        buf = x.detach().clone()
-        dist.all_reduce(buf, op=dist.ReduceOp.SUM)
-        buf.div_(self.n)
-        self.colls.append(("all_reduce", buf.numel() * buf.element_size()))
-        return buf
-
-    def all_gather(self, xs):
-        out = self.gather(xs)
-        self.colls.append(("all_gather", xs[0].numel() * xs[0].element_size()))
-        return out
-
-    def gather(self, xs):
-        import torch.distributed as dist
-
-        (x,) = xs
-        out = torch.empty((self.n, *x.shape), dtype=x.dtype, device=x.device)
-        dist.all_gather_into_tensor(out.view(-1), x.contiguous().view(-1))
-        return out
-
-
 def flops_per_pass(model: torch.nn.Module, tokens: int) -> float:
     """Forward + backward FLOPs of one pass: 6 per parameter per token (the usual estimate)."""
     return 6.0 * sum(p.numel() for p in model.parameters()) * tokens

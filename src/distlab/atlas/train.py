@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import specs
+from ..config import specs
 from ..data import load_manifest, load_split, text_batch
 from ..models import build_model, lm_loss
 from ..runtime import device as devices
@@ -31,9 +31,9 @@ from ..runtime.stragglers import StragglerModel
 from ..train.common import seed_everything
 from .clock import Clock, tie_order
 from .spec import SPEC_SCHEMA, check_spec, kind, nprocs  # noqa: F401  (the trainer interface)
-from .techniques import DistComm, SimComm, flops_per_pass, make_technique
-
-EVAL_SEED = 12345
+from ..techniques import EVAL_SEED
+from ..techniques.comm import DistComm, SimComm
+from .techniques import flops_per_pass, make_technique
 
 
 def build_lm(model_cfg: dict, seed: int) -> torch.nn.Module:

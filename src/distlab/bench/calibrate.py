@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from ..models import build_model
-from ..runs import write_csv
+from ..results.runs import write_csv
 
 CASES = [
     # name, model kwargs, input shape (C, H, W), per-partition batch, dtype

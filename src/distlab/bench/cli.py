@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from ..clihelp import OUT, PATH, PATH_OPT, command
-from ..specs import SpecError
+from ..config.specs import SpecError
 
 
 def cmd_calibrate(a: argparse.Namespace) -> None:

@@ -289,7 +289,7 @@ def run_bench(n: int = 4, max_point_s: float = 1.5, inject_ms: float = 2.0,
 def write_outputs(points, fits, skipped, out: Path) -> None:
     import pandas as pd
 
-    from ..tables import atomic_write_text, markdown_table
+    from ..results.tables import atomic_write_text, markdown_table
 
     out.parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(points).to_csv(out, index=False)

@@ -259,7 +259,7 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
 def figure(summary: pd.DataFrame, out: Path) -> None:
     """Measured against simulated step time, saved like every figure here (:func:`plots.save`:
     the legend moved off the points, the legibility check recorded in the PNG)."""
-    from .. import plots
+    from ..plotting import plots
 
     plots.set_style()
     import matplotlib.pyplot as plt
@@ -290,7 +290,7 @@ def figure(summary: pd.DataFrame, out: Path) -> None:
 def techerror(data_demo: Path, data_pgc: Path, out: Path, steps: int = 6, repeats: int = 2,
               reference_repeats: int = 1, fit: Path | None = None) -> None:
     """The error table, its steps, figure and markdown beside ``out`` (``distlab techerror``)."""
-    from ..tables import atomic_write_text, markdown_table
+    from ..results.tables import atomic_write_text, markdown_table
 
     fits = load_fits(fit) if fit else None
     steps_df, summary = run_table(data_demo, data_pgc, steps, repeats, log=sys.stderr, fits=fits,

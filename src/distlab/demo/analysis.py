@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..runs import write_csv
-from ..stats import t_interval
-from ..summarize import collect
-from ..tables import atomic_write_text, markdown_table
+from ..results.runs import write_csv
+from ..scoring.stats import t_interval
+from ..results.summarize import collect
+from ..results.tables import atomic_write_text, markdown_table
 
 METHOD_ORDER = ["adamw", "demo", "demo-compact", "demo-allmean", "diloco", "powersgd"]
 LABELS = {"adamw": "AdamW-DDP", "demo": "DeMo", "demo-compact": "DeMo (compact)",
@@ -257,7 +257,7 @@ def bytes_table(out_csv, out_md, claims_path, claim_id: str, topks=(32, 1), chun
     df["fewer than fp32 AdamW-DDP"] = df["reduction_vs_fp32_ddp"]
     df["fewer than bf16 AdamW-DDP"] = df["reduction_vs_bf16_ddp"]
     write_csv(df.drop(columns=["fewer than fp32 AdamW-DDP", "fewer than bf16 AdamW-DDP"]), out_csv)
-    from ..claims import load_claims
+    from ..scoring.claims import load_claims
 
     claims = load_claims(claims_path)
     paper = next((c.get("paper_value") for c in claims if c.get("id") == claim_id), None)

@@ -26,8 +26,8 @@ import pandas as pd
 import torch
 
 from ..models import lm_loss
-from ..runs import write_csv
-from ..tables import atomic_write_text, markdown_table
+from ..results.runs import write_csv
+from ..results.tables import atomic_write_text, markdown_table
 from ..techniques.demo.optim import DeMo
 from .train import build_lm
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..stats import t_interval
+from ..scoring.stats import t_interval
 from .analysis import LABELS, LATE, METHOD_ORDER
 
 
 def _plt():
-    from .. import plots
+    from ..plotting import plots
 
     plots.set_style()
     import matplotlib.pyplot as plt

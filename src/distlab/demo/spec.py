@@ -1,9 +1,9 @@
 """DeMo's run spec and config checks (torch-free).
 
 ``SPEC_SCHEMA`` is the JSON-Schema of a run spec ``distlab train --experiment demo`` takes,
-``check_spec(spec)`` its cross-field rules (a :class:`distlab.specs.SpecError` naming the
+``check_spec(spec)`` its cross-field rules (a :class:`distlab.config.specs.SpecError` naming the
 key); ``check(config)`` returns one ``"key: why"`` string per problem of the ``demo:``
-config section, which the Snakefile's ``distlab.checks.check_config`` runs before any job.
+config section, which the Snakefile's ``distlab.config.checks.check_config`` runs before any job.
 
 The methods' option sections are named constants, for any spec that carries the same
 options (a study across papers):
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import specs
+from ..config import specs
 
-CONFIG_SECTION = "demo"  # distlab.checks.paper_checks finds check() by it
+CONFIG_SECTION = "demo"  # distlab.config.checks.paper_checks finds check() by it
 
 # the methods a run trains with (distlab.demo.methods.make_method builds each)
 METHODS = ("adamw", "demo", "demo-compact", "demo-allmean", "diloco", "powersgd")

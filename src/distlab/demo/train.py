@@ -36,23 +36,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import specs
+from ..config import specs
 from ..data import load_manifest, load_split, text_batch
 from ..models import build_model, lm_loss
-from ..runs import Checkpointer, RunRecorder
+from ..results.runs import Checkpointer, RunRecorder
 from ..runtime import device as devices
 from ..runtime.compute import ComputeModel
-from ..runtime.ledger import ByteLedger
 from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster
 from ..runtime.stragglers import StragglerModel
+from ..techniques import EVAL_SEED
+from ..techniques.comm import DistComm, SimComm
 from ..train.common import DTYPES, seed_everything
 from .methods import make_method
 from .olmo import OLMo
 from .spec import SPEC_SCHEMA, check_spec, nprocs  # noqa: F401  (distlab train reads them here)
-
-EVAL_SEED = 12345  # the validation windows: one fixed set for every run
-
 
 def resolve_lr(spec: dict) -> dict:
     """The spec with ``lr`` a number: a ``{"sweep", "method"}`` lr is read from the sweep's choice file."""
@@ -136,71 +134,6 @@ def evaluate(model: torch.nn.Module, evals, device) -> float:
     losses = [float(lm_loss(model(x.to(device)), y.to(device))) for x, y in evals]
     model.train(was)
     return float(np.mean(losses))
-
-
-# ------------------------------------------------------------------ comms
-
-class SimComm:
-    """In-memory collectives over the N local workers, costed and counted."""
-
-    def __init__(self, n: int, ledger: ByteLedger, network: NetworkModel) -> None:
-        self.n, self.ledger, self.network = n, ledger, network
-        self.rounds = 0
-        self.seconds = 0.0
-        self.payload = 0
-
-    def all_reduce_mean(self, xs: list[torch.Tensor]) -> torch.Tensor:
-        nbytes = xs[0].numel() * xs[0].element_size()
-        self.ledger.all_reduce(nbytes, self.n)
-        self.rounds += 2 * (self.n - 1)
-        self.seconds += self.network.all_reduce(nbytes, self.n)
-        self.payload += nbytes
-        return torch.stack(xs).mean(0)
-
-    def all_gather(self, xs: list[torch.Tensor]) -> torch.Tensor:
-        nbytes = xs[0].numel() * xs[0].element_size()
-        self.ledger.all_gather(nbytes, self.n)
-        self.rounds += self.n - 1
-        self.seconds += self.network.all_gather(nbytes, self.n)
-        self.payload += nbytes
-        return torch.stack(xs)
-
-    def pop(self) -> tuple[int, float, int]:
-        out = (self.rounds, self.seconds, self.payload)
-        self.rounds, self.seconds, self.payload = 0, 0.0, 0
-        return out
-
-
-class DistComm(SimComm):
-    """The same interface over torch.distributed: one local worker, one collective each call."""
-
-    def __init__(self, ctx) -> None:
-        super().__init__(ctx.world_size, ctx.ledger, NetworkModel())
-        self.ctx = ctx
-
-    def all_reduce_mean(self, xs):
-        import torch.distributed as dist
-
-        (x,) = xs
-        buf = x.detach().clone()
-        dist.all_reduce(buf, op=dist.ReduceOp.SUM)
-        buf.div_(self.n)
-        self.ledger.all_reduce(buf.numel() * buf.element_size(), self.n)
-        self.rounds += 2 * (self.n - 1)
-        self.payload += buf.numel() * buf.element_size()
-        return buf
-
-    def all_gather(self, xs):
-        import torch.distributed as dist
-
-        (x,) = xs
-        out = torch.empty((self.n, *x.shape), dtype=x.dtype, device=x.device)
-        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-        gather(out.view(-1), x.contiguous().view(-1))  # straight into the stack: no list, no copy
-        self.ledger.all_gather(x.numel() * x.element_size(), self.n)
-        self.rounds += self.n - 1
-        self.payload += x.numel() * x.element_size()
-        return out
 
 
 # ------------------------------------------------------------------ runs
@@ -325,7 +258,7 @@ def _run_simulated_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime:
         shared = devices.timer(device) - t0  # the update every worker runs (its comm is charged below)
         for w in range(n):
             cluster.charge(w, 1, secs[w] + shared)
-        rounds, coll_s, payload = comm.pop()
+        rounds, coll_s, payload = comm.totals(comm.pop())
         step_time = cluster.sync_step(step, coll_s)
         rec.log(step=step, time=cluster.now, step_time=step_time, loss=loss, val_loss=val,
                 bytes=cluster.ledger.pop_step(), payload_bytes=payload, rounds=rounds,
@@ -372,7 +305,7 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path, runti
         if ctx.world_size != int(spec["n_workers"]):
             raise ValueError(f"launched {ctx.world_size} processes for n_workers={spec['n_workers']}")
         seed, model, train, evals, finals, block, bs = _setup(spec, Path(data_dir), ctx.device)
-        comm = DistComm(ctx)
+        comm = DistComm(ctx.world_size, ctx.ledger)
         method = make_method(model, 1, spec, comm)
         rec = RunRecorder(out_dir, spec, backend=ctx.backend, clock="measured")
         # each rank keeps its own state (DeMo's momentum differs between ranks): one file per rank,
@@ -416,7 +349,7 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path, runti
                 torch.cuda.synchronize(ctx.device)
             step_time = time.perf_counter() - t0
             elapsed += step_time
-            rounds, _, payload = comm.pop()
+            rounds, _, payload = comm.totals(comm.pop())
             rec.log(step=step, time=elapsed, step_time=step_time, loss=loss, val_loss=val,
                     bytes=ctx.ledger.pop_step(), payload_bytes=payload, rounds=rounds, compute_s=secs)
             if ctx.is_master and (step % _progress_every(steps) == 0 or step == steps - 1):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 
 from ..clihelp import as_json
-from ..extra_seeds import for_setting
+from ..pipeline.extra_seeds import for_setting
 
 SIM = "simulated"
 SIM_REAL = "simulated_real"  # the real runs' simulated twins: same methods, N, seeds, steps and lr
@@ -17,7 +17,7 @@ class DemoWorkflow:
                  extra_seeds: list | None = None) -> None:
         self.config = config
         self.d = d = config["demo"]
-        self.extra = list(extra_seeds or [])  # stats.extra_seeds requests (distlab.extra_seeds.requests)
+        self.extra = list(extra_seeds or [])  # stats.extra_seeds requests (distlab.pipeline.extra_seeds.requests)
         self.results, self.paper = results, paper
         self._job_specs: dict = {}
         self.run = f"{results}/demo/{{dbackend}}/n{{nw}}/{{dmethod}}/seed{{seed}}"
@@ -146,7 +146,7 @@ class DemoWorkflow:
         return self._once("extra", w, lambda: self.sim_spec(w.dmethod, w.nw, [int(w.seed)]))
 
     def real_spec(self, w) -> str:
-        """The spec of one real run (its request, too: distlab.jobs)."""
+        """The spec of one real run (its request, too: distlab.pipeline.jobs)."""
         return self._once("real", w, lambda: self.spec(w.dmethod, w.nw, w.seed, self.real_backend,
                                                        steps=self.d["real"]["steps"]))
 

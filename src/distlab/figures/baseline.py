@@ -10,9 +10,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .. import plots  # noqa: E402
-from ..tables import write_table  # noqa: E402
-from ._util import ci_cell  # noqa: E402
+from ..plotting import plots  # noqa: E402
+from ..results.tables import write_table  # noqa: E402
+from ..plotting.util import ci_cell  # noqa: E402
 
 
 def _run_label(df: pd.DataFrame) -> pd.Series:

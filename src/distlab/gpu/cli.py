@@ -13,7 +13,7 @@ from ..clihelp import command
 
 
 def _plan(a) -> int:
-    from ..specs import SpecError
+    from ..config.specs import SpecError
     from .plan import format_plan, load_config, plan, totals
 
     cfg = load_config(a.configfile, a.root)

@@ -33,7 +33,7 @@ from types import SimpleNamespace
 
 import yaml
 
-from ..specs import SpecError
+from ..config.specs import SpecError
 
 ROOT = Path(__file__).resolve().parents[3]
 VOCAB = 256

@@ -103,7 +103,7 @@ def _to_target(run: Path, target: float) -> tuple[int | None, float | None]:
 
 
 def _run_gpu(job: Job, data: Path, run_dir: Path) -> None:
-    from ..specs import validate_spec
+    from ..config.specs import validate_spec
 
     experiment = job.command[job.command.index("--experiment") + 1]
     spec = json.loads(job.command[job.command.index("--spec") + 1])

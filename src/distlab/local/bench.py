@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ..runs import write_csv
+from ..results.runs import write_csv
 from .model import TextData, build_gpt, lm_loss, make_optimizer, split_gpt
 from . import pc as pcmod
 from .processes import train_rc_parallel

@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from .. import plots, stats
-from ..tables import fmt_ci, write_table
+from ..plotting import plots
+from ..scoring import stats
+from ..results.tables import fmt_ci, write_table
 
 ORDER = ["bp", "rc-seq", "rc-heads", "rc-par", "rc-async", "rc-thread", "pc-fixed", "pc-fixed-trunc", "pc-strict"]
 NAMES = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-heads": "RC, a head per section (ablation)", "rc-par": "RC (parallel, lock-step)",
@@ -57,7 +58,7 @@ def _loss_curves(steps: pd.DataFrame, x: str, xlabel: str, out: Path, note: str)
         d = ev[ev.group == g]
         n_seeds = d.seed.nunique()
         if x == "time":  # per-run times differ: put every run on a common time grid
-            from ..figures._util import on_grid
+            from ..plotting.util import on_grid
             d = on_grid(d, "time", "val_loss", ["method", "seed"], points=60)
         order = _order(d.method)
         plots.line_with_ci(d, x, "val_loss", "method", ax=ax, hue_order=order)
@@ -302,7 +303,7 @@ def throughput_map(map_csv: Path, out: Path, table_csv: Path | None = None, tabl
 
 
 def _p3_claims(claims_path: Path) -> dict[str, dict]:
-    from ..claims import load_claims
+    from ..scoring.claims import load_claims
 
     claims = load_claims(claims_path)
     return {c["id"]: c for c in claims if c.get("paper") == "P3"}

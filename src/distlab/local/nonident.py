@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from ..runs import write_json
+from ..results.runs import write_json
 from .model import Split, TextData, build_gpt, flat, lm_loss, split_gpt
 
 

@@ -3,7 +3,7 @@
 ``SPEC_SCHEMA`` is the JSON-Schema of a run spec ``distlab train --experiment local``
 takes, ``check_spec(spec)`` its cross-field rules (``ValueError`` naming the key);
 ``check(config)`` returns one ``"key: why"`` string per problem of the ``local_learning:``
-config section, which the Snakefile's ``distlab.checks.check_config`` runs before any job.
+config section, which the Snakefile's ``distlab.config.checks.check_config`` runs before any job.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-CONFIG_SECTION = "local_learning"  # distlab.checks.paper_checks finds check() by it
+CONFIG_SECTION = "local_learning"  # distlab.config.checks.paper_checks finds check() by it
 
 PC_VARIANTS = ("strict", "fixed")  # predictive coding's variants (distlab.local.pc)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..runs import write_csv
+from ..results.runs import write_csv
 
 
 def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -145,7 +145,7 @@ def sweep_table(run_dirs: list[Path], out_md: Path, out_csv: Path, choice_out: P
                 follows: dict | None = None) -> dict:
     """The sweep's table (every lr's validation loss per method, the choice marked) and the
     choice file ``{key: lr}``, each follower (``follows``: {key: leader}) at its leader's lr."""
-    from ..tables import atomic_write_text
+    from ..results.tables import atomic_write_text
 
     t = choose(sweep_rows(run_dirs))
     chosen = {k: float(lr) for k, lr in t.loc[t["chosen"], ["key", "lr"]].itertuples(index=False)}

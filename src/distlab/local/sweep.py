@@ -14,7 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
-from ..specs import SpecError, spec_hash
+from ..config.specs import SpecError, spec_hash
 
 # where a run's lr and the run itself came from: not what it trains
 PROVENANCE = ("lr_chosen_by", "reuse_from")

@@ -6,7 +6,7 @@ Methods: ``bp`` (end-to-end backprop), ``rc`` (readout-gradient consensus,
 GPT with the same initial weights and reads the same training batches
 (batch ``i`` is a pure function of (seed, i)), so runs pair by seed.
 
-Outputs (through :class:`distlab.runs.RunRecorder`, manifest written last):
+Outputs (through :class:`distlab.results.runs.RunRecorder`, manifest written last):
 ``metrics.csv`` with one row per step (``tokens``, measured training ``time``
 without evaluation, training ``loss``, ``val_loss`` on evaluation steps) and
 ``manifest.json`` with ``final`` (held-out ``val_loss`` and ``test_loss`` in
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
-from ..runs import Checkpointer, RunRecorder
-from ..specs import each_seed, runtime_defaults
-from ..tables import atomic_output
+from ..results.runs import Checkpointer, RunRecorder
+from ..config.specs import each_seed, runtime_defaults
+from ..results.tables import atomic_output
 from . import pc as pcmod
 from .model import (TextData, build_gpt, lm_loss, make_optimizer, seed_everything, set_lr,
                     split_gpt)

@@ -46,9 +46,9 @@ def untimed_bp_spec(c: dict, seeds: list[int], sweep_root: str | None = None) ->
 
 def extra_seeds(c: dict, reqs: list, seeds: list[int], group: str, method: str) -> list[int]:
     """Seeds a run setting gets beyond the configured ones for claims named in
-    ``stats.extra_seeds`` (``reqs``: :func:`distlab.extra_seeds.requests`); the local claims
+    ``stats.extra_seeds`` (``reqs``: :func:`distlab.pipeline.extra_seeds.requests`); the local claims
     select runs of the ``local_runs`` table by ``group`` and ``method``."""
-    from ..extra_seeds import for_setting
+    from ..pipeline.extra_seeds import for_setting
 
     return for_setting(reqs, list(seeds), "local_runs", {"group": group, "method": method})
 

@@ -21,7 +21,7 @@ from ..clihelp import json_arg
 
 
 def cmd_summarize(a: argparse.Namespace) -> int:
-    from ..summarize import collect, write_table_file
+    from ..results.summarize import collect, write_table_file
 
     steps, summary = collect([Path(p) for p in a.runs])
     write_table_file(steps, a.steps_out)
@@ -60,7 +60,7 @@ def cmd_trace_fit(a: argparse.Namespace) -> int:
 def cmd_coding_profile(a: argparse.Namespace) -> int:
     import torch
 
-    from ..tables import write_table
+    from ..results.tables import write_table
     from .train import coding_profile
 
     torch.set_num_threads(1)  # what a simulated job's one thread pays

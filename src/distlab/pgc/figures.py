@@ -11,9 +11,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .. import plots  # noqa: E402
-from ..tables import write_table  # noqa: E402
-from ..figures._util import ci_cell, on_grid  # noqa: E402
+from ..plotting import plots  # noqa: E402
+from ..results.tables import write_table  # noqa: E402
+from ..plotting.util import ci_cell, on_grid  # noqa: E402
 
 ORDER = ["dgd", "gc-fr", "gc-cr", "pgc-fr", "pgc-cr", "is-sgd", "is-gc-fr", "is-gc-cr"]
 
@@ -248,7 +248,7 @@ def real_vs_sim(summary: pd.DataFrame, out_png: Path, out_md: Path, opts: dict) 
 
 
 def _read(path) -> pd.DataFrame:
-    from ..summarize import read_table_file
+    from ..results.summarize import read_table_file
 
     return read_table_file(path)
 

@@ -146,7 +146,7 @@ def plot(ord_df: pd.DataFrame, marks: dict[str, float], png: Path, caption: str)
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .. import plots
+    from ..plotting import plots
 
     from matplotlib.colors import ListedColormap
     from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
@@ -206,8 +206,8 @@ def plot(ord_df: pd.DataFrame, marks: dict[str, float], png: Path, caption: str)
 
 
 def main_regime(opts: dict, csv: Path, png: Path, md: Path, unit_cost: list[str]) -> None:
-    from ..summarize import write_table_file
-    from ..tables import write_table
+    from ..results.summarize import write_table_file
+    from ..results.tables import write_table
 
     ratios = np.geomspace(float(opts.get("c_over_mu_min", 0.01)), float(opts.get("c_over_mu_max", 4.0)),
                           int(opts.get("points", 20)))
@@ -293,8 +293,8 @@ def crosscheck(summary: pd.DataFrame, network: dict | None, steps: int) -> pd.Da
 
 
 def main_crosscheck(summary_path: Path, opts: dict, md: Path) -> None:
-    from ..summarize import read_table_file
-    from ..tables import write_table
+    from ..results.summarize import read_table_file
+    from ..results.tables import write_table
 
     summary = read_table_file(summary_path)
     t = crosscheck(summary, opts.get("network"), int(opts["steps"]))

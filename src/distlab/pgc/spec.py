@@ -110,7 +110,7 @@ def expendable_ranks(spec: dict) -> tuple[list[int], int]:
 
 
 # ------------------------------------------------------------------ the config's pgc section
-CONFIG_SECTION = "pgc"  # distlab.checks.paper_checks finds check() by it
+CONFIG_SECTION = "pgc"  # distlab.config.checks.paper_checks finds check() by it
 
 
 def check(config: Mapping) -> list[str]:
@@ -128,7 +128,7 @@ def _has_fr(schemes) -> bool:
 
 
 def _check(config: Mapping, errors: list[str]) -> None:
-    from ..checks import check_dataset, check_workers
+    from ..config.checks import check_dataset, check_workers
 
     p = config.get("pgc")
     if not p:

@@ -70,8 +70,8 @@ def main_fit(trace: Path, csv: Path, md: Path, png: Path) -> None:
     import matplotlib.pyplot as plt
     from scipy import stats
 
-    from .. import plots
-    from ..tables import write_table
+    from ..plotting import plots
+    from ..results.tables import write_table
 
     df = load(trace)
     table = fit(df["delay"].to_numpy())

@@ -54,8 +54,8 @@ import torch
 from tqdm import tqdm
 
 from ..data import EpochBatcher, partition_indices
-from ..runs import Checkpointer, RunRecorder
-from ..specs import each_seed
+from ..results.runs import Checkpointer, RunRecorder
+from ..config.specs import each_seed
 from ..runtime import device as devices
 from ..runtime.compute import ComputeModel
 from ..runtime.network import NetworkModel
@@ -74,7 +74,7 @@ from .worker import CodedWorker
 META = 7
 def _runtime(spec: dict, runtime: dict | None) -> dict:
     """Run-time settings (timeouts, checkpoint cadence), defaults filled in."""
-    from ..specs import runtime_defaults
+    from ..config.specs import runtime_defaults
 
     return runtime_defaults(runtime)
 
@@ -423,7 +423,7 @@ def _run_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | No
 class ThresholdStop:
     """The stopping rule of a run whose spec has ``threshold.stop``: the run ends
     at the first step where both threshold rules hold, the paper's and the
-    moving average's, as :mod:`distlab.summarize` defines them (so a run stops
+    moving average's, as :mod:`distlab.results.summarize` defines them (so a run stops
     exactly where its summary says the threshold was reached); the run's
     ``steps`` is then a cap.  Without ``stop`` it never ends a run.  Built from
     the losses already logged, so a resumed run stops where an uninterrupted
@@ -441,7 +441,7 @@ class ThresholdStop:
         """Add one step's mini-batch loss; True when the run should end here."""
         if not self.on or self.stopped_at is not None:
             return self.stopped_at is not None
-        from ..summarize import steps_to_threshold, steps_to_threshold_ma
+        from ..results.summarize import steps_to_threshold, steps_to_threshold_ma
 
         self.losses.append(float(loss))
         level = float(self.threshold["loss"])
@@ -600,7 +600,7 @@ def _master(ctx, S: Setup, out_dir: Path, timeout: float, rt: dict) -> Path:
     calibration = {"unit_compute_s_per_worker": per_worker.tolist(),
                    "encode_s": acc["encode_s"] / max(1, acc["messages"]),
                    "decode_s": acc["decode_s"] / max(1, acc["steps"])}
-    from ..summarize import write_table_file
+    from ..results.summarize import write_table_file
     import pandas as pd
 
     write_table_file(pd.DataFrame(delays, columns=["step", "worker", "delay"]), out_dir / "delays.csv")

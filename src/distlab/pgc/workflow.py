@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from ..clihelp import as_json
-from ..extra_seeds import for_setting
+from ..pipeline.extra_seeds import for_setting
 
 SIM = "simulated"
 SIM_GROUPS = ("motivating", "simulation", "cloud")
@@ -48,7 +48,7 @@ class PGCWorkflow:
                  extra_seeds: list | None = None) -> None:
         self.config = config
         self._specs: dict[tuple, str] = {}  # run_spec's, by job
-        # stats.extra_seeds requests (distlab.extra_seeds.requests): more seeds for named claims
+        # stats.extra_seeds requests (distlab.pipeline.extra_seeds.requests): more seeds for named claims
         self.extra = list(extra_seeds or [])
         self.p = config["pgc"]
         self.results, self.paper = results, paper

@@ -121,7 +121,7 @@ def check_pair(pair: Any) -> dict[str, Any]:
 
 def default_pair() -> dict[str, Any]:
     """The default config's paper-like pair (CPU + a modelled integrated GPU)."""
-    from distlab.yamlio import load_yaml_strict as load_yaml
+    from distlab.config.yamlio import load_yaml_strict as load_yaml
 
     root = Path(__file__).resolve().parents[3]
     cfg = load_yaml(root / "config" / "config.yaml")["placement"]
@@ -200,7 +200,7 @@ class Placed:
                 "torch_devices": self.torch_devices, **self.info}
 
     def save(self, path: str | Path) -> Path:
-        from distlab.tables import atomic_write_text
+        from distlab.results.tables import atomic_write_text
 
         atomic_write_text(path, json.dumps(self.to_json(), indent=1))
         return Path(path)
@@ -253,7 +253,7 @@ def place(model: torch.nn.Module, example_inputs: tuple[torch.Tensor, ...], meth
 def _options(method: str, options: dict[str, Any] | None) -> dict[str, Any]:
     if options is not None or method not in ("rnn", "placeto", "hsdag", "hsdag_corrected"):
         return dict(options or {})
-    from distlab.yamlio import load_yaml_strict as load_yaml
+    from distlab.config.yamlio import load_yaml_strict as load_yaml
 
     root = Path(__file__).resolve().parents[3]
     return dict(load_yaml(root / "config" / "config.yaml")["placement"][method])

@@ -34,7 +34,7 @@ def cmd_graph(a):
 
 @_guard
 def cmd_profile(a):
-    from distlab.tables import atomic_write_text
+    from distlab.results.tables import atomic_write_text
 
     from .costs import profile
 
@@ -53,7 +53,7 @@ def cmd_profile(a):
 
 @_guard
 def cmd_summarize(a):
-    from distlab.tables import write_table
+    from distlab.results.tables import write_table
 
     from .figures import summarize
 
@@ -81,12 +81,12 @@ def cmd_figure(a):
 
 @_guard
 def cmd_real(a):
-    from distlab.tables import atomic_write_text
+    from distlab.results.tables import atomic_write_text
 
     from .realexec import compare
 
     from ..runtime.deadline import JobTimeout
-    from ..specs import runtime_defaults
+    from ..config.specs import runtime_defaults
 
     try:
         res = compare(a.spec, a.graph, a.profile, a.runs or [],
@@ -172,7 +172,7 @@ def _seconds(text: str) -> float:
 
 @_guard
 def cmd_space(a):
-    from distlab.tables import write_table
+    from distlab.results.tables import write_table
 
     from .space import table
 
@@ -183,7 +183,7 @@ def cmd_space(a):
 
 @_guard
 def cmd_regime(a):
-    from distlab.tables import write_table
+    from distlab.results.tables import write_table
 
     from .regime import fig_regime, table
 
@@ -203,8 +203,8 @@ def cmd_regime(a):
 def cmd_realexec_cuda(a):
     import pandas as pd
 
-    from distlab.tables import write_table
-    from distlab.yamlio import load_yaml_strict
+    from distlab.results.tables import write_table
+    from distlab.config.yamlio import load_yaml_strict
 
     from .cudaexec import run_models
 

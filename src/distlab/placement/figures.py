@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distlab import stats
-from distlab.tables import fmt_ci, write_table
+from distlab.scoring import stats
+from distlab.results.tables import fmt_ci, write_table
 
 from .workflow import scenario
 
@@ -271,7 +271,7 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from distlab import plots
+    from distlab.plotting import plots
 
     plots.set_style()
     c = pd.read_csv(curves)
@@ -335,7 +335,7 @@ def fig_placement(run_file: str | Path, graph_file: str | Path, out: str | Path,
     order, coloured by device, with their simulated start and finish."""
     import matplotlib.pyplot as plt
 
-    from distlab import plots
+    from distlab.plotting import plots
 
     from . import costs
     from .graphs import load_graph

@@ -17,7 +17,7 @@ class GraphError(ValueError):
 
 
 def save_graph(graph: dict[str, Any], path: str | Path) -> None:
-    from distlab.tables import atomic_write_text
+    from distlab.results.tables import atomic_write_text
 
     atomic_write_text(path, json.dumps(graph, indent=1))
 

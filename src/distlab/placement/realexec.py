@@ -467,7 +467,7 @@ def compare(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Pa
 
 
 def error_table(inputs: list[str], out_csv: str | Path, out_md: str | Path) -> None:
-    from distlab.tables import write_table
+    from distlab.results.tables import write_table
 
     rows = [r for f in inputs for r in json.loads(Path(f).read_text())["rows"]]
     write_table(pd.DataFrame(rows), out_csv, out_md)
@@ -478,7 +478,7 @@ def sim_speed(graph_path, profile_path, spec, out) -> None:
     1, 20, 200.  The (order, batch) cases are timed in interleaved rounds of ``seconds / 10``
     each, so a slow spell of a shared machine lands on all of them; the row gives the median
     round's rate and the slowest and fastest rounds."""
-    from distlab.tables import write_table
+    from distlab.results.tables import write_table
 
     from .sim import ORDERS
 

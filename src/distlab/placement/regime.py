@@ -103,7 +103,7 @@ def fig_regime(df, out, paper_pct: float | None = None) -> None:
     device against the GPU/CPU cost ratio of the weighted operators (simulated)."""
     import matplotlib.pyplot as plt
 
-    from distlab import plots
+    from distlab.plotting import plots
 
     plots.set_style()
     models = list(dict.fromkeys(df.model))

@@ -1,7 +1,7 @@
 """Cross-field checks of the ``placement:`` config section (torch-free), and the schema of
 one search job's spec (``distlab train --experiment placement``).
 
-``check(config) -> list of "key: why"``; called by ``distlab.checks``
+``check(config) -> list of "key: why"``; called by ``distlab.config.checks``
 before any job runs.
 """
 
@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-CONFIG_SECTION = "placement"  # distlab.checks.paper_checks finds check() by it
+CONFIG_SECTION = "placement"  # distlab.config.checks.paper_checks finds check() by it
 
 ALGOS = ("cpu_only", "gpu_only", "random", "heft", "optimum", "rnn", "placeto", "hsdag")
 

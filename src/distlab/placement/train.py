@@ -109,8 +109,8 @@ def work(spec: dict[str, Any]) -> int:
 
 def run(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Path, out: str | Path,
         runtime: dict[str, Any] | None = None) -> Path:
-    from distlab.runs import Checkpointer
-    from distlab.tables import atomic_write_text
+    from distlab.results.runs import Checkpointer
+    from distlab.results.tables import atomic_write_text
 
     graph = load_graph(graph_path)
     prof = costs.load_profile(profile_path, graph, spec.get("model"))
@@ -153,7 +153,7 @@ def run_simulated(spec: dict[str, Any], data: str | Path | None, out: str | Path
                   runtime: dict[str, Any] | None = None) -> Path:
     """``distlab train --experiment placement``: :func:`run` on the spec's ``inputs``, with the
     spec recorded (and its checkpoint keyed) without them.  ``data`` is not read."""
-    from distlab.specs import SpecError
+    from distlab.config.specs import SpecError
 
     from .costs import CostError
     from .graphfile import GraphError

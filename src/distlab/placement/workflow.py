@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..clihelp import as_json
-from ..extra_seeds import for_setting
+from ..pipeline.extra_seeds import for_setting
 
 
 def models(pl: dict) -> list[str]:
@@ -95,7 +95,7 @@ def pair_methods(pl: dict, pair: str) -> list[str]:
 
 
 def extra_seeds(pl: dict, reqs: list, pair: str, model: str, method: str) -> list[int]:
-    """The seeds ``stats.extra_seeds`` adds to one run (``distlab.extra_seeds.requests``),
+    """The seeds ``stats.extra_seeds`` adds to one run (``distlab.pipeline.extra_seeds.requests``),
     after the configured ``placement.seeds``."""
     return for_setting(reqs, [int(k) for k in pl["seeds"]], "placement",
                        {"pair": pair, "model": model, "method": method})

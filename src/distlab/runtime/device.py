@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from ..specs import SpecError
+from ..config.specs import SpecError
 
 DEVICES = ("auto", "cpu", "cuda")
 SCHEMA = {"enum": list(DEVICES)}

@@ -53,6 +53,7 @@ import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from .ledger import ByteLedger
+from .stragglers import StragglerTimeout  # noqa: F401 (raised here, caught by callers)
 
 PARAMS, MSG, CONTROL, _RELEASE = 1, 2, 3, 4  # point-to-point tags (nothing is sent on _RELEASE)
 _STOP = 1.0  # the only control message
@@ -194,10 +195,6 @@ def params_max_abs_diff(ctx: DistContext, tensors: list[torch.Tensor]) -> float:
 
 
 # ------------------------------------------------------ master–worker transport
-
-
-class StragglerTimeout(RuntimeError):
-    """The master waited ``timeout_s`` and the scheme's ready rule never held."""
 
 
 class WorkerLostError(RuntimeError):

@@ -302,8 +302,9 @@ class _ForkedRank:
 
 def _fork_rank(cluster: ShapedCluster, rank: int, args: Sequence[str], threads: int | None) -> _ForkedRank:
     """``python -m distlab *args`` as rank ``rank``, forked from this process (its imports shared:
-    torch is not imported again a rank) and moved into the rank's namespace before any socket."""
-    import importlib
+    torch is not imported again a rank) and moved into the rank's namespace before any socket.
+    The command runs through the dispatcher registered in :mod:`distlab.runtime.entry`."""
+    from . import entry
 
     r_out, w_out = os.pipe()
     sys.stdout.flush()
@@ -321,8 +322,8 @@ def _fork_rank(cluster: ShapedCluster, rank: int, args: Sequence[str], threads: 
         die_with_parent(f"distlab-rank{rank}")
         enter(cluster.ranks[rank])
         os.environ.update(cluster.rank_env(rank, threads=threads))
-        # the dispatcher, as `python -m distlab` would run it (named: a runtime module imports no CLI)
-        return importlib.import_module("distlab.cli").main(list(args))
+        # the dispatcher, as `python -m distlab` would run it (registered: the runtime imports no CLI)
+        return entry.main(args)
 
     run_child(body)  # the rank: never returns
 
@@ -402,10 +403,11 @@ def run_ranks(cluster: ShapedCluster, argv: Sequence[str] | None, timeout_s: flo
 
 def preload(module_args: Sequence[str]) -> None:
     """Import here what ``python -m distlab *module_args`` imports (torch, the trainer), once, so
-    the ranks forked for it start from those imports (:func:`run_shaped`)."""
-    import importlib
+    the ranks forked for it start from those imports (:func:`run_shaped`), by the dispatcher
+    registered in :mod:`distlab.runtime.entry`."""
+    from . import entry
 
-    importlib.import_module("distlab.cli").preload(list(module_args))
+    entry.preload(module_args)
 
 
 def run_shaped(module_args: Sequence[str], nprocs: int, rate_bps: float | None, timeout_s: float,

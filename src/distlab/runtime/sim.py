@@ -37,14 +37,10 @@ import numpy as np
 from .compute import ComputeModel
 from .ledger import ByteLedger
 from .network import NetworkModel
-from .stragglers import StragglerModel
+from .stragglers import StragglerModel, StragglerTimeout  # noqa: F401 (raised here, caught by callers)
 
 BACKEND = "simulated"
 TIE_STREAM = 0x7459  # namespaces the per-step tie-breaking draws
-
-
-class StragglerTimeout(RuntimeError):
-    """The master can never get the messages it needs (a worker never answers)."""
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+
+class StragglerTimeout(RuntimeError):
+    """The master cannot get the messages its scheme needs: in the simulator
+    (:mod:`distlab.runtime.sim`) a worker never answers; over torch.distributed
+    (:mod:`distlab.runtime.dist`) the master waited ``timeout_s`` and the scheme's ready
+    rule never held.  One class for both backends (also importable from
+    :mod:`distlab.techniques.comm`)."""
+
+
 STREAM = 0x5749  # namespaces straggler draws away from other seeded streams
 BLOCK = 256      # steps drawn at once
 

@@ -23,9 +23,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .. import specs
+from ..config import specs
 from ..data import EpochBatcher
-from ..runs import Checkpointer, RunRecorder
+from ..results.runs import Checkpointer, RunRecorder
 from ..runtime.compute import ComputeModel
 from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster

@@ -11,7 +11,7 @@ import functools
 from typing import Any
 
 from ..clihelp import as_json
-from ..extra_seeds import for_setting
+from ..pipeline.extra_seeds import for_setting
 
 SIM = "simulated"
 

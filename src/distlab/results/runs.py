@@ -34,7 +34,7 @@ from typing import Any, Callable
 import pandas as pd
 import psutil
 
-from .specs import SpecError
+from ..config.specs import SpecError
 from .tables import atomic_output, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -312,7 +312,7 @@ def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = 
     the file renamed into place (and the folder fsync'ed), so a kill at any instant
     leaves the old file or the new one, never a half-written one under the final name.
     With ``keep_previous``, the file replaced is renamed there first."""
-    from .runtime.deadline import deadline_deferred
+    from ..runtime.deadline import deadline_deferred
 
     target = Path(path)
     with deadline_deferred():  # a job timeout waits until the file is in place
@@ -420,7 +420,7 @@ class Checkpointer:
 
     def __init__(self, path: str | Path, spec: dict | None = None, every_s: float = 60.0,
                  every_steps: int = 0) -> None:
-        from .specs import spec_hash
+        from ..config.specs import spec_hash
 
         self.path = Path(path)
         self.prev = self.path.with_name(self.path.name + ".prev")
@@ -481,7 +481,7 @@ class Checkpointer:
         self._last = time.monotonic()
 
     def maybe_save(self, step: int, state_fn: Callable[[], dict]) -> bool:
-        from .runtime.deadline import progress
+        from ..runtime.deadline import progress
 
         progress()  # every trainer's step passes here: a job's deadline follows its pace
         due_steps = self.every_steps > 0 and step % self.every_steps == 0
@@ -578,7 +578,7 @@ class RunRecorder:
             "argv": sys.argv,
             "wall_s": round(self.wall_s(), 3),
             "peak_rss_mb": round(peak_rss_mb(), 1),
-            # forked from distlab.forkserver: its peak RSS includes the server's imports
+            # forked from distlab.runtime.forkserver: its peak RSS includes the server's imports
             "process": "forked" if os.environ.get("DISTLAB_FORKED") else "fresh",
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             **self.extra,

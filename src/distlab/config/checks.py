@@ -9,7 +9,7 @@ lists every problem, one line each, naming its key:
   YAML loader keeps the last value silently;
 * the JSON-Schema, with strict types;
 * an upper bound on every count (steps, epochs, episodes, workers, seeds, ...)
-  that no run reaches on purpose (:data:`distlab.specs.COUNT_LIMITS`), so a count with a
+  that no run reaches on purpose (:data:`distlab.config.specs.COUNT_LIMITS`), so a count with a
   few zeros too many is refused instead of running for years;
 
 * strict types: ``4.0`` is not an integer, NaN and infinities are not
@@ -271,7 +271,7 @@ def _check_claims(claims_path: str | Path | None, errors: list[str]) -> None:
 
 
 def _claims_errors(claims_path: str | Path, errors: list[str]) -> None:
-    from .claims import ClaimError, load_claims
+    from ..scoring.claims import ClaimError, load_claims
 
     if Path(claims_path).exists():
         dups = duplicate_key_errors(claims_path)
@@ -314,7 +314,7 @@ def _check_extra_seeds(config: Mapping[str, Any], claims_path: str | Path | None
     wanted = (config.get("stats") or {}).get("extra_seeds") if isinstance(config.get("stats"), Mapping) else None
     if not wanted or not isinstance(wanted, Mapping) or claims_path is None or not Path(claims_path).exists():
         return
-    from .claims import ClaimError, load_claims_file
+    from ..scoring.claims import ClaimError, load_claims_file
 
     try:
         claims, conditions = load_claims_file(claims_path)
@@ -358,7 +358,7 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
     schema = schema_errors(config, schema_dir)
     if names:  # the schema's own line for these names says less than the one above
         schema = [e for e in schema if not (e.startswith("datasets:") and "does not match" in e)]
-    paths = bounds.path_errors(config)  # names and hub paths that climb out (distlab.bounds)
+    paths = bounds.path_errors(config)  # names and hub paths that climb out (distlab.config.bounds)
     said = {_line_key(e) for e in paths}
     schema = [e for e in schema if not (_line_key(e) in said and "does not match" in e)]
     errors += paths

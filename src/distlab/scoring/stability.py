@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .tables import atomic_write_text, markdown_table
+from ..results.tables import atomic_write_text, markdown_table
 
 K = 3  # evaluations a measured verdict must agree in (the first and two reruns of the measured rules)
 
@@ -120,7 +120,7 @@ def _snakemake(args: list[str], cwd: Path) -> None:
     subprocess.run(cmd, cwd=cwd, check=True)
 
 
-def _existing_rules(cwd: Path, extra: list[str]) -> set[str]:
+def existing_rules(cwd: Path, extra: list[str]) -> set[str]:
     out = subprocess.run([sys.executable, "-m", "snakemake", "--list-rules", *extra], cwd=cwd,
                          capture_output=True, text=True, check=True).stdout
     # one rule a line, its docstring (if any) after the name in parentheses, continued on
@@ -129,7 +129,7 @@ def _existing_rules(cwd: Path, extra: list[str]) -> set[str]:
             if line.strip() and not line[0].isspace() and re.fullmatch(r"[A-Za-z_]\w*", line.split()[0])}
 
 
-def _dag_rules(cwd: Path, targets: list[str], extra: list[str]) -> set[str]:
+def dag_rules(cwd: Path, targets: list[str], extra: list[str]) -> set[str]:
     """The rules with a job in the DAG of ``targets`` (all of it, as if nothing had run)."""
     out = subprocess.run([sys.executable, "-m", "snakemake", *targets, "-n", "--forceall", "--quiet", "rules",
                           *extra], cwd=cwd, capture_output=True, text=True, check=True).stdout
@@ -163,7 +163,7 @@ def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None 
     frames[0].to_csv(keep, index=False)
     # --forcerun runs a named rule even where the targets do not need it: name only the
     # measured rules of the targets' own DAG
-    rules = [r for r in MEASURED_RULES if r in _dag_rules(cwd, targets, extra)]
+    rules = [r for r in MEASURED_RULES if r in dag_rules(cwd, targets, extra)]
     if not rules:
         raise RuntimeError("stability: none of the measured rules is in the workflow of these targets "
                            f"({', '.join(MEASURED_RULES)}): nothing would run twice")

@@ -1,5 +1,5 @@
 """Where a figure's texts sit: its titles, axis labels, text boxes and legends, and which of
-them print over each other or over another axes' tick labels (:mod:`distlab.plots` reports
+them print over each other or over another axes' tick labels (:mod:`distlab.plotting.plots` reports
 these among a figure's legibility problems and moves what it can); and whether its keys match what
 is drawn: a band not in its line's colour, a legend entry with nothing drawn in its colour, style
 or hatch."""

@@ -1,10 +1,10 @@
 """One seaborn style for every figure of the project.
 
 Figures show the mean over seeds with a 95 % Student-t confidence band over
-seeds (:func:`distlab.stats.t_interval`, the same interval as the tables and
+seeds (:func:`distlab.scoring.stats.t_interval`, the same interval as the tables and
 the scorecard; deterministic, no resampling), and every figure states whether its
 times are simulated (virtual clock) or measured (wall clock) via
-:func:`label_provenance` (its words and the titles' clock: :mod:`distlab.plotclock`).
+:func:`label_provenance` (its words and the titles' clock: :mod:`distlab.plotting.plotclock`).
 Rendering uses the non-interactive Agg backend.
 
 Legibility, where the helper can tell (:func:`save` applies it, :func:`legibility_problems`
@@ -43,12 +43,12 @@ from matplotlib.path import Path as MplPath  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
-from distlab.plottext import (  # noqa: E402,F401 (the key checks, part of this module's interface)
+from distlab.plotting.plottext import (  # noqa: E402,F401 (the key checks, part of this module's interface)
     absent_legend_entries, apart, band_colour_problems, figure_texts, shown_tick_boxes, text_box, text_collisions)
-from distlab.plotclock import (  # noqa: E402,F401 (the clock's helpers, part of this module's interface)
+from distlab.plotting.plotclock import (  # noqa: E402,F401 (the clock's helpers, part of this module's interface)
     CLOCKS, MEASURED_BACKENDS, carry_clock, clock_in_titles, provenance_text, titles)
-from distlab.stats import t_errorbar, t_interval  # noqa: E402
-from distlab.tables import atomic_output  # noqa: E402
+from distlab.scoring.stats import t_errorbar, t_interval  # noqa: E402
+from distlab.results.tables import atomic_output  # noqa: E402
 
 DPI = 150
 SUFFIXES = {".png": "png", ".pdf": "pdf", ".svg": "svg"}

@@ -1,6 +1,6 @@
 """The claims of ``config/claims.yaml``: read, checked and normalized (torch- and
-pandas-free).  The scorecard (:mod:`distlab.scorecard`) evaluates them; the config check
-(:mod:`distlab.checks`) and the rule files read them through here, so that reading the
+pandas-free).  The scorecard (:mod:`distlab.scoring.scorecard`) evaluates them; the config check
+(:mod:`distlab.config.checks`) and the rule files read them through here, so that reading the
 claims needs none of the evaluation.
 
 A claim names its paper, source, statement, table, metric and test and compares
@@ -397,7 +397,7 @@ def load_claims_file(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]]
     The file is a mapping ``{conditions: {...}, claims: [...]}``, or a bare list
     of claims (no conditions).  Duplicate keys are refused at any level.
     """
-    from .yamlio import load_yaml_strict
+    from ..config.yamlio import load_yaml_strict
 
     data = load_yaml_strict(path)
     conditions: dict[str, Any] = {}

@@ -1,8 +1,8 @@
 """Bounds checked with the configuration, before any job (torch-free).
 
-* :func:`memory_errors`: each training job's memory (:func:`distlab.jobs.mem_mb`, the
+* :func:`memory_errors`: each training job's memory (:func:`distlab.pipeline.jobs.mem_mb`, the
   estimate a SLURM job asks for) against ``jobs.max_mem_mb``, and under NCCL each
-  rank's GPU memory (:func:`distlab.jobs.gpu_mem_mb`) against ``jobs.max_gpu_mem_mb``.
+  rank's GPU memory (:func:`distlab.pipeline.jobs.gpu_mem_mb`) against ``jobs.max_gpu_mem_mb``.
   The ceiling defaults to this machine's memory; ``max_mem_mb: slurm`` (the SLURM
   profile's) reads the largest node of the configured partitions from ``sinfo``.
   The estimate here leaves out the data set (not prepared yet at check time): the
@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from . import jobs as _jobs
+from ..pipeline import jobs as _jobs
 
 MIB = 2**20
 # a model's size keys, the batch's and the workers': what a memory refusal names

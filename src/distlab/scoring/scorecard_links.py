@@ -1,10 +1,10 @@
 """The paired test of one a-vs-b comparison of a scorecard claim (a link of it).
 
-What :mod:`distlab.scorecard` builds a claim's verdict from: the test a claim names
+What :mod:`distlab.scoring.scorecard` builds a claim's verdict from: the test a claim names
 (``less``/``greater`` with an optional margin, ``noninferior``, ``equivalent``) on the
 paired differences of two settings (or of a setting and a constant), its t interval,
 the Wilcoxon cross-check, the seeds that would decide an inconclusive link, and the exact
-check of a one-value by-construction row.  See :mod:`distlab.scorecard` for the rules.
+check of a one-value by-construction row.  See :mod:`distlab.scoring.scorecard` for the rules.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distlab import stats
-from distlab.tables import fmt_ci
+from distlab.scoring import stats
+from distlab.results.tables import fmt_ci
 
 from .claims import VALUE, VALUE_FROM, ClaimError
 

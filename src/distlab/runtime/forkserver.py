@@ -164,7 +164,7 @@ def _child(conn: socket.socket, others: list[socket.socket], request: dict, fds:
            server: int, main) -> None:
     """In the forked child: become the requesting process and run the command; never returns
     (:func:`distlab.runtime.launch.run_child` ends it with the command's status)."""
-    from .runtime.launch import die_with_parent, run_child
+    from .launch import die_with_parent, run_child
 
     def body() -> int | None:
         die_with_parent()  # a server killed outright (SIGKILL of the whole tree) leaves no job behind

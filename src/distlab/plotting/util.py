@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..stats import t_interval
-from ..tables import fmt_ci
+from ..scoring.stats import t_interval
+from ..results.tables import fmt_ci
 
 
 def ci_cell(values, seed: int = 0) -> tuple[str, float, float, float]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .tables import atomic_write_text, markdown_table
+from ..results.tables import atomic_write_text, markdown_table
 
 SECTIONS = [
     ("baseline", "Shared baseline: synchronous data-parallel SGD"),

@@ -1,11 +1,11 @@
 """Which clock a figure's times are on, in words: the provenance text of a backend and the
-clock every figure's title names (matplotlib-free; :mod:`distlab.plots` draws the boxes and
+clock every figure's title names (matplotlib-free; :mod:`distlab.plotting.plots` draws the boxes and
 applies :func:`carry_clock` when it saves a figure).
 
 A figure's times are simulated (virtual clock), measured (wall clock, with the backend) or
 extrapolated (from measurements); :func:`provenance_text` says which, :func:`carry_clock`
 appends the clock of a figure's provenance boxes to a title that names none, and
-:func:`clock_in_titles` is the check :func:`distlab.plots.legibility_problems` reports.
+:func:`clock_in_titles` is the check :func:`distlab.plotting.plots.legibility_problems` reports.
 """
 
 from __future__ import annotations

@@ -60,8 +60,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distlab import stats
-from distlab.tables import atomic_write_text, markdown_table, write_table
+from distlab.scoring import stats
+from distlab.results.tables import atomic_write_text, markdown_table, write_table
 
 from .claims import (VALUE, VALUE_FROM, ClaimError, _check_condition, _check_references,  # noqa: F401
                      _normalize, _normalize_conditions, load_claims, load_claims_file, scoped_conditions,
@@ -476,7 +476,7 @@ def write_scorecard(
     dirty tree); they are named under the table so that stale results show.
     """
     counts = df["verdict"].value_counts()
-    # "unstable here" comes only from the stability run (distlab.stability.settle): named when present
+    # "unstable here" comes only from the stability run (distlab.scoring.stability.settle): named when present
     tally = " · ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS
                        if v != "unstable here" or counts.get(v, 0))
     tested = int(sum(counts.get(v, 0) for v in ("reproduced", "not reproduced", "inconclusive")))
@@ -553,12 +553,12 @@ def write_scorecard(
 
 
 def _read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
-    suffix = Path(path).suffix.lower()
-    if suffix == ".csv":
-        return pd.read_csv(path)
-    if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path)
-    raise ValueError(f"cannot read {path}: expected .csv or .parquet")
+    """A summary table the scorecard grades, after :func:`distlab.results.tables.read_table_checked`:
+    a table cut mid-line, one that is not what its rule wrote (its record) or one naming a run
+    that is gone raises ``ResultError`` naming the file, so a missing run is never graded."""
+    from ..results.tables import read_table_checked
+
+    return read_table_checked(path)
 
 
 def stale_runs(tables: Mapping[str, pd.DataFrame], current: str | None) -> pd.DataFrame:
@@ -599,7 +599,7 @@ def main_scorecard(
     are evaluated (its own tables suffice): the scorecard section a paper's
     target needs.
     """
-    from .runs import git_revision
+    from ..results.runs import git_revision
 
     tables = {name: _read_table(p) for name, p in summaries.items()}
     claims, conditions = load_claims_file(claims_path)

@@ -1,6 +1,6 @@
 """Scorecard conditions: the preconditions a claim is testable under, evaluated on results.
 
-Each condition of ``config/claims.yaml`` (validated by :mod:`distlab.claims`) is met, not
+Each condition of ``config/claims.yaml`` (validated by :mod:`distlab.scoring.claims`) is met, not
 met, or not run, and shows what was measured: a paired comparison, every run past a
 bound, or a bound within reach (``bound_reaches``).
 """
@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from distlab import stats
-from distlab.tables import fmt_ci
+from distlab.scoring import stats
+from distlab.results.tables import fmt_ci
 
 from .claims import VALUE, ClaimError, _normalize_conditions
 from .scorecard_links import StatsSettings, _NotRun, _num, _pair, _resolve

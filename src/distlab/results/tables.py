@@ -145,7 +145,7 @@ def table_errors(path: str | os.PathLike[str]) -> list[str]:
 
 def read_table_checked(path: str | os.PathLike[str]) -> pd.DataFrame:
     """A CSV or parquet table (by suffix) after :func:`table_errors`; its first problem raises
-    :class:`distlab.summarize.ResultError`, one line naming the file."""
+    :class:`distlab.results.summarize.ResultError`, one line naming the file."""
     from .summarize import ResultError
 
     errs = table_errors(path)

@@ -31,7 +31,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from .data.errors import DataError, one_line
+from ..data.errors import DataError, one_line
 from .runs import provenance
 
 SETTING_KEYS = ("experiment", "group", "scheme", "method", "backend", "n", "n_workers", "s",
@@ -65,7 +65,7 @@ def write_table_file(df: pd.DataFrame, path: str | Path) -> None:
 
 
 def read_table_file(path: str | Path) -> pd.DataFrame:
-    """A table by suffix, checked as :func:`distlab.tables.read_table_checked` checks it (a
+    """A table by suffix, checked as :func:`distlab.results.tables.read_table_checked` checks it (a
     truncated CSV, or one that no longer matches its record, is a one-line error)."""
     from .tables import read_table_checked
 
