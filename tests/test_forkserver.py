@@ -145,3 +145,12 @@ def test_the_tiny_workflow_ran_its_jobs_forked_but_what_measures_itself_fresh(ti
             seen.setdefault(m.relative_to(work / "results").parts[0], set()).add(doc["process"])
     assert seen.get("local") == {"fresh"}, seen
     assert "forked" in seen.get("demo", set()) and "forked" in seen.get("pgc", set()), seen
+
+
+def test_the_server_knows_its_own_package_so_it_does_not_start_itself_again():
+    """``forkserver`` re-executes itself only for a workflow whose src/distlab is another
+    package; run from this tree it is its own (else it would re-execute itself forever)."""
+    import distlab
+
+    assert forkserver._package() == os.path.realpath(os.path.dirname(distlab.__file__))
+    assert forkserver.workflow_package(str(ROOT)) is None

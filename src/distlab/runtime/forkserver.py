@@ -72,7 +72,8 @@ def needs_fresh(argv: list[str], environ: dict | None = None) -> str | None:
 
 
 def _package() -> str:
-    return os.path.dirname(os.path.realpath(__file__))
+    """The folder of the distlab package this module belongs to (``distlab/runtime/..``)."""
+    return os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 
 
 def workflow_package(cwd: str) -> str | None:
@@ -161,10 +162,10 @@ def preload(modules) -> None:
 
 
 def _child(conn: socket.socket, others: list[socket.socket], request: dict, fds: list[int],
-           server: int, main) -> None:
-    """In the forked child: become the requesting process and run the command; never returns
-    (:func:`distlab.runtime.launch.run_child` ends it with the command's status)."""
-    from .launch import die_with_parent, run_child
+           server: int, main):
+    """What the forked child runs (:func:`distlab.runtime.launch.fork_run`, which ends it with the
+    command's status): become the requesting process and run the command."""
+    from .launch import die_with_parent
 
     def body() -> int | None:
         die_with_parent()  # a server killed outright (SIGKILL of the whole tree) leaves no job behind
@@ -210,7 +211,7 @@ def _child(conn: socket.socket, others: list[socket.socket], request: dict, fds:
             return 128 + signal.SIGINT
         return status if isinstance(status, int) and 0 <= status < 256 else (0 if status is None else 1)
 
-    run_child(body)
+    return body
 
 
 def serve(command: list[str], main, modules, socket_path: str | None = None) -> int:
@@ -330,12 +331,10 @@ def _accept(listener, children, conns, mine, package, main) -> None:
         conn.sendall(json.dumps({"fallback": why}).encode() + b"\n")
         conn.close()
         return
-    sys.stdout.flush()
-    sys.stderr.flush()
+    from .launch import fork_run
+
     server = os.getpid()
-    pid = os.fork()
-    if pid == 0:
-        _child(conn, [listener, *conns], request, fds, server, main)
+    pid = fork_run(_child(conn, [listener, *conns], request, fds, server, main))
     try:
         os.setpgid(pid, pid)  # here too: a signal forwarded before the child's own call reaches it
     except OSError:

@@ -369,11 +369,31 @@ def run_child(body: Callable[[], int | None]) -> None:
             os._exit(code)
 
 
-def _rank_child(target: Callable[[], object], rank: int, nprocs: int, threads: int,
-                out_fd: int, port_fd: int, steps_mem=None) -> None:
-    """In a forked rank: wire its output and environment, run ``target``, never return."""
+def fork_run(body: Callable[[], int | None]) -> int:
+    """Fork; the child runs ``body`` under :func:`run_child` (its exit status ends the child,
+    which never returns here); the parent gets the child's pid.
+
+    The one fork of the runtime: the fork server's jobs (:mod:`distlab.runtime.forkserver`),
+    the ranks of the fork launcher (:func:`run_forked`) and the ranks forked into network
+    namespaces (:func:`distlab.runtime.netns.run_ranks`) all start here, so a forked process
+    flushes, reports and ends the same way wherever it came from.  What the child must close
+    or rewire (the parent's pipe ends, its sockets) is the first thing ``body`` does."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        run_child(body)  # never returns
+    return pid
+
+
+def _rank_body(target: Callable[[], object], rank: int, nprocs: int, threads: int,
+               out_fd: int, port_fd: int, close: Sequence[int], steps_mem=None) -> Callable[[], None]:
+    """What a forked rank runs: close the launcher's and the other ranks' pipe ends (``close``),
+    wire its output and environment, run ``target``."""
 
     def body() -> None:
+        for fd in close:
+            os.close(fd)
         if steps_mem is not None:
             from .deadline import count_steps_into
 
@@ -399,7 +419,7 @@ def _rank_child(target: Callable[[], object], rank: int, nprocs: int, threads: i
         })
         target()
 
-    run_child(body)
+    return body
 
 
 def _describe(status: int) -> str:
@@ -454,11 +474,9 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
         for rank in range(nprocs):
             r_out, w_out = os.pipe()
             r_port, w_port = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # the rank: close what belongs to the launcher and the other ranks
-                for fd in [r_out, w_port, *outputs.values(), *port_w.values()]:
-                    os.close(fd)
-                _rank_child(target, rank, nprocs, threads, w_out, r_port, steps_mem)
+            # the rank closes what belongs to the launcher and the other ranks
+            pid = fork_run(_rank_body(target, rank, nprocs, threads, w_out, r_port,
+                                      [r_out, w_port, *outputs.values(), *port_w.values()], steps_mem))
             os.close(w_out)
             os.close(r_port)
             children[pid] = rank

@@ -305,15 +305,9 @@ def _fork_rank(cluster: ShapedCluster, rank: int, args: Sequence[str], threads: 
     torch is not imported again a rank) and moved into the rank's namespace before any socket.
     The command runs through the dispatcher registered in :mod:`distlab.runtime.entry`."""
     from . import entry
+    from .launch import die_with_parent, fork_run, wire_output
 
     r_out, w_out = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        os.close(w_out)
-        return _ForkedRank(pid, r_out)
-    from .launch import die_with_parent, run_child, wire_output
 
     def body() -> int | None:
         os.close(r_out)
@@ -325,7 +319,9 @@ def _fork_rank(cluster: ShapedCluster, rank: int, args: Sequence[str], threads: 
         # the dispatcher, as `python -m distlab` would run it (registered: the runtime imports no CLI)
         return entry.main(args)
 
-    run_child(body)  # the rank: never returns
+    pid = fork_run(body)  # the rank runs body, never returns from it
+    os.close(w_out)
+    return _ForkedRank(pid, r_out)
 
 
 def run_ranks(cluster: ShapedCluster, argv: Sequence[str] | None, timeout_s: float, threads: int | None = None,
