@@ -215,7 +215,7 @@ def sweep_table(summary, out_md, choice_out=None, follows: dict | None = None) -
 
 def bytes_rows(model, topks=(32, 1), chunk: int = 64) -> list[dict]:
     """DeMo payload per worker per step for ``model``'s real shapes (meta device is fine)."""
-    from . import payload as pl
+    from ..techniques.demo import payload as pl
     from ..techniques.demo.transforms import clamp_topk, tile_shape
 
     groups: dict[tuple[int, int], int] = {}

@@ -36,7 +36,7 @@ Beyond the reference: ``state_dict()`` holds the momentum (``delta_dct``, its
 DCT coefficients; a checkpoint resumes bit for bit); a parameter whose ``grad`` is None is skipped on that worker
 (the others' contributions still update it, so ranks stay identical); the
 caller's ``.grad`` is left untouched; 0-D and >= 3-D parameters work (see
-:mod:`distlab.demo.transforms`); all parameters travel in one all-gather; a
+:mod:`distlab.techniques.demo.transforms`); all parameters travel in one all-gather; a
 compact encoding (12-bit indices, bf16/fp16 values).
 
 Where the work goes.  The coefficients are kept in each parameter's own
