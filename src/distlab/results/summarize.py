@@ -33,6 +33,7 @@ import pandas as pd
 
 from ..data.errors import DataError, one_line
 from .runs import provenance
+from .tables import ResultError  # noqa: F401 (part of this module's interface)
 
 SETTING_KEYS = ("experiment", "group", "scheme", "method", "backend", "n", "n_workers", "s",
                 "c", "seed", "batch_size", "lr")
@@ -139,11 +140,6 @@ def summarize_run(metrics: pd.DataFrame, manifest: dict) -> dict:
         row["steps_to_threshold_ma"] = float(k2 if k2 is not None else len(m))
         row["time_to_threshold_ma"] = float(m["time"].iloc[(k2 or len(m)) - 1])
     return row
-
-
-class ResultError(DataError):
-    """A run's or a table's files are missing, truncated or not what their writer wrote; the
-    message is one line naming the file and how to make it again."""
 
 
 METRICS_COLUMNS = ("step", "time", "step_time", "loss", "bytes")

@@ -21,6 +21,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..data.errors import DataError
+
+
+class ResultError(DataError):
+    """A run's or a table's files are missing, truncated or not what their writer wrote; the
+    message is one line naming the file and how to make it again."""
+
 
 @contextmanager
 def atomic_output(path: str | os.PathLike[str]) -> Iterator[Path]:
@@ -145,9 +152,7 @@ def table_errors(path: str | os.PathLike[str]) -> list[str]:
 
 def read_table_checked(path: str | os.PathLike[str]) -> pd.DataFrame:
     """A CSV or parquet table (by suffix) after :func:`table_errors`; its first problem raises
-    :class:`distlab.results.summarize.ResultError`, one line naming the file."""
-    from .summarize import ResultError
-
+    :class:`ResultError`, one line naming the file."""
     errs = table_errors(path)
     if errs:
         raise ResultError(errs[0])
