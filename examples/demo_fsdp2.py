@@ -121,10 +121,14 @@ def main() -> None:
     end = test_loss(model)
     local = sum(p.to_local().numel() for p in model.parameters())
     total = sum(p.numel() for p in model.parameters())
+    mem = opt.memory_nbytes()
     summary = {"start": start, "end": end, "world": world, "steps": a.steps, "params": total,
-               "params_on_rank0": local, "payload_bytes": opt.payload_nbytes()}
+               "params_on_rank0": local, "payload_bytes": opt.payload_nbytes(), "memory_bytes": mem}
     if rank == 0:
         print(f"held-out loss {start:.4f} -> {end:.4f}; rank 0 holds {local} of {total} parameters",
+              flush=True)
+        print("rank 0 bytes: parameters {params_local} of {params_full}, DeMo's buffers {optimizer}, "
+              "held gradients {held_gradients}; payload {p} a step".format(**mem, p=opt.payload_nbytes()),
               flush=True)
     if a.check:
         torch.manual_seed(0)

@@ -65,8 +65,9 @@ def _train(rank: int, setting: dict, sharded: bool):
         opt.step()
     params = {n: (p.full_tensor() if sharded else p).detach().clone() for n, p in model.named_parameters()}
     rows = {n: (p.to_local().shape[0] if sharded else p.shape[0]) for n, p in model.named_parameters()}
-    grads = [p.grad is None for p in model.parameters()]
-    return params, rows, grads
+    info = {"grads_none": [p.grad is None for p in model.parameters()], "payload": opt.payload_nbytes(),
+            "memory": opt.memory_nbytes() if sharded else None}
+    return params, rows, info
 
 
 def _worker(rank: int, init: str, out: str) -> None:
@@ -83,9 +84,10 @@ def _worker(rank: int, init: str, out: str) -> None:
         dist.reduce_scatter_single = counting
         found = []
         for setting in SETTINGS:
-            whole, _, _ = _train(rank, setting, sharded=False)
-            shard, rows, grads_none = _train(rank, setting, sharded=True)
-            found.append({"whole": whole, "shard": shard, "rows": rows, "grads_none": grads_none})
+            whole, _, plain = _train(rank, setting, sharded=False)
+            shard, rows, info = _train(rank, setting, sharded=True)
+            found.append({"whole": whole, "shard": shard, "rows": rows, "grads_none": info["grads_none"],
+                          "payloads": (plain["payload"], info["payload"]), "memory": info["memory"]})
         seen = calls["reduce_scatter"]
         # the counter's control: FSDP2 alone reduce-scatters the gradients of a backward
         from torch.distributed.fsdp import fully_shard
@@ -95,6 +97,23 @@ def _worker(rank: int, init: str, out: str) -> None:
         ((model(x) - y) ** 2).mean().backward()
         calls["plain_fsdp"] = calls["reduce_scatter"] - seen
         calls["reduce_scatter"] = seen
+        # misuse: the optimizer made after FSDP reduced the gradients; shards not on dim 0
+        from torch.distributed.tensor import Shard
+
+        from distlab.techniques.demo.fsdp import ShardedDeMo
+        errors = []
+        try:
+            ShardedDeMo(model, lr=1e-2, compression_chunk=8).step()
+        except RuntimeError as e:
+            errors.append(str(e))
+        other = Net()
+        fully_shard(other, shard_placement_fn=lambda p: Shard(1) if p.dim() == 2 and p.shape[1] % 2 == 0
+                    else Shard(0))
+        try:
+            ShardedDeMo(other, lr=1e-2)
+        except ValueError as e:
+            errors.append(str(e))
+        calls["errors"] = errors
         torch.save({"found": found, "calls": calls}, f"{out}.{rank}")
     finally:
         dist.destroy_process_group()
@@ -135,6 +154,14 @@ def test_each_rank_holds_its_shard_and_fsdp_reduce_scatters_nothing(runs):
         # the gradients went to DeMo, not to FSDP's reduce-scatter; the sharded .grad stays None
         assert run["calls"]["reduce_scatter"] == 0 and run["calls"]["plain_fsdp"] >= 1
         assert all(all(f["grads_none"]) for f in run["found"])
+        for f in run["found"]:
+            mem = f["memory"]
+            assert f["payloads"][0] == f["payloads"][1]   # DeMo's all-gather carries the unsharded bytes
+            # the parameters shard, DeMo's state does not: its buffers and the held gradients are full size
+            assert mem["params_local"] < 0.6 * mem["params_full"]
+            assert mem["optimizer"] >= 2 * mem["params_full"] and mem["held_gradients"] == mem["params_full"]
+        late, dim1 = run["calls"]["errors"]
+        assert "FSDP reduced a gradient" in late and "Shard(0)" in dim1
 
 
 @pytest.mark.slow

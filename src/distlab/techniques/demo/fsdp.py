@@ -26,8 +26,15 @@ traffic that DeMo exists to avoid.  Communication a step: FSDP's all-gathers of 
 (forward, and backward when it reshards after the forward), no reduce-scatter, and DeMo's
 payload all-gather (the same bytes as unsharded).  Each rank decodes every tile, as unsharded.
 
-Tile-aligned shards (each rank owning whole tiles and running DeMo on its own tiles only) would
-keep one momentum per tile, ``W`` times fewer senders per tile: another algorithm, not this one.
+Tile-aligned shards, each rank running DeMo on its own tiles only, are not this algorithm: from its
+own gradient a rank would build one momentum a tile where DeMo has ``W`` (one per worker), and a
+tile's update would be one sender's top-k, not the mean over ``W`` senders.  They are DeMo again
+only if the owner of a tile receives every rank's dense gradient of it (an all-to-all as large as
+the reduce-scatter) and keeps ``W`` momenta for it: the same state per rank as here (``W`` shards'
+worth), dense gradient traffic in place of the compressed all-gather.
+
+A checkpoint: ``state_dict()`` on every rank (each rank's momentum is its own, full size, a plain
+tensor); torch.distributed.checkpoint would take it for a replicated tensor and keep one rank's.
 """
 
 from __future__ import annotations
@@ -137,7 +144,8 @@ class ShardedDeMo(DeMo):
         held = self._held.get(id(p))
         if held is not None:
             return held
-        if p.grad is not None and id(p) in self._rows and self._rows[id(p)] != (0, p.shape[0] if p.dim() else 1):
+        DTensor, _ = _dtensor_types()
+        if p.grad is not None and isinstance(p, DTensor):
             raise RuntimeError("ShardedDeMo: FSDP reduced a gradient the optimizer did not take "
                                "(was the optimizer created before the first forward?)")
         return p.grad
@@ -186,8 +194,15 @@ class ShardedDeMo(DeMo):
         for lr, (ps, us) in steps.items():
             torch._foreach_add_(ps, us, alpha=-lr)
 
-    def remove_hooks(self) -> None:
-        """Removes the forward pre-hooks (FSDP reduces gradients again for new unsharded params)."""
-        for h in self._handles:
-            h.remove()
-        self._handles = []
+    def memory_nbytes(self) -> dict[str, int]:
+        """What this rank holds, in bytes: its parameter shards (``params_local``) against the
+        whole parameters (``params_full``), DeMo's buffers (``optimizer``: the momentum's
+        coefficients and the transform and decode scratch, each full size) and the gradients held
+        for the next step (``held_gradients``)."""
+        local = [self._local(p) for g in self.param_groups for p in g["params"]]
+        bufs = [getattr(tg, name) for tg in self.layout
+                for name in ("coeff", "work", "tiled", "total", "hits", "basis1", "basis2")]
+        return {"params_local": sum(t.numel() * t.element_size() for t in local),
+                "params_full": sum(p.numel() * p.element_size() for g in self.param_groups for p in g["params"]),
+                "optimizer": sum(t.numel() * t.element_size() for t in bufs if t is not None),
+                "held_gradients": sum(t.numel() * t.element_size() for t in self._held.values())}
