@@ -9,7 +9,7 @@ would reduce-scatter it, runs DeMo on the full tiles, and each rank updates its 
 trains on its own data (a noisy teacher, drawn by rank and step); rank 0 prints progress and the
 held-out loss before and after.  ``--check`` also trains an unsharded replica with plain ``DeMo``
 on the same data and reports whether the two runs' parameters are bit-equal.  With ``--out`` rank
-0 writes a JSON summary.  Runs on CPUs (gloo) or one GPU a rank (nccl).
+0 writes a JSON summary.  CPUs (gloo), or nccl where every rank has a GPU (tested on CPUs only).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.fsdp import fully_shard
 
-from distlab.techniques.demo import DeMo
-from distlab.techniques.demo.fsdp import ShardedDeMo
+from distlab.techniques.demo import DeMo, ShardedDeMo
 
 
 class Block(nn.Module):
