@@ -237,11 +237,8 @@ class DeMo(Optimizer):
                     view.copy_(_as_matrix_layout(st["delta_dct"], m, tg))
                 st["delta_dct"] = view
                 st.setdefault("step", 0)
-                pm = m.param.detach().view(m.rows, m.cols)
-                tg.updates["tiled"].append(
-                    (_tiles_of(pm, m, tg),
-                     tg.tiled[m.start:m.start + m.tiles].view(m.rows // tg.n1, m.cols // tg.n2, tg.n1, tg.n2)))
-                tg.updates["matrix"].append((pm, flat_tiled[m.span].view(m.rows, m.cols)))
+                for path, pair in self._update_views(m, tg).items():
+                    tg.updates[path].append(pair)
                 a = torch.arange(m.rows // tg.n1, dtype=torch.int64)[:, None] * (tg.n1 * m.cols)
                 b = torch.arange(m.cols // tg.n2, dtype=torch.int64)[None, :] * tg.n2
                 base.append((m.offset + a + b).reshape(-1))
@@ -277,6 +274,19 @@ class DeMo(Optimizer):
         self._grads_to = [v for tg in self._layout for v in tg.grads]
         self._grads_of = [m.param for tg in self._layout for m in tg.members]
         return self._layout
+
+    def _update_views(self, m: _Member, tg: _TileGroup) -> dict:
+        """Per apply path, the (parameter view, update view) pair of member ``m`` that the sign
+        step adds (``"tiled"``: tile by tile; ``"matrix"``: the parameter's (rows, cols) layout).
+        :class:`distlab.techniques.demo.fsdp.ShardedDeMo` replaces it (a rank holds a shard)."""
+        pm = m.param.detach().view(m.rows, m.cols)
+        return {"tiled": (_tiles_of(pm, m, tg),
+                          tg.tiled[m.start:m.start + m.tiles].view(m.rows // tg.n1, m.cols // tg.n2, tg.n1, tg.n2)),
+                "matrix": (pm, tg.tiled.view(-1)[m.span].view(m.rows, m.cols))}
+
+    def _grad(self, p: torch.Tensor) -> torch.Tensor | None:
+        """This worker's own gradient of ``p`` (``p.grad``; a sharded model keeps it elsewhere)."""
+        return p.grad
 
     def load_state_dict(self, state_dict: dict) -> None:
         super().load_state_dict(state_dict)
@@ -327,18 +337,20 @@ class DeMo(Optimizer):
         (``_foreach_copy_``), then per tile group a fixed sequence (the transform's products, one
         ``|c|`` copy a column class, the top-k, one gather and one scatter, the packing)."""
         layout = self.layout
-        present = [m.param.grad is not None for m in self._members]
-        for m in self._members:
-            if m.param.grad is None:
+        grads = [self._grad(m.param) for m in self._members]
+        present = [g is not None for g in grads]
+        for m, g in zip(self._members, grads):
+            if g is None:
                 continue
-            if m.param.grad.is_sparse:
+            if g.is_sparse:
                 raise RuntimeError("DeMo does not support sparse gradients")
             self.state[m.param]["step"] += 1
+        own = [self._grad(p) for p in self._grads_of]
         if all(present):
             if self._grads_to:
-                torch._foreach_copy_(self._grads_to, [p.grad for p in self._grads_of])
+                torch._foreach_copy_(self._grads_to, own)
         else:
-            pairs = [(v, p.grad) for v, p in zip(self._grads_to, self._grads_of) if p.grad is not None]
+            pairs = [(v, g) for v, g in zip(self._grads_to, own) if g is not None]
             if pairs:
                 torch._foreach_copy_([v for v, _ in pairs], [g for _, g in pairs])
         parts = [self._mask_bytes(present, layout[0].device if layout else torch.device("cpu"))]
@@ -442,24 +454,36 @@ class DeMo(Optimizer):
             else:  # in each parameter's layout
                 _inverse_dense(tg, idx, share, upd)
                 upd.sign_()
-            decayed = [(m.index, m.param, m.group["lr"] * m.group["weight_decay"])
-                       for m in tg.members if m.group["weight_decay"] != 0]
-            if decayed:  # decay only a parameter some worker sent: factor 1 - lr*wd or 1
-                key = tuple((i, lw) for i, _, lw in decayed)
-                if tg.lrwd != key:  # the device copy of the rates, remade when they change
-                    tg.lrwd = key
-                    tg.lrwd_t = torch.tensor([lw for _, _, lw in decayed], dtype=tg.dtype).to(tg.device)
-                    tg.decayed_at = torch.tensor([i for i, _, _ in decayed], dtype=torch.int64).to(tg.device)
-                factor = 1.0 - tg.lrwd_t * any_present[tg.decayed_at].to(tg.dtype)
-                torch._foreach_mul_([p for _, p, _ in decayed], factor.unbind(0))
-            views = tg.updates["tiled" if tiled else "matrix"]
-            steps: dict[float, tuple[list, list]] = {}  # per learning rate: the parameters, their signs
-            for m, (pv, uv) in zip(tg.members, views):
-                ps, us = steps.setdefault(m.group["lr"], ([], []))
-                ps.append(pv)
-                us.append(uv)
-            for lr, (ps, us) in steps.items():
-                torch._foreach_add_(ps, us, alpha=-lr)
+            self._step_params(tg, tiled, any_present)
+
+    def _step_params(self, tg: _TileGroup, tiled: bool, any_present: torch.Tensor) -> None:
+        """Decoupled weight decay and the sign step of a tile group's parameters, the signs in
+        ``tg.tiled`` (tile by tile when ``tiled``, else in each parameter's layout)."""
+        decayed, factors = self._decay_factors(tg, any_present)
+        if decayed:
+            torch._foreach_mul_([m.param for m in decayed], factors)
+        views = tg.updates["tiled" if tiled else "matrix"]
+        steps: dict[float, tuple[list, list]] = {}  # per learning rate: the parameters, their signs
+        for m, (pv, uv) in zip(tg.members, views):
+            ps, us = steps.setdefault(m.group["lr"], ([], []))
+            ps.append(pv)
+            us.append(uv)
+        for lr, (ps, us) in steps.items():
+            torch._foreach_add_(ps, us, alpha=-lr)
+
+    def _decay_factors(self, tg: _TileGroup, any_present: torch.Tensor) -> tuple[list, list]:
+        """The members with weight decay and their factors (0-D tensors on the device): 1 - lr*wd
+        where some worker sent the parameter, else 1."""
+        decayed = [m for m in tg.members if m.group["weight_decay"] != 0]
+        if not decayed:
+            return [], []
+        key = tuple((m.index, m.group["lr"] * m.group["weight_decay"]) for m in decayed)
+        if tg.lrwd != key:  # the device copy of the rates, remade when they change
+            tg.lrwd = key
+            tg.lrwd_t = torch.tensor([lw for _, lw in key], dtype=tg.dtype).to(tg.device)
+            tg.decayed_at = torch.tensor([i for i, _ in key], dtype=torch.int64).to(tg.device)
+        factor = 1.0 - tg.lrwd_t * any_present[tg.decayed_at].to(tg.dtype)
+        return decayed, list(factor.unbind(0))
 
     # -------------------------------------------------------------- collective
     def all_gather(self, payload: torch.Tensor) -> torch.Tensor:
