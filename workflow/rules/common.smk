@@ -31,6 +31,9 @@ def floors_table(name):
 
 
 from distlab.clihelp import as_json
+from distlab.pipeline.workflow import SharedWorkflow, benchmark_path, input_dirs, inputs_json, log_path
+
+SHARED = SharedWorkflow(config, RESULTS)  # the shared rules' functions of a job's wildcards
 
 
 def runtime_json():

@@ -4,9 +4,9 @@ rule prepare_data:
         manifest=data_manifest("{dataset}"),
         **{split: f"{RESULTS}/data/{{dataset}}/{split}.pt" for split in DATA_SPLITS},
     params:
-        spec=lambda w: as_json({"name": w.dataset, **config["datasets"][w.dataset]}),
+        spec=SHARED.dataset_spec,
         seed=config["data_seed"],
-        out=lambda w: f"{RESULTS}/data/{w.dataset}",
+        out=SHARED.dataset_dir,
     conda:
         ENV
     log:
@@ -15,8 +15,7 @@ rule prepare_data:
         "benchmarks/data/{dataset}.tsv"
     threads: 1
     resources:
-        # the embedded sets are small; a hub image set is decoded in full once (uint8)
-        mem_mb=lambda w: 16000 if config["datasets"][w.dataset]["source"] == "hf" else 2000,
+        mem_mb=SHARED.dataset_mem_mb,  # a hub image set is decoded in full once
     shell:
         "python -m distlab prepare-data --spec {params.spec:q} --out {params.out:q} --seed {params.seed:q} "
         "> {log:q} 2>&1"
@@ -38,7 +37,7 @@ rule data_floors:
     output:
         floors_table("{dataset}"),
     params:
-        data=lambda w: f"{RESULTS}/data/{w.dataset}",
+        data=SHARED.dataset_dir,
     conda:
         ENV
     log:
