@@ -1,12 +1,11 @@
 # The atlas (ours): every data-parallel technique on DeMo's byte-level LM task, one job per
 # technique (its lr/setting sweep, then its runs), the DDP reference against the bigram floor,
 # the map (simulated and extrapolated cells), its figures.  Target: `snakemake atlas`.
-import os as _atlas_os
-
-from distlab.atlas.workflow import config_json as atlas_config_json
+from distlab.atlas.workflow import AtlasRules
 
 ATLAS = config.get("atlas")
 ATLAS_OUT = f"{RESULTS}/atlas"
+ATLAS_WF = AtlasRules(ATLAS, ATLAS_OUT, data_manifest, floors_table)
 
 
 rule atlas_job:
@@ -16,16 +15,16 @@ rule atlas_job:
     arrival-dependent technique the straggler models of atlas.train_under.  Or the DDP reference
     (reference) at the reference's horizon: it must get clearly below the bigram floor."""
     input:
-        data=lambda w: data_manifest(ATLAS["dataset"]),
+        data=ATLAS_WF.data,
     output:
         done=f"{ATLAS_OUT}/{{job}}/done.json",
     wildcard_constraints:
         job=r"techniques/[a-z-]+|reference",
     params:
-        cfg=lambda w: atlas_config_json(ATLAS),
-        data=lambda w, input: _atlas_os.path.dirname(input.data),
-        out=lambda w, output: _atlas_os.path.dirname(output.done),
-        verb=lambda w: "reference" if w.job == "reference" else f"technique --technique {_atlas_os.path.basename(w.job)}",
+        cfg=ATLAS_WF.config_json,
+        data=subpath(input.data, parent=True),
+        out=subpath(output.done, parent=True),
+        verb=ATLAS_WF.verb,
     conda:
         ENV
     log:
@@ -43,9 +42,9 @@ rule atlas_map:
     """The map's tables (cells, winners with intervals, crossovers, efficiency ratios, the reference, the
     replay benchmark) and its figures."""
     input:
-        done=lambda w: [f"{ATLAS_OUT}/techniques/{t}/done.json" for t in (ATLAS["techniques"] if ATLAS else [])],
+        done=ATLAS_WF.technique_done,
         reference=f"{ATLAS_OUT}/reference/done.json",
-        floors=lambda w: floors_table(ATLAS["dataset"]),
+        floors=ATLAS_WF.floors,
     output:
         cells=f"{ATLAS_OUT}/map/cells.csv",
         winners=f"{ATLAS_OUT}/map/winners.csv",
@@ -58,8 +57,8 @@ rule atlas_map:
         size=f"{ATLAS_OUT}/figures/winners_bandwidth_size.png",
         time=f"{ATLAS_OUT}/figures/time_vs_bandwidth.png",
     params:
-        cfg=lambda w: atlas_config_json(ATLAS),
-        out=lambda w, output: _atlas_os.path.dirname(output.cells),
+        cfg=ATLAS_WF.config_json,
+        out=subpath(output.cells, parent=True),
     conda:
         ENV
     log:
@@ -113,7 +112,7 @@ rule atlas_paper_copy:
     """A figure or table of the map, copied into paper/ beside the papers' (atlas_<name>), where
     atlas.in_default_target makes the atlas part of the default target."""
     input:
-        lambda w: f"{ATLAS_OUT}/{'figures' if w.kind == 'figures' else 'map'}/{w.name}.{w.ext}",
+        ATLAS_WF.map_file,
     output:
         f"{PAPER}/{{kind}}/atlas_{{name}}.{{ext}}",
     wildcard_constraints:
