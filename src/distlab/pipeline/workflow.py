@@ -13,6 +13,12 @@ import os
 from typing import Any
 
 from ..clihelp import as_json
+from . import jobs as _jobs
+
+DATA_SPLITS = ("train", "val", "test")  # a prepared data set's split files, <split>.pt beside its manifest
+# the papers' keys in register_tables/register_outputs, by config section
+PAPER_IDS = {"foundation": "foundation", "pgc": "P1", "placement": "P2",
+             "local_learning": "P3", "demo": "P4", "atlas": "atlas"}
 
 
 def log_path(job: str) -> str:
@@ -23,6 +29,95 @@ def log_path(job: str) -> str:
 def benchmark_path(job: str) -> str:
     """The benchmark table of a job named ``job``: ``benchmarks/<job>.tsv``."""
     return f"benchmarks/{job}.tsv"
+
+
+def data_manifest(name: str, results: str = "results") -> str:
+    return f"{results}/data/{name}/manifest.json"
+
+
+def floors_table(name: str, results: str = "results") -> str:
+    """The unigram/bigram floors of a text data set (rule data_floors)."""
+    return f"{results}/data/{name}/floors.csv"
+
+
+def data_mb(manifest: str) -> float:
+    """Bytes of a prepared data set on disk (its split files), in MiB; 0 before it exists."""
+    folder = os.path.dirname(manifest)
+    total = 0
+    for split in DATA_SPLITS:
+        path = os.path.join(folder, f"{split}.pt")
+        if os.path.exists(path):
+            total += os.path.getsize(path)
+    return total / 2**20
+
+
+def mem_for(manifest: str, processes: int = 1, base_mb: int = 600, per_data: float = 2.0) -> int:
+    """A job's memory: each process holds the data set (plus working copies) and a model."""
+    return int(processes * (base_mb + per_data * data_mb(manifest)))
+
+
+def mem_of_inputs(base_mb: int, per_mb: int = 4):
+    """``mem_mb`` of a job that reads all its input tables into one frame (about 3x their size on
+    disk, and working copies), plus ``base_mb`` for Python and pandas."""
+
+    def mem_mb(wildcards, input) -> int:
+        return int(base_mb + per_mb * input.size_mb)
+
+    return mem_mb
+
+
+def run_files(run: str) -> dict[str, str]:
+    """A training run's files in its folder ``run``: its manifest and its metrics (the outputs of
+    a job that trains one seed)."""
+    return {"manifest": f"{run}/manifest.json", "metrics": f"{run}/metrics.csv"}
+
+
+def seed_files(job: str, seeds) -> dict[str, list[str]]:
+    """The runs of a job that trains ``seeds`` one after another, each in ``job``/seed<k>: every
+    seed's manifest, then every seed's metrics."""
+    return {"manifests": [f"{job}/seed{k}/manifest.json" for k in seeds],
+            "metrics": [f"{job}/seed{k}/metrics.csv" for k in seeds]}
+
+
+def train_params(spec, out=None) -> dict:
+    """A training rule's params for `python -m distlab train`: the run spec (``spec``, the function
+    of the wildcards that builds it, or its text), the folder it writes (``out``; by default the
+    folder of output.manifest, a one-seed job's run folder) and the data set's folder (input.data's)."""
+    from snakemake.ioutils import rule_item_factory, subpath
+
+    output, input = rule_item_factory("output"), rule_item_factory("input")
+    return {"spec": spec, "out": subpath(output.manifest, parent=True) if out is None else out,
+            "data": subpath(input.data, parent=True)}
+
+
+def csv_and_beside(stem: str, **beside: str) -> dict[str, str]:
+    """The files of a command that writes its table to ``--out <stem>.csv`` (output.csv) and more
+    files beside it, each named <stem><suffix> (``md=".md"``, ``fit="_fit.csv"``)."""
+    return {"csv": f"{stem}.csv", **{name: f"{stem}{suffix}" for name, suffix in beside.items()}}
+
+
+def report_figure(path: str, category: str, caption: str, label: str):
+    """A figure in the Snakemake report (snakemake --report): under ``category``, captioned by
+    workflow/report/<caption>.rst, labelled ``label``."""
+    from snakemake.io import report
+
+    return report(path, category=category, caption=f"../report/{caption}.rst", labels={"figure": label})
+
+
+def with_report_figure(files: dict, category: str, caption: str, label: str) -> dict:
+    """A rule's files by kind (png, csv, md), its figure, the png, in the report (report_figure)."""
+    return {**files, "png": report_figure(files["png"], category, caption, label)}
+
+
+def extra_seed_requests(config: dict[str, Any], claims_file: str, load_claims_file) -> list:
+    """stats.extra_seeds: the extra seeds named claims ask of their settings
+    (distlab.pipeline.extra_seeds); none without the key (config/claims.yaml, read by
+    ``load_claims_file`` (distlab.scoring.claims), is then not read)."""
+    if not (config.get("stats") or {}).get("extra_seeds"):
+        return []
+    from .extra_seeds import requests
+
+    return requests(config, *load_claims_file(claims_file))
 
 
 def inputs_json(wildcards, input) -> str:
@@ -41,6 +136,97 @@ class SharedWorkflow:
 
     def __init__(self, config: dict[str, Any], results: str = "results") -> None:
         self.config, self.results = config, results
+        self.jobs = config["jobs"]
+        # summary tables the scorecard reads, by paper (scorecard_inputs(paper): one paper's, so a
+        # paper's target needs only its own runs); figures and tables, by paper (`rule figures`,
+        # `rule tables` and the write-up gather them)
+        self.summary_tables: dict[str, dict[str, str]] = {}
+        self.paper_outputs: dict[str, list[str]] = {}
+
+    # -- registries: each paper's rule file registers its own tables and outputs
+    def register_tables(self, paper: str, tables: dict[str, str]) -> None:
+        if paper not in PAPER_IDS.values():
+            raise ValueError(f"register_tables: unknown paper {paper!r}")
+        self.summary_tables.setdefault(paper, {}).update(tables)
+
+    def scorecard_inputs(self, paper: str) -> dict[str, str]:
+        return dict(self.summary_tables.get(paper, {}))
+
+    def register_outputs(self, paper: str, paths) -> None:
+        if paper not in PAPER_IDS.values():
+            raise ValueError(f"register_outputs: unknown paper {paper!r}")
+        self.paper_outputs.setdefault(paper, []).extend(paths)
+
+    def all_outputs(self) -> list[str]:
+        return [f for paper in ("foundation", "P1", "P2", "P3", "P4", "atlas")
+                for f in self.paper_outputs.get(paper, [])]
+
+    def scorecard_papers(self) -> list[str]:
+        """Papers with at least one registered table, in a fixed order."""
+        return [p for p in ("foundation", "P1", "P2", "P3", "P4") if p in self.summary_tables]
+
+    def scorecard_tables(self, wildcards) -> list[str]:
+        """scorecard_paper's inputs: the tables the paper of the ``paper`` wildcard registered."""
+        return list(self.scorecard_inputs(wildcards.paper).values())
+
+    def scorecard_table_args(self, wildcards) -> list[str]:
+        """scorecard_paper's ``--table=<name>=<path>`` arguments, one a registered table."""
+        return [f"--table={k}={v}" for k, v in self.scorecard_inputs(wildcards.paper).items()]
+
+    # -- run-time settings and a training job's batch request (profiles/slurm): distlab.pipeline.jobs
+    def runtime_json(self) -> str:
+        """Run-time settings (timeouts, checkpoint cadence) for `--runtime`.
+
+        They change no result, so rules pass them as a resource
+        (`resources: distlab_runtime=runtime_json()`), which is not a rerun
+        trigger: editing them reruns nothing.  The run spec (`params.spec`) holds
+        everything that does change results."""
+        rt = self.config["runtime"]
+        return as_json({"timeout_s": rt["timeout_s"], "job_timeout_s": rt["job_timeout_s"],
+                        "checkpoint": rt["checkpoint"], "launcher": rt["launcher"]})
+
+    def stats_json(self) -> str:
+        return as_json(self.config["stats"])
+
+    def job_mem_mb(self, spec, manifest, base_mb=None) -> int:
+        """MiB for the job: per process torch, the model's state, its activations, the data."""
+        return _jobs.mem_mb(spec, manifest, base_mb or self.jobs["base_mb"])
+
+    def job_runtime(self, rule, spec, manifest, attempt=1):
+        """Minutes for the job: runs x steps x jobs.step_s[rule] (with margin), x attempt on a retry."""
+        return _jobs.runtime_min(spec, manifest, self.jobs, self.jobs["step_s"].get(rule),
+                                 self.config["runtime"]["job_timeout_s"], attempt)
+
+    def partition_for_gpus(self, gpus) -> str:
+        """jobs.partitions.gpu for a job that claims GPUs, jobs.partitions.cpu otherwise."""
+        return _jobs.partition(int(gpus), self.jobs)
+
+    def train_resources(self, rule, spec_of, base_mb=None, gpu=False, partition=False, runtime=True) -> dict:
+        """A training rule's resources from its spec (``spec_of(wildcards)``, the function its
+        params.spec names, which builds a job's spec once): memory, minutes (jobs.step_s[rule]),
+        with ``gpu`` its GPUs and with ``partition`` its batch partition, and the run-time settings."""
+
+        def mem_mb(wildcards, input):
+            return self.job_mem_mb(spec_of(wildcards), input.data, base_mb)
+
+        def minutes(wildcards, input, attempt):
+            return self.job_runtime(rule, spec_of(wildcards), input.data, attempt)
+
+        def gpus(wildcards):
+            return _jobs.gpus(spec_of(wildcards))  # one GPU per rank under NCCL, none otherwise
+
+        def slurm_partition(wildcards):
+            return _jobs.partition(_jobs.gpus(spec_of(wildcards)), self.jobs)
+
+        out: dict[str, Any] = {"mem_mb": mem_mb}
+        if gpu:
+            out["gpu"] = gpus
+        if partition:
+            out["slurm_partition"] = slurm_partition
+        if runtime:
+            out["runtime"] = minutes
+        out["distlab_runtime"] = self.runtime_json()
+        return out
 
     # -- data sets (workflow/rules/data.smk)
     def dataset_dir(self, wildcards) -> str:
