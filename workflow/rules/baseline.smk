@@ -86,8 +86,8 @@ rule baseline_figures:
         csv=f"{PAPER}/tables/baseline.csv",
         md=f"{PAPER}/tables/baseline.md",
     params:
-        inputs=lambda w, input: as_json({"steps": input.steps, "summary": input.summary}),
-        out=lambda w, output: os.path.dirname(os.path.dirname(output.fig)),
+        inputs=inputs_json,
+        out=subpath(output.fig, ancestor=2),
     conda:
         ENV
     log:
