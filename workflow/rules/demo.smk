@@ -134,14 +134,14 @@ use rule demo_train_sim as demo_train_twin with:
 rule demo_summarize:
     """Per-step and run-level tables of one group of DeMo runs (bytes, re-timed columns)."""
     input:
-        lambda w: P4.runs(w.dgroup),
+        P4.group_runs,
     output:
         steps=P4.steps("{dgroup}"),
         summary=P4.summary("{dgroup}"),
     wildcard_constraints:
         dgroup=r"simulated|simulated_real|gloo|nccl|sweep",
     params:
-        runs=lambda w, input: [os.path.dirname(f) for f in input],
+        runs=input_dirs,
         networks=P4.networks,
     conda:
         ENV

@@ -181,3 +181,7 @@ class DemoWorkflow:
         real = d["real"]  # the real backend's runs, or (SIM_REAL) their simulated twins
         return [f"{r}/demo/{group}/n{n}/{m}/seed{s}/manifest.json"
                 for n in real["n_workers"] for m in real["methods"] for s in real["seeds"]]
+
+    def group_runs(self, w) -> list[str]:
+        """demo_summarize's inputs: the manifests of the group of runs the ``dgroup`` wildcard names."""
+        return self.runs(w.dgroup)
