@@ -137,7 +137,7 @@ use rule pgc_train_sim as pgc_train_sim_real with:
 rule pgc_summarize:
     """Per-step (parquet) and run-level (CSV) tables of one experiment group."""
     input:
-        lambda w: P1.group_runs(w.group),
+        P1.group_inputs,
     output:
         steps=P1.steps("{group}"),
         summary=P1.summary("{group}"),
@@ -169,7 +169,7 @@ for _fig, _table, _group in P1.FIGURES:
             report_figure(P1.fig[_fig], PGC_REPORT, f"pgc_{_fig}", P1.figure_label(_fig)),
         params:
             name=_fig,
-            inputs=lambda w, input: as_json(dict(input.items())),
+            inputs=inputs_json,
             options=P1.options(),
         conda:
             ENV
@@ -199,7 +199,7 @@ for _tab, _group in (("time_to_target", "cloud"), ("compute", "simulation")):
             P1.tab[_tab],
         params:
             tab=_tab,
-            inputs=lambda w, input: as_json(dict(input.items())),
+            inputs=inputs_json,
         conda:
             ENV
         log:
@@ -220,7 +220,7 @@ rule pgc_real_vs_sim:
     output:
         **with_report_figure(P1.real_out, PGC_REPORT, "pgc_real", "real vs simulated"),
     params:
-        inputs=lambda w, input: as_json(dict(input.items())),
+        inputs=inputs_json,
         options=P1.options(),
     conda:
         ENV

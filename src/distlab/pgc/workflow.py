@@ -112,6 +112,10 @@ class PGCWorkflow:
     def run_dir(self, group, s, delay, backend, scheme, seed) -> str:
         return f"{self.results}/pgc/{group}/s{s}/d{delay}/{backend}/{scheme}/seed{seed}"
 
+    def group_inputs(self, w) -> list[str]:
+        """pgc_summarize's inputs: the run manifests of the group the ``group`` wildcard names."""
+        return self.group_runs(w.group)
+
     def group_runs(self, group: str) -> list[str]:
         """Run manifests of one experiment group (simulated, and gloo for `real`)."""
         backends = ["gloo", SIM] if group == "real" else [SIM]
