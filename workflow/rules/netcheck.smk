@@ -31,8 +31,8 @@ rule netcheck_error:
     output:
         **csv_and_beside(f"{RESULTS}/netcheck/techerror", md=".md", png=".png", steps="_steps.csv"),
     params:
-        demo=lambda w, input: os.path.dirname(input.demo),
-        pgc=lambda w, input: os.path.dirname(input.pgc),
+        demo=subpath(input.demo, parent=True),
+        pgc=subpath(input.pgc, parent=True),
     conda:
         ENV
     log:
