@@ -10,7 +10,7 @@ rule scorecard_paper:
     every claim of config/claims.yaml has a row in paper/scorecard.csv."""
     input:
         claims="config/claims.yaml",
-        tables=lambda w: list(scorecard_inputs(w.paper).values()),
+        tables=SHARED.scorecard_tables,
     output:
         md=f"{PAPER}/scorecard/{{paper}}.md",
         csv=f"{PAPER}/scorecard/{{paper}}.csv",
@@ -18,7 +18,7 @@ rule scorecard_paper:
     wildcard_constraints:
         paper="foundation|P1|P2|P3|P4|atlas",
     params:
-        tables=lambda w: [f"--table={k}={v}" for k, v in scorecard_inputs(w.paper).items()],
+        tables=SHARED.scorecard_table_args,
         stats=stats_json(),
     conda:
         ENV
