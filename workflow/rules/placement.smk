@@ -11,12 +11,13 @@ PL_TABLES, PL_ABLATION, PL_REAL, PL_FIGS = PL_T["main"], PL_T["ablation"], PL_T[
 PL_OPTIONS = placement_wf.options(PL) if PL else "{}"
 PL_PIC_MODEL = placement_wf.models(PL)[0] if PL else ""
 PL_REPORT = "Device placement (HSDAG)"  # the report's category of P2's figures
+PL_WF = placement_wf.PlacementRules(PL, PL_DIR, partition_for_gpus)
 
 
 # What a simulated run on one model reads (placement_run, placement_bench_sim): its graph and
 # the profile it scores with (stored, or this run's measurement).
 PL_SCORED = {"graph": placement_wf.graph_path(PL_DIR),
-             "profile": lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model, getattr(w, "pair", None))}
+             "profile": PL_WF.scored_profile}
 
 
 if PL:
@@ -35,7 +36,7 @@ rule placement_graph:
     output:
         placement_wf.graph_path(PL_DIR),
     params:
-        spec=lambda w: as_json(PL["models"][w.pl_model]),
+        spec=PL_WF.model_spec,
     conda:
         ENV
     log:
@@ -56,7 +57,7 @@ rule placement_profile:
     output:
         f"{PL_DIR}/profiles/{{pl_model}}.json",
     params:
-        spec=lambda w: placement_wf.profile_spec(PL, w.pl_model),
+        spec=PL_WF.profile_spec,
     conda:
         ENV
     log:
@@ -67,8 +68,8 @@ rule placement_profile:
     resources:
         mem_mb=3000,
         # a roofline device with measure_on_cuda is profiled on one GPU
-        gpu=lambda w: int(json.loads(placement_wf.profile_spec(PL, w.pl_model))["cuda"]),
-        slurm_partition=lambda w: partition_for_gpus(json.loads(placement_wf.profile_spec(PL, w.pl_model))["cuda"]),
+        gpu=PL_WF.profile_gpus,
+        slurm_partition=PL_WF.profile_partition,
     shell:
         "OMP_NUM_THREADS=1 python -m distlab placement-profile --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
 
@@ -83,11 +84,7 @@ rule placement_run:
     output:
         f"{PL_DIR}/runs/{{pair}}/{{pl_model}}/{{pl_method}}.json",
     params:
-        # a function of the wildcards only: Snakemake compares a params function that reads
-        # `input` only when the job runs, so a learner's setting would not rerun its runs
-        spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method,
-                                             graph=placement_wf.graph_path(PL_DIR, w.pl_model),
-                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model, w.pair)),
+        spec=PL_WF.run_spec,  # a function of the wildcards only (see PlacementRules.run_spec)
     conda:
         ENV
     log:
@@ -111,9 +108,7 @@ use rule placement_run as placement_run_extra with:
     wildcard_constraints:
         seed="|".join(str(k) for k in (placement_wf.all_extra_seeds(PL, EXTRA_SEED_REQUESTS) if PL else [])) or "none",
     params:
-        spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method, seeds=[int(w.seed)],
-                                             graph=placement_wf.graph_path(PL_DIR, w.pl_model),
-                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model, w.pair)),
+        spec=PL_WF.extra_run_spec,
     log:
         "logs/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.log",
     benchmark:
@@ -156,7 +151,7 @@ for _kind, _tables in (("main", PL_TABLES), ("ablation", PL_ABLATION)):
         params:
             kind=_kind,
             options=PL_OPTIONS,
-            out=lambda w, output: os.path.dirname(output[0]),
+            out=subpath(output[0], parent=True),
         conda:
             ENV
         log:
@@ -178,7 +173,7 @@ rule placement_fig_curves:
     output:
         report_figure(f"{PAPER}/figures/placement_curves.png", PL_REPORT, "placement_curves", "learning curves"),
     params:
-        inputs=lambda w, input: as_json({"curves": input.curves}),
+        inputs=inputs_json,
         options=PL_OPTIONS,
     conda:
         ENV
@@ -203,8 +198,8 @@ rule placement_fig_placement:
     output:
         report_figure(f"{PAPER}/figures/placement_learned.png", PL_REPORT, "placement_learned", "learned placement"),
     params:
-        inputs=lambda w, input: as_json({"run": input.run, "graph": input.graph}),
-        options=lambda w, input: as_json({"profile": input.profile}),
+        inputs=PL_WF.learned_inputs,
+        options=PL_WF.learned_options,
     conda:
         ENV
     log:
@@ -225,12 +220,11 @@ rule placement_real:
     input:
         graph=placement_wf.graph_path(PL_DIR),
         profile=f"{PL_DIR}/profiles/{{pl_model}}.json",
-        runs=lambda w: [f"{PL_DIR}/runs/{PL['default_pair']}/{w.pl_model}/{m}.json" for m in PL["methods"]],
+        runs=PL_WF.real_runs,
     output:
         f"{PL_DIR}/real/{{pl_model}}.json",
     params:
-        spec=lambda w: as_json({"model": PL["models"][w.pl_model], "model_name": w.pl_model,
-                                "repeats": PL["real"]["repeats"], "warmup": PL["real"]["warmup"]}),
+        spec=PL_WF.real_spec,
     conda:
         ENV
     log:
@@ -273,8 +267,7 @@ rule placement_bench_sim:
     output:
         f"{RESULTS}/bench/placement_sim_{{pl_model}}.csv",
     params:
-        spec=lambda w: as_json({"pair": PL["pairs"][PL["default_pair"]], "model_name": w.pl_model,
-                                **PL.get("bench", {})}),
+        spec=PL_WF.bench_spec,
     conda:
         ENV
     log:
