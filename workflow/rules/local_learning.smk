@@ -31,6 +31,7 @@ from distlab.local import workflow as local_wf
 
 LOCAL_RUNS = local_wf.run_dirs(LOCAL, config["seeds"], RESULTS, EXTRA_SEED_REQUESTS)
 LOCAL_BP_UNTIMED = local_wf.untimed_bp_seeds(LOCAL, config["seeds"])
+LOCAL_WF = local_wf.LocalRules(LOCAL, config["seeds"], LOCAL_SWEEP, LOCAL_BP_UNTIMED)
 LOCAL_EXTRA_SEEDS = local_wf.all_extra_seeds(LOCAL, EXTRA_SEED_REQUESTS, config["seeds"])
 LOCAL_HYBRID_SEEDS = local_wf.seeds_of(LOCAL, "rc", "rc-pc-T0", config["seeds"])  # rc.hybrid.seeds
 LOCAL_SWEEP_RUNS = local_wf.sweep_runs(LOCAL, config["seeds"], LOCAL_SWEEP)
@@ -53,11 +54,11 @@ rule local_train:
     rc.parallel_seeds, the section's cores, at the method's lr (the sweep's choice)."""
     input:
         data=data_manifest(LOCAL["dataset"]),
-        sweep=lambda w: local_wf.sweep_inputs(LOCAL, w.lgroup, w.lmethod, [int(w.seed)], config["seeds"], LOCAL_SWEEP),
+        sweep=LOCAL_WF.timed_sweep,
     output:
         **run_files(LOCAL_RUN),
     params:
-        **train_params(lambda w: as_json(local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed, sweep_root=LOCAL_SWEEP))),
+        **train_params(LOCAL_WF.timed_spec),
     conda:
         ENV
     wildcard_constraints:
@@ -70,7 +71,7 @@ rule local_train:
     threads: LOCAL["threads"]
     priority: 10  # P3's sweep -> comparison chain is the workflow's longest: started first
     resources:
-        **train_resources("local_train", lambda w: local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed)),
+        **train_resources("local_train", LOCAL_WF.timed_size_spec),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -86,15 +87,15 @@ use rule local_train as local_train_extra with:
     wildcard_constraints:
         seed="|".join(str(k) for k in LOCAL_EXTRA_SEEDS) or "none",
     params:
-        spec=lambda w: as_json(local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed), LOCAL_SWEEP)),
+        spec=LOCAL_WF.extra_spec,
     log:
         "logs/local/{lgroup}/{lmethod}/seed{seed}_extra.log",
     benchmark:
         "benchmarks/local/{lgroup}/{lmethod}/seed{seed}_extra.tsv"
-    threads: lambda w: local_wf.extra_threads(LOCAL, w.lgroup, w.lmethod)
+    threads: LOCAL_WF.extra_threads
     priority: 0
     resources:
-        **train_resources("local_train", lambda w: local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed))),
+        **train_resources("local_train", LOCAL_WF.extra_size_spec),
 
 
 rule local_train_seeds:
@@ -103,14 +104,13 @@ rule local_train_seeds:
     trained at the chosen lr are taken from it."""
     input:
         data=data_manifest(LOCAL["dataset"]),
-        sweep=lambda w: local_wf.job_sweep_inputs(LOCAL, w.lrun, config["seeds"], LOCAL_SWEEP),
+        sweep=LOCAL_WF.job_sweep,
     output:
         **seed_files(f"{RESULTS}/local/{{lrun}}", config["seeds"]),
     wildcard_constraints:
         lrun=local_wf.UNTIMED_RUNS_ALL_SEEDS,
     params:
-        **train_params(lambda w: as_json(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"], LOCAL_SWEEP)),
-                       out=f"{RESULTS}/local/{{lrun}}"),
+        **train_params(LOCAL_WF.untimed_spec, out=f"{RESULTS}/local/{{lrun}}"),
     conda:
         ENV
     log:
@@ -120,7 +120,7 @@ rule local_train_seeds:
     threads: 1
     priority: 10
     resources:
-        **train_resources("local_train_seeds", lambda w: local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"])),
+        **train_resources("local_train_seeds", LOCAL_WF.untimed_size_spec),
     shell:
         "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -149,13 +149,13 @@ if LOCAL_BP_UNTIMED:
             **seed_files(f"{RESULTS}/local/rc/bp", LOCAL_BP_UNTIMED),
         params:
             spec=as_json(local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED, LOCAL_SWEEP)),
-            out=lambda w, output: os.path.dirname(os.path.dirname(output.manifests[0])),
+            out=f"{RESULTS}/local/rc/bp",  # its seeds' folder
         log:
             "logs/local/rc/bp_untimed.log",
         benchmark:
             "benchmarks/local/rc/bp_untimed.tsv"
         resources:
-            **train_resources("local_train_seeds", lambda w: local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED)),
+            **train_resources("local_train_seeds", LOCAL_WF.bp_untimed_size_spec),
 
 
 if LOCAL_SWEEP_RUNS:
@@ -171,15 +171,14 @@ if LOCAL_SWEEP_RUNS:
         wildcard_constraints:
             lrun=local_wf.SWEPT_RUNS,
         params:
-            spec=lambda w: as_json(local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"])),
+            spec=LOCAL_WF.sweep_spec,
             out=f"{LOCAL_SWEEP}/lr{{llr}}/{{lrun}}",
         log:
             "logs/local/sweep/lr{llr}/{lrun}.log",
         benchmark:
             "benchmarks/local/sweep/lr{llr}/{lrun}.tsv"
         resources:
-            **train_resources("local_train_seeds",
-                              lambda w: local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"])),
+            **train_resources("local_train_seeds", LOCAL_WF.sweep_size_spec),
 
 
     use rule local_train_sweep as local_train_sweep_hybrid with:
@@ -257,7 +256,7 @@ rule local_bench_throughput:
         "benchmarks/local/bench_throughput.tsv"
     threads: LOCAL["threads"]
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, LOCAL["rc"]["sections"] + 1, base_mb=900),
+        mem_mb=LOCAL_WF.throughput_mem_mb,
     shell:
         "python -m distlab local-bench throughput --options {params.options:q} --data {params.data:q} "
         "--out {output:q} > {log:q} 2>&1"
@@ -276,8 +275,7 @@ use rule local_bench_throughput as local_bench_map with:
     benchmark:
         "benchmarks/local/bench_map.tsv"
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, max(LOCAL["bench"]["map"].get("sections", [])
-                                                        + [LOCAL["rc"]["sections"]]) + 1, base_mb=900),
+        mem_mb=LOCAL_WF.map_mem_mb,
 
 
 rule local_fig_throughput_map:
@@ -360,7 +358,7 @@ rule local_bench_pc_cost:
         "benchmarks/local/bench_pc_cost.tsv"
     threads: LOCAL["threads"]  # timed: nothing else runs beside it (it uses one thread)
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=900),
+        mem_mb=LOCAL_WF.pc_cost_mem_mb,
     shell:
         "OMP_NUM_THREADS=1 python -m distlab local-bench pc-cost --options {params.options:q} "
         "--data {params.data:q} --out {output:q} > {log:q} 2>&1"
@@ -375,7 +373,7 @@ rule local_nonident:
     output:
         f"{RESULTS}/local/nonident.json",
     params:
-        model=lambda w, input: os.path.join(os.path.dirname(input.run), "model.pt"),
+        model=LOCAL_WF.nonident_model,
         spec=as_json(LOCAL_NONIDENT_SPEC),
         scales=[f"{s:g}" for s in LOCAL["nonident"]["scales"]],
         data=subpath(input.data, parent=True),
