@@ -15,6 +15,12 @@ from typing import Any
 from ..clihelp import as_json
 from . import jobs as _jobs
 
+__all__ = ["RESULTS", "PAPER", "SIM", "ENV", "DATA_SPLITS", "SharedWorkflow", "as_json", "benchmark_path",
+           "csv_and_beside", "data_manifest", "floors_table", "input_dirs", "inputs_json", "log_path", "mem_for",
+           "mem_of_inputs", "report_figure", "run_files", "seed_files", "train_params", "with_report_figure"]
+
+RESULTS, PAPER, SIM = "results", "paper", "simulated"  # the results, the write-up, the simulated backend
+ENV = "../../envs/distlab.yaml"  # every rule's conda environment (relative to workflow/rules/)
 DATA_SPLITS = ("train", "val", "test")  # a prepared data set's split files, <split>.pt beside its manifest
 # the papers' keys in register_tables/register_outputs, by config section
 PAPER_IDS = {"foundation": "foundation", "pgc": "P1", "placement": "P2",
@@ -31,11 +37,11 @@ def benchmark_path(job: str) -> str:
     return f"benchmarks/{job}.tsv"
 
 
-def data_manifest(name: str, results: str = "results") -> str:
+def data_manifest(name: str, results: str = RESULTS) -> str:
     return f"{results}/data/{name}/manifest.json"
 
 
-def floors_table(name: str, results: str = "results") -> str:
+def floors_table(name: str, results: str = RESULTS) -> str:
     """The unigram/bigram floors of a text data set (rule data_floors)."""
     return f"{results}/data/{name}/floors.csv"
 
@@ -109,17 +115,6 @@ def with_report_figure(files: dict, category: str, caption: str, label: str) -> 
     return {**files, "png": report_figure(files["png"], category, caption, label)}
 
 
-def extra_seed_requests(config: dict[str, Any], claims_file: str, load_claims_file) -> list:
-    """stats.extra_seeds: the extra seeds named claims ask of their settings
-    (distlab.pipeline.extra_seeds); none without the key (config/claims.yaml, read by
-    ``load_claims_file`` (distlab.scoring.claims), is then not read)."""
-    if not (config.get("stats") or {}).get("extra_seeds"):
-        return []
-    from .extra_seeds import requests
-
-    return requests(config, *load_claims_file(claims_file))
-
-
 def inputs_json(wildcards, input) -> str:
     """A figure or summary command's ``--inputs``: the rule's named inputs as JSON."""
     return as_json(dict(input.items()))
@@ -134,16 +129,38 @@ class SharedWorkflow:
     """The shared rules' functions of a job's wildcards (data sets, scorecard), bound to the
     config; the rule files' registries of summary tables and paper outputs."""
 
-    def __init__(self, config: dict[str, Any], results: str = "results") -> None:
+    def __init__(self, config: dict[str, Any], basedir: str, results: str = RESULTS) -> None:
         self.config, self.results = config, results
         self.jobs = config["jobs"]
+        # The rules call the library as `python -m distlab`; with the Makefile's virtualenv it is
+        # installed, and in a conda env (envs/distlab.yaml) it is found through PYTHONPATH.
+        src = os.path.abspath(os.path.join(basedir, "src"))
+        self.shell_prefix = f'export PYTHONPATH="{src}${{{{PYTHONPATH:+:$PYTHONPATH}}}}"; '
+        self.extra_seed_requests = self._extra_seed_requests(f"{basedir}/config/claims.yaml")
         # summary tables the scorecard reads, by paper (scorecard_inputs(paper): one paper's, so a
         # paper's target needs only its own runs); figures and tables, by paper (`rule figures`,
         # `rule tables` and the write-up gather them)
         self.summary_tables: dict[str, dict[str, str]] = {}
         self.paper_outputs: dict[str, list[str]] = {}
 
+    def _extra_seed_requests(self, claims_file: str) -> list:
+        """stats.extra_seeds: the extra seeds named claims ask of their settings
+        (distlab.pipeline.extra_seeds); none without the key (config/claims.yaml is then not read)."""
+        if not (self.config.get("stats") or {}).get("extra_seeds"):
+            return []
+        from ..scoring.claims import load_claims_file
+        from .extra_seeds import requests
+
+        return requests(self.config, *load_claims_file(claims_file))
+
     # -- registries: each paper's rule file registers its own tables and outputs
+    def register(self, paper: str, tables: dict[str, str] | None = None, outputs=None) -> None:
+        """A paper's summary tables (the scorecard's inputs) and its figures and tables."""
+        if tables is not None:
+            self.register_tables(paper, tables)
+        if outputs is not None:
+            self.register_outputs(paper, outputs)
+
     def register_tables(self, paper: str, tables: dict[str, str]) -> None:
         if paper not in PAPER_IDS.values():
             raise ValueError(f"register_tables: unknown paper {paper!r}")
