@@ -84,7 +84,7 @@ rule atlas_scorecard:
         csv=f"{ATLAS_OUT}/scorecard.csv",
         conditions=f"{ATLAS_OUT}/scorecard_conditions.csv",
     params:
-        stats=stats_json(),
+        stats=SHARED.stats_json(),
     conda:
         ENV
     log:
@@ -133,8 +133,8 @@ rule atlas_paper_copy:
 # scorecard's atlas section reads its time-to-target table, and its figures and winners
 # table join paper/ with the papers' outputs.
 if ATLAS and ATLAS.get("in_default_target"):
-    register_tables("atlas", {"atlas_ttt": rules.atlas_map.output.ttt})
-    register_outputs("atlas", [
+    SHARED.register_tables("atlas", {"atlas_ttt": rules.atlas_map.output.ttt})
+    SHARED.register_outputs("atlas", [
         *(f"{PAPER}/figures/atlas_{name}.png"
           for name in ("winners_bandwidth_straggler", "winners_bandwidth_size", "time_vs_bandwidth")),
         f"{PAPER}/tables/atlas_winners.md",

@@ -7,8 +7,8 @@ wildcard_constraints:
 
 BASE = BaselineWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
 
-register_tables("foundation", {"baseline": BASE.summary})
-register_outputs("foundation", BASE.outputs)
+SHARED.register_tables("foundation", {"baseline": BASE.summary})
+SHARED.register_outputs("foundation", BASE.outputs)
 
 
 rule baseline_train_sim:
@@ -27,7 +27,7 @@ rule baseline_train_sim:
         "benchmarks/baseline/simulated/{method}/seed{seed}.tsv"
     threads: 1
     resources:
-        **train_resources("baseline_train_sim", BASE.sim_spec),
+        **SHARED.train_resources("baseline_train_sim", BASE.sim_spec),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment baseline --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -51,7 +51,7 @@ rule baseline_train_dist:
         "benchmarks/baseline/{backend}/dgd/seed{seed}.tsv"
     threads: config["runtime"]["threads"]
     resources:
-        **train_resources("baseline_train_dist", BASE.dist_spec, gpu=True, partition=True),
+        **SHARED.train_resources("baseline_train_dist", BASE.dist_spec, gpu=True, partition=True),
     shell:
         "python -m distlab train --experiment baseline --spec {params.spec:q} --threads {threads} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"

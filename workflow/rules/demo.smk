@@ -16,8 +16,8 @@ wildcard_constraints:
     lr=r"[0-9.e-]+",
 
 
-register_tables("P4", P4.summary_tables())
-register_outputs("P4", P4.outputs())
+SHARED.register_tables("P4", P4.summary_tables())
+SHARED.register_outputs("P4", P4.outputs())
 DEMO_REPORT = "DeMo"  # the report's category of P4's figures
 # demo_fig_real's and demo_table_real's inputs: the real runs and their simulated twins (same seeds, steps, lr)
 DEMO_REAL_VS_SIM = {"real": P4.summary(P4.real_backend), "sim": P4.summary(SIM_REAL)}
@@ -44,7 +44,7 @@ rule demo_train_sim:
         f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}.tsv"
     threads: 1
     resources:
-        **train_resources("demo_train_sim", P4.seeds_spec, base_mb=1200),
+        **SHARED.train_resources("demo_train_sim", P4.seeds_spec, base_mb=1200),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -68,7 +68,7 @@ use rule demo_train_sim as demo_train_sim_extra with:
     benchmark:
         f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}.tsv"
     resources:
-        **train_resources("demo_train_sim", P4.extra_seed_spec, base_mb=1200),
+        **SHARED.train_resources("demo_train_sim", P4.extra_seed_spec, base_mb=1200),
 
 
 rule demo_train_real:
@@ -88,7 +88,7 @@ rule demo_train_real:
         f"benchmarks/demo/{P4.real_backend}/n{{nw}}/{{dmethod}}/seed{{seed}}.tsv"
     threads: config["runtime"]["threads"]
     resources:
-        **train_resources("demo_train_real", P4.real_spec, base_mb=1200, gpu=True, partition=True),
+        **SHARED.train_resources("demo_train_real", P4.real_spec, base_mb=1200, gpu=True, partition=True),
     shell:
         "python -m distlab train --experiment demo --spec {params.spec:q} --runtime {resources.distlab_runtime:q} "
         "--threads {threads} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -109,7 +109,7 @@ use rule demo_train_sim as demo_train_sweep with:
     benchmark:
         "benchmarks/demo/sweep/lr{lr}/{dmethod}.tsv"
     resources:
-        **train_resources("demo_train_sweep", P4.sweep_spec, base_mb=1200),
+        **SHARED.train_resources("demo_train_sweep", P4.sweep_spec, base_mb=1200),
 
 
 use rule demo_train_sim as demo_train_twin with:
@@ -128,7 +128,7 @@ use rule demo_train_sim as demo_train_twin with:
     benchmark:
         f"benchmarks/demo/{SIM_REAL}/n{{nw}}/{{dmethod}}.tsv"
     resources:
-        **train_resources("demo_train_sim", P4.twin_spec, base_mb=1200),
+        **SHARED.train_resources("demo_train_sim", P4.twin_spec, base_mb=1200),
 
 
 rule demo_summarize:
@@ -327,10 +327,7 @@ rule demo_bench:
     output:
         **csv_and_beside(f"{RESULTS}/demo/bench/bench", md=".md"),
     params:
-        spec=as_json({"model": DEMO["model"], "large_model": DEMO["bench"]["large_model"],
-                      "repeats": DEMO["bench"]["repeats"], "steps": DEMO["bench"]["steps"],
-                      "lr": DEMO["lr"]["demo"], "demo": DEMO["demo"],
-                      "run": json.loads(P4.spec("demo", 2, 0, "gloo", lr=DEMO["lr"]["demo"]))}),
+        spec=P4.bench_spec(),
         data=subpath(input.data, parent=True),
     conda:
         ENV
@@ -354,10 +351,7 @@ use rule demo_bench as demo_bench_gpu with:
     output:
         **csv_and_beside(f"{RESULTS}/demo/bench/bench_gpu", md=".md"),
     params:
-        spec=as_json({"model": DEMO["model"], "large_model": DEMO["bench"]["large_model"],
-                      "steps": DEMO["bench"]["steps"], "lr": DEMO["lr"]["demo"], "demo": DEMO["demo"],
-                      "parts": ["whole step"], "backend": "nccl",
-                      "run": json.loads(P4.spec("demo", 2, 0, "gloo", lr=DEMO["lr"]["demo"]))}),
+        spec=P4.bench_spec(gpu=True),
         data=subpath(input.data, parent=True),
     log:
         "logs/demo/bench_gpu.log",

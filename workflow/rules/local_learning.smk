@@ -41,12 +41,12 @@ LOCAL_NONIDENT_SPEC = {**local_wf.spec(LOCAL, "rc", "bp", config["seeds"][0]),
                        "sections": LOCAL["rc"]["sections"]}  # the sections whose reports are compared
 
 
-register_tables("P3", {"local_runs": f"{RESULTS}/local/runs.csv",
+SHARED.register_tables("P3", {"local_runs": f"{RESULTS}/local/runs.csv",
                        "local_throughput": LOCAL_BENCH["throughput"],
                        "local_pc_cost": LOCAL_BENCH["pc_cost"],
                        "local_staleness": f"{RESULTS}/local/staleness.csv"})
 # the throughput map is its own target (rule local_map), not part of the paper's outputs
-register_outputs("P3", list(LOCAL_FIGURES.values()) + LOCAL_TABLES)
+SHARED.register_outputs("P3", list(LOCAL_FIGURES.values()) + LOCAL_TABLES)
 
 
 rule local_train:
@@ -71,7 +71,7 @@ rule local_train:
     threads: LOCAL["threads"]
     priority: 10  # P3's sweep -> comparison chain is the workflow's longest: started first
     resources:
-        **train_resources("local_train", LOCAL_WF.timed_size_spec),
+        **SHARED.train_resources("local_train", LOCAL_WF.timed_size_spec),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -95,7 +95,7 @@ use rule local_train as local_train_extra with:
     threads: LOCAL_WF.extra_threads
     priority: 0
     resources:
-        **train_resources("local_train", LOCAL_WF.extra_size_spec),
+        **SHARED.train_resources("local_train", LOCAL_WF.extra_size_spec),
 
 
 rule local_train_seeds:
@@ -120,7 +120,7 @@ rule local_train_seeds:
     threads: 1
     priority: 10
     resources:
-        **train_resources("local_train_seeds", LOCAL_WF.untimed_size_spec),
+        **SHARED.train_resources("local_train_seeds", LOCAL_WF.untimed_size_spec),
     shell:
         "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -155,7 +155,7 @@ if LOCAL_BP_UNTIMED:
         benchmark:
             "benchmarks/local/rc/bp_untimed.tsv"
         resources:
-            **train_resources("local_train_seeds", LOCAL_WF.bp_untimed_size_spec),
+            **SHARED.train_resources("local_train_seeds", LOCAL_WF.bp_untimed_size_spec),
 
 
 if LOCAL_SWEEP_RUNS:
@@ -178,7 +178,7 @@ if LOCAL_SWEEP_RUNS:
         benchmark:
             "benchmarks/local/sweep/lr{llr}/{lrun}.tsv"
         resources:
-            **train_resources("local_train_seeds", LOCAL_WF.sweep_size_spec),
+            **SHARED.train_resources("local_train_seeds", LOCAL_WF.sweep_size_spec),
 
 
     use rule local_train_sweep as local_train_sweep_hybrid with:

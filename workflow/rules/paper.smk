@@ -19,7 +19,7 @@ rule scorecard_paper:
         paper="foundation|P1|P2|P3|P4|atlas",
     params:
         tables=SHARED.scorecard_table_args,
-        stats=stats_json(),
+        stats=SHARED.stats_json(),
     conda:
         ENV
     log:
@@ -38,8 +38,8 @@ rule scorecard_paper:
 rule scorecard:
     """Every paper's scorecard section in one table."""
     input:
-        parts=[f"{PAPER}/scorecard/{p}.csv" for p in scorecard_papers() + ["atlas"]],
-        conditions=[f"{PAPER}/scorecard/{p}_conditions.csv" for p in scorecard_papers() + ["atlas"]],
+        parts=[f"{PAPER}/scorecard/{p}.csv" for p in SHARED.scorecard_papers() + ["atlas"]],
+        conditions=[f"{PAPER}/scorecard/{p}_conditions.csv" for p in SHARED.scorecard_papers() + ["atlas"]],
     output:
         md=report(f"{PAPER}/scorecard.md", category="Scorecard", caption="../report/scorecard.rst"),
         csv=f"{PAPER}/scorecard.csv",
@@ -59,20 +59,20 @@ rule scorecard:
 rule figures:
     """Every figure of every paper."""
     input:
-        [f for f in all_outputs() if f.endswith(".png")],
+        [f for f in SHARED.all_outputs() if f.endswith(".png")],
 
 
 rule tables:
     """Every table of every paper."""
     input:
-        [f for f in all_outputs() if not f.endswith(".png")],
+        [f for f in SHARED.all_outputs() if not f.endswith(".png")],
 
 
 rule paper:
     """Regenerates paper/ (figures, tables, scorecard, write-up) from the results files alone."""
     input:
         scorecard=rules.scorecard.output.csv,
-        outputs=all_outputs(),
+        outputs=SHARED.all_outputs(),
     output:
         "paper/README.md",
     params:

@@ -22,8 +22,8 @@ PGC_SIM_JOB = f"{PGC_SETTING}/simulated/{{scheme}}"  # a simulated job: every se
 PGC_SEEDS = config["seeds"]
 PGC_REAL_SEEDS = config["pgc"]["real"]["seeds"]
 
-register_tables("P1", P1.tables())
-register_outputs("P1", P1.outputs())
+SHARED.register_tables("P1", P1.tables())
+SHARED.register_outputs("P1", P1.outputs())
 PGC_REPORT = "Pipelined Gradient Coding"  # the report's category of P1's figures
 
 
@@ -69,7 +69,7 @@ rule pgc_train_sim:
     threads: 1
     # torch, the data set, and the coding-cost vectors (measured: 1.15 GB at ResNet-18's size)
     resources:
-        **train_resources("pgc_train_sim", P1.sim_spec, base_mb=1300),
+        **SHARED.train_resources("pgc_train_sim", P1.sim_spec, base_mb=1300),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment pgc --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -91,7 +91,7 @@ use rule pgc_train_sim as pgc_train_sim_extra with:
     benchmark:
         "benchmarks/pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}.tsv"
     resources:
-        **train_resources("pgc_train_sim_extra", P1.extra_seed_spec, base_mb=1300, runtime=False),
+        **SHARED.train_resources("pgc_train_sim_extra", P1.extra_seed_spec, base_mb=1300, runtime=False),
 
 
 rule pgc_train_real:
@@ -112,7 +112,7 @@ rule pgc_train_real:
         "benchmarks/pgc/{group}/s{s}/d{delay}/gloo/{scheme}/seed{seed}.tsv"
     threads: config["runtime"]["threads"]
     resources:
-        **train_resources("pgc_train_real", P1.real_spec, gpu=True),
+        **SHARED.train_resources("pgc_train_real", P1.real_spec, gpu=True),
     shell:
         "python -m distlab train --experiment pgc --spec {params.spec:q} --runtime {resources.distlab_runtime:q} "
         "--threads {threads} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -131,7 +131,7 @@ use rule pgc_train_sim as pgc_train_sim_real with:
     params:
         spec=P1.sim_real_spec,
     resources:
-        **train_resources("pgc_train_sim_real", P1.sim_real_spec, base_mb=1300),
+        **SHARED.train_resources("pgc_train_sim_real", P1.sim_real_spec, base_mb=1300),
 
 
 rule pgc_summarize:

@@ -11,7 +11,7 @@ PL_TABLES, PL_ABLATION, PL_REAL, PL_FIGS = PL_T["main"], PL_T["ablation"], PL_T[
 PL_OPTIONS = placement_wf.options(PL) if PL else "{}"
 PL_PIC_MODEL = placement_wf.models(PL)[0] if PL else ""
 PL_REPORT = "Device placement (HSDAG)"  # the report's category of P2's figures
-PL_WF = placement_wf.PlacementRules(PL, PL_DIR, partition_for_gpus)
+PL_WF = placement_wf.PlacementRules(PL, PL_DIR, SHARED.partition_for_gpus)
 
 
 # What a simulated run on one model reads (placement_run, placement_bench_sim): its graph and
@@ -21,8 +21,8 @@ PL_SCORED = {"graph": placement_wf.graph_path(PL_DIR),
 
 
 if PL:
-    register_tables("P2", {"placement": f"{PL_DIR}/summary.csv"})
-    register_outputs("P2", placement_wf.outputs(PL, PAPER))
+    SHARED.register_tables("P2", {"placement": f"{PL_DIR}/summary.csv"})
+    SHARED.register_outputs("P2", placement_wf.outputs(PL, PAPER))
 
 
 wildcard_constraints:
@@ -94,7 +94,7 @@ rule placement_run:
     threads: 1
     resources:
         mem_mb=1500,
-        distlab_runtime=runtime_json(),
+        distlab_runtime=SHARED.runtime_json(),
     shell:
         "OMP_NUM_THREADS=1 python -m distlab train --experiment placement --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --out {output:q} > {log:q} 2>&1"
@@ -291,8 +291,8 @@ rule placement:
 
 # ---- fair comparison (issue 31): can each learner's search space express HEFT's placement?
 if PL:
-    register_tables("P2", {"placement_space": f"{PL_DIR}/space.csv"})
-    register_outputs("P2", [f"{PAPER}/tables/placement_space.md"])
+    SHARED.register_tables("P2", {"placement_space": f"{PL_DIR}/space.csv"})
+    SHARED.register_outputs("P2", [f"{PAPER}/tables/placement_space.md"])
 
 
 rule placement_space:
@@ -326,8 +326,8 @@ rule placement_space:
 
 # ---- regime (issue 46): where does a mixed placement pay?  The roofline GPU's conv/linear speed swept
 if PL:
-    register_tables("P2", {"placement_regime": f"{PL_DIR}/regime.csv"})
-    register_outputs("P2", [f"{PAPER}/tables/placement_regime.md", f"{PAPER}/figures/placement_regime.png"])
+    SHARED.register_tables("P2", {"placement_regime": f"{PL_DIR}/regime.csv"})
+    SHARED.register_outputs("P2", [f"{PAPER}/tables/placement_regime.md", f"{PAPER}/figures/placement_regime.png"])
 
 
 rule placement_regime:

@@ -4,6 +4,7 @@ and calls these (``P4 = DemoWorkflow(config, RESULTS, PAPER, EXTRA_SEED_REQUESTS
 
 from __future__ import annotations
 
+import json
 
 from ..clihelp import as_json
 from ..pipeline.extra_seeds import for_setting
@@ -185,3 +186,14 @@ class DemoWorkflow:
     def group_runs(self, w) -> list[str]:
         """demo_summarize's inputs: the manifests of the group of runs the ``dgroup`` wildcard names."""
         return self.runs(w.dgroup)
+
+    def bench_spec(self, gpu: bool = False) -> str:
+        """demo_bench's spec (``gpu``: demo_bench_gpu's, the whole step on NCCL): the benchmark's
+        models and step counts, and a two-worker gloo run's spec."""
+        d = self.d
+        out = {"model": d["model"], "large_model": d["bench"]["large_model"], "steps": d["bench"]["steps"],
+               "lr": d["lr"]["demo"], "demo": d["demo"],
+               "run": json.loads(self.spec("demo", 2, 0, "gloo", lr=d["lr"]["demo"]))}
+        if gpu:
+            return as_json({**out, "parts": ["whole step"], "backend": "nccl"})
+        return as_json({**out, "repeats": d["bench"]["repeats"]})
