@@ -353,8 +353,38 @@ class LocalRules:
     are built by the same function (the resources' without the sweep's chosen lr, which
     changes no size)."""
 
-    def __init__(self, c: dict, seeds: list[int], sweep_root: str, bp_untimed: list[int]) -> None:
-        self.c, self.seeds, self.sweep_root, self.bp_untimed = c, seeds, sweep_root, bp_untimed
+    def __init__(self, c: dict, seeds: list[int], results: str = "results", paper: str = "paper",
+                 reqs: list | None = None) -> None:
+        self.c, self.seeds = c, seeds
+        self.run = f"{results}/local/{{lgroup}}/{{lmethod}}/seed{{seed}}"  # a one-seed run's folder
+        self.report = "Local credit assignment"  # the report's category of P3's figures and tables
+        self.figures = {name: f"{paper}/figures/local_{name}.png"
+                        for name in ("loss_tokens", "loss_time", "throughput_memory", "pc_cost", "nonident",
+                                     "probes", "hybrid")
+                        if name != "hybrid" or (c["rc"].get("hybrid") or {}).get("T")}  # rc.hybrid: optional
+        self.map = {"figure": f"{paper}/figures/local_throughput_map.png",
+                    "csv": f"{paper}/tables/local_throughput_map.csv",
+                    "md": f"{paper}/tables/local_throughput_map.md"}
+        self.sweep_root = f"{results}/local/sweep"  # the lr sweep: lr<lr>/<group>/<method>/seed<k>, chosen_lr.json
+        self.tables = [f"{paper}/tables/local_main.csv", f"{paper}/tables/local_main.md"]
+        self.bench = {"throughput": f"{results}/local/bench/throughput.csv",
+                      "pc_cost": f"{results}/local/bench/pc_cost.csv",
+                      "map": f"{results}/local/bench/map.csv"}
+        self.runs = run_dirs(c, seeds, results, reqs or [])
+        self.bp_untimed = untimed_bp_seeds(c, seeds)
+        self.extra_seeds = all_extra_seeds(c, reqs or [], seeds)
+        self.hybrid_seeds = seeds_of(c, "rc", "rc-pc-T0", seeds)  # rc.hybrid.seeds
+        self.sweep_runs = sweep_runs(c, seeds, self.sweep_root)
+        if self.sweep_runs:  # every method at its own lr, chosen on the validation split
+            self.tables += [f"{paper}/tables/local_sweep.csv", f"{paper}/tables/local_sweep.md"]
+        self.nonident_spec = {**spec(c, "rc", "bp", seeds[0]),
+                              "sections": c["rc"]["sections"]}  # the sections whose reports are compared
+        # the scorecard's tables; the paper's outputs (the throughput map is its own target, rule local_map)
+        self.summary_tables = {"local_runs": f"{results}/local/runs.csv",
+                               "local_throughput": self.bench["throughput"],
+                               "local_pc_cost": self.bench["pc_cost"],
+                               "local_staleness": f"{results}/local/staleness.csv"}
+        self.outputs = list(self.figures.values()) + self.tables
 
     # -- local_train: one timed run
     def timed_sweep(self, w) -> list[str]:
