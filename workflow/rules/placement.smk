@@ -6,23 +6,9 @@ from distlab.placement import workflow as placement_wf
 
 PL = config.get("placement", {})
 PL_DIR = f"{RESULTS}/placement"
-PL_T = placement_wf.tables(PAPER)
-PL_TABLES, PL_ABLATION, PL_REAL, PL_FIGS = PL_T["main"], PL_T["ablation"], PL_T["real"], PL_T["figures"]
-PL_OPTIONS = placement_wf.options(PL) if PL else "{}"
-PL_PIC_MODEL = placement_wf.models(PL)[0] if PL else ""
-PL_REPORT = "Device placement (HSDAG)"  # the report's category of P2's figures
-PL_WF = placement_wf.PlacementRules(PL, PL_DIR, SHARED.partition_for_gpus)
-
-
-# What a simulated run on one model reads (placement_run, placement_bench_sim): its graph and
-# the profile it scores with (stored, or this run's measurement).
-PL_SCORED = {"graph": placement_wf.graph_path(PL_DIR),
-             "profile": PL_WF.scored_profile}
-
-
-if PL:
-    SHARED.register_tables("P2", {"placement": f"{PL_DIR}/summary.csv"})
-    SHARED.register_outputs("P2", placement_wf.outputs(PL, PAPER))
+# the paths, options and specs of the rules below (named functions of a job's wildcards among them)
+PL_WF = placement_wf.PlacementRules(PL, PL_DIR, PAPER, SHARED.partition_for_gpus)
+SHARED.register("P2", PL_WF.summary_tables, PL_WF.outputs)  # none without a placement section
 
 
 wildcard_constraints:
@@ -80,7 +66,7 @@ rule placement_run:
     setting reruns only that learner's runs, and names its inputs (the graph, and the stored
     profile (profile.source: stored) or this run's measurement), which the run does not record."""
     input:
-        **PL_SCORED,
+        **PL_WF.scored,
     output:
         f"{PL_DIR}/runs/{{pair}}/{{pl_model}}/{{pl_method}}.json",
     params:
@@ -140,7 +126,7 @@ rule placement_summarize:
 # ablation table (HSDAG without output shape / node id / structural features).  One rule text,
 # one job a kind; the kind is a param: a rule's shell text is formatted when the job runs, when a
 # loop variable named in it holds the loop's last value.
-for _kind, _tables in (("main", PL_TABLES), ("ablation", PL_ABLATION)):
+for _kind, _tables in (("main", PL_WF.tables["main"]), ("ablation", PL_WF.tables["ablation"])):
     rule:
         name:
             f"placement_table_{_kind}"
@@ -150,7 +136,7 @@ for _kind, _tables in (("main", PL_TABLES), ("ablation", PL_ABLATION)):
             _tables,
         params:
             kind=_kind,
-            options=PL_OPTIONS,
+            options=PL_WF.options,
             out=subpath(output[0], parent=True),
         conda:
             ENV
@@ -171,10 +157,10 @@ rule placement_fig_curves:
     input:
         curves=f"{PL_DIR}/curves.csv",
     output:
-        report_figure(f"{PAPER}/figures/placement_curves.png", PL_REPORT, "placement_curves", "learning curves"),
+        report_figure(f"{PAPER}/figures/placement_curves.png", PL_WF.report, "placement_curves", "learning curves"),
     params:
         inputs=inputs_json,
-        options=PL_OPTIONS,
+        options=PL_WF.options,
     conda:
         ENV
     log:
@@ -192,11 +178,11 @@ rule placement_fig_curves:
 rule placement_fig_placement:
     """One learned placement (the ablated HSDAG variant, first model, default pair, first seed)."""
     input:
-        run=f"{PL_DIR}/runs/{PL.get('default_pair', '')}/{PL_PIC_MODEL}/{PL.get('ablation_of', 'hsdag')}.json",
-        graph=placement_wf.graph_path(PL_DIR, PL_PIC_MODEL),
-        profile=placement_wf.profile_path(PL, PL_DIR, PL_PIC_MODEL) if PL else "",
+        run=f"{PL_DIR}/runs/{PL.get('default_pair', '')}/{PL_WF.pic_model}/{PL.get('ablation_of', 'hsdag')}.json",
+        graph=placement_wf.graph_path(PL_DIR, PL_WF.pic_model),
+        profile=placement_wf.profile_path(PL, PL_DIR, PL_WF.pic_model) if PL else "",
     output:
-        report_figure(f"{PAPER}/figures/placement_learned.png", PL_REPORT, "placement_learned", "learned placement"),
+        report_figure(f"{PAPER}/figures/placement_learned.png", PL_WF.report, "placement_learned", "learned placement"),
     params:
         inputs=PL_WF.learned_inputs,
         options=PL_WF.learned_options,
@@ -244,8 +230,8 @@ rule placement_table_real:
     input:
         [f"{PL_DIR}/real/{m}.json" for m in PL.get("real", {}).get("models", [])],
     output:
-        csv=PL_REAL[0],
-        md=PL_REAL[1],
+        csv=PL_WF.tables["real"][0],
+        md=PL_WF.tables["real"][1],
     conda:
         ENV
     log:
@@ -263,7 +249,7 @@ rule placement_table_real:
 rule placement_bench_sim:
     """Simulator evaluations per second on one graph (measured, never asserted)."""
     input:
-        **PL_SCORED,
+        **PL_WF.scored,
     output:
         f"{RESULTS}/bench/placement_sim_{{pl_model}}.csv",
     params:
@@ -290,9 +276,6 @@ rule placement:
 
 
 # ---- fair comparison (issue 31): can each learner's search space express HEFT's placement?
-if PL:
-    SHARED.register_tables("P2", {"placement_space": f"{PL_DIR}/space.csv"})
-    SHARED.register_outputs("P2", [f"{PAPER}/tables/placement_space.md"])
 
 
 rule placement_space:
@@ -325,9 +308,6 @@ rule placement_space:
 
 
 # ---- regime (issue 46): where does a mixed placement pay?  The roofline GPU's conv/linear speed swept
-if PL:
-    SHARED.register_tables("P2", {"placement_regime": f"{PL_DIR}/regime.csv"})
-    SHARED.register_outputs("P2", [f"{PAPER}/tables/placement_regime.md", f"{PAPER}/figures/placement_regime.png"])
 
 
 rule placement_regime:
@@ -339,7 +319,7 @@ rule placement_regime:
     output:
         csv=f"{PL_DIR}/regime.csv",
         md=f"{PAPER}/tables/placement_regime.md",
-        fig=report_figure(f"{PAPER}/figures/placement_regime.png", PL_REPORT, "placement_regime",
+        fig=report_figure(f"{PAPER}/figures/placement_regime.png", PL_WF.report, "placement_regime",
                           "regime: where a mixed placement pays"),
     params:
         spec=as_json({"pair": PL["pairs"][PL["default_pair"]], "pair_name": PL["default_pair"],

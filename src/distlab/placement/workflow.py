@@ -212,8 +212,22 @@ class PlacementRules:
     ``placement:`` section (empty where the config has none) and the runs' folder ``root``.
     ``partition_for_gpus`` names a job's batch partition (distlab.pipeline.workflow)."""
 
-    def __init__(self, pl: dict, root: str, partition_for_gpus) -> None:
+    def __init__(self, pl: dict, root: str, paper: str, partition_for_gpus) -> None:
         self.pl, self.root, self._partition_for_gpus = pl, root, partition_for_gpus
+        self.tables = tables(paper)  # main, ablation, real, figures
+        self.options = options(pl) if pl else "{}"
+        self.pic_model = models(pl)[0] if pl else ""  # the model of the learned-placement figure
+        self.report = "Device placement (HSDAG)"  # the report's category of P2's figures
+        # what a simulated run on one model reads (placement_run, placement_bench_sim): its graph
+        # and the profile it scores with (stored, or this run's measurement)
+        self.scored = {"graph": graph_path(root), "profile": self.scored_profile}
+        # the scorecard's tables and the paper's outputs: the runs' summary, the fair comparison
+        # (issue 31: can each learner's search space express HEFT's placement?) and the regime
+        # (issue 46: where does a mixed placement pay?); none without a placement section
+        self.summary_tables = {"placement": f"{root}/summary.csv", "placement_space": f"{root}/space.csv",
+                               "placement_regime": f"{root}/regime.csv"} if pl else None
+        self.outputs = [*outputs(pl, paper), f"{paper}/tables/placement_space.md",
+                        f"{paper}/tables/placement_regime.md", f"{paper}/figures/placement_regime.png"] if pl else None
 
     def scored_profile(self, w) -> str:
         """The profile a simulated run on the ``pl_model`` wildcard's model scores with (its pair's)."""
