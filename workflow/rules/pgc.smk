@@ -16,15 +16,9 @@ wildcard_constraints:
     group=r"motivating|simulation|cloud|real",
 
 
+# the paths, runs and specs of the rules below (named functions of a job's wildcards among them)
 P1 = PGCWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
-PGC_SETTING = P1.setting
-PGC_SIM_JOB = f"{PGC_SETTING}/simulated/{{scheme}}"  # a simulated job: every seed of a setting below it
-PGC_SEEDS = config["seeds"]
-PGC_REAL_SEEDS = config["pgc"]["real"]["seeds"]
-
-SHARED.register_tables("P1", P1.tables())
-SHARED.register_outputs("P1", P1.outputs())
-PGC_REPORT = "Pipelined Gradient Coding"  # the report's category of P1's figures
+SHARED.register("P1", P1.tables(), P1.outputs())
 
 
 rule pgc_coding_profile:
@@ -55,11 +49,11 @@ rule pgc_train_sim:
         data=P1.group_data_manifest,
         coding=P1.coding_input,
     output:
-        **seed_files(PGC_SIM_JOB, PGC_SEEDS),
+        **seed_files(P1.sim_job, config["seeds"]),
     wildcard_constraints:
         group="motivating|simulation|cloud",
     params:
-        **train_params(P1.sim_spec, out=PGC_SIM_JOB),
+        **train_params(P1.sim_spec, out=P1.sim_job),
     conda:
         ENV
     log:
@@ -80,7 +74,7 @@ use rule pgc_train_sim as pgc_train_sim_extra with:
     # of its own, so the configured seeds' jobs do not change; the same numbers the multi-seed
     # job would give that seed.
     output:
-        **run_files(f"{PGC_SIM_JOB}/seed{{seed}}"),
+        **run_files(f"{P1.sim_job}/seed{{seed}}"),
     wildcard_constraints:
         group="motivating|simulation|cloud",
         seed="|".join(str(k) for k in P1.all_extra_seeds()) or "none",
@@ -99,7 +93,7 @@ rule pgc_train_real:
     input:
         data=P1.group_data_manifest,
     output:
-        **run_files(f"{PGC_SETTING}/gloo/{{scheme}}/seed{{seed}}"),
+        **run_files(f"{P1.setting}/gloo/{{scheme}}/seed{{seed}}"),
     wildcard_constraints:
         group="real",
     params:
@@ -123,9 +117,9 @@ use rule pgc_train_sim as pgc_train_sim_real with:
     # that run's workers and master measured.
     input:
         data=P1.group_data_manifest,
-        measured=[f"{PGC_SETTING}/gloo/{{scheme}}/seed{k}/manifest.json" for k in PGC_REAL_SEEDS],
+        measured=[f"{P1.setting}/gloo/{{scheme}}/seed{k}/manifest.json" for k in config["pgc"]["real"]["seeds"]],
     output:
-        **seed_files(PGC_SIM_JOB, PGC_REAL_SEEDS),
+        **seed_files(P1.sim_job, config["pgc"]["real"]["seeds"]),
     wildcard_constraints:
         group="real",
     params:
@@ -166,7 +160,7 @@ for _fig, _table, _group in P1.FIGURES:
         input:
             **{_table: P1.table(_table, _group)},
         output:
-            report_figure(P1.fig[_fig], PGC_REPORT, f"pgc_{_fig}", P1.figure_label(_fig)),
+            report_figure(P1.fig[_fig], P1.report, f"pgc_{_fig}", P1.figure_label(_fig)),
         params:
             name=_fig,
             inputs=inputs_json,
@@ -218,7 +212,7 @@ rule pgc_real_vs_sim:
     input:
         summary=P1.summary("real"),
     output:
-        **with_report_figure(P1.real_out, PGC_REPORT, "pgc_real", "real vs simulated"),
+        **with_report_figure(P1.real_out, P1.report, "pgc_real", "real vs simulated"),
     params:
         inputs=inputs_json,
         options=P1.options(),
@@ -241,7 +235,7 @@ rule pgc_regime:
     input:
         unit_cost=P1.unit_cost_runs(),
     output:
-        **with_report_figure(P1.regime_out, PGC_REPORT, "pgc_regime", "regime map"),
+        **with_report_figure(P1.regime_out, P1.report, "pgc_regime", "regime map"),
     params:
         options=P1.regime_options(),
     conda:
@@ -286,7 +280,7 @@ rule pgc_trace_fit:
     input:
         trace=P1.trace,
     output:
-        **with_report_figure(P1.trace_out, PGC_REPORT, "pgc_trace", "delay trace fit"),
+        **with_report_figure(P1.trace_out, P1.report, "pgc_trace", "delay trace fit"),
     conda:
         ENV
     log:
