@@ -5,8 +5,9 @@
 
 from distlab.demo.workflow import SIM_REAL, DemoWorkflow
 
+# the paths, runs and specs of the rules below (named functions of a job's wildcards among them)
 P4 = DemoWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
-DEMO = P4.d
+SHARED.register("P4", P4.summary_tables(), P4.outputs())
 
 
 wildcard_constraints:
@@ -16,20 +17,13 @@ wildcard_constraints:
     lr=r"[0-9.e-]+",
 
 
-SHARED.register_tables("P4", P4.summary_tables())
-SHARED.register_outputs("P4", P4.outputs())
-DEMO_REPORT = "DeMo"  # the report's category of P4's figures
-# demo_fig_real's and demo_table_real's inputs: the real runs and their simulated twins (same seeds, steps, lr)
-DEMO_REAL_VS_SIM = {"real": P4.summary(P4.real_backend), "sim": P4.summary(SIM_REAL)}
-
-
 rule demo_train_sim:
     """One method, N workers, every seed on the simulated cluster (measured compute, modelled
     network), one after another in one process; each seed has its own run directory.  The learning
     rate is the sweep's choice (demo.lr_from_sweep) or demo.lr.  A seed the sweep already trained at
     the chosen lr (same N and horizon) is taken from the sweep, not trained again."""
     input:
-        data=data_manifest(DEMO["dataset"]),
+        data=data_manifest(P4.d["dataset"]),
         choice=P4.choice_input(),
         sweep=P4.reuse_input,
     output:
@@ -55,7 +49,7 @@ use rule demo_train_sim as demo_train_sim_extra with:
     # a job of its own, so no configured job's spec changes; the same numbers the multi-seed job
     # would give that seed.
     input:
-        data=data_manifest(DEMO["dataset"]),
+        data=data_manifest(P4.d["dataset"]),
         choice=P4.choice_input(),
     output:
         **run_files(f"{P4.sim_job}/seed{{seed}}"),
@@ -74,7 +68,7 @@ use rule demo_train_sim as demo_train_sim_extra with:
 rule demo_train_real:
     """One method on N torchrun processes (gloo on CPU, NCCL on GPUs); wall-clock time."""
     input:
-        data=data_manifest(DEMO["dataset"]),
+        data=data_manifest(P4.d["dataset"]),
         choice=P4.choice_input(),
     output:
         **run_files(P4.run.replace("{dbackend}", P4.real_backend)),
@@ -98,9 +92,9 @@ use rule demo_train_sim as demo_train_sweep with:
     # One point of the learning-rate sweep (simulated cluster): one method at one lr, every sweep
     # seed, at the comparison's horizon (demo.steps).
     input:
-        data=data_manifest(DEMO["dataset"]),
+        data=data_manifest(P4.d["dataset"]),
     output:
-        **seed_files(P4.sweep_job, DEMO["sweep"]["seeds"]),
+        **seed_files(P4.sweep_job, P4.d["sweep"]["seeds"]),
     params:
         spec=P4.sweep_spec,
         out=P4.sweep_job,
@@ -116,10 +110,10 @@ use rule demo_train_sim as demo_train_twin with:
     # The simulated twin of one real setting (demo_train_real): its seeds and steps on the simulated
     # cluster, so the real-vs-simulated figure compares the same runs at every real N.
     input:
-        data=data_manifest(DEMO["dataset"]),
+        data=data_manifest(P4.d["dataset"]),
         choice=P4.choice_input(),
     output:
-        **seed_files(P4.twin_job, DEMO["real"]["seeds"]),
+        **seed_files(P4.twin_job, P4.d["real"]["seeds"]),
     params:
         spec=P4.twin_spec,
         out=P4.twin_job,
@@ -160,15 +154,14 @@ rule demo_summarize:
 # Validation loss against steps (every method, N = each worker count); each method's
 # validation-loss gap to AdamW-DDP (paired by seed) against steps: has it stopped shrinking
 # by the end?; validation loss against cumulative bytes sent per worker.  One job a figure.
-for _kind, _label in (("loss_steps", "loss vs steps"), ("gap_steps", "gap to AdamW vs steps"),
-                      ("loss_bytes", "loss vs bytes")):
+for _kind, _label in P4.step_figures:
     rule:
         name:
             f"demo_fig_{_kind}"
         input:
             P4.steps(SIM),
         output:
-            report_figure(f"{PAPER}/figures/demo_{_kind}.png", DEMO_REPORT, f"demo_{_kind}", _label),
+            report_figure(f"{PAPER}/figures/demo_{_kind}.png", P4.report, f"demo_{_kind}", _label),
         params:
             kind=_kind,
             note=f"{len(config['seeds'])} seeds, 95% t band",
@@ -191,7 +184,7 @@ rule demo_fig_loss_time:
     input:
         P4.steps(SIM),
     output:
-        report_figure(f"{PAPER}/figures/demo_loss_time.png", DEMO_REPORT, "demo_loss_time", "loss vs simulated time"),
+        report_figure(f"{PAPER}/figures/demo_loss_time.png", P4.report, "demo_loss_time", "loss vs simulated time"),
     params:
         networks=P4.networks,
         note=f"{len(config['seeds'])} seeds; compute measured",
@@ -212,9 +205,9 @@ rule demo_fig_loss_time:
 rule demo_fig_real:
     """Measured step time on real processes beside the simulated prediction."""
     input:
-        **DEMO_REAL_VS_SIM,
+        **P4.real_vs_sim,
     output:
-        report_figure(f"{PAPER}/figures/demo_real.png", DEMO_REPORT, "demo_real", "real vs simulated step time"),
+        report_figure(f"{PAPER}/figures/demo_real.png", P4.report, "demo_real", "real vs simulated step time"),
     conda:
         ENV
     log:
@@ -255,7 +248,7 @@ rule demo_table_results:
 rule demo_table_real:
     """Real processes: measured step time, ranks identical, bytes; simulated prediction beside."""
     input:
-        **DEMO_REAL_VS_SIM,
+        **P4.real_vs_sim,
     output:
         f"{PAPER}/tables/demo_real.md",
     conda:
@@ -280,7 +273,7 @@ rule demo_bytes_table:
         csv=f"{PAPER}/tables/demo_bytes.csv",
         md=f"{PAPER}/tables/demo_bytes.md",
     params:
-        chunk=DEMO["demo"]["chunk"],
+        chunk=P4.d["demo"]["chunk"],
     conda:
         ENV
     log:
@@ -304,7 +297,7 @@ rule demo_table_sweep:
         md=f"{PAPER}/tables/demo_sweep.md",
         choice=P4.lr_choice,
     params:
-        follows=as_json(DEMO.get("lr_follows", {})),
+        follows=as_json(P4.d.get("lr_follows", {})),
     conda:
         ENV
     log:
@@ -323,7 +316,7 @@ rule demo_bench:
     """Optimizer step vs torch AdamW, whole step vs AdamW-DDP on 2 gloo processes, payload bytes,
     tokens/s and peak RSS (measured; under `snakemake demo_bench`, reported, never asserted)."""
     input:
-        data=data_manifest(DEMO["dataset"]),
+        data=data_manifest(P4.d["dataset"]),
     output:
         **csv_and_beside(f"{RESULTS}/demo/bench/bench", md=".md"),
     params:

@@ -36,6 +36,13 @@ class DemoWorkflow:
                        f"{paper}/tables/demo_bytes.csv", f"{paper}/tables/demo_bytes.md"]
         self.real_out = ([f"{paper}/figures/demo_real.png", f"{paper}/tables/demo_real.md"]
                          if self.real_enabled else [])
+        self.report = "DeMo"  # the report's category of P4's figures
+        # demo_fig_real's and demo_table_real's inputs: the real runs and their simulated twins (same
+        # seeds, steps, lr)
+        self.real_vs_sim = {"real": self.summary(self.real_backend), "sim": self.summary(SIM_REAL)}
+        # the figures drawn from the simulated steps table, one job a figure: (kind, label)
+        self.step_figures = (("loss_steps", "loss vs steps"), ("gap_steps", "gap to AdamW vs steps"),
+                             ("loss_bytes", "loss vs bytes"))
 
     # ------------------------------------------------------------ registered
     def summary(self, group: str) -> str:
