@@ -5,7 +5,10 @@ from distlab.atlas.workflow import AtlasRules
 
 ATLAS = config.get("atlas")
 ATLAS_OUT = f"{RESULTS}/atlas"
-ATLAS_WF = AtlasRules(ATLAS, ATLAS_OUT, data_manifest, floors_table)
+# the rules' functions of a job's wildcards; with atlas.in_default_target the map's tables and
+# figures join the scorecard and paper/ (AtlasRules.summary_tables, .outputs)
+ATLAS_WF = AtlasRules(ATLAS, ATLAS_OUT, PAPER, data_manifest, floors_table)
+SHARED.register("atlas", ATLAS_WF.summary_tables, ATLAS_WF.outputs)
 
 
 rule atlas_job:
@@ -127,15 +130,3 @@ rule atlas_paper_copy:
         mem_mb=200,
     shell:
         "cp {input:q} {output:q} > {log:q} 2>&1"
-
-
-# atlas.in_default_target: the map is part of the default target (make reproduce): the
-# scorecard's atlas section reads its time-to-target table, and its figures and winners
-# table join paper/ with the papers' outputs.
-if ATLAS and ATLAS.get("in_default_target"):
-    SHARED.register_tables("atlas", {"atlas_ttt": rules.atlas_map.output.ttt})
-    SHARED.register_outputs("atlas", [
-        *(f"{PAPER}/figures/atlas_{name}.png"
-          for name in ("winners_bandwidth_straggler", "winners_bandwidth_size", "time_vs_bandwidth")),
-        f"{PAPER}/tables/atlas_winners.md",
-    ])

@@ -139,9 +139,17 @@ class AtlasRules:
     section (``None`` where the config has none: the rules exist, no job asks for them).
     ``data_manifest`` and ``floors_table`` name a data set's files (workflow/rules/common.smk)."""
 
-    def __init__(self, atlas: dict | None, out: str, data_manifest, floors_table) -> None:
+    def __init__(self, atlas: dict | None, out: str, paper: str, data_manifest, floors_table) -> None:
         self.atlas, self.out = atlas, out
         self._data_manifest, self._floors_table = data_manifest, floors_table
+        # atlas.in_default_target: the map is part of the default target (make reproduce): the
+        # scorecard's atlas section reads its time-to-target table (atlas_map's output ttt), and its
+        # figures and winners table join paper/ with the papers' outputs; else neither is registered
+        default = bool(atlas and atlas.get("in_default_target"))
+        self.summary_tables = {"atlas_ttt": f"{out}/map/ttt.csv"} if default else None
+        self.outputs = [*(f"{paper}/figures/atlas_{name}.png"
+                          for name in ("winners_bandwidth_straggler", "winners_bandwidth_size", "time_vs_bandwidth")),
+                        f"{paper}/tables/atlas_winners.md"] if default else None
 
     def data(self, wildcards) -> str:
         """The atlas's data set (its manifest)."""
