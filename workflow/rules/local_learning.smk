@@ -366,11 +366,7 @@ rule local_nonident:
 # memory bars from the interleaved benchmark; PC's cost per step and gradient fidelity
 # against the number of inference iterations T; the non-identifiability demonstration
 # (the toy h^2 and the trained model's rescaling).
-for _name, _source, _label in (("loss_tokens", f"{RESULTS}/local/steps.csv", "loss vs tokens"),
-                               ("loss_time", f"{RESULTS}/local/steps.csv", "loss vs wall time"),
-                               ("throughput_memory", LOCAL_WF.bench["throughput"], "throughput and memory"),
-                               ("pc_cost", LOCAL_WF.bench["pc_cost"], "PC cost vs T"),
-                               ("nonident", f"{RESULTS}/local/nonident.json", "non-identifiability")):
+for _name, _source, _label in LOCAL_WF.figure_sources:
     rule:
         name:
             f"local_fig_{_name}"

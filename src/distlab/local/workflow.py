@@ -385,6 +385,12 @@ class LocalRules:
                                "local_pc_cost": self.bench["pc_cost"],
                                "local_staleness": f"{results}/local/staleness.csv"}
         self.outputs = list(self.figures.values()) + self.tables
+        # the figures drawn from one table each, one job a figure: (name, table, label)
+        self.figure_sources = (("loss_tokens", f"{results}/local/steps.csv", "loss vs tokens"),
+                               ("loss_time", f"{results}/local/steps.csv", "loss vs wall time"),
+                               ("throughput_memory", self.bench["throughput"], "throughput and memory"),
+                               ("pc_cost", self.bench["pc_cost"], "PC cost vs T"),
+                               ("nonident", f"{results}/local/nonident.json", "non-identifiability"))
 
     # -- local_train: one timed run
     def timed_sweep(self, w) -> list[str]:
