@@ -7,8 +7,7 @@ wildcard_constraints:
 
 BASE = BaselineWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
 
-SHARED.register_tables("foundation", {"baseline": BASE.summary})
-SHARED.register_outputs("foundation", BASE.outputs)
+SHARED.register("foundation", {"baseline": BASE.summary}, BASE.outputs)
 
 
 rule baseline_train_sim:

@@ -52,6 +52,4 @@ rule data_floors:
 
 
 # the language-model papers' quality conditions read their data set's floors
-for _section, _paper in (("local_learning", "P3"), ("demo", "P4")):
-    if _section in config and config["datasets"].get(config[_section]["dataset"], {}).get("kind") == "text":
-        SHARED.register_tables(_paper, {f"floors_{config[_section]['dataset']}": floors_table(config[_section]["dataset"])})
+SHARED.register_floors()

@@ -166,6 +166,13 @@ class SharedWorkflow:
             raise ValueError(f"register_tables: unknown paper {paper!r}")
         self.summary_tables.setdefault(paper, {}).update(tables)
 
+    def register_floors(self) -> None:
+        """The language-model papers' quality conditions read their text data set's floors."""
+        for section, paper in (("local_learning", "P3"), ("demo", "P4")):
+            name = (self.config.get(section) or {}).get("dataset")
+            if section in self.config and self.config["datasets"].get(name, {}).get("kind") == "text":
+                self.register_tables(paper, {f"floors_{name}": floors_table(name, self.results)})
+
     def scorecard_inputs(self, paper: str) -> dict[str, str]:
         return dict(self.summary_tables.get(paper, {}))
 
