@@ -31,9 +31,9 @@ rule atlas_job:
     conda:
         ENV
     log:
-        "logs/atlas/{job}.log",
+        log_path("atlas/{job}"),
     benchmark:
-        "benchmarks/atlas/{job}.tsv"
+        benchmark_path("atlas/{job}")
     resources:
         mem_mb=1200,
     shell:
@@ -65,9 +65,9 @@ rule atlas_map:
     conda:
         ENV
     log:
-        "logs/atlas/map.log",
+        log_path("atlas/map"),
     benchmark:
-        "benchmarks/atlas/map.tsv"
+        benchmark_path("atlas/map")
     resources:
         mem_mb=2000,
     shell:
@@ -91,9 +91,9 @@ rule atlas_scorecard:
     conda:
         ENV
     log:
-        "logs/atlas/scorecard.log",
+        log_path("atlas/scorecard"),
     benchmark:
-        "benchmarks/atlas/scorecard.tsv"
+        benchmark_path("atlas/scorecard")
     resources:
         mem_mb=1000,
     shell:
@@ -125,7 +125,7 @@ rule atlas_paper_copy:
     conda:
         ENV
     log:
-        "logs/atlas/paper_{kind}_{name}.{ext}.log",
+        log_path("atlas/paper_{kind}_{name}.{ext}"),
     resources:
         mem_mb=200,
     shell:

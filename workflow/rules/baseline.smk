@@ -21,9 +21,9 @@ rule baseline_train_sim:
     conda:
         ENV
     log:
-        "logs/baseline/simulated/{method}/seed{seed}.log",
+        log_path("baseline/simulated/{method}/seed{seed}"),
     benchmark:
-        "benchmarks/baseline/simulated/{method}/seed{seed}.tsv"
+        benchmark_path("baseline/simulated/{method}/seed{seed}")
     threads: 1
     resources:
         **SHARED.train_resources("baseline_train_sim", BASE.sim_spec),
@@ -45,9 +45,9 @@ rule baseline_train_dist:
     conda:
         ENV
     log:
-        "logs/baseline/{backend}/dgd/seed{seed}.log",
+        log_path("baseline/{backend}/dgd/seed{seed}"),
     benchmark:
-        "benchmarks/baseline/{backend}/dgd/seed{seed}.tsv"
+        benchmark_path("baseline/{backend}/dgd/seed{seed}")
     threads: config["runtime"]["threads"]
     resources:
         **SHARED.train_resources("baseline_train_dist", BASE.dist_spec, gpu=True, partition=True),
@@ -65,9 +65,9 @@ rule baseline_summarize:
     conda:
         ENV
     log:
-        "logs/baseline/summarize.log",
+        log_path("baseline/summarize"),
     benchmark:
-        "benchmarks/baseline/summarize.tsv"
+        benchmark_path("baseline/summarize")
     threads: 1
     resources:
         mem_mb=1000,
@@ -90,9 +90,9 @@ rule baseline_figures:
     conda:
         ENV
     log:
-        "logs/baseline/figures.log",
+        log_path("baseline/figures"),
     benchmark:
-        "benchmarks/baseline/figures.tsv"
+        benchmark_path("baseline/figures")
     threads: 1
     resources:
         mem_mb=2000,

@@ -10,9 +10,9 @@ rule prepare_data:
     conda:
         ENV
     log:
-        "logs/data/{dataset}.log",
+        log_path("data/{dataset}"),
     benchmark:
-        "benchmarks/data/{dataset}.tsv"
+        benchmark_path("data/{dataset}")
     threads: 1
     resources:
         mem_mb=SHARED.dataset_mem_mb,  # a hub image set is decoded in full once
@@ -41,9 +41,9 @@ rule data_floors:
     conda:
         ENV
     log:
-        "logs/data/{dataset}_floors.log",
+        log_path("data/{dataset}_floors"),
     benchmark:
-        "benchmarks/data/{dataset}_floors.tsv"
+        benchmark_path("data/{dataset}_floors")
     threads: 1
     resources:
         mem_mb=1000,

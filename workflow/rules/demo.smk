@@ -33,9 +33,9 @@ rule demo_train_sim:
     conda:
         ENV
     log:
-        f"logs/demo/{SIM}/n{{nw}}/{{dmethod}}.log",
+        log_path(f"demo/{SIM}/n{{nw}}/{{dmethod}}"),
     benchmark:
-        f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}.tsv"
+        benchmark_path(f"demo/{SIM}/n{{nw}}/{{dmethod}}")
     threads: 1
     resources:
         **SHARED.train_resources("demo_train_sim", P4.seeds_spec, base_mb=1200),
@@ -58,9 +58,9 @@ use rule demo_train_sim as demo_train_sim_extra with:
     params:
         spec=P4.extra_seed_spec,
     log:
-        f"logs/demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}.log",
+        log_path(f"demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}"),
     benchmark:
-        f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}.tsv"
+        benchmark_path(f"demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}")
     resources:
         **SHARED.train_resources("demo_train_sim", P4.extra_seed_spec, base_mb=1200),
 
@@ -77,9 +77,9 @@ rule demo_train_real:
     conda:
         ENV
     log:
-        f"logs/demo/{P4.real_backend}/n{{nw}}/{{dmethod}}/seed{{seed}}.log",
+        log_path(f"demo/{P4.real_backend}/n{{nw}}/{{dmethod}}/seed{{seed}}"),
     benchmark:
-        f"benchmarks/demo/{P4.real_backend}/n{{nw}}/{{dmethod}}/seed{{seed}}.tsv"
+        benchmark_path(f"demo/{P4.real_backend}/n{{nw}}/{{dmethod}}/seed{{seed}}")
     threads: config["runtime"]["threads"]
     resources:
         **SHARED.train_resources("demo_train_real", P4.real_spec, base_mb=1200, gpu=True, partition=True),
@@ -99,9 +99,9 @@ use rule demo_train_sim as demo_train_sweep with:
         spec=P4.sweep_spec,
         out=P4.sweep_job,
     log:
-        "logs/demo/sweep/lr{lr}/{dmethod}.log",
+        log_path("demo/sweep/lr{lr}/{dmethod}"),
     benchmark:
-        "benchmarks/demo/sweep/lr{lr}/{dmethod}.tsv"
+        benchmark_path("demo/sweep/lr{lr}/{dmethod}")
     resources:
         **SHARED.train_resources("demo_train_sweep", P4.sweep_spec, base_mb=1200),
 
@@ -118,9 +118,9 @@ use rule demo_train_sim as demo_train_twin with:
         spec=P4.twin_spec,
         out=P4.twin_job,
     log:
-        f"logs/demo/{SIM_REAL}/n{{nw}}/{{dmethod}}.log",
+        log_path(f"demo/{SIM_REAL}/n{{nw}}/{{dmethod}}"),
     benchmark:
-        f"benchmarks/demo/{SIM_REAL}/n{{nw}}/{{dmethod}}.tsv"
+        benchmark_path(f"demo/{SIM_REAL}/n{{nw}}/{{dmethod}}")
     resources:
         **SHARED.train_resources("demo_train_sim", P4.twin_spec, base_mb=1200),
 
@@ -140,9 +140,9 @@ rule demo_summarize:
     conda:
         ENV
     log:
-        "logs/demo/{dgroup}/summarize.log",
+        log_path("demo/{dgroup}/summarize"),
     benchmark:
-        "benchmarks/demo/{dgroup}/summarize.tsv"
+        benchmark_path("demo/{dgroup}/summarize")
     threads: 1
     resources:
         mem_mb=1500,
@@ -168,9 +168,9 @@ for _kind, _label in P4.step_figures:
         conda:
             ENV
         log:
-            f"logs/demo/fig_{_kind}.log",
+            log_path(f"demo/fig_{_kind}"),
         benchmark:
-            f"benchmarks/demo/fig_{_kind}.tsv"
+            benchmark_path(f"demo/fig_{_kind}")
         threads: 1
         resources:
             mem_mb=1500,
@@ -191,9 +191,9 @@ rule demo_fig_loss_time:
     conda:
         ENV
     log:
-        "logs/demo/fig_loss_time.log",
+        log_path("demo/fig_loss_time"),
     benchmark:
-        "benchmarks/demo/fig_loss_time.tsv"
+        benchmark_path("demo/fig_loss_time")
     threads: 1
     resources:
         mem_mb=1500,
@@ -211,9 +211,9 @@ rule demo_fig_real:
     conda:
         ENV
     log:
-        "logs/demo/fig_real.log",
+        log_path("demo/fig_real"),
     benchmark:
-        "benchmarks/demo/fig_real.tsv"
+        benchmark_path("demo/fig_real")
     threads: 1
     resources:
         mem_mb=1500,
@@ -234,9 +234,9 @@ rule demo_table_results:
     conda:
         ENV
     log:
-        "logs/demo/table_results.log",
+        log_path("demo/table_results"),
     benchmark:
-        "benchmarks/demo/table_results.tsv"
+        benchmark_path("demo/table_results")
     threads: 1
     resources:
         mem_mb=1000,
@@ -254,9 +254,9 @@ rule demo_table_real:
     conda:
         ENV
     log:
-        "logs/demo/table_real.log",
+        log_path("demo/table_real"),
     benchmark:
-        "benchmarks/demo/table_real.tsv"
+        benchmark_path("demo/table_real")
     threads: 1
     resources:
         mem_mb=1000,
@@ -277,9 +277,9 @@ rule demo_bytes_table:
     conda:
         ENV
     log:
-        "logs/demo/bytes_table.log",
+        log_path("demo/bytes_table"),
     benchmark:
-        "benchmarks/demo/bytes_table.tsv"
+        benchmark_path("demo/bytes_table")
     threads: 1
     resources:
         mem_mb=1000,
@@ -301,9 +301,9 @@ rule demo_table_sweep:
     conda:
         ENV
     log:
-        "logs/demo/table_sweep.log",
+        log_path("demo/table_sweep"),
     benchmark:
-        "benchmarks/demo/table_sweep.tsv"
+        benchmark_path("demo/table_sweep")
     threads: 1
     resources:
         mem_mb=1000,
@@ -325,9 +325,9 @@ rule demo_bench:
     conda:
         ENV
     log:
-        "logs/demo/bench.log",
+        log_path("demo/bench"),
     benchmark:
-        "benchmarks/demo/bench.tsv"
+        benchmark_path("demo/bench")
     threads: config["runtime"]["threads"]
     resources:
         mem_mb=6000,
@@ -347,9 +347,9 @@ use rule demo_bench as demo_bench_gpu with:
         spec=P4.bench_spec(gpu=True),
         data=subpath(input.data, parent=True),
     log:
-        "logs/demo/bench_gpu.log",
+        log_path("demo/bench_gpu"),
     benchmark:
-        "benchmarks/demo/bench_gpu.tsv"
+        benchmark_path("demo/bench_gpu")
 
 
 rule demo_sweep:

@@ -35,9 +35,9 @@ rule local_train:
         lgroup="rc",
         lmethod="bp|rc-par|rc-async",
     log:
-        "logs/local/{lgroup}/{lmethod}/seed{seed}.log",
+        log_path("local/{lgroup}/{lmethod}/seed{seed}"),
     benchmark:
-        "benchmarks/local/{lgroup}/{lmethod}/seed{seed}.tsv"
+        benchmark_path("local/{lgroup}/{lmethod}/seed{seed}")
     threads: LOCAL["threads"]
     priority: 10  # P3's sweep -> comparison chain is the workflow's longest: started first
     resources:
@@ -59,9 +59,9 @@ use rule local_train as local_train_extra with:
     params:
         spec=LOCAL_WF.extra_spec,
     log:
-        "logs/local/{lgroup}/{lmethod}/seed{seed}_extra.log",
+        log_path("local/{lgroup}/{lmethod}/seed{seed}_extra"),
     benchmark:
-        "benchmarks/local/{lgroup}/{lmethod}/seed{seed}_extra.tsv"
+        benchmark_path("local/{lgroup}/{lmethod}/seed{seed}_extra")
     threads: LOCAL_WF.extra_threads
     priority: 0
     resources:
@@ -84,9 +84,9 @@ rule local_train_seeds:
     conda:
         ENV
     log:
-        "logs/local/{lrun}.log",
+        log_path("local/{lrun}"),
     benchmark:
-        "benchmarks/local/{lrun}.tsv"
+        benchmark_path("local/{lrun}")
     threads: 1
     priority: 10
     resources:
@@ -121,9 +121,9 @@ if LOCAL_WF.bp_untimed:
             spec=as_json(local_wf.untimed_bp_spec(LOCAL, LOCAL_WF.bp_untimed, LOCAL_WF.sweep_root)),
             out=f"{RESULTS}/local/rc/bp",  # its seeds' folder
         log:
-            "logs/local/rc/bp_untimed.log",
+            log_path("local/rc/bp_untimed"),
         benchmark:
-            "benchmarks/local/rc/bp_untimed.tsv"
+            benchmark_path("local/rc/bp_untimed")
         resources:
             **SHARED.train_resources("local_train_seeds", LOCAL_WF.bp_untimed_size_spec),
 
@@ -144,9 +144,9 @@ if LOCAL_WF.sweep_runs:
             spec=LOCAL_WF.sweep_spec,
             out=f"{LOCAL_WF.sweep_root}/lr{{llr}}/{{lrun}}",
         log:
-            "logs/local/sweep/lr{llr}/{lrun}.log",
+            log_path("local/sweep/lr{llr}/{lrun}"),
         benchmark:
-            "benchmarks/local/sweep/lr{llr}/{lrun}.tsv"
+            benchmark_path("local/sweep/lr{llr}/{lrun}")
         resources:
             **SHARED.train_resources("local_train_seeds", LOCAL_WF.sweep_size_spec),
 
@@ -175,9 +175,9 @@ if LOCAL_WF.sweep_runs:
         conda:
             ENV
         log:
-            "logs/local/table_sweep.log",
+            log_path("local/table_sweep"),
         benchmark:
-            "benchmarks/local/table_sweep.tsv"
+            benchmark_path("local/table_sweep")
         threads: 1
         resources:
             mem_mb=1000,
@@ -197,9 +197,9 @@ rule local_summarize:
     conda:
         ENV
     log:
-        "logs/local/summarize.log",
+        log_path("local/summarize"),
     benchmark:
-        "benchmarks/local/summarize.tsv"
+        benchmark_path("local/summarize")
     threads: 1
     resources:
         mem_mb=1000,
@@ -221,9 +221,9 @@ rule local_bench_throughput:
     conda:
         ENV
     log:
-        "logs/local/bench_throughput.log",
+        log_path("local/bench_throughput"),
     benchmark:
-        "benchmarks/local/bench_throughput.tsv"
+        benchmark_path("local/bench_throughput")
     threads: LOCAL["threads"]
     resources:
         mem_mb=LOCAL_WF.throughput_mem_mb,
@@ -241,9 +241,9 @@ use rule local_bench_throughput as local_bench_map with:
         options=as_json({"specs": local_wf.map_specs(LOCAL), "repeats": LOCAL["bench"]["map"]["repeats"],
                          "warmup": LOCAL["bench"]["map"]["warmup"], "measure": LOCAL["bench"]["map"]["measure"]}),
     log:
-        "logs/local/bench_map.log",
+        log_path("local/bench_map"),
     benchmark:
-        "benchmarks/local/bench_map.tsv"
+        benchmark_path("local/bench_map")
     resources:
         mem_mb=LOCAL_WF.map_mem_mb,
 
@@ -261,9 +261,9 @@ rule local_fig_throughput_map:
     conda:
         ENV
     log:
-        "logs/local/fig_throughput_map.log",
+        log_path("local/fig_throughput_map"),
     benchmark:
-        "benchmarks/local/fig_throughput_map.tsv"
+        benchmark_path("local/fig_throughput_map")
     threads: 1
     resources:
         mem_mb=1000,
@@ -281,9 +281,9 @@ rule local_fig_probes:
     conda:
         ENV
     log:
-        "logs/local/fig_probes.log",
+        log_path("local/fig_probes"),
     benchmark:
-        "benchmarks/local/fig_probes.tsv"
+        benchmark_path("local/fig_probes")
     threads: 1
     resources:
         mem_mb=1000,
@@ -301,9 +301,9 @@ rule local_fig_hybrid:
     conda:
         ENV
     log:
-        "logs/local/fig_hybrid.log",
+        log_path("local/fig_hybrid"),
     benchmark:
-        "benchmarks/local/fig_hybrid.tsv"
+        benchmark_path("local/fig_hybrid")
     threads: 1
     resources:
         mem_mb=1000,
@@ -323,9 +323,9 @@ rule local_bench_pc_cost:
     conda:
         ENV
     log:
-        "logs/local/bench_pc_cost.log",
+        log_path("local/bench_pc_cost"),
     benchmark:
-        "benchmarks/local/bench_pc_cost.tsv"
+        benchmark_path("local/bench_pc_cost")
     threads: LOCAL["threads"]  # timed: nothing else runs beside it (it uses one thread)
     resources:
         mem_mb=LOCAL_WF.pc_cost_mem_mb,
@@ -350,9 +350,9 @@ rule local_nonident:
     conda:
         ENV
     log:
-        "logs/local/nonident.log",
+        log_path("local/nonident"),
     benchmark:
-        "benchmarks/local/nonident.tsv"
+        benchmark_path("local/nonident")
     threads: 1
     resources:
         mem_mb=1000,
@@ -379,9 +379,9 @@ for _name, _source, _label in LOCAL_WF.figure_sources:
         conda:
             ENV
         log:
-            f"logs/local/fig_{_name}.log",
+            log_path(f"local/fig_{_name}"),
         benchmark:
-            f"benchmarks/local/fig_{_name}.tsv"
+            benchmark_path(f"local/fig_{_name}")
         threads: 1
         resources:
             mem_mb=1000,
@@ -405,9 +405,9 @@ rule local_table:
     conda:
         ENV
     log:
-        "logs/local/table.log",
+        log_path("local/table"),
     benchmark:
-        "benchmarks/local/table.tsv"
+        benchmark_path("local/table")
     threads: 1
     resources:
         mem_mb=1000,

@@ -12,9 +12,9 @@ rule netcheck_bench:
     conda:
         ENV
     log:
-        "logs/netcheck/bench.log",
+        log_path("netcheck/bench"),
     benchmark:
-        "benchmarks/netcheck/bench.tsv"
+        benchmark_path("netcheck/bench")
     threads: config["runtime"]["threads"]
     resources:
         mem_mb=8000,
@@ -36,9 +36,9 @@ rule netcheck_error:
     conda:
         ENV
     log:
-        "logs/netcheck/error.log",
+        log_path("netcheck/error"),
     benchmark:
-        "benchmarks/netcheck/error.tsv"
+        benchmark_path("netcheck/error")
     threads: config["runtime"]["threads"]
     resources:
         mem_mb=8000,

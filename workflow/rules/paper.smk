@@ -23,9 +23,9 @@ rule scorecard_paper:
     conda:
         ENV
     log:
-        "logs/paper/scorecard_{paper}.log",
+        log_path("paper/scorecard_{paper}"),
     benchmark:
-        "benchmarks/paper/scorecard_{paper}.tsv"
+        benchmark_path("paper/scorecard_{paper}")
     threads: 1
     resources:
         mem_mb=1000,
@@ -46,9 +46,9 @@ rule scorecard:
     conda:
         ENV
     log:
-        "logs/paper/scorecard.log",
+        log_path("paper/scorecard"),
     benchmark:
-        "benchmarks/paper/scorecard.tsv"
+        benchmark_path("paper/scorecard")
     threads: 1
     resources:
         mem_mb=1000,
@@ -80,9 +80,9 @@ rule paper:
     conda:
         ENV
     log:
-        "logs/paper/report.log",
+        log_path("paper/report"),
     benchmark:
-        "benchmarks/paper/report.tsv"
+        benchmark_path("paper/report")
     threads: 1
     resources:
         mem_mb=1000,

@@ -32,9 +32,9 @@ rule pgc_coding_profile:
     conda:
         ENV
     log:
-        "logs/pgc/coding_profile.log",
+        log_path("pgc/coding_profile"),
     benchmark:
-        "benchmarks/pgc/coding_profile.tsv"
+        benchmark_path("pgc/coding_profile")
     threads: 2
     resources:
         mem_mb=3000,
@@ -57,9 +57,9 @@ rule pgc_train_sim:
     conda:
         ENV
     log:
-        "logs/pgc/{group}/s{s}/d{delay}/simulated/{scheme}.log",
+        log_path("pgc/{group}/s{s}/d{delay}/simulated/{scheme}"),
     benchmark:
-        "benchmarks/pgc/{group}/s{s}/d{delay}/simulated/{scheme}.tsv"
+        benchmark_path("pgc/{group}/s{s}/d{delay}/simulated/{scheme}")
     threads: 1
     # torch, the data set, and the coding-cost vectors (measured: 1.15 GB at ResNet-18's size)
     resources:
@@ -81,9 +81,9 @@ use rule pgc_train_sim as pgc_train_sim_extra with:
     params:
         spec=P1.extra_seed_spec,
     log:
-        "logs/pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}.log",
+        log_path("pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}"),
     benchmark:
-        "benchmarks/pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}.tsv"
+        benchmark_path("pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}")
     resources:
         **SHARED.train_resources("pgc_train_sim_extra", P1.extra_seed_spec, base_mb=1300, runtime=False),
 
@@ -101,9 +101,9 @@ rule pgc_train_real:
     conda:
         ENV
     log:
-        "logs/pgc/{group}/s{s}/d{delay}/gloo/{scheme}/seed{seed}.log",
+        log_path("pgc/{group}/s{s}/d{delay}/gloo/{scheme}/seed{seed}"),
     benchmark:
-        "benchmarks/pgc/{group}/s{s}/d{delay}/gloo/{scheme}/seed{seed}.tsv"
+        benchmark_path("pgc/{group}/s{s}/d{delay}/gloo/{scheme}/seed{seed}")
     threads: config["runtime"]["threads"]
     resources:
         **SHARED.train_resources("pgc_train_real", P1.real_spec, gpu=True),
@@ -138,9 +138,9 @@ rule pgc_summarize:
     conda:
         ENV
     log:
-        "logs/pgc/{group}/summarize.log",
+        log_path("pgc/{group}/summarize"),
     benchmark:
-        "benchmarks/pgc/{group}/summarize.tsv"
+        benchmark_path("pgc/{group}/summarize")
     threads: 1
     resources:
         mem_mb=mem_of_inputs(400),  # the metrics CSVs become one frame
@@ -168,9 +168,9 @@ for _fig, _table, _group in P1.FIGURES:
         conda:
             ENV
         log:
-            f"logs/pgc/{_fig}.log",
+            log_path(f"pgc/{_fig}"),
         benchmark:
-            f"benchmarks/pgc/{_fig}.tsv"
+            benchmark_path(f"pgc/{_fig}")
         threads: 1
         resources:
             mem_mb=mem_of_inputs(500),
@@ -197,9 +197,9 @@ for _tab, _group in (("time_to_target", "cloud"), ("compute", "simulation")):
         conda:
             ENV
         log:
-            f"logs/pgc/{_tab}.log",
+            log_path(f"pgc/{_tab}"),
         benchmark:
-            f"benchmarks/pgc/{_tab}.tsv"
+            benchmark_path(f"pgc/{_tab}")
         threads: 1
         resources:
             mem_mb=mem_of_inputs(500),
@@ -219,9 +219,9 @@ rule pgc_real_vs_sim:
     conda:
         ENV
     log:
-        "logs/pgc/real_vs_sim.log",
+        log_path("pgc/real_vs_sim"),
     benchmark:
-        "benchmarks/pgc/real_vs_sim.tsv"
+        benchmark_path("pgc/real_vs_sim")
     threads: 1
     resources:
         mem_mb=mem_of_inputs(500),
@@ -241,9 +241,9 @@ rule pgc_regime:
     conda:
         ENV
     log:
-        "logs/pgc/regime.log",
+        log_path("pgc/regime"),
     benchmark:
-        "benchmarks/pgc/regime.tsv"
+        benchmark_path("pgc/regime")
     threads: 1
     resources:
         mem_mb=1000,
@@ -264,9 +264,9 @@ rule pgc_regime_crosscheck:
     conda:
         ENV
     log:
-        "logs/pgc/regime_crosscheck.log",
+        log_path("pgc/regime_crosscheck"),
     benchmark:
-        "benchmarks/pgc/regime_crosscheck.tsv"
+        benchmark_path("pgc/regime_crosscheck")
     threads: 1
     resources:
         mem_mb=mem_of_inputs(500),
@@ -284,9 +284,9 @@ rule pgc_trace_fit:
     conda:
         ENV
     log:
-        "logs/pgc/trace_fit.log",
+        log_path("pgc/trace_fit"),
     benchmark:
-        "benchmarks/pgc/trace_fit.tsv"
+        benchmark_path("pgc/trace_fit")
     threads: 1
     resources:
         mem_mb=800,

@@ -26,9 +26,9 @@ rule placement_graph:
     conda:
         ENV
     log:
-        "logs/placement/graph_{pl_model}.log",
+        log_path("placement/graph_{pl_model}"),
     benchmark:
-        "benchmarks/placement/graph_{pl_model}.tsv"
+        benchmark_path("placement/graph_{pl_model}")
     threads: 1
     resources:
         mem_mb=3000,
@@ -47,9 +47,9 @@ rule placement_profile:
     conda:
         ENV
     log:
-        "logs/placement/profile_{pl_model}.log",
+        log_path("placement/profile_{pl_model}"),
     benchmark:
-        "benchmarks/placement/profile_{pl_model}.tsv"
+        benchmark_path("placement/profile_{pl_model}")
     threads: 2
     resources:
         mem_mb=3000,
@@ -74,9 +74,9 @@ rule placement_run:
     conda:
         ENV
     log:
-        "logs/placement/{pair}/{pl_model}/{pl_method}.log",
+        log_path("placement/{pair}/{pl_model}/{pl_method}"),
     benchmark:
-        "benchmarks/placement/{pair}/{pl_model}/{pl_method}.tsv"
+        benchmark_path("placement/{pair}/{pl_model}/{pl_method}")
     threads: 1
     resources:
         mem_mb=1500,
@@ -96,9 +96,9 @@ use rule placement_run as placement_run_extra with:
     params:
         spec=PL_WF.extra_run_spec,
     log:
-        "logs/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.log",
+        log_path("placement/{pair}/{pl_model}/{pl_method}_seed{seed}"),
     benchmark:
-        "benchmarks/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.tsv"
+        benchmark_path("placement/{pair}/{pl_model}/{pl_method}_seed{seed}")
 
 
 rule placement_summarize:
@@ -111,9 +111,9 @@ rule placement_summarize:
     conda:
         ENV
     log:
-        "logs/placement/summarize.log",
+        log_path("placement/summarize"),
     benchmark:
-        "benchmarks/placement/summarize.tsv"
+        benchmark_path("placement/summarize")
     threads: 1
     resources:
         mem_mb=2000,
@@ -141,9 +141,9 @@ for _kind, _tables in (("main", PL_WF.tables["main"]), ("ablation", PL_WF.tables
         conda:
             ENV
         log:
-            f"logs/placement/table_{_kind}.log",
+            log_path(f"placement/table_{_kind}"),
         benchmark:
-            f"benchmarks/placement/table_{_kind}.tsv"
+            benchmark_path(f"placement/table_{_kind}")
         threads: 1
         resources:
             mem_mb=1000,
@@ -164,9 +164,9 @@ rule placement_fig_curves:
     conda:
         ENV
     log:
-        "logs/placement/fig_curves.log",
+        log_path("placement/fig_curves"),
     benchmark:
-        "benchmarks/placement/fig_curves.tsv"
+        benchmark_path("placement/fig_curves")
     threads: 1
     resources:
         mem_mb=1500,
@@ -189,9 +189,9 @@ rule placement_fig_placement:
     conda:
         ENV
     log:
-        "logs/placement/fig_placement.log",
+        log_path("placement/fig_placement"),
     benchmark:
-        "benchmarks/placement/fig_placement.tsv"
+        benchmark_path("placement/fig_placement")
     threads: 1
     resources:
         mem_mb=1500,
@@ -214,9 +214,9 @@ rule placement_real:
     conda:
         ENV
     log:
-        "logs/placement/real_{pl_model}.log",
+        log_path("placement/real_{pl_model}"),
     benchmark:
-        "benchmarks/placement/real_{pl_model}.tsv"
+        benchmark_path("placement/real_{pl_model}")
     threads: 2
     resources:
         mem_mb=3000,
@@ -235,9 +235,9 @@ rule placement_table_real:
     conda:
         ENV
     log:
-        "logs/placement/table_real.log",
+        log_path("placement/table_real"),
     benchmark:
-        "benchmarks/placement/table_real.tsv"
+        benchmark_path("placement/table_real")
     threads: 1
     resources:
         mem_mb=1000,
@@ -257,9 +257,9 @@ rule placement_bench_sim:
     conda:
         ENV
     log:
-        "logs/bench/placement_sim_{pl_model}.log",
+        log_path("bench/placement_sim_{pl_model}"),
     benchmark:
-        "benchmarks/bench/placement_sim_{pl_model}.tsv"
+        benchmark_path("bench/placement_sim_{pl_model}")
     threads: 1
     resources:
         mem_mb=1000,
@@ -296,9 +296,9 @@ rule placement_space:
     conda:
         ENV
     log:
-        "logs/placement/space.log",
+        log_path("placement/space"),
     benchmark:
-        "benchmarks/placement/space.tsv"
+        benchmark_path("placement/space")
     threads: 1
     resources:
         mem_mb=1500,
@@ -329,9 +329,9 @@ rule placement_regime:
     conda:
         ENV
     log:
-        "logs/placement/regime.log",
+        log_path("placement/regime"),
     benchmark:
-        "benchmarks/placement/regime.tsv"
+        benchmark_path("placement/regime")
     threads: 1
     resources:
         mem_mb=1500,
