@@ -5,7 +5,7 @@ from distlab.pipeline.workflow import *  # noqa: F403 (its __all__)
 
 # the shared rules' functions of a job's wildcards, the registries, stats.extra_seeds's requests
 SHARED = SharedWorkflow(config, workflow.basedir, RESULTS)
-shell.prefix(SHARED.shell_prefix)  # `python -m distlab` finds this tree's src/ (also in a conda env)
+shell.prefix(SHARED.shell_prefix)  # the jobs import this tree's src/ (PYTHONPATH; also in a conda env)
 EXTRA_SEED_REQUESTS = SHARED.extra_seed_requests
 
 wildcard_constraints:
