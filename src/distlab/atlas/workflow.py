@@ -137,7 +137,7 @@ def techniques(a: dict) -> list[str]:
 class AtlasRules:
     """workflow/rules/atlas.smk's functions of a job's wildcards, bound to the config's ``atlas:``
     section (``None`` where the config has none: the rules exist, no job asks for them).
-    ``data_manifest`` and ``floors_table`` name a data set's files (workflow/rules/common.smk)."""
+    ``data_manifest`` and ``floors_table`` name a data set's files (distlab.pipeline.workflow)."""
 
     def __init__(self, atlas: dict | None, out: str, paper: str, data_manifest, floors_table) -> None:
         self.atlas, self.out = atlas, out
