@@ -1,10 +1,23 @@
-"""What the rule files share, as named functions (torch-free): the shared rules' input
-functions and params (the data sets, the scorecard), the params that pass a rule's inputs on to
-its command, and the paths every rule writes its log and benchmark to.
+"""What the rule files share (torch-free; workflow/rules/common.smk imports ``__all__``).
 
-A rule file holds rules; a function a rule calls with a job's wildcards (an input function, a
-params or resources function) is a named function here or in its paper's ``workflow.py``, so a
-reader finds it by name and a test can call it.
+A rule file holds rules; a function a rule calls with a job's wildcards (an input function,
+params, threads, resources) is a named function here or in its paper's ``workflow.py`` (the
+baseline's ``distlab/train/workflow.py``, the atlas's ``distlab/atlas/workflow.py``), so a reader
+finds it by name and a test can call it.  Here:
+
+* the constants every rule file reads (``RESULTS``, ``PAPER``, ``SIM``, ``ENV``) and the paths of
+  a data set, a run, a job's log and benchmark (``log_path``, ``benchmark_path``);
+* the params that pass a rule's inputs on to its command (``inputs_json``, ``input_dirs``,
+  ``train_params``) and the figures' report entries (``report_figure``);
+* :class:`SharedWorkflow`, bound to the config: the shared rules' functions of a job's wildcards
+  (data sets, scorecard), a training job's resources and batch request (distlab.pipeline.jobs),
+  the run-time settings, stats.extra_seeds's requests, and the registries of each paper's
+  summary tables and outputs.
+
+The log and benchmark lines of a rule come from ``log_path``/``benchmark_path`` rather than a
+template rule: Snakemake 9.27.1's ``use rule ... with:`` cannot replace a rule's ``shell``, so a
+template would hold the lines only for rules that share a command; a global ``conda:`` activates
+the environment in Snakemake's own process, not in each job, so ``conda: ENV`` stays per rule.
 """
 
 from __future__ import annotations
