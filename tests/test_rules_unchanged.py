@@ -47,6 +47,35 @@ def test_no_shell_text_is_an_f_string():
     assert not offenders, f"shell texts written as f-strings: {offenders}"
 
 
+def test_the_rules_helpers_are_named_functions_of_the_workflow_modules():
+    """What the rule files call with a job's wildcards is a named function (no lambda, see
+    test_shape.py), callable outside Snakemake: the shared helpers, and a registration of
+    nothing (a paper without its config section) adds no scorecard part."""
+    from types import SimpleNamespace
+
+    import yaml
+
+    from distlab.pipeline.workflow import (SharedWorkflow, benchmark_path, input_dirs, inputs_json, log_path,
+                                           mem_of_inputs)
+
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    shared = SharedWorkflow(cfg, str(ROOT))
+    assert (log_path("data/{dataset}"), benchmark_path("data/{dataset}")) == (
+        "logs/data/{dataset}.log", "benchmarks/data/{dataset}.tsv")
+    w = SimpleNamespace(dataset="digits", paper="P1")
+    assert shared.dataset_dir(w) == "results/data/digits"
+    assert '"name": "digits"' in shared.dataset_spec(w)
+    mem = mem_of_inputs(400)
+    assert mem.__name__ == "mem_mb" and mem(w, SimpleNamespace(size_mb=10)) == 440
+    assert input_dirs(w, ["a/b/manifest.json", "c/manifest.json"]) == ["a/b", "c"]
+    assert inputs_json(w, {"b": "y", "a": "x"}) == '{"a": "x", "b": "y"}'
+    shared.register("P2", None, None)
+    shared.register("P1", {"t": "results/t.csv"}, ["paper/f.png"])
+    assert shared.scorecard_papers() == ["P1"] and shared.all_outputs() == ["paper/f.png"]
+    assert shared.scorecard_table_args(w) == ["--table=t=results/t.csv"]
+    assert shared.extra_seed_requests, "the default config's stats.extra_seeds asks for seeds"
+
+
 def planned_jobs(text: str) -> list[str]:
     """The jobs of a ``snakemake -n -p`` output, one block of text each, sorted: the rule's
     name, the fields in KEPT (``tmpdir`` dropped from resources: it names this machine) and

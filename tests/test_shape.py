@@ -316,3 +316,81 @@ def test_no_module_of_distlab_runs_as_a_script():
            if p.name != "__main__.py" and _module_name(p) not in DISPATCHER | SCRIPT_EXCEPTIONS
            and re.search(r"^if __name__ == .__main__.:", p.read_text(encoding="utf-8"), re.M)]
     assert not bad, f"modules run as scripts: {bad}"
+
+
+# ------------------------------------------------------------------ rules read as rules
+# A rule file holds rules.  A function a rule calls with a job's wildcards (an input function,
+# params, threads, resources) is a named function of its paper's ``workflow.py`` (the
+# baseline's: distlab/train/workflow.py, the atlas's: distlab/atlas/workflow.py) or of
+# distlab/pipeline/workflow.py (the shared rules, the registries, the path helpers), where a
+# reader finds it by name and a test can call it; so is the rule files' other Python.
+SMK_FILES = sorted((Path(ROOT) / "workflow" / "rules").glob("*.smk"))
+# Python lines the rule files may hold in all: imports, the workflow objects, registrations and
+# the heads of the loops and conditions that define rules (reached: 35, from 228 by this count)
+MAX_RULE_PYTHON_LINES = 35
+SNAKEMAKE_BLOCK = re.compile(r"(rule\b|use rule\b|checkpoint\b|ruleorder:|wildcard_constraints:|localrules:|"
+                             r"include:|configfile:|onstart:|onsuccess:|onerror:|module\b|report:|envvars:|"
+                             r"container:)")
+
+
+def rule_file_python_lines(text: str) -> list[int]:
+    """The numbers of a rule file's Python lines: every line that is neither blank, a comment,
+    nor inside a Snakemake block (a rule, ``use rule``, ``ruleorder:``, ``wildcard_constraints:``
+    and the like, with everything indented under it).  The head of a ``for`` or ``if`` around
+    rules counts; the rules under it do not."""
+    out, block = [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        if block is not None and indent > block:
+            continue
+        block = None
+        if SNAKEMAKE_BLOCK.match(stripped):
+            block = indent
+            continue
+        out.append(number)
+    return out
+
+
+def test_the_python_line_count_reads_rules_and_python_apart():
+    text = ("import os\n\nX = 1  # a constant\n# a comment\nrule a:\n    input:\n        lambda w: 1,\n"
+            "for k in (1, 2):\n    rule:\n        name:\n            f'b{k}'\n    Y = k\n"
+            "use rule a as c with:\n    threads: 2\nwildcard_constraints:\n    seed=r'\\d+',\n")
+    assert rule_file_python_lines(text) == [1, 3, 8, 12]
+
+
+def test_no_lambda_in_the_rule_files():
+    import io
+    import tokenize
+
+    found = [f"{path.name}:{tok.start[0]}" for path in SMK_FILES
+             for tok in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline)
+             if tok.type == tokenize.NAME and tok.string == "lambda"]
+    assert len(SMK_FILES) >= 10
+    assert not found, f"lambdas in rule files (name the function in a workflow module): {found}"
+
+
+def test_the_rule_files_hold_little_python():
+    lines = {path.name: len(rule_file_python_lines(path.read_text(encoding="utf-8"))) for path in SMK_FILES}
+    assert sum(lines.values()) <= MAX_RULE_PYTHON_LINES, (
+        f"{sum(lines.values())} Python lines in the rule files, at most {MAX_RULE_PYTHON_LINES} "
+        f"(move helpers into the workflow modules): {lines}")
+
+
+def test_every_log_and_benchmark_path_comes_from_the_shared_helper():
+    """``log: log_path("<job>")`` and ``benchmark: benchmark_path("<job>")``
+    (distlab.pipeline.workflow): one place says where logs and benchmarks go."""
+    bad, seen = [], 0
+    for path in SMK_FILES:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for k, line in enumerate(lines[:-1]):
+            key = line.strip()
+            if key in ("log:", "benchmark:"):
+                seen += 1
+                helper = "log_path(" if key == "log:" else "benchmark_path("
+                if not lines[k + 1].strip().startswith(helper):
+                    bad.append(f"{path.name}:{k + 2}: {lines[k + 1].strip()}")
+    assert seen > 100
+    assert not bad, f"log or benchmark paths written out: {bad}"

@@ -1,12 +1,14 @@
 # The atlas (ours): every data-parallel technique on DeMo's byte-level LM task, one job per
 # technique (its lr/setting sweep, then its runs), the DDP reference against the bigram floor,
 # the map (simulated and extrapolated cells), its figures.  Target: `snakemake atlas`.
-import os as _atlas_os
-
-from distlab.atlas.workflow import config_json as atlas_config_json
+from distlab.atlas.workflow import AtlasRules
 
 ATLAS = config.get("atlas")
 ATLAS_OUT = f"{RESULTS}/atlas"
+# the rules' functions of a job's wildcards; with atlas.in_default_target the map's tables and
+# figures join the scorecard and paper/ (AtlasRules.summary_tables, .outputs)
+ATLAS_WF = AtlasRules(ATLAS, ATLAS_OUT, PAPER, data_manifest, floors_table)
+SHARED.register("atlas", ATLAS_WF.summary_tables, ATLAS_WF.outputs)
 
 
 rule atlas_job:
@@ -16,22 +18,22 @@ rule atlas_job:
     arrival-dependent technique the straggler models of atlas.train_under.  Or the DDP reference
     (reference) at the reference's horizon: it must get clearly below the bigram floor."""
     input:
-        data=lambda w: data_manifest(ATLAS["dataset"]),
+        data=ATLAS_WF.data,
     output:
         done=f"{ATLAS_OUT}/{{job}}/done.json",
     wildcard_constraints:
         job=r"techniques/[a-z-]+|reference",
     params:
-        cfg=lambda w: atlas_config_json(ATLAS),
-        data=lambda w, input: _atlas_os.path.dirname(input.data),
-        out=lambda w, output: _atlas_os.path.dirname(output.done),
-        verb=lambda w: "reference" if w.job == "reference" else f"technique --technique {_atlas_os.path.basename(w.job)}",
+        cfg=ATLAS_WF.config_json,
+        data=subpath(input.data, parent=True),
+        out=subpath(output.done, parent=True),
+        verb=ATLAS_WF.verb,
     conda:
         ENV
     log:
-        "logs/atlas/{job}.log",
+        log_path("atlas/{job}"),
     benchmark:
-        "benchmarks/atlas/{job}.tsv"
+        benchmark_path("atlas/{job}")
     resources:
         mem_mb=1200,
     shell:
@@ -43,9 +45,9 @@ rule atlas_map:
     """The map's tables (cells, winners with intervals, crossovers, efficiency ratios, the reference, the
     replay benchmark) and its figures."""
     input:
-        done=lambda w: [f"{ATLAS_OUT}/techniques/{t}/done.json" for t in (ATLAS["techniques"] if ATLAS else [])],
+        done=ATLAS_WF.technique_done,
         reference=f"{ATLAS_OUT}/reference/done.json",
-        floors=lambda w: floors_table(ATLAS["dataset"]),
+        floors=ATLAS_WF.floors,
     output:
         cells=f"{ATLAS_OUT}/map/cells.csv",
         winners=f"{ATLAS_OUT}/map/winners.csv",
@@ -58,14 +60,14 @@ rule atlas_map:
         size=f"{ATLAS_OUT}/figures/winners_bandwidth_size.png",
         time=f"{ATLAS_OUT}/figures/time_vs_bandwidth.png",
     params:
-        cfg=lambda w: atlas_config_json(ATLAS),
-        out=lambda w, output: _atlas_os.path.dirname(output.cells),
+        cfg=ATLAS_WF.config_json,
+        out=subpath(output.cells, parent=True),
     conda:
         ENV
     log:
-        "logs/atlas/map.log",
+        log_path("atlas/map"),
     benchmark:
-        "benchmarks/atlas/map.tsv"
+        benchmark_path("atlas/map")
     resources:
         mem_mb=2000,
     shell:
@@ -85,13 +87,13 @@ rule atlas_scorecard:
         csv=f"{ATLAS_OUT}/scorecard.csv",
         conditions=f"{ATLAS_OUT}/scorecard_conditions.csv",
     params:
-        stats=stats_json(),
+        stats=SHARED.stats_json(),
     conda:
         ENV
     log:
-        "logs/atlas/scorecard.log",
+        log_path("atlas/scorecard"),
     benchmark:
-        "benchmarks/atlas/scorecard.tsv"
+        benchmark_path("atlas/scorecard")
     resources:
         mem_mb=1000,
     shell:
@@ -113,7 +115,7 @@ rule atlas_paper_copy:
     """A figure or table of the map, copied into paper/ beside the papers' (atlas_<name>), where
     atlas.in_default_target makes the atlas part of the default target."""
     input:
-        lambda w: f"{ATLAS_OUT}/{'figures' if w.kind == 'figures' else 'map'}/{w.name}.{w.ext}",
+        ATLAS_WF.map_file,
     output:
         f"{PAPER}/{{kind}}/atlas_{{name}}.{{ext}}",
     wildcard_constraints:
@@ -123,20 +125,8 @@ rule atlas_paper_copy:
     conda:
         ENV
     log:
-        "logs/atlas/paper_{kind}_{name}.{ext}.log",
+        log_path("atlas/paper_{kind}_{name}.{ext}"),
     resources:
         mem_mb=200,
     shell:
         "cp {input:q} {output:q} > {log:q} 2>&1"
-
-
-# atlas.in_default_target: the map is part of the default target (make reproduce): the
-# scorecard's atlas section reads its time-to-target table, and its figures and winners
-# table join paper/ with the papers' outputs.
-if ATLAS and ATLAS.get("in_default_target"):
-    register_tables("atlas", {"atlas_ttt": rules.atlas_map.output.ttt})
-    register_outputs("atlas", [
-        *(f"{PAPER}/figures/atlas_{name}.png"
-          for name in ("winners_bandwidth_straggler", "winners_bandwidth_size", "time_vs_bandwidth")),
-        f"{PAPER}/tables/atlas_winners.md",
-    ])

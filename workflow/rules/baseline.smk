@@ -7,8 +7,7 @@ wildcard_constraints:
 
 BASE = BaselineWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
 
-register_tables("foundation", {"baseline": BASE.summary})
-register_outputs("foundation", BASE.outputs)
+SHARED.register("foundation", {"baseline": BASE.summary}, BASE.outputs)
 
 
 rule baseline_train_sim:
@@ -22,12 +21,12 @@ rule baseline_train_sim:
     conda:
         ENV
     log:
-        "logs/baseline/simulated/{method}/seed{seed}.log",
+        log_path("baseline/simulated/{method}/seed{seed}"),
     benchmark:
-        "benchmarks/baseline/simulated/{method}/seed{seed}.tsv"
+        benchmark_path("baseline/simulated/{method}/seed{seed}")
     threads: 1
     resources:
-        **train_resources("baseline_train_sim", BASE.sim_spec),
+        **SHARED.train_resources("baseline_train_sim", BASE.sim_spec),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment baseline --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -46,12 +45,12 @@ rule baseline_train_dist:
     conda:
         ENV
     log:
-        "logs/baseline/{backend}/dgd/seed{seed}.log",
+        log_path("baseline/{backend}/dgd/seed{seed}"),
     benchmark:
-        "benchmarks/baseline/{backend}/dgd/seed{seed}.tsv"
+        benchmark_path("baseline/{backend}/dgd/seed{seed}")
     threads: config["runtime"]["threads"]
     resources:
-        **train_resources("baseline_train_dist", BASE.dist_spec, gpu=True, partition=True),
+        **SHARED.train_resources("baseline_train_dist", BASE.dist_spec, gpu=True, partition=True),
     shell:
         "python -m distlab train --experiment baseline --spec {params.spec:q} --threads {threads} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -66,9 +65,9 @@ rule baseline_summarize:
     conda:
         ENV
     log:
-        "logs/baseline/summarize.log",
+        log_path("baseline/summarize"),
     benchmark:
-        "benchmarks/baseline/summarize.tsv"
+        benchmark_path("baseline/summarize")
     threads: 1
     resources:
         mem_mb=1000,
@@ -86,14 +85,14 @@ rule baseline_figures:
         csv=f"{PAPER}/tables/baseline.csv",
         md=f"{PAPER}/tables/baseline.md",
     params:
-        inputs=lambda w, input: as_json({"steps": input.steps, "summary": input.summary}),
-        out=lambda w, output: os.path.dirname(os.path.dirname(output.fig)),
+        inputs=inputs_json,
+        out=subpath(output.fig, ancestor=2),
     conda:
         ENV
     log:
-        "logs/baseline/figures.log",
+        log_path("baseline/figures"),
     benchmark:
-        "benchmarks/baseline/figures.tsv"
+        benchmark_path("baseline/figures")
     threads: 1
     resources:
         mem_mb=2000,

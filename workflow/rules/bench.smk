@@ -8,9 +8,9 @@ rule bench_calibrate:
     conda:
         ENV
     log:
-        "logs/bench/calibrate.log",
+        log_path("bench/calibrate"),
     benchmark:
-        "benchmarks/bench/calibrate.tsv"
+        benchmark_path("bench/calibrate")
     threads: 1
     resources:
         mem_mb=4000,
@@ -25,9 +25,9 @@ rule bench_allreduce:
     conda:
         ENV
     log:
-        "logs/bench/allreduce.log",
+        log_path("bench/allreduce"),
     benchmark:
-        "benchmarks/bench/allreduce.tsv"
+        benchmark_path("bench/allreduce")
     threads: config["runtime"]["threads"]
     resources:
         mem_mb=8000,

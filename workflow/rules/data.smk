@@ -4,19 +4,18 @@ rule prepare_data:
         manifest=data_manifest("{dataset}"),
         **{split: f"{RESULTS}/data/{{dataset}}/{split}.pt" for split in DATA_SPLITS},
     params:
-        spec=lambda w: as_json({"name": w.dataset, **config["datasets"][w.dataset]}),
+        spec=SHARED.dataset_spec,
         seed=config["data_seed"],
-        out=lambda w: f"{RESULTS}/data/{w.dataset}",
+        out=SHARED.dataset_dir,
     conda:
         ENV
     log:
-        "logs/data/{dataset}.log",
+        log_path("data/{dataset}"),
     benchmark:
-        "benchmarks/data/{dataset}.tsv"
+        benchmark_path("data/{dataset}")
     threads: 1
     resources:
-        # the embedded sets are small; a hub image set is decoded in full once (uint8)
-        mem_mb=lambda w: 16000 if config["datasets"][w.dataset]["source"] == "hf" else 2000,
+        mem_mb=SHARED.dataset_mem_mb,  # a hub image set is decoded in full once
     shell:
         "python -m distlab prepare-data --spec {params.spec:q} --out {params.out:q} --seed {params.seed:q} "
         "> {log:q} 2>&1"
@@ -38,13 +37,13 @@ rule data_floors:
     output:
         floors_table("{dataset}"),
     params:
-        data=lambda w: f"{RESULTS}/data/{w.dataset}",
+        data=SHARED.dataset_dir,
     conda:
         ENV
     log:
-        "logs/data/{dataset}_floors.log",
+        log_path("data/{dataset}_floors"),
     benchmark:
-        "benchmarks/data/{dataset}_floors.tsv"
+        benchmark_path("data/{dataset}_floors")
     threads: 1
     resources:
         mem_mb=1000,
@@ -53,6 +52,4 @@ rule data_floors:
 
 
 # the language-model papers' quality conditions read their data set's floors
-for _section, _paper in (("local_learning", "P3"), ("demo", "P4")):
-    if _section in config and config["datasets"].get(config[_section]["dataset"], {}).get("kind") == "text":
-        register_tables(_paper, {f"floors_{config[_section]['dataset']}": floors_table(config[_section]["dataset"])})
+SHARED.register_floors()

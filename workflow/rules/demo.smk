@@ -5,8 +5,9 @@
 
 from distlab.demo.workflow import SIM_REAL, DemoWorkflow
 
+# the paths, runs and specs of the rules below (named functions of a job's wildcards among them)
 P4 = DemoWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
-DEMO = P4.d
+SHARED.register("P4", P4.summary_tables(), P4.outputs())
 
 
 wildcard_constraints:
@@ -16,20 +17,13 @@ wildcard_constraints:
     lr=r"[0-9.e-]+",
 
 
-register_tables("P4", P4.summary_tables())
-register_outputs("P4", P4.outputs())
-DEMO_REPORT = "DeMo"  # the report's category of P4's figures
-# demo_fig_real's and demo_table_real's inputs: the real runs and their simulated twins (same seeds, steps, lr)
-DEMO_REAL_VS_SIM = {"real": P4.summary(P4.real_backend), "sim": P4.summary(SIM_REAL)}
-
-
 rule demo_train_sim:
     """One method, N workers, every seed on the simulated cluster (measured compute, modelled
     network), one after another in one process; each seed has its own run directory.  The learning
     rate is the sweep's choice (demo.lr_from_sweep) or demo.lr.  A seed the sweep already trained at
     the chosen lr (same N and horizon) is taken from the sweep, not trained again."""
     input:
-        data=data_manifest(DEMO["dataset"]),
+        data=data_manifest(P4.d["dataset"]),
         choice=P4.choice_input(),
         sweep=P4.reuse_input,
     output:
@@ -39,12 +33,12 @@ rule demo_train_sim:
     conda:
         ENV
     log:
-        f"logs/demo/{SIM}/n{{nw}}/{{dmethod}}.log",
+        log_path(f"demo/{SIM}/n{{nw}}/{{dmethod}}"),
     benchmark:
-        f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}.tsv"
+        benchmark_path(f"demo/{SIM}/n{{nw}}/{{dmethod}}")
     threads: 1
     resources:
-        **train_resources("demo_train_sim", P4.seeds_spec, base_mb=1200),
+        **SHARED.train_resources("demo_train_sim", P4.seeds_spec, base_mb=1200),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment demo --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -55,7 +49,7 @@ use rule demo_train_sim as demo_train_sim_extra with:
     # a job of its own, so no configured job's spec changes; the same numbers the multi-seed job
     # would give that seed.
     input:
-        data=data_manifest(DEMO["dataset"]),
+        data=data_manifest(P4.d["dataset"]),
         choice=P4.choice_input(),
     output:
         **run_files(f"{P4.sim_job}/seed{{seed}}"),
@@ -64,17 +58,17 @@ use rule demo_train_sim as demo_train_sim_extra with:
     params:
         spec=P4.extra_seed_spec,
     log:
-        f"logs/demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}.log",
+        log_path(f"demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}"),
     benchmark:
-        f"benchmarks/demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}.tsv"
+        benchmark_path(f"demo/{SIM}/n{{nw}}/{{dmethod}}_seed{{seed}}")
     resources:
-        **train_resources("demo_train_sim", P4.extra_seed_spec, base_mb=1200),
+        **SHARED.train_resources("demo_train_sim", P4.extra_seed_spec, base_mb=1200),
 
 
 rule demo_train_real:
     """One method on N torchrun processes (gloo on CPU, NCCL on GPUs); wall-clock time."""
     input:
-        data=data_manifest(DEMO["dataset"]),
+        data=data_manifest(P4.d["dataset"]),
         choice=P4.choice_input(),
     output:
         **run_files(P4.run.replace("{dbackend}", P4.real_backend)),
@@ -83,12 +77,12 @@ rule demo_train_real:
     conda:
         ENV
     log:
-        f"logs/demo/{P4.real_backend}/n{{nw}}/{{dmethod}}/seed{{seed}}.log",
+        log_path(f"demo/{P4.real_backend}/n{{nw}}/{{dmethod}}/seed{{seed}}"),
     benchmark:
-        f"benchmarks/demo/{P4.real_backend}/n{{nw}}/{{dmethod}}/seed{{seed}}.tsv"
+        benchmark_path(f"demo/{P4.real_backend}/n{{nw}}/{{dmethod}}/seed{{seed}}")
     threads: config["runtime"]["threads"]
     resources:
-        **train_resources("demo_train_real", P4.real_spec, base_mb=1200, gpu=True, partition=True),
+        **SHARED.train_resources("demo_train_real", P4.real_spec, base_mb=1200, gpu=True, partition=True),
     shell:
         "python -m distlab train --experiment demo --spec {params.spec:q} --runtime {resources.distlab_runtime:q} "
         "--threads {threads} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -98,57 +92,57 @@ use rule demo_train_sim as demo_train_sweep with:
     # One point of the learning-rate sweep (simulated cluster): one method at one lr, every sweep
     # seed, at the comparison's horizon (demo.steps).
     input:
-        data=data_manifest(DEMO["dataset"]),
+        data=data_manifest(P4.d["dataset"]),
     output:
-        **seed_files(P4.sweep_job, DEMO["sweep"]["seeds"]),
+        **seed_files(P4.sweep_job, P4.d["sweep"]["seeds"]),
     params:
         spec=P4.sweep_spec,
         out=P4.sweep_job,
     log:
-        "logs/demo/sweep/lr{lr}/{dmethod}.log",
+        log_path("demo/sweep/lr{lr}/{dmethod}"),
     benchmark:
-        "benchmarks/demo/sweep/lr{lr}/{dmethod}.tsv"
+        benchmark_path("demo/sweep/lr{lr}/{dmethod}")
     resources:
-        **train_resources("demo_train_sweep", P4.sweep_spec, base_mb=1200),
+        **SHARED.train_resources("demo_train_sweep", P4.sweep_spec, base_mb=1200),
 
 
 use rule demo_train_sim as demo_train_twin with:
     # The simulated twin of one real setting (demo_train_real): its seeds and steps on the simulated
     # cluster, so the real-vs-simulated figure compares the same runs at every real N.
     input:
-        data=data_manifest(DEMO["dataset"]),
+        data=data_manifest(P4.d["dataset"]),
         choice=P4.choice_input(),
     output:
-        **seed_files(P4.twin_job, DEMO["real"]["seeds"]),
+        **seed_files(P4.twin_job, P4.d["real"]["seeds"]),
     params:
         spec=P4.twin_spec,
         out=P4.twin_job,
     log:
-        f"logs/demo/{SIM_REAL}/n{{nw}}/{{dmethod}}.log",
+        log_path(f"demo/{SIM_REAL}/n{{nw}}/{{dmethod}}"),
     benchmark:
-        f"benchmarks/demo/{SIM_REAL}/n{{nw}}/{{dmethod}}.tsv"
+        benchmark_path(f"demo/{SIM_REAL}/n{{nw}}/{{dmethod}}")
     resources:
-        **train_resources("demo_train_sim", P4.twin_spec, base_mb=1200),
+        **SHARED.train_resources("demo_train_sim", P4.twin_spec, base_mb=1200),
 
 
 rule demo_summarize:
     """Per-step and run-level tables of one group of DeMo runs (bytes, re-timed columns)."""
     input:
-        lambda w: P4.runs(w.dgroup),
+        P4.group_runs,
     output:
         steps=P4.steps("{dgroup}"),
         summary=P4.summary("{dgroup}"),
     wildcard_constraints:
         dgroup=r"simulated|simulated_real|gloo|nccl|sweep",
     params:
-        runs=lambda w, input: [os.path.dirname(f) for f in input],
+        runs=input_dirs,
         networks=P4.networks,
     conda:
         ENV
     log:
-        "logs/demo/{dgroup}/summarize.log",
+        log_path("demo/{dgroup}/summarize"),
     benchmark:
-        "benchmarks/demo/{dgroup}/summarize.tsv"
+        benchmark_path("demo/{dgroup}/summarize")
     threads: 1
     resources:
         mem_mb=1500,
@@ -160,24 +154,23 @@ rule demo_summarize:
 # Validation loss against steps (every method, N = each worker count); each method's
 # validation-loss gap to AdamW-DDP (paired by seed) against steps: has it stopped shrinking
 # by the end?; validation loss against cumulative bytes sent per worker.  One job a figure.
-for _kind, _label in (("loss_steps", "loss vs steps"), ("gap_steps", "gap to AdamW vs steps"),
-                      ("loss_bytes", "loss vs bytes")):
+for _kind, _label in P4.step_figures:
     rule:
         name:
             f"demo_fig_{_kind}"
         input:
             P4.steps(SIM),
         output:
-            report_figure(f"{PAPER}/figures/demo_{_kind}.png", DEMO_REPORT, f"demo_{_kind}", _label),
+            report_figure(f"{PAPER}/figures/demo_{_kind}.png", P4.report, f"demo_{_kind}", _label),
         params:
             kind=_kind,
             note=f"{len(config['seeds'])} seeds, 95% t band",
         conda:
             ENV
         log:
-            f"logs/demo/fig_{_kind}.log",
+            log_path(f"demo/fig_{_kind}"),
         benchmark:
-            f"benchmarks/demo/fig_{_kind}.tsv"
+            benchmark_path(f"demo/fig_{_kind}")
         threads: 1
         resources:
             mem_mb=1500,
@@ -191,16 +184,16 @@ rule demo_fig_loss_time:
     input:
         P4.steps(SIM),
     output:
-        report_figure(f"{PAPER}/figures/demo_loss_time.png", DEMO_REPORT, "demo_loss_time", "loss vs simulated time"),
+        report_figure(f"{PAPER}/figures/demo_loss_time.png", P4.report, "demo_loss_time", "loss vs simulated time"),
     params:
         networks=P4.networks,
         note=f"{len(config['seeds'])} seeds; compute measured",
     conda:
         ENV
     log:
-        "logs/demo/fig_loss_time.log",
+        log_path("demo/fig_loss_time"),
     benchmark:
-        "benchmarks/demo/fig_loss_time.tsv"
+        benchmark_path("demo/fig_loss_time")
     threads: 1
     resources:
         mem_mb=1500,
@@ -212,15 +205,15 @@ rule demo_fig_loss_time:
 rule demo_fig_real:
     """Measured step time on real processes beside the simulated prediction."""
     input:
-        **DEMO_REAL_VS_SIM,
+        **P4.real_vs_sim,
     output:
-        report_figure(f"{PAPER}/figures/demo_real.png", DEMO_REPORT, "demo_real", "real vs simulated step time"),
+        report_figure(f"{PAPER}/figures/demo_real.png", P4.report, "demo_real", "real vs simulated step time"),
     conda:
         ENV
     log:
-        "logs/demo/fig_real.log",
+        log_path("demo/fig_real"),
     benchmark:
-        "benchmarks/demo/fig_real.tsv"
+        benchmark_path("demo/fig_real")
     threads: 1
     resources:
         mem_mb=1500,
@@ -241,9 +234,9 @@ rule demo_table_results:
     conda:
         ENV
     log:
-        "logs/demo/table_results.log",
+        log_path("demo/table_results"),
     benchmark:
-        "benchmarks/demo/table_results.tsv"
+        benchmark_path("demo/table_results")
     threads: 1
     resources:
         mem_mb=1000,
@@ -255,15 +248,15 @@ rule demo_table_results:
 rule demo_table_real:
     """Real processes: measured step time, ranks identical, bytes; simulated prediction beside."""
     input:
-        **DEMO_REAL_VS_SIM,
+        **P4.real_vs_sim,
     output:
         f"{PAPER}/tables/demo_real.md",
     conda:
         ENV
     log:
-        "logs/demo/table_real.log",
+        log_path("demo/table_real"),
     benchmark:
-        "benchmarks/demo/table_real.tsv"
+        benchmark_path("demo/table_real")
     threads: 1
     resources:
         mem_mb=1000,
@@ -280,13 +273,13 @@ rule demo_bytes_table:
         csv=f"{PAPER}/tables/demo_bytes.csv",
         md=f"{PAPER}/tables/demo_bytes.md",
     params:
-        chunk=DEMO["demo"]["chunk"],
+        chunk=P4.d["demo"]["chunk"],
     conda:
         ENV
     log:
-        "logs/demo/bytes_table.log",
+        log_path("demo/bytes_table"),
     benchmark:
-        "benchmarks/demo/bytes_table.tsv"
+        benchmark_path("demo/bytes_table")
     threads: 1
     resources:
         mem_mb=1000,
@@ -304,13 +297,13 @@ rule demo_table_sweep:
         md=f"{PAPER}/tables/demo_sweep.md",
         choice=P4.lr_choice,
     params:
-        follows=as_json(DEMO.get("lr_follows", {})),
+        follows=as_json(P4.d.get("lr_follows", {})),
     conda:
         ENV
     log:
-        "logs/demo/table_sweep.log",
+        log_path("demo/table_sweep"),
     benchmark:
-        "benchmarks/demo/table_sweep.tsv"
+        benchmark_path("demo/table_sweep")
     threads: 1
     resources:
         mem_mb=1000,
@@ -323,21 +316,18 @@ rule demo_bench:
     """Optimizer step vs torch AdamW, whole step vs AdamW-DDP on 2 gloo processes, payload bytes,
     tokens/s and peak RSS (measured; under `snakemake demo_bench`, reported, never asserted)."""
     input:
-        data=data_manifest(DEMO["dataset"]),
+        data=data_manifest(P4.d["dataset"]),
     output:
         **csv_and_beside(f"{RESULTS}/demo/bench/bench", md=".md"),
     params:
-        spec=as_json({"model": DEMO["model"], "large_model": DEMO["bench"]["large_model"],
-                      "repeats": DEMO["bench"]["repeats"], "steps": DEMO["bench"]["steps"],
-                      "lr": DEMO["lr"]["demo"], "demo": DEMO["demo"],
-                      "run": json.loads(P4.spec("demo", 2, 0, "gloo", lr=DEMO["lr"]["demo"]))}),
+        spec=P4.bench_spec(),
         data=subpath(input.data, parent=True),
     conda:
         ENV
     log:
-        "logs/demo/bench.log",
+        log_path("demo/bench"),
     benchmark:
-        "benchmarks/demo/bench.tsv"
+        benchmark_path("demo/bench")
     threads: config["runtime"]["threads"]
     resources:
         mem_mb=6000,
@@ -354,15 +344,12 @@ use rule demo_bench as demo_bench_gpu with:
     output:
         **csv_and_beside(f"{RESULTS}/demo/bench/bench_gpu", md=".md"),
     params:
-        spec=as_json({"model": DEMO["model"], "large_model": DEMO["bench"]["large_model"],
-                      "steps": DEMO["bench"]["steps"], "lr": DEMO["lr"]["demo"], "demo": DEMO["demo"],
-                      "parts": ["whole step"], "backend": "nccl",
-                      "run": json.loads(P4.spec("demo", 2, 0, "gloo", lr=DEMO["lr"]["demo"]))}),
+        spec=P4.bench_spec(gpu=True),
         data=subpath(input.data, parent=True),
     log:
-        "logs/demo/bench_gpu.log",
+        log_path("demo/bench_gpu"),
     benchmark:
-        "benchmarks/demo/bench_gpu.tsv"
+        benchmark_path("demo/bench_gpu")
 
 
 rule demo_sweep:

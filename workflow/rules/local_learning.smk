@@ -4,20 +4,6 @@
 # cost against T, the non-identifiability demonstration, the main table.
 
 LOCAL = config["local_learning"]
-LOCAL_RUN = f"{RESULTS}/local/{{lgroup}}/{{lmethod}}/seed{{seed}}"
-LOCAL_REPORT = "Local credit assignment"  # the report's category of P3's figures and tables
-LOCAL_FIGURES = {name: f"{PAPER}/figures/local_{name}.png"
-                 for name in ("loss_tokens", "loss_time", "throughput_memory", "pc_cost", "nonident",
-                              "probes", "hybrid")
-                 if name != "hybrid" or (LOCAL["rc"].get("hybrid") or {}).get("T")}  # rc.hybrid: optional
-LOCAL_MAP = {"figure": f"{PAPER}/figures/local_throughput_map.png",
-             "csv": f"{PAPER}/tables/local_throughput_map.csv",
-             "md": f"{PAPER}/tables/local_throughput_map.md"}
-LOCAL_SWEEP = f"{RESULTS}/local/sweep"  # the lr sweep: lr<lr>/<group>/<method>/seed<k>, chosen_lr.json
-LOCAL_TABLES = [f"{PAPER}/tables/local_main.csv", f"{PAPER}/tables/local_main.md"]
-LOCAL_BENCH = {"throughput": f"{RESULTS}/local/bench/throughput.csv",
-               "pc_cost": f"{RESULTS}/local/bench/pc_cost.csv",
-               "map": f"{RESULTS}/local/bench/map.csv"}
 
 
 wildcard_constraints:
@@ -28,24 +14,9 @@ wildcard_constraints:
 
 from distlab.local import workflow as local_wf
 
-
-LOCAL_RUNS = local_wf.run_dirs(LOCAL, config["seeds"], RESULTS, EXTRA_SEED_REQUESTS)
-LOCAL_BP_UNTIMED = local_wf.untimed_bp_seeds(LOCAL, config["seeds"])
-LOCAL_EXTRA_SEEDS = local_wf.all_extra_seeds(LOCAL, EXTRA_SEED_REQUESTS, config["seeds"])
-LOCAL_HYBRID_SEEDS = local_wf.seeds_of(LOCAL, "rc", "rc-pc-T0", config["seeds"])  # rc.hybrid.seeds
-LOCAL_SWEEP_RUNS = local_wf.sweep_runs(LOCAL, config["seeds"], LOCAL_SWEEP)
-if LOCAL_SWEEP_RUNS:  # every method at its own lr, chosen on the validation split
-    LOCAL_TABLES += [f"{PAPER}/tables/local_sweep.csv", f"{PAPER}/tables/local_sweep.md"]
-LOCAL_NONIDENT_SPEC = {**local_wf.spec(LOCAL, "rc", "bp", config["seeds"][0]),
-                       "sections": LOCAL["rc"]["sections"]}  # the sections whose reports are compared
-
-
-register_tables("P3", {"local_runs": f"{RESULTS}/local/runs.csv",
-                       "local_throughput": LOCAL_BENCH["throughput"],
-                       "local_pc_cost": LOCAL_BENCH["pc_cost"],
-                       "local_staleness": f"{RESULTS}/local/staleness.csv"})
-# the throughput map is its own target (rule local_map), not part of the paper's outputs
-register_outputs("P3", list(LOCAL_FIGURES.values()) + LOCAL_TABLES)
+# the paths, runs and specs of the rules below (named functions of a job's wildcards among them)
+LOCAL_WF = local_wf.LocalRules(LOCAL, config["seeds"], RESULTS, PAPER, EXTRA_SEED_REQUESTS)
+SHARED.register("P3", LOCAL_WF.summary_tables, LOCAL_WF.outputs)
 
 
 rule local_train:
@@ -53,24 +24,24 @@ rule local_train:
     rc.parallel_seeds, the section's cores, at the method's lr (the sweep's choice)."""
     input:
         data=data_manifest(LOCAL["dataset"]),
-        sweep=lambda w: local_wf.sweep_inputs(LOCAL, w.lgroup, w.lmethod, [int(w.seed)], config["seeds"], LOCAL_SWEEP),
+        sweep=LOCAL_WF.timed_sweep,
     output:
-        **run_files(LOCAL_RUN),
+        **run_files(LOCAL_WF.run),
     params:
-        **train_params(lambda w: as_json(local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed, sweep_root=LOCAL_SWEEP))),
+        **train_params(LOCAL_WF.timed_spec),
     conda:
         ENV
     wildcard_constraints:
         lgroup="rc",
         lmethod="bp|rc-par|rc-async",
     log:
-        "logs/local/{lgroup}/{lmethod}/seed{seed}.log",
+        log_path("local/{lgroup}/{lmethod}/seed{seed}"),
     benchmark:
-        "benchmarks/local/{lgroup}/{lmethod}/seed{seed}.tsv"
+        benchmark_path("local/{lgroup}/{lmethod}/seed{seed}")
     threads: LOCAL["threads"]
     priority: 10  # P3's sweep -> comparison chain is the workflow's longest: started first
     resources:
-        **train_resources("local_train", lambda w: local_wf.spec(LOCAL, w.lgroup, w.lmethod, w.seed)),
+        **SHARED.train_resources("local_train", LOCAL_WF.timed_size_spec),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -84,17 +55,17 @@ use rule local_train as local_train_extra with:
     a job of its own, so no configured job's spec changes; the numbers the configured job
     would give that seed (BP on one thread, as its untimed seeds)."""
     wildcard_constraints:
-        seed="|".join(str(k) for k in LOCAL_EXTRA_SEEDS) or "none",
+        seed="|".join(str(k) for k in LOCAL_WF.extra_seeds) or "none",
     params:
-        spec=lambda w: as_json(local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed), LOCAL_SWEEP)),
+        spec=LOCAL_WF.extra_spec,
     log:
-        "logs/local/{lgroup}/{lmethod}/seed{seed}_extra.log",
+        log_path("local/{lgroup}/{lmethod}/seed{seed}_extra"),
     benchmark:
-        "benchmarks/local/{lgroup}/{lmethod}/seed{seed}_extra.tsv"
-    threads: lambda w: local_wf.extra_threads(LOCAL, w.lgroup, w.lmethod)
+        benchmark_path("local/{lgroup}/{lmethod}/seed{seed}_extra")
+    threads: LOCAL_WF.extra_threads
     priority: 0
     resources:
-        **train_resources("local_train", lambda w: local_wf.extra_spec(LOCAL, w.lgroup, w.lmethod, int(w.seed))),
+        **SHARED.train_resources("local_train", LOCAL_WF.extra_size_spec),
 
 
 rule local_train_seeds:
@@ -103,24 +74,23 @@ rule local_train_seeds:
     trained at the chosen lr are taken from it."""
     input:
         data=data_manifest(LOCAL["dataset"]),
-        sweep=lambda w: local_wf.job_sweep_inputs(LOCAL, w.lrun, config["seeds"], LOCAL_SWEEP),
+        sweep=LOCAL_WF.job_sweep,
     output:
         **seed_files(f"{RESULTS}/local/{{lrun}}", config["seeds"]),
     wildcard_constraints:
         lrun=local_wf.UNTIMED_RUNS_ALL_SEEDS,
     params:
-        **train_params(lambda w: as_json(local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"], LOCAL_SWEEP)),
-                       out=f"{RESULTS}/local/{{lrun}}"),
+        **train_params(LOCAL_WF.untimed_spec, out=f"{RESULTS}/local/{{lrun}}"),
     conda:
         ENV
     log:
-        "logs/local/{lrun}.log",
+        log_path("local/{lrun}"),
     benchmark:
-        "benchmarks/local/{lrun}.tsv"
+        benchmark_path("local/{lrun}")
     threads: 1
     priority: 10
     resources:
-        **train_resources("local_train_seeds", lambda w: local_wf.untimed_job_spec(LOCAL, w.lrun, config["seeds"])),
+        **SHARED.train_resources("local_train_seeds", LOCAL_WF.untimed_size_spec),
     shell:
         "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -129,12 +99,12 @@ rule local_train_seeds:
 use rule local_train_seeds as local_train_hybrid with:
     # the RC + PC hybrid at one T: its seeds (rc.hybrid.seeds) in one one-thread job
     output:
-        **seed_files(f"{RESULTS}/local/{{lrun}}", LOCAL_HYBRID_SEEDS),
+        **seed_files(f"{RESULTS}/local/{{lrun}}", LOCAL_WF.hybrid_seeds),
     wildcard_constraints:
         lrun=local_wf.HYBRID_RUNS,
 
 
-if LOCAL_BP_UNTIMED:
+if LOCAL_WF.bp_untimed:
 
     ruleorder: local_train_bp_untimed > local_train
 
@@ -144,21 +114,21 @@ if LOCAL_BP_UNTIMED:
         the sweep trained at the chosen lr are taken from it."""
         input:
             data=data_manifest(LOCAL["dataset"]),
-            sweep=local_wf.sweep_inputs(LOCAL, "rc", "bp", LOCAL_BP_UNTIMED, config["seeds"], LOCAL_SWEEP),
+            sweep=local_wf.sweep_inputs(LOCAL, "rc", "bp", LOCAL_WF.bp_untimed, config["seeds"], LOCAL_WF.sweep_root),
         output:
-            **seed_files(f"{RESULTS}/local/rc/bp", LOCAL_BP_UNTIMED),
+            **seed_files(f"{RESULTS}/local/rc/bp", LOCAL_WF.bp_untimed),
         params:
-            spec=as_json(local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED, LOCAL_SWEEP)),
-            out=lambda w, output: os.path.dirname(os.path.dirname(output.manifests[0])),
+            spec=as_json(local_wf.untimed_bp_spec(LOCAL, LOCAL_WF.bp_untimed, LOCAL_WF.sweep_root)),
+            out=f"{RESULTS}/local/rc/bp",  # its seeds' folder
         log:
-            "logs/local/rc/bp_untimed.log",
+            log_path("local/rc/bp_untimed"),
         benchmark:
-            "benchmarks/local/rc/bp_untimed.tsv"
+            benchmark_path("local/rc/bp_untimed")
         resources:
-            **train_resources("local_train_seeds", lambda w: local_wf.untimed_bp_spec(LOCAL, LOCAL_BP_UNTIMED)),
+            **SHARED.train_resources("local_train_seeds", LOCAL_WF.bp_untimed_size_spec),
 
 
-if LOCAL_SWEEP_RUNS:
+if LOCAL_WF.sweep_runs:
 
     use rule local_train_seeds as local_train_sweep with:
         """One point of the learning-rate sweep: one method at one lr on the sweep seeds
@@ -167,25 +137,24 @@ if LOCAL_SWEEP_RUNS:
         input:
             data=data_manifest(LOCAL["dataset"]),
         output:
-            manifests=[f"{LOCAL_SWEEP}/lr{{llr}}/{{lrun}}/seed{k}/manifest.json" for k in (LOCAL.get("sweep") or {}).get("seeds", [])],
+            manifests=[f"{LOCAL_WF.sweep_root}/lr{{llr}}/{{lrun}}/seed{k}/manifest.json" for k in (LOCAL.get("sweep") or {}).get("seeds", [])],
         wildcard_constraints:
             lrun=local_wf.SWEPT_RUNS,
         params:
-            spec=lambda w: as_json(local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"])),
-            out=f"{LOCAL_SWEEP}/lr{{llr}}/{{lrun}}",
+            spec=LOCAL_WF.sweep_spec,
+            out=f"{LOCAL_WF.sweep_root}/lr{{llr}}/{{lrun}}",
         log:
-            "logs/local/sweep/lr{llr}/{lrun}.log",
+            log_path("local/sweep/lr{llr}/{lrun}"),
         benchmark:
-            "benchmarks/local/sweep/lr{llr}/{lrun}.tsv"
+            benchmark_path("local/sweep/lr{llr}/{lrun}")
         resources:
-            **train_resources("local_train_seeds",
-                              lambda w: local_wf.sweep_job_spec(LOCAL, w.lrun, w.llr, config["seeds"])),
+            **SHARED.train_resources("local_train_seeds", LOCAL_WF.sweep_size_spec),
 
 
     use rule local_train_sweep as local_train_sweep_hybrid with:
         # the hybrid's sweep runs on its own seeds (rc.hybrid.seeds)
         output:
-            manifests=[f"{LOCAL_SWEEP}/lr{{llr}}/{{lrun}}/seed{k}/manifest.json"
+            manifests=[f"{LOCAL_WF.sweep_root}/lr{{llr}}/{{lrun}}/seed{k}/manifest.json"
                    for k in local_wf.sweep_seeds(LOCAL, "rc", "rc-pc-T0", config["seeds"])],
         wildcard_constraints:
             lrun=local_wf.HYBRID_RUNS,
@@ -195,20 +164,20 @@ if LOCAL_SWEEP_RUNS:
         """The sweep's table (every lr's validation loss per method, the choice marked) and its
         choice, which every comparison run reads (followers take their leader's)."""
         input:
-            LOCAL_SWEEP_RUNS,
+            LOCAL_WF.sweep_runs,
         output:
             csv=f"{PAPER}/tables/local_sweep.csv",
-            md=report(f"{PAPER}/tables/local_sweep.md", category=LOCAL_REPORT,
+            md=report(f"{PAPER}/tables/local_sweep.md", category=LOCAL_WF.report,
                       caption="../report/local_sweep.rst", labels={"table": "lr sweep"}),
-            choice=local_wf.choice_path(LOCAL_SWEEP),
+            choice=local_wf.choice_path(LOCAL_WF.sweep_root),
         params:
             follows=as_json((LOCAL.get("sweep") or {}).get("follows") or {}),
         conda:
             ENV
         log:
-            "logs/local/table_sweep.log",
+            log_path("local/table_sweep"),
         benchmark:
-            "benchmarks/local/table_sweep.tsv"
+            benchmark_path("local/table_sweep")
         threads: 1
         resources:
             mem_mb=1000,
@@ -220,7 +189,7 @@ if LOCAL_SWEEP_RUNS:
 rule local_summarize:
     """Every local-learning run -> the per-step table and the runs table (the scorecard's input)."""
     input:
-        LOCAL_RUNS,
+        LOCAL_WF.runs,
     output:
         steps=f"{RESULTS}/local/steps.csv",
         runs=f"{RESULTS}/local/runs.csv",
@@ -228,9 +197,9 @@ rule local_summarize:
     conda:
         ENV
     log:
-        "logs/local/summarize.log",
+        log_path("local/summarize"),
     benchmark:
-        "benchmarks/local/summarize.tsv"
+        benchmark_path("local/summarize")
     threads: 1
     resources:
         mem_mb=1000,
@@ -244,7 +213,7 @@ rule local_bench_throughput:
     input:
         data=data_manifest(LOCAL["dataset"]),
     output:
-        LOCAL_BENCH["throughput"],
+        LOCAL_WF.bench["throughput"],
     params:
         options=as_json({"specs": local_wf.bench_specs(LOCAL), "repeats": LOCAL["bench"]["repeats"],
                          "warmup": LOCAL["bench"]["warmup"], "measure": LOCAL["bench"]["measure"]}),
@@ -252,12 +221,12 @@ rule local_bench_throughput:
     conda:
         ENV
     log:
-        "logs/local/bench_throughput.log",
+        log_path("local/bench_throughput"),
     benchmark:
-        "benchmarks/local/bench_throughput.tsv"
+        benchmark_path("local/bench_throughput")
     threads: LOCAL["threads"]
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, LOCAL["rc"]["sections"] + 1, base_mb=900),
+        mem_mb=LOCAL_WF.throughput_mem_mb,
     shell:
         "python -m distlab local-bench throughput --options {params.options:q} --data {params.data:q} "
         "--out {output:q} > {log:q} 2>&1"
@@ -267,35 +236,34 @@ use rule local_bench_throughput as local_bench_map with:
     """The throughput map: BP and RC (lock-step processes, asynchronous, threads) at the
     benchmark shape and with width, sections or sequence length varied one at a time."""
     output:
-        LOCAL_BENCH["map"],
+        LOCAL_WF.bench["map"],
     params:
         options=as_json({"specs": local_wf.map_specs(LOCAL), "repeats": LOCAL["bench"]["map"]["repeats"],
                          "warmup": LOCAL["bench"]["map"]["warmup"], "measure": LOCAL["bench"]["map"]["measure"]}),
     log:
-        "logs/local/bench_map.log",
+        log_path("local/bench_map"),
     benchmark:
-        "benchmarks/local/bench_map.tsv"
+        benchmark_path("local/bench_map")
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, max(LOCAL["bench"]["map"].get("sections", [])
-                                                        + [LOCAL["rc"]["sections"]]) + 1, base_mb=900),
+        mem_mb=LOCAL_WF.map_mem_mb,
 
 
 rule local_fig_throughput_map:
     """The map's figure and table: RC's tokens/s over BP's at each point, and where the
     paper's ratio holds here."""
     input:
-        map=LOCAL_BENCH["map"],
+        map=LOCAL_WF.bench["map"],
         claims="config/claims.yaml",
     output:
-        fig=report_figure(LOCAL_MAP["figure"], LOCAL_REPORT, "local_throughput_map", "throughput map"),
-        csv=LOCAL_MAP["csv"],
-        md=LOCAL_MAP["md"],
+        fig=report_figure(LOCAL_WF.map["figure"], LOCAL_WF.report, "local_throughput_map", "throughput map"),
+        csv=LOCAL_WF.map["csv"],
+        md=LOCAL_WF.map["md"],
     conda:
         ENV
     log:
-        "logs/local/fig_throughput_map.log",
+        log_path("local/fig_throughput_map"),
     benchmark:
-        "benchmarks/local/fig_throughput_map.tsv"
+        benchmark_path("local/fig_throughput_map")
     threads: 1
     resources:
         mem_mb=1000,
@@ -309,13 +277,13 @@ rule local_fig_probes:
     input:
         f"{RESULTS}/local/steps.csv",
     output:
-        report_figure(LOCAL_FIGURES["probes"], LOCAL_REPORT, "local_probes", "probe losses"),
+        report_figure(LOCAL_WF.figures["probes"], LOCAL_WF.report, "local_probes", "probe losses"),
     conda:
         ENV
     log:
-        "logs/local/fig_probes.log",
+        log_path("local/fig_probes"),
     benchmark:
-        "benchmarks/local/fig_probes.tsv"
+        benchmark_path("local/fig_probes")
     threads: 1
     resources:
         mem_mb=1000,
@@ -328,14 +296,14 @@ rule local_fig_hybrid:
     input:
         f"{RESULTS}/local/runs.csv",
     output:
-        report_figure(LOCAL_FIGURES.get("hybrid", f"{PAPER}/figures/local_hybrid.png"), LOCAL_REPORT, "local_hybrid",
+        report_figure(LOCAL_WF.figures.get("hybrid", f"{PAPER}/figures/local_hybrid.png"), LOCAL_WF.report, "local_hybrid",
                       "RC + PC vs T"),
     conda:
         ENV
     log:
-        "logs/local/fig_hybrid.log",
+        log_path("local/fig_hybrid"),
     benchmark:
-        "benchmarks/local/fig_hybrid.tsv"
+        benchmark_path("local/fig_hybrid")
     threads: 1
     resources:
         mem_mb=1000,
@@ -348,19 +316,19 @@ rule local_bench_pc_cost:
     input:
         data=data_manifest(LOCAL["dataset"]),
     output:
-        LOCAL_BENCH["pc_cost"],
+        LOCAL_WF.bench["pc_cost"],
     params:
         options=as_json(local_wf.pc_cost_options(LOCAL)),
         data=subpath(input.data, parent=True),
     conda:
         ENV
     log:
-        "logs/local/bench_pc_cost.log",
+        log_path("local/bench_pc_cost"),
     benchmark:
-        "benchmarks/local/bench_pc_cost.tsv"
+        benchmark_path("local/bench_pc_cost")
     threads: LOCAL["threads"]  # timed: nothing else runs beside it (it uses one thread)
     resources:
-        mem_mb=lambda w, input: mem_for(input.data, 1, base_mb=900),
+        mem_mb=LOCAL_WF.pc_cost_mem_mb,
     shell:
         "OMP_NUM_THREADS=1 python -m distlab local-bench pc-cost --options {params.options:q} "
         "--data {params.data:q} --out {output:q} > {log:q} 2>&1"
@@ -375,16 +343,16 @@ rule local_nonident:
     output:
         f"{RESULTS}/local/nonident.json",
     params:
-        model=lambda w, input: os.path.join(os.path.dirname(input.run), "model.pt"),
-        spec=as_json(LOCAL_NONIDENT_SPEC),
+        model=LOCAL_WF.nonident_model,
+        spec=as_json(LOCAL_WF.nonident_spec),
         scales=[f"{s:g}" for s in LOCAL["nonident"]["scales"]],
         data=subpath(input.data, parent=True),
     conda:
         ENV
     log:
-        "logs/local/nonident.log",
+        log_path("local/nonident"),
     benchmark:
-        "benchmarks/local/nonident.tsv"
+        benchmark_path("local/nonident")
     threads: 1
     resources:
         mem_mb=1000,
@@ -398,26 +366,22 @@ rule local_nonident:
 # memory bars from the interleaved benchmark; PC's cost per step and gradient fidelity
 # against the number of inference iterations T; the non-identifiability demonstration
 # (the toy h^2 and the trained model's rescaling).
-for _name, _source, _label in (("loss_tokens", f"{RESULTS}/local/steps.csv", "loss vs tokens"),
-                               ("loss_time", f"{RESULTS}/local/steps.csv", "loss vs wall time"),
-                               ("throughput_memory", LOCAL_BENCH["throughput"], "throughput and memory"),
-                               ("pc_cost", LOCAL_BENCH["pc_cost"], "PC cost vs T"),
-                               ("nonident", f"{RESULTS}/local/nonident.json", "non-identifiability")):
+for _name, _source, _label in LOCAL_WF.figure_sources:
     rule:
         name:
             f"local_fig_{_name}"
         input:
             _source,
         output:
-            report_figure(LOCAL_FIGURES[_name], LOCAL_REPORT, f"local_{_name}", _label),
+            report_figure(LOCAL_WF.figures[_name], LOCAL_WF.report, f"local_{_name}", _label),
         params:
             kind=_name.replace("_", "-"),
         conda:
             ENV
         log:
-            f"logs/local/fig_{_name}.log",
+            log_path(f"local/fig_{_name}"),
         benchmark:
-            f"benchmarks/local/fig_{_name}.tsv"
+            benchmark_path(f"local/fig_{_name}")
         threads: 1
         resources:
             mem_mb=1000,
@@ -429,21 +393,21 @@ rule local_table:
     """The main table: one row per method, ours beside the paper's values."""
     input:
         runs=f"{RESULTS}/local/runs.csv",
-        throughput=LOCAL_BENCH["throughput"],
+        throughput=LOCAL_WF.bench["throughput"],
         claims="config/claims.yaml",
         floors=floors_table(LOCAL["dataset"]),
     output:
-        csv=LOCAL_TABLES[0],
-        md=report(LOCAL_TABLES[1], category=LOCAL_REPORT,
+        csv=LOCAL_WF.tables[0],
+        md=report(LOCAL_WF.tables[1], category=LOCAL_WF.report,
                   caption="../report/local_main.rst", labels={"table": "main"}),
     params:
         options=as_json({"alpha": config["stats"]["alpha"]}),
     conda:
         ENV
     log:
-        "logs/local/table.log",
+        log_path("local/table"),
     benchmark:
-        "benchmarks/local/table.tsv"
+        benchmark_path("local/table")
     threads: 1
     resources:
         mem_mb=1000,
@@ -457,7 +421,7 @@ rule local_table:
 rule local_learning:
     """Every local-learning run, figure and table, and the scorecard's P3 rows."""
     input:
-        list(LOCAL_FIGURES.values()) + LOCAL_TABLES,
+        list(LOCAL_WF.figures.values()) + LOCAL_WF.tables,
         f"{PAPER}/scorecard/P3.md",
 
 
@@ -465,4 +429,4 @@ rule local_map:
     """The throughput map (its own target: 28 fresh-process measurements, longer than the
     rest of local_learning on 2 cores)."""
     input:
-        list(LOCAL_MAP.values()),
+        list(LOCAL_WF.map.values()),

@@ -12,9 +12,9 @@ rule netcheck_bench:
     conda:
         ENV
     log:
-        "logs/netcheck/bench.log",
+        log_path("netcheck/bench"),
     benchmark:
-        "benchmarks/netcheck/bench.tsv"
+        benchmark_path("netcheck/bench")
     threads: config["runtime"]["threads"]
     resources:
         mem_mb=8000,
@@ -31,14 +31,14 @@ rule netcheck_error:
     output:
         **csv_and_beside(f"{RESULTS}/netcheck/techerror", md=".md", png=".png", steps="_steps.csv"),
     params:
-        demo=lambda w, input: os.path.dirname(input.demo),
-        pgc=lambda w, input: os.path.dirname(input.pgc),
+        demo=subpath(input.demo, parent=True),
+        pgc=subpath(input.pgc, parent=True),
     conda:
         ENV
     log:
-        "logs/netcheck/error.log",
+        log_path("netcheck/error"),
     benchmark:
-        "benchmarks/netcheck/error.tsv"
+        benchmark_path("netcheck/error")
     threads: config["runtime"]["threads"]
     resources:
         mem_mb=8000,

@@ -10,7 +10,7 @@ rule scorecard_paper:
     every claim of config/claims.yaml has a row in paper/scorecard.csv."""
     input:
         claims="config/claims.yaml",
-        tables=lambda w: list(scorecard_inputs(w.paper).values()),
+        tables=SHARED.scorecard_tables,
     output:
         md=f"{PAPER}/scorecard/{{paper}}.md",
         csv=f"{PAPER}/scorecard/{{paper}}.csv",
@@ -18,14 +18,14 @@ rule scorecard_paper:
     wildcard_constraints:
         paper="foundation|P1|P2|P3|P4|atlas",
     params:
-        tables=lambda w: [f"--table={k}={v}" for k, v in scorecard_inputs(w.paper).items()],
-        stats=stats_json(),
+        tables=SHARED.scorecard_table_args,
+        stats=SHARED.stats_json(),
     conda:
         ENV
     log:
-        "logs/paper/scorecard_{paper}.log",
+        log_path("paper/scorecard_{paper}"),
     benchmark:
-        "benchmarks/paper/scorecard_{paper}.tsv"
+        benchmark_path("paper/scorecard_{paper}")
     threads: 1
     resources:
         mem_mb=1000,
@@ -38,17 +38,17 @@ rule scorecard_paper:
 rule scorecard:
     """Every paper's scorecard section in one table."""
     input:
-        parts=[f"{PAPER}/scorecard/{p}.csv" for p in scorecard_papers() + ["atlas"]],
-        conditions=[f"{PAPER}/scorecard/{p}_conditions.csv" for p in scorecard_papers() + ["atlas"]],
+        parts=[f"{PAPER}/scorecard/{p}.csv" for p in SHARED.scorecard_papers() + ["atlas"]],
+        conditions=[f"{PAPER}/scorecard/{p}_conditions.csv" for p in SHARED.scorecard_papers() + ["atlas"]],
     output:
         md=report(f"{PAPER}/scorecard.md", category="Scorecard", caption="../report/scorecard.rst"),
         csv=f"{PAPER}/scorecard.csv",
     conda:
         ENV
     log:
-        "logs/paper/scorecard.log",
+        log_path("paper/scorecard"),
     benchmark:
-        "benchmarks/paper/scorecard.tsv"
+        benchmark_path("paper/scorecard")
     threads: 1
     resources:
         mem_mb=1000,
@@ -59,20 +59,20 @@ rule scorecard:
 rule figures:
     """Every figure of every paper."""
     input:
-        [f for f in all_outputs() if f.endswith(".png")],
+        [f for f in SHARED.all_outputs() if f.endswith(".png")],
 
 
 rule tables:
     """Every table of every paper."""
     input:
-        [f for f in all_outputs() if not f.endswith(".png")],
+        [f for f in SHARED.all_outputs() if not f.endswith(".png")],
 
 
 rule paper:
     """Regenerates paper/ (figures, tables, scorecard, write-up) from the results files alone."""
     input:
         scorecard=rules.scorecard.output.csv,
-        outputs=all_outputs(),
+        outputs=SHARED.all_outputs(),
     output:
         "paper/README.md",
     params:
@@ -80,9 +80,9 @@ rule paper:
     conda:
         ENV
     log:
-        "logs/paper/report.log",
+        log_path("paper/report"),
     benchmark:
-        "benchmarks/paper/report.tsv"
+        benchmark_path("paper/report")
     threads: 1
     resources:
         mem_mb=1000,

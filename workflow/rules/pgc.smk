@@ -16,15 +16,9 @@ wildcard_constraints:
     group=r"motivating|simulation|cloud|real",
 
 
+# the paths, runs and specs of the rules below (named functions of a job's wildcards among them)
 P1 = PGCWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
-PGC_SETTING = P1.setting
-PGC_SIM_JOB = f"{PGC_SETTING}/simulated/{{scheme}}"  # a simulated job: every seed of a setting below it
-PGC_SEEDS = config["seeds"]
-PGC_REAL_SEEDS = config["pgc"]["real"]["seeds"]
-
-register_tables("P1", P1.tables())
-register_outputs("P1", P1.outputs())
-PGC_REPORT = "Pipelined Gradient Coding"  # the report's category of P1's figures
+SHARED.register("P1", P1.tables(), P1.outputs())
 
 
 rule pgc_coding_profile:
@@ -38,9 +32,9 @@ rule pgc_coding_profile:
     conda:
         ENV
     log:
-        "logs/pgc/coding_profile.log",
+        log_path("pgc/coding_profile"),
     benchmark:
-        "benchmarks/pgc/coding_profile.tsv"
+        benchmark_path("pgc/coding_profile")
     threads: 2
     resources:
         mem_mb=3000,
@@ -55,21 +49,21 @@ rule pgc_train_sim:
         data=P1.group_data_manifest,
         coding=P1.coding_input,
     output:
-        **seed_files(PGC_SIM_JOB, PGC_SEEDS),
+        **seed_files(P1.sim_job, config["seeds"]),
     wildcard_constraints:
         group="motivating|simulation|cloud",
     params:
-        **train_params(P1.sim_spec, out=PGC_SIM_JOB),
+        **train_params(P1.sim_spec, out=P1.sim_job),
     conda:
         ENV
     log:
-        "logs/pgc/{group}/s{s}/d{delay}/simulated/{scheme}.log",
+        log_path("pgc/{group}/s{s}/d{delay}/simulated/{scheme}"),
     benchmark:
-        "benchmarks/pgc/{group}/s{s}/d{delay}/simulated/{scheme}.tsv"
+        benchmark_path("pgc/{group}/s{s}/d{delay}/simulated/{scheme}")
     threads: 1
     # torch, the data set, and the coding-cost vectors (measured: 1.15 GB at ResNet-18's size)
     resources:
-        **train_resources("pgc_train_sim", P1.sim_spec, base_mb=1300),
+        **SHARED.train_resources("pgc_train_sim", P1.sim_spec, base_mb=1300),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment pgc --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -80,18 +74,18 @@ use rule pgc_train_sim as pgc_train_sim_extra with:
     # of its own, so the configured seeds' jobs do not change; the same numbers the multi-seed
     # job would give that seed.
     output:
-        **run_files(f"{PGC_SIM_JOB}/seed{{seed}}"),
+        **run_files(f"{P1.sim_job}/seed{{seed}}"),
     wildcard_constraints:
         group="motivating|simulation|cloud",
         seed="|".join(str(k) for k in P1.all_extra_seeds()) or "none",
     params:
         spec=P1.extra_seed_spec,
     log:
-        "logs/pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}.log",
+        log_path("pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}"),
     benchmark:
-        "benchmarks/pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}.tsv"
+        benchmark_path("pgc/{group}/s{s}/d{delay}/simulated/{scheme}_seed{seed}")
     resources:
-        **train_resources("pgc_train_sim_extra", P1.extra_seed_spec, base_mb=1300, runtime=False),
+        **SHARED.train_resources("pgc_train_sim_extra", P1.extra_seed_spec, base_mb=1300, runtime=False),
 
 
 rule pgc_train_real:
@@ -99,7 +93,7 @@ rule pgc_train_real:
     input:
         data=P1.group_data_manifest,
     output:
-        **run_files(f"{PGC_SETTING}/gloo/{{scheme}}/seed{{seed}}"),
+        **run_files(f"{P1.setting}/gloo/{{scheme}}/seed{{seed}}"),
     wildcard_constraints:
         group="real",
     params:
@@ -107,12 +101,12 @@ rule pgc_train_real:
     conda:
         ENV
     log:
-        "logs/pgc/{group}/s{s}/d{delay}/gloo/{scheme}/seed{seed}.log",
+        log_path("pgc/{group}/s{s}/d{delay}/gloo/{scheme}/seed{seed}"),
     benchmark:
-        "benchmarks/pgc/{group}/s{s}/d{delay}/gloo/{scheme}/seed{seed}.tsv"
+        benchmark_path("pgc/{group}/s{s}/d{delay}/gloo/{scheme}/seed{seed}")
     threads: config["runtime"]["threads"]
     resources:
-        **train_resources("pgc_train_real", P1.real_spec, gpu=True),
+        **SHARED.train_resources("pgc_train_real", P1.real_spec, gpu=True),
     shell:
         "python -m distlab train --experiment pgc --spec {params.spec:q} --runtime {resources.distlab_runtime:q} "
         "--threads {threads} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -123,30 +117,30 @@ use rule pgc_train_sim as pgc_train_sim_real with:
     # that run's workers and master measured.
     input:
         data=P1.group_data_manifest,
-        measured=[f"{PGC_SETTING}/gloo/{{scheme}}/seed{k}/manifest.json" for k in PGC_REAL_SEEDS],
+        measured=[f"{P1.setting}/gloo/{{scheme}}/seed{k}/manifest.json" for k in config["pgc"]["real"]["seeds"]],
     output:
-        **seed_files(PGC_SIM_JOB, PGC_REAL_SEEDS),
+        **seed_files(P1.sim_job, config["pgc"]["real"]["seeds"]),
     wildcard_constraints:
         group="real",
     params:
         spec=P1.sim_real_spec,
     resources:
-        **train_resources("pgc_train_sim_real", P1.sim_real_spec, base_mb=1300),
+        **SHARED.train_resources("pgc_train_sim_real", P1.sim_real_spec, base_mb=1300),
 
 
 rule pgc_summarize:
     """Per-step (parquet) and run-level (CSV) tables of one experiment group."""
     input:
-        lambda w: P1.group_runs(w.group),
+        P1.group_inputs,
     output:
         steps=P1.steps("{group}"),
         summary=P1.summary("{group}"),
     conda:
         ENV
     log:
-        "logs/pgc/{group}/summarize.log",
+        log_path("pgc/{group}/summarize"),
     benchmark:
-        "benchmarks/pgc/{group}/summarize.tsv"
+        benchmark_path("pgc/{group}/summarize")
     threads: 1
     resources:
         mem_mb=mem_of_inputs(400),  # the metrics CSVs become one frame
@@ -166,17 +160,17 @@ for _fig, _table, _group in P1.FIGURES:
         input:
             **{_table: P1.table(_table, _group)},
         output:
-            report_figure(P1.fig[_fig], PGC_REPORT, f"pgc_{_fig}", P1.figure_label(_fig)),
+            report_figure(P1.fig[_fig], P1.report, f"pgc_{_fig}", P1.figure_label(_fig)),
         params:
             name=_fig,
-            inputs=lambda w, input: as_json(dict(input.items())),
+            inputs=inputs_json,
             options=P1.options(),
         conda:
             ENV
         log:
-            f"logs/pgc/{_fig}.log",
+            log_path(f"pgc/{_fig}"),
         benchmark:
-            f"benchmarks/pgc/{_fig}.tsv"
+            benchmark_path(f"pgc/{_fig}")
         threads: 1
         resources:
             mem_mb=mem_of_inputs(500),
@@ -199,13 +193,13 @@ for _tab, _group in (("time_to_target", "cloud"), ("compute", "simulation")):
             P1.tab[_tab],
         params:
             tab=_tab,
-            inputs=lambda w, input: as_json(dict(input.items())),
+            inputs=inputs_json,
         conda:
             ENV
         log:
-            f"logs/pgc/{_tab}.log",
+            log_path(f"pgc/{_tab}"),
         benchmark:
-            f"benchmarks/pgc/{_tab}.tsv"
+            benchmark_path(f"pgc/{_tab}")
         threads: 1
         resources:
             mem_mb=mem_of_inputs(500),
@@ -218,16 +212,16 @@ rule pgc_real_vs_sim:
     input:
         summary=P1.summary("real"),
     output:
-        **with_report_figure(P1.real_out, PGC_REPORT, "pgc_real", "real vs simulated"),
+        **with_report_figure(P1.real_out, P1.report, "pgc_real", "real vs simulated"),
     params:
-        inputs=lambda w, input: as_json(dict(input.items())),
+        inputs=inputs_json,
         options=P1.options(),
     conda:
         ENV
     log:
-        "logs/pgc/real_vs_sim.log",
+        log_path("pgc/real_vs_sim"),
     benchmark:
-        "benchmarks/pgc/real_vs_sim.tsv"
+        benchmark_path("pgc/real_vs_sim")
     threads: 1
     resources:
         mem_mb=mem_of_inputs(500),
@@ -241,15 +235,15 @@ rule pgc_regime:
     input:
         unit_cost=P1.unit_cost_runs(),
     output:
-        **with_report_figure(P1.regime_out, PGC_REPORT, "pgc_regime", "regime map"),
+        **with_report_figure(P1.regime_out, P1.report, "pgc_regime", "regime map"),
     params:
         options=P1.regime_options(),
     conda:
         ENV
     log:
-        "logs/pgc/regime.log",
+        log_path("pgc/regime"),
     benchmark:
-        "benchmarks/pgc/regime.tsv"
+        benchmark_path("pgc/regime")
     threads: 1
     resources:
         mem_mb=1000,
@@ -270,9 +264,9 @@ rule pgc_regime_crosscheck:
     conda:
         ENV
     log:
-        "logs/pgc/regime_crosscheck.log",
+        log_path("pgc/regime_crosscheck"),
     benchmark:
-        "benchmarks/pgc/regime_crosscheck.tsv"
+        benchmark_path("pgc/regime_crosscheck")
     threads: 1
     resources:
         mem_mb=mem_of_inputs(500),
@@ -286,13 +280,13 @@ rule pgc_trace_fit:
     input:
         trace=P1.trace,
     output:
-        **with_report_figure(P1.trace_out, PGC_REPORT, "pgc_trace", "delay trace fit"),
+        **with_report_figure(P1.trace_out, P1.report, "pgc_trace", "delay trace fit"),
     conda:
         ENV
     log:
-        "logs/pgc/trace_fit.log",
+        log_path("pgc/trace_fit"),
     benchmark:
-        "benchmarks/pgc/trace_fit.tsv"
+        benchmark_path("pgc/trace_fit")
     threads: 1
     resources:
         mem_mb=800,

@@ -6,22 +6,9 @@ from distlab.placement import workflow as placement_wf
 
 PL = config.get("placement", {})
 PL_DIR = f"{RESULTS}/placement"
-PL_T = placement_wf.tables(PAPER)
-PL_TABLES, PL_ABLATION, PL_REAL, PL_FIGS = PL_T["main"], PL_T["ablation"], PL_T["real"], PL_T["figures"]
-PL_OPTIONS = placement_wf.options(PL) if PL else "{}"
-PL_PIC_MODEL = placement_wf.models(PL)[0] if PL else ""
-PL_REPORT = "Device placement (HSDAG)"  # the report's category of P2's figures
-
-
-# What a simulated run on one model reads (placement_run, placement_bench_sim): its graph and
-# the profile it scores with (stored, or this run's measurement).
-PL_SCORED = {"graph": placement_wf.graph_path(PL_DIR),
-             "profile": lambda w: placement_wf.profile_path(PL, PL_DIR, w.pl_model, getattr(w, "pair", None))}
-
-
-if PL:
-    register_tables("P2", {"placement": f"{PL_DIR}/summary.csv"})
-    register_outputs("P2", placement_wf.outputs(PL, PAPER))
+# the paths, options and specs of the rules below (named functions of a job's wildcards among them)
+PL_WF = placement_wf.PlacementRules(PL, PL_DIR, PAPER, SHARED.partition_for_gpus)
+SHARED.register("P2", PL_WF.summary_tables, PL_WF.outputs)  # none without a placement section
 
 
 wildcard_constraints:
@@ -35,13 +22,13 @@ rule placement_graph:
     output:
         placement_wf.graph_path(PL_DIR),
     params:
-        spec=lambda w: as_json(PL["models"][w.pl_model]),
+        spec=PL_WF.model_spec,
     conda:
         ENV
     log:
-        "logs/placement/graph_{pl_model}.log",
+        log_path("placement/graph_{pl_model}"),
     benchmark:
-        "benchmarks/placement/graph_{pl_model}.tsv"
+        benchmark_path("placement/graph_{pl_model}")
     threads: 1
     resources:
         mem_mb=3000,
@@ -56,19 +43,19 @@ rule placement_profile:
     output:
         f"{PL_DIR}/profiles/{{pl_model}}.json",
     params:
-        spec=lambda w: placement_wf.profile_spec(PL, w.pl_model),
+        spec=PL_WF.profile_spec,
     conda:
         ENV
     log:
-        "logs/placement/profile_{pl_model}.log",
+        log_path("placement/profile_{pl_model}"),
     benchmark:
-        "benchmarks/placement/profile_{pl_model}.tsv"
+        benchmark_path("placement/profile_{pl_model}")
     threads: 2
     resources:
         mem_mb=3000,
         # a roofline device with measure_on_cuda is profiled on one GPU
-        gpu=lambda w: int(json.loads(placement_wf.profile_spec(PL, w.pl_model))["cuda"]),
-        slurm_partition=lambda w: partition_for_gpus(json.loads(placement_wf.profile_spec(PL, w.pl_model))["cuda"]),
+        gpu=PL_WF.profile_gpus,
+        slurm_partition=PL_WF.profile_partition,
     shell:
         "OMP_NUM_THREADS=1 python -m distlab placement-profile --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
 
@@ -79,25 +66,21 @@ rule placement_run:
     setting reruns only that learner's runs, and names its inputs (the graph, and the stored
     profile (profile.source: stored) or this run's measurement), which the run does not record."""
     input:
-        **PL_SCORED,
+        **PL_WF.scored,
     output:
         f"{PL_DIR}/runs/{{pair}}/{{pl_model}}/{{pl_method}}.json",
     params:
-        # a function of the wildcards only: Snakemake compares a params function that reads
-        # `input` only when the job runs, so a learner's setting would not rerun its runs
-        spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method,
-                                             graph=placement_wf.graph_path(PL_DIR, w.pl_model),
-                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model, w.pair)),
+        spec=PL_WF.run_spec,  # a function of the wildcards only (see PlacementRules.run_spec)
     conda:
         ENV
     log:
-        "logs/placement/{pair}/{pl_model}/{pl_method}.log",
+        log_path("placement/{pair}/{pl_model}/{pl_method}"),
     benchmark:
-        "benchmarks/placement/{pair}/{pl_model}/{pl_method}.tsv"
+        benchmark_path("placement/{pair}/{pl_model}/{pl_method}")
     threads: 1
     resources:
         mem_mb=1500,
-        distlab_runtime=runtime_json(),
+        distlab_runtime=SHARED.runtime_json(),
     shell:
         "OMP_NUM_THREADS=1 python -m distlab train --experiment placement --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --out {output:q} > {log:q} 2>&1"
@@ -111,13 +94,11 @@ use rule placement_run as placement_run_extra with:
     wildcard_constraints:
         seed="|".join(str(k) for k in (placement_wf.all_extra_seeds(PL, EXTRA_SEED_REQUESTS) if PL else [])) or "none",
     params:
-        spec=lambda w: placement_wf.run_spec(PL, w.pair, w.pl_model, w.pl_method, seeds=[int(w.seed)],
-                                             graph=placement_wf.graph_path(PL_DIR, w.pl_model),
-                                             profile=placement_wf.profile_path(PL, PL_DIR, w.pl_model, w.pair)),
+        spec=PL_WF.extra_run_spec,
     log:
-        "logs/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.log",
+        log_path("placement/{pair}/{pl_model}/{pl_method}_seed{seed}"),
     benchmark:
-        "benchmarks/placement/{pair}/{pl_model}/{pl_method}_seed{seed}.tsv"
+        benchmark_path("placement/{pair}/{pl_model}/{pl_method}_seed{seed}")
 
 
 rule placement_summarize:
@@ -130,9 +111,9 @@ rule placement_summarize:
     conda:
         ENV
     log:
-        "logs/placement/summarize.log",
+        log_path("placement/summarize"),
     benchmark:
-        "benchmarks/placement/summarize.tsv"
+        benchmark_path("placement/summarize")
     threads: 1
     resources:
         mem_mb=2000,
@@ -145,7 +126,7 @@ rule placement_summarize:
 # ablation table (HSDAG without output shape / node id / structural features).  One rule text,
 # one job a kind; the kind is a param: a rule's shell text is formatted when the job runs, when a
 # loop variable named in it holds the loop's last value.
-for _kind, _tables in (("main", PL_TABLES), ("ablation", PL_ABLATION)):
+for _kind, _tables in (("main", PL_WF.tables["main"]), ("ablation", PL_WF.tables["ablation"])):
     rule:
         name:
             f"placement_table_{_kind}"
@@ -155,14 +136,14 @@ for _kind, _tables in (("main", PL_TABLES), ("ablation", PL_ABLATION)):
             _tables,
         params:
             kind=_kind,
-            options=PL_OPTIONS,
-            out=lambda w, output: os.path.dirname(output[0]),
+            options=PL_WF.options,
+            out=subpath(output[0], parent=True),
         conda:
             ENV
         log:
-            f"logs/placement/table_{_kind}.log",
+            log_path(f"placement/table_{_kind}"),
         benchmark:
-            f"benchmarks/placement/table_{_kind}.tsv"
+            benchmark_path(f"placement/table_{_kind}")
         threads: 1
         resources:
             mem_mb=1000,
@@ -176,16 +157,16 @@ rule placement_fig_curves:
     input:
         curves=f"{PL_DIR}/curves.csv",
     output:
-        report_figure(f"{PAPER}/figures/placement_curves.png", PL_REPORT, "placement_curves", "learning curves"),
+        report_figure(f"{PAPER}/figures/placement_curves.png", PL_WF.report, "placement_curves", "learning curves"),
     params:
-        inputs=lambda w, input: as_json({"curves": input.curves}),
-        options=PL_OPTIONS,
+        inputs=inputs_json,
+        options=PL_WF.options,
     conda:
         ENV
     log:
-        "logs/placement/fig_curves.log",
+        log_path("placement/fig_curves"),
     benchmark:
-        "benchmarks/placement/fig_curves.tsv"
+        benchmark_path("placement/fig_curves")
     threads: 1
     resources:
         mem_mb=1500,
@@ -197,20 +178,20 @@ rule placement_fig_curves:
 rule placement_fig_placement:
     """One learned placement (the ablated HSDAG variant, first model, default pair, first seed)."""
     input:
-        run=f"{PL_DIR}/runs/{PL.get('default_pair', '')}/{PL_PIC_MODEL}/{PL.get('ablation_of', 'hsdag')}.json",
-        graph=placement_wf.graph_path(PL_DIR, PL_PIC_MODEL),
-        profile=placement_wf.profile_path(PL, PL_DIR, PL_PIC_MODEL) if PL else "",
+        run=f"{PL_DIR}/runs/{PL.get('default_pair', '')}/{PL_WF.pic_model}/{PL.get('ablation_of', 'hsdag')}.json",
+        graph=placement_wf.graph_path(PL_DIR, PL_WF.pic_model),
+        profile=placement_wf.profile_path(PL, PL_DIR, PL_WF.pic_model) if PL else "",
     output:
-        report_figure(f"{PAPER}/figures/placement_learned.png", PL_REPORT, "placement_learned", "learned placement"),
+        report_figure(f"{PAPER}/figures/placement_learned.png", PL_WF.report, "placement_learned", "learned placement"),
     params:
-        inputs=lambda w, input: as_json({"run": input.run, "graph": input.graph}),
-        options=lambda w, input: as_json({"profile": input.profile}),
+        inputs=PL_WF.learned_inputs,
+        options=PL_WF.learned_options,
     conda:
         ENV
     log:
-        "logs/placement/fig_placement.log",
+        log_path("placement/fig_placement"),
     benchmark:
-        "benchmarks/placement/fig_placement.tsv"
+        benchmark_path("placement/fig_placement")
     threads: 1
     resources:
         mem_mb=1500,
@@ -225,18 +206,17 @@ rule placement_real:
     input:
         graph=placement_wf.graph_path(PL_DIR),
         profile=f"{PL_DIR}/profiles/{{pl_model}}.json",
-        runs=lambda w: [f"{PL_DIR}/runs/{PL['default_pair']}/{w.pl_model}/{m}.json" for m in PL["methods"]],
+        runs=PL_WF.real_runs,
     output:
         f"{PL_DIR}/real/{{pl_model}}.json",
     params:
-        spec=lambda w: as_json({"model": PL["models"][w.pl_model], "model_name": w.pl_model,
-                                "repeats": PL["real"]["repeats"], "warmup": PL["real"]["warmup"]}),
+        spec=PL_WF.real_spec,
     conda:
         ENV
     log:
-        "logs/placement/real_{pl_model}.log",
+        log_path("placement/real_{pl_model}"),
     benchmark:
-        "benchmarks/placement/real_{pl_model}.tsv"
+        benchmark_path("placement/real_{pl_model}")
     threads: 2
     resources:
         mem_mb=3000,
@@ -250,14 +230,14 @@ rule placement_table_real:
     input:
         [f"{PL_DIR}/real/{m}.json" for m in PL.get("real", {}).get("models", [])],
     output:
-        csv=PL_REAL[0],
-        md=PL_REAL[1],
+        csv=PL_WF.tables["real"][0],
+        md=PL_WF.tables["real"][1],
     conda:
         ENV
     log:
-        "logs/placement/table_real.log",
+        log_path("placement/table_real"),
     benchmark:
-        "benchmarks/placement/table_real.tsv"
+        benchmark_path("placement/table_real")
     threads: 1
     resources:
         mem_mb=1000,
@@ -269,18 +249,17 @@ rule placement_table_real:
 rule placement_bench_sim:
     """Simulator evaluations per second on one graph (measured, never asserted)."""
     input:
-        **PL_SCORED,
+        **PL_WF.scored,
     output:
         f"{RESULTS}/bench/placement_sim_{{pl_model}}.csv",
     params:
-        spec=lambda w: as_json({"pair": PL["pairs"][PL["default_pair"]], "model_name": w.pl_model,
-                                **PL.get("bench", {})}),
+        spec=PL_WF.bench_spec,
     conda:
         ENV
     log:
-        "logs/bench/placement_sim_{pl_model}.log",
+        log_path("bench/placement_sim_{pl_model}"),
     benchmark:
-        "benchmarks/bench/placement_sim_{pl_model}.tsv"
+        benchmark_path("bench/placement_sim_{pl_model}")
     threads: 1
     resources:
         mem_mb=1000,
@@ -297,9 +276,6 @@ rule placement:
 
 
 # ---- fair comparison (issue 31): can each learner's search space express HEFT's placement?
-if PL:
-    register_tables("P2", {"placement_space": f"{PL_DIR}/space.csv"})
-    register_outputs("P2", [f"{PAPER}/tables/placement_space.md"])
 
 
 rule placement_space:
@@ -320,9 +296,9 @@ rule placement_space:
     conda:
         ENV
     log:
-        "logs/placement/space.log",
+        log_path("placement/space"),
     benchmark:
-        "benchmarks/placement/space.tsv"
+        benchmark_path("placement/space")
     threads: 1
     resources:
         mem_mb=1500,
@@ -332,9 +308,6 @@ rule placement_space:
 
 
 # ---- regime (issue 46): where does a mixed placement pay?  The roofline GPU's conv/linear speed swept
-if PL:
-    register_tables("P2", {"placement_regime": f"{PL_DIR}/regime.csv"})
-    register_outputs("P2", [f"{PAPER}/tables/placement_regime.md", f"{PAPER}/figures/placement_regime.png"])
 
 
 rule placement_regime:
@@ -346,7 +319,7 @@ rule placement_regime:
     output:
         csv=f"{PL_DIR}/regime.csv",
         md=f"{PAPER}/tables/placement_regime.md",
-        fig=report_figure(f"{PAPER}/figures/placement_regime.png", PL_REPORT, "placement_regime",
+        fig=report_figure(f"{PAPER}/figures/placement_regime.png", PL_WF.report, "placement_regime",
                           "regime: where a mixed placement pays"),
     params:
         spec=as_json({"pair": PL["pairs"][PL["default_pair"]], "pair_name": PL["default_pair"],
@@ -356,9 +329,9 @@ rule placement_regime:
     conda:
         ENV
     log:
-        "logs/placement/regime.log",
+        log_path("placement/regime"),
     benchmark:
-        "benchmarks/placement/regime.tsv"
+        benchmark_path("placement/regime")
     threads: 1
     resources:
         mem_mb=1500,

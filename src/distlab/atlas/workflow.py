@@ -10,6 +10,7 @@ an arrival-dependent technique also under each straggler model of
 from __future__ import annotations
 
 import itertools
+import os
 
 from .spec import TECHNIQUES, arrival_dependent
 
@@ -131,3 +132,47 @@ def reference_specs(a: dict) -> list[tuple[str, dict]]:
 
 def techniques(a: dict) -> list[str]:
     return [t for t in a["techniques"] if t in TECHNIQUES]
+
+
+class AtlasRules:
+    """workflow/rules/atlas.smk's functions of a job's wildcards, bound to the config's ``atlas:``
+    section (``None`` where the config has none: the rules exist, no job asks for them).
+    ``data_manifest`` and ``floors_table`` name a data set's files (distlab.pipeline.workflow)."""
+
+    def __init__(self, atlas: dict | None, out: str, paper: str, data_manifest, floors_table) -> None:
+        self.atlas, self.out = atlas, out
+        self._data_manifest, self._floors_table = data_manifest, floors_table
+        # atlas.in_default_target: the map is part of the default target (make reproduce): the
+        # scorecard's atlas section reads its time-to-target table (atlas_map's output ttt), and its
+        # figures and winners table join paper/ with the papers' outputs; else neither is registered
+        default = bool(atlas and atlas.get("in_default_target"))
+        self.summary_tables = {"atlas_ttt": f"{out}/map/ttt.csv"} if default else None
+        self.outputs = [*(f"{paper}/figures/atlas_{name}.png"
+                          for name in ("winners_bandwidth_straggler", "winners_bandwidth_size", "time_vs_bandwidth")),
+                        f"{paper}/tables/atlas_winners.md"] if default else None
+
+    def data(self, wildcards) -> str:
+        """The atlas's data set (its manifest)."""
+        return self._data_manifest(self.atlas["dataset"])
+
+    def floors(self, wildcards) -> str:
+        """The bigram floors of the atlas's data set."""
+        return self._floors_table(self.atlas["dataset"])
+
+    def config_json(self, wildcards) -> str:
+        """The ``atlas:`` section a job reads (--config)."""
+        return config_json(self.atlas)
+
+    def verb(self, wildcards) -> str:
+        """atlas_job's command: ``reference`` or ``technique --technique <name>``."""
+        if wildcards.job == "reference":
+            return "reference"
+        return f"technique --technique {os.path.basename(wildcards.job)}"
+
+    def technique_done(self, wildcards) -> list[str]:
+        """Every configured technique's job marker (atlas_map's inputs)."""
+        return [f"{self.out}/techniques/{t}/done.json" for t in (self.atlas["techniques"] if self.atlas else [])]
+
+    def map_file(self, wildcards) -> str:
+        """The map's figure or table that atlas_paper_copy copies into paper/."""
+        return f"{self.out}/{'figures' if wildcards.kind == 'figures' else 'map'}/{wildcards.name}.{wildcards.ext}"

@@ -4,6 +4,7 @@ and calls these (``P4 = DemoWorkflow(config, RESULTS, PAPER, EXTRA_SEED_REQUESTS
 
 from __future__ import annotations
 
+import json
 
 from ..clihelp import as_json
 from ..pipeline.extra_seeds import for_setting
@@ -35,6 +36,13 @@ class DemoWorkflow:
                        f"{paper}/tables/demo_bytes.csv", f"{paper}/tables/demo_bytes.md"]
         self.real_out = ([f"{paper}/figures/demo_real.png", f"{paper}/tables/demo_real.md"]
                          if self.real_enabled else [])
+        self.report = "DeMo"  # the report's category of P4's figures
+        # demo_fig_real's and demo_table_real's inputs: the real runs and their simulated twins (same
+        # seeds, steps, lr)
+        self.real_vs_sim = {"real": self.summary(self.real_backend), "sim": self.summary(SIM_REAL)}
+        # the figures drawn from the simulated steps table, one job a figure: (kind, label)
+        self.step_figures = (("loss_steps", "loss vs steps"), ("gap_steps", "gap to AdamW vs steps"),
+                             ("loss_bytes", "loss vs bytes"))
 
     # ------------------------------------------------------------ registered
     def summary(self, group: str) -> str:
@@ -181,3 +189,18 @@ class DemoWorkflow:
         real = d["real"]  # the real backend's runs, or (SIM_REAL) their simulated twins
         return [f"{r}/demo/{group}/n{n}/{m}/seed{s}/manifest.json"
                 for n in real["n_workers"] for m in real["methods"] for s in real["seeds"]]
+
+    def group_runs(self, w) -> list[str]:
+        """demo_summarize's inputs: the manifests of the group of runs the ``dgroup`` wildcard names."""
+        return self.runs(w.dgroup)
+
+    def bench_spec(self, gpu: bool = False) -> str:
+        """demo_bench's spec (``gpu``: demo_bench_gpu's, the whole step on NCCL): the benchmark's
+        models and step counts, and a two-worker gloo run's spec."""
+        d = self.d
+        out = {"model": d["model"], "large_model": d["bench"]["large_model"], "steps": d["bench"]["steps"],
+               "lr": d["lr"]["demo"], "demo": d["demo"],
+               "run": json.loads(self.spec("demo", 2, 0, "gloo", lr=d["lr"]["demo"]))}
+        if gpu:
+            return as_json({**out, "parts": ["whole step"], "backend": "nccl"})
+        return as_json({**out, "repeats": d["bench"]["repeats"]})

@@ -6,6 +6,11 @@ the rules pass (``distlab train --experiment local --spec ...``).
 
 from __future__ import annotations
 
+import os
+
+from ..clihelp import as_json
+from ..pipeline.workflow import mem_for
+
 GROUPS = ("rc", "pc")
 
 
@@ -339,3 +344,109 @@ def job_sweep_inputs(c: dict, run: str, seeds: list[int], sweep_root: str) -> li
     """:func:`sweep_inputs` of an untimed job of every seed (wildcard ``run`` = "group/method")."""
     group, method = run.split("/")
     return sweep_inputs(c, group, method, seeds_of(c, group, method, seeds), seeds, sweep_root)
+
+
+class LocalRules:
+    """workflow/rules/local_learning.smk's functions of a job's wildcards, bound to the config's
+    ``local_learning`` section ``c``, the configured ``seeds``, the sweep's folder and the deep
+    model's untimed BP seeds.  A job's params.spec and the spec its resources are sized from
+    are built by the same function (the resources' without the sweep's chosen lr, which
+    changes no size)."""
+
+    def __init__(self, c: dict, seeds: list[int], results: str = "results", paper: str = "paper",
+                 reqs: list | None = None) -> None:
+        self.c, self.seeds = c, seeds
+        self.run = f"{results}/local/{{lgroup}}/{{lmethod}}/seed{{seed}}"  # a one-seed run's folder
+        self.report = "Local credit assignment"  # the report's category of P3's figures and tables
+        self.figures = {name: f"{paper}/figures/local_{name}.png"
+                        for name in ("loss_tokens", "loss_time", "throughput_memory", "pc_cost", "nonident",
+                                     "probes", "hybrid")
+                        if name != "hybrid" or (c["rc"].get("hybrid") or {}).get("T")}  # rc.hybrid: optional
+        self.map = {"figure": f"{paper}/figures/local_throughput_map.png",
+                    "csv": f"{paper}/tables/local_throughput_map.csv",
+                    "md": f"{paper}/tables/local_throughput_map.md"}
+        self.sweep_root = f"{results}/local/sweep"  # the lr sweep: lr<lr>/<group>/<method>/seed<k>, chosen_lr.json
+        self.tables = [f"{paper}/tables/local_main.csv", f"{paper}/tables/local_main.md"]
+        self.bench = {"throughput": f"{results}/local/bench/throughput.csv",
+                      "pc_cost": f"{results}/local/bench/pc_cost.csv",
+                      "map": f"{results}/local/bench/map.csv"}
+        self.runs = run_dirs(c, seeds, results, reqs or [])
+        self.bp_untimed = untimed_bp_seeds(c, seeds)
+        self.extra_seeds = all_extra_seeds(c, reqs or [], seeds)
+        self.hybrid_seeds = seeds_of(c, "rc", "rc-pc-T0", seeds)  # rc.hybrid.seeds
+        self.sweep_runs = sweep_runs(c, seeds, self.sweep_root)
+        if self.sweep_runs:  # every method at its own lr, chosen on the validation split
+            self.tables += [f"{paper}/tables/local_sweep.csv", f"{paper}/tables/local_sweep.md"]
+        self.nonident_spec = {**spec(c, "rc", "bp", seeds[0]),
+                              "sections": c["rc"]["sections"]}  # the sections whose reports are compared
+        # the scorecard's tables; the paper's outputs (the throughput map is its own target, rule local_map)
+        self.summary_tables = {"local_runs": f"{results}/local/runs.csv",
+                               "local_throughput": self.bench["throughput"],
+                               "local_pc_cost": self.bench["pc_cost"],
+                               "local_staleness": f"{results}/local/staleness.csv"}
+        self.outputs = list(self.figures.values()) + self.tables
+        # the figures drawn from one table each, one job a figure: (name, table, label)
+        self.figure_sources = (("loss_tokens", f"{results}/local/steps.csv", "loss vs tokens"),
+                               ("loss_time", f"{results}/local/steps.csv", "loss vs wall time"),
+                               ("throughput_memory", self.bench["throughput"], "throughput and memory"),
+                               ("pc_cost", self.bench["pc_cost"], "PC cost vs T"),
+                               ("nonident", f"{results}/local/nonident.json", "non-identifiability"))
+
+    # -- local_train: one timed run
+    def timed_sweep(self, w) -> list[str]:
+        return sweep_inputs(self.c, w.lgroup, w.lmethod, [int(w.seed)], self.seeds, self.sweep_root)
+
+    def timed_spec(self, w) -> str:
+        return as_json(spec(self.c, w.lgroup, w.lmethod, w.seed, sweep_root=self.sweep_root))
+
+    def timed_size_spec(self, w) -> dict:
+        return spec(self.c, w.lgroup, w.lmethod, w.seed)
+
+    # -- local_train_extra: one extra seed a claim asked for
+    def extra_spec(self, w) -> str:
+        return as_json(extra_spec(self.c, w.lgroup, w.lmethod, int(w.seed), self.sweep_root))
+
+    def extra_size_spec(self, w) -> dict:
+        return extra_spec(self.c, w.lgroup, w.lmethod, int(w.seed))
+
+    def extra_threads(self, w) -> int:
+        return extra_threads(self.c, w.lgroup, w.lmethod)
+
+    # -- local_train_seeds (and the hybrid's): an untimed method's seeds in one job
+    def job_sweep(self, w) -> list[str]:
+        return job_sweep_inputs(self.c, w.lrun, self.seeds, self.sweep_root)
+
+    def untimed_spec(self, w) -> str:
+        return as_json(untimed_job_spec(self.c, w.lrun, self.seeds, self.sweep_root))
+
+    def untimed_size_spec(self, w) -> dict:
+        return untimed_job_spec(self.c, w.lrun, self.seeds)
+
+    # -- local_train_bp_untimed: the deep model's BP on its untimed seeds
+    def bp_untimed_size_spec(self, w) -> dict:
+        return untimed_bp_spec(self.c, self.bp_untimed)
+
+    # -- local_train_sweep: one lr of the sweep
+    def sweep_spec(self, w) -> str:
+        return as_json(sweep_job_spec(self.c, w.lrun, w.llr, self.seeds))
+
+    def sweep_size_spec(self, w) -> dict:
+        return sweep_job_spec(self.c, w.lrun, w.llr, self.seeds)
+
+    # -- the benchmarks' memory: each process holds the data set and a model
+    def throughput_mem_mb(self, w, input) -> int:
+        """BP and the RC sections' processes, and the parent."""
+        return mem_for(input.data, self.c["rc"]["sections"] + 1, base_mb=900)
+
+    def map_mem_mb(self, w, input) -> int:
+        """The map's largest section count, and the parent."""
+        sections = self.c["bench"]["map"].get("sections", []) + [self.c["rc"]["sections"]]
+        return mem_for(input.data, max(sections) + 1, base_mb=900)
+
+    def pc_cost_mem_mb(self, w, input) -> int:
+        return mem_for(input.data, 1, base_mb=900)
+
+    @staticmethod
+    def nonident_model(w, input) -> str:
+        """The trained BP model beside the run's manifest."""
+        return os.path.join(os.path.dirname(input.run), "model.pt")

@@ -53,6 +53,8 @@ class PGCWorkflow:
         self.p = config["pgc"]
         self.results, self.paper = results, paper
         self.setting = f"{results}/pgc/{{group}}/s{{s}}/d{{delay}}"
+        self.sim_job = f"{self.setting}/simulated/{{scheme}}"  # a simulated job: every seed of a setting below it
+        self.report = "Pipelined Gradient Coding"  # the report's category of P1's figures
         self.fig = {k: f"{paper}/figures/pgc_{k}.png" for k in ("fig3", "fig7", "fig8", "fig9", "fig10")}
         self.tab = {k: [f"{paper}/tables/pgc_{k}.csv", f"{paper}/tables/pgc_{k}.md"]
                     for k in ("time_to_target", "compute")}
@@ -111,6 +113,10 @@ class PGCWorkflow:
 
     def run_dir(self, group, s, delay, backend, scheme, seed) -> str:
         return f"{self.results}/pgc/{group}/s{s}/d{delay}/{backend}/{scheme}/seed{seed}"
+
+    def group_inputs(self, w) -> list[str]:
+        """pgc_summarize's inputs: the run manifests of the group the ``group`` wildcard names."""
+        return self.group_runs(w.group)
 
     def group_runs(self, group: str) -> list[str]:
         """Run manifests of one experiment group (simulated, and gloo for `real`)."""

@@ -1,8 +1,8 @@
 """What a batch job asks the scheduler for, from its run spec alone (torch-free).
 
-The workflow's training rules pass their run spec here (``workflow/rules/common.smk``:
-``job_mem_mb``, ``job_runtime``, ``job_partition``), so a SLURM job's request follows its
-configuration:
+The workflow's training rules pass their run spec here (``distlab.pipeline.workflow``:
+``SharedWorkflow.train_resources``, ``job_mem_mb``, ``job_runtime``), so a SLURM job's request
+follows its configuration:
 
 * **GPUs and partition**: one GPU per rank under NCCL, none otherwise; a job with GPUs
   goes to the configured GPU partition, every other job to the CPU partition.

@@ -3,6 +3,7 @@ exist, the JSON spec of each, and the outputs of the ``placement`` target."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..clihelp import as_json
@@ -204,3 +205,82 @@ def space_runs(pl: dict, root: str) -> list[str]:
     pair = pl["default_pair"]
     keep = [m for m in ("cpu_only", "gpu_only", "heft", "random") if m in pl["methods"]] + space_learners(pl)
     return [f"{root}/runs/{pair}/{model}/{m}.json" for model in models(pl) for m in keep]
+
+
+class PlacementRules:
+    """workflow/rules/placement.smk's functions of a job's wildcards, bound to the config's
+    ``placement:`` section (empty where the config has none) and the runs' folder ``root``.
+    ``partition_for_gpus`` names a job's batch partition (distlab.pipeline.workflow)."""
+
+    def __init__(self, pl: dict, root: str, paper: str, partition_for_gpus) -> None:
+        self.pl, self.root, self._partition_for_gpus = pl, root, partition_for_gpus
+        self.tables = tables(paper)  # main, ablation, real, figures
+        self.options = options(pl) if pl else "{}"
+        self.pic_model = models(pl)[0] if pl else ""  # the model of the learned-placement figure
+        self.report = "Device placement (HSDAG)"  # the report's category of P2's figures
+        # what a simulated run on one model reads (placement_run, placement_bench_sim): its graph
+        # and the profile it scores with (stored, or this run's measurement)
+        self.scored = {"graph": graph_path(root), "profile": self.scored_profile}
+        # the scorecard's tables and the paper's outputs: the runs' summary, the fair comparison
+        # (issue 31: can each learner's search space express HEFT's placement?) and the regime
+        # (issue 46: where does a mixed placement pay?); none without a placement section
+        self.summary_tables = {"placement": f"{root}/summary.csv", "placement_space": f"{root}/space.csv",
+                               "placement_regime": f"{root}/regime.csv"} if pl else None
+        self.outputs = [*outputs(pl, paper), f"{paper}/tables/placement_space.md",
+                        f"{paper}/tables/placement_regime.md", f"{paper}/figures/placement_regime.png"] if pl else None
+
+    def scored_profile(self, w) -> str:
+        """The profile a simulated run on the ``pl_model`` wildcard's model scores with (its pair's)."""
+        return profile_path(self.pl, self.root, w.pl_model, getattr(w, "pair", None))
+
+    def model_spec(self, w) -> str:
+        """placement_graph's spec: the model's config."""
+        return as_json(self.pl["models"][w.pl_model])
+
+    def profile_spec(self, w) -> str:
+        """placement_profile's spec."""
+        return profile_spec(self.pl, w.pl_model)
+
+    def profile_gpus(self, w) -> int:
+        """A roofline device with measure_on_cuda is profiled on one GPU."""
+        return int(json.loads(profile_spec(self.pl, w.pl_model))["cuda"])
+
+    def profile_partition(self, w) -> str:
+        return self._partition_for_gpus(json.loads(profile_spec(self.pl, w.pl_model))["cuda"])
+
+    def run_spec(self, w) -> str:
+        """placement_run's spec: a function of the wildcards only (Snakemake compares a params
+        function that reads ``input`` only when the job runs, so a learner's setting would not
+        rerun its runs); it names the graph and the profile the run scores with."""
+        return run_spec(self.pl, w.pair, w.pl_model, w.pl_method, graph=graph_path(self.root, w.pl_model),
+                        profile=profile_path(self.pl, self.root, w.pl_model, w.pair))
+
+    def extra_run_spec(self, w) -> str:
+        """placement_run_extra's spec: the run's spec at the one extra seed of the ``seed`` wildcard."""
+        return run_spec(self.pl, w.pair, w.pl_model, w.pl_method, seeds=[int(w.seed)],
+                        graph=graph_path(self.root, w.pl_model),
+                        profile=profile_path(self.pl, self.root, w.pl_model, w.pair))
+
+    @staticmethod
+    def learned_inputs(w, input) -> str:
+        """placement_fig_placement's --inputs: the run and its graph."""
+        return as_json({"run": input.run, "graph": input.graph})
+
+    @staticmethod
+    def learned_options(w, input) -> str:
+        """placement_fig_placement's --options: the profile the run scored with."""
+        return as_json({"profile": input.profile})
+
+    def real_runs(self, w) -> list[str]:
+        """placement_real's inputs: every method's run on the model, default pair."""
+        pl = self.pl
+        return [f"{self.root}/runs/{pl['default_pair']}/{w.pl_model}/{m}.json" for m in pl["methods"]]
+
+    def real_spec(self, w) -> str:
+        pl = self.pl
+        return as_json({"model": pl["models"][w.pl_model], "model_name": w.pl_model,
+                        "repeats": pl["real"]["repeats"], "warmup": pl["real"]["warmup"]})
+
+    def bench_spec(self, w) -> str:
+        pl = self.pl
+        return as_json({"pair": pl["pairs"][pl["default_pair"]], "model_name": w.pl_model, **pl.get("bench", {})})
