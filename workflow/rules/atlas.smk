@@ -17,6 +17,9 @@ rule atlas_job:
     (reference) at the reference's horizon: it must get clearly below the bigram floor."""
     input:
         data=lambda w: data_manifest(ATLAS["dataset"]),
+        # atlas.compute: stored: the clock charges the stored profile, so a new profile is a rerun
+        profile=lambda w: ([ATLAS.get("compute_profile", "data/atlas/compute_profile.json")]
+                           if ATLAS.get("compute", "stored") == "stored" else []),
     output:
         done=f"{ATLAS_OUT}/{{job}}/done.json",
     wildcard_constraints:
@@ -44,6 +47,8 @@ rule atlas_map:
     replay benchmark) and its figures."""
     input:
         done=lambda w: [f"{ATLAS_OUT}/techniques/{t}/done.json" for t in (ATLAS["techniques"] if ATLAS else [])],
+        profile=lambda w: ([ATLAS.get("compute_profile", "data/atlas/compute_profile.json")]
+                           if ATLAS.get("compute", "stored") == "stored" else []),
         reference=f"{ATLAS_OUT}/reference/done.json",
         floors=lambda w: floors_table(ATLAS["dataset"]),
     output:
