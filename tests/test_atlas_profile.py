@@ -22,6 +22,7 @@ from conftest import ROOT, bin_path
 
 from distlab.atlas import profile, train
 from distlab.atlas.profile import merge
+from distlab.atlas.profiler import check_covers
 from distlab.atlas.grid import simulated_cells
 from distlab.atlas.outputs import ttt_table
 from distlab.atlas.record import Recording
@@ -46,7 +47,7 @@ def test_the_shipped_profile_validates_and_covers_every_atlas_size(overlay):
     prov = prof["provenance"]
     assert prov["command"].startswith("python -m distlab atlas profile") and prov["repeats"] >= 5
     assert prov["load"]["loadavg_1_5_15_before"] and prov["machine"]["cpu"] and prov["date_utc"].endswith("Z")
-    assert profile.check_covers(prof, a) == []          # every size x N x technique the section runs
+    assert check_covers(prof, a) == []          # every size x N x technique the section runs
     for size in a["sizes"].values():
         e = prof["sizes"][profile.size_key(size, a["batch_size"])]
         assert math.isfinite(e["pass_s"]) and e["pass_s"] > 0

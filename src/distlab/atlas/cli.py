@@ -63,7 +63,8 @@ def _profile(a) -> int:
 
     from ..config.specs import SpecError
     from ..results.tables import atomic_write_text
-    from .profile import ROOT, check_covers, measure, merge, validate
+    from .profile import ROOT, merge, validate
+    from .profiler import check_covers, measure
 
     if a.repeats < 1 or a.steps < 1:
         raise SpecError(f"--repeats/--steps: must be at least 1, got {a.repeats}/{a.steps}")
