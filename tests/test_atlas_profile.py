@@ -91,6 +91,9 @@ def test_measured_compute_keeps_the_old_spec_and_recordings():
     assert spec["cluster"]["compute"] == {"mode": "measured", "unit_seconds": 0.0, "scale": 1.0}
     recs = [object()]
     assert profile.apply(recs, a) is recs
+    # the GPU tier's sections (atlas.device) charge what they measure on the accelerator
+    assert profile.mode({**BASE["atlas"], "device": "cuda"}) == "measured"
+    assert profile.mode({**BASE["atlas"], "device": "cpu"}) == "stored"
     stored = base_spec(BASE["atlas"], "pgc-fr", "large", 4, 0, 0.01, {"model": "none"})["cluster"]["compute"]
     assert stored["mode"] == "stored" and stored["pass_s"] > 0 and stored["master_s"] > 0
 

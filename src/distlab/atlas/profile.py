@@ -46,11 +46,13 @@ class ProfileError(SpecError):
 
 
 def mode(a: dict) -> str:
-    """``atlas.compute`` (stored when the section does not say)."""
+    """``atlas.compute`` (stored when the section does not say).  A section whose workers compute on
+    an accelerator (``atlas.device`` auto or cuda: config/gpu.yaml) charges what it measures there:
+    the stored profile is a CPU's."""
     m = a.get("compute", "stored")
     if m not in MODES:
         raise ProfileError(f"atlas.compute: {m!r}; use {' or '.join(MODES)}")
-    return m
+    return "measured" if a.get("device", "cpu") != "cpu" else m
 
 
 def size_key(model: dict, batch_size: int) -> str:
