@@ -19,6 +19,7 @@ rule atlas_job:
     (reference) at the reference's horizon: it must get clearly below the bigram floor."""
     input:
         data=ATLAS_WF.data,
+        profile=ATLAS_WF.compute_profile,
     output:
         done=f"{ATLAS_OUT}/{{job}}/done.json",
     wildcard_constraints:
@@ -46,6 +47,7 @@ rule atlas_map:
     replay benchmark) and its figures."""
     input:
         done=ATLAS_WF.technique_done,
+        profile=ATLAS_WF.compute_profile,
         reference=f"{ATLAS_OUT}/reference/done.json",
         floors=ATLAS_WF.floors,
     output:

@@ -2,7 +2,7 @@
 
 Verbs: ``technique`` (one technique's sweep and runs), ``reference`` (the DDP
 reference), ``map`` (tables), ``figures``, ``bench`` (the step against a plain
-AdamW step), ``query``.
+AdamW step), ``profile`` (the stored compute profile), ``query``.
 """
 
 from __future__ import annotations
@@ -53,6 +53,54 @@ def _bench(a) -> int:
     return 0
 
 
+def _profile(a) -> int:
+    import json
+    import shlex
+    import sys
+    import tempfile
+
+    import yaml
+
+    from ..config.specs import SpecError
+    from ..results.tables import atomic_write_text
+    from .profile import ROOT, merge, validate
+    from .profiler import check_covers, measure
+
+    if a.repeats < 1 or a.steps < 1:
+        raise SpecError(f"--repeats/--steps: must be at least 1, got {a.repeats}/{a.steps}")
+    techniques = None
+    if a.techniques:
+        from .spec import TECHNIQUES
+
+        techniques = [t.strip() for t in a.techniques.split(",") if t.strip()]
+        unknown = [t for t in techniques if t not in TECHNIQUES]
+        if unknown:
+            raise SpecError(f"--techniques: unknown {', '.join(unknown)}; known: {', '.join(TECHNIQUES)}")
+    base = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    sections = []
+    for path in a.config:
+        try:
+            over = yaml.safe_load(Path(path).read_text())
+            section = merge(base, over if isinstance(over, dict) else {})["atlas"]
+            section["sizes"], section["n_workers"], section["batch_size"]  # noqa: B018 (what a profile needs)
+        except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
+            raise SpecError(f"--config: {path} gives no atlas section over config/config.yaml "
+                            f"({type(e).__name__}: {e})") from None
+        sections.append(section)
+    command = "python -m distlab atlas profile " + " ".join(shlex.quote(x) for x in sys.argv[3:])
+    with tempfile.TemporaryDirectory() as work:
+        prof = validate(measure(sections, a.data, work, a.repeats, a.steps, command, techniques))
+    for sec, path in zip(sections, a.config):
+        lack = check_covers(prof, {**sec, "compute": "measured"}, techniques or None)
+        if lack:
+            raise SpecError(f"profile: {path}: not covered: {'; '.join(lack[:4])}")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(a.out, json.dumps(prof, indent=1, sort_keys=True) + "\n")
+    print(f"{a.out}: {len(prof['sizes'])} sizes, {prof['provenance']['seconds']} s, load "
+          f"{prof['provenance']['load']['loadavg_1_5_15_before']} -> {prof['provenance']['load']['loadavg_1_5_15_after']}")
+    return 0
+
+
 def _query(a) -> int:
     import math
 
@@ -60,6 +108,9 @@ def _query(a) -> int:
 
     from ..config.specs import SpecError
     from .efficiency import parse_efficiency
+    from .profile import DEFAULT_PATH
+    from .profile import apply as apply_profile
+    from .profile import mode as compute_mode
     from .projection import DTYPES, PRESETS, ClockSettings, measured_flops_per_s
     from .query import (QueryError, check_complete, format_ranking, parse_bandwidth, parse_latency,
                         parse_stragglers, rank)
@@ -105,7 +156,7 @@ def _query(a) -> int:
     s = a.s if a.s is not None else s_cfg
     if not 0 <= s < a.workers:
         raise QueryError(f"--s: atlas.s = {s} needs 0 <= s < workers = {a.workers}; give --s")
-    recs = check_complete(cfg, a.runs)
+    recs = apply_profile(check_complete(cfg, a.runs), cfg)  # atlas.compute: stored profile or measured
     cap = float(cfg.get("extrapolate", {}).get("max_params_ratio", float("inf"))) * max(r.n_params for r in recs)
     if a.params > cap:
         raise QueryError(f"--params: {a.params:g} is beyond atlas.extrapolate.max_params_ratio x the largest measured "
@@ -116,7 +167,9 @@ def _query(a) -> int:
         a.dtype != "fp32" or a.overlap != "on"
     measured = (float(a.params) == int(a.params)) and (int(a.params), a.workers) in {(r.n_params, r.n) for r in recs}
     clock = None
-    device = "this machine (replayed recordings: measured compute, the runtime's network model)"
+    device = ("replayed recordings: " + ("the stored compute profile " + str(cfg.get("compute_profile", DEFAULT_PATH))
+                                         if compute_mode(cfg) == "stored" else "compute measured while they trained")
+              + ", the runtime's network model")
     if asked or not measured:
         if a.flops_per_s is not None:
             rate, device = a.flops_per_s, f"{a.flops_per_s:.4g} FLOP/s (given)"
@@ -126,7 +179,8 @@ def _query(a) -> int:
         elif rate_cfg != "measured" and a.device is None:
             rate, device = float(rate_cfg), f"{float(rate_cfg):.4g} FLOP/s (atlas.extrapolate.flops_per_s)"
         else:
-            rate, device = measured_flops_per_s(recs), PRESETS["cpu"][1]
+            rate, device = measured_flops_per_s(recs), (PRESETS["cpu"][1] if compute_mode(cfg) == "measured" else
+                                                        "FLOPs / the stored compute profile's seconds of the DDP runs")
         mfu = a.mfu if a.mfu is not None else (0.5 if a.device not in (None, "cpu") else 1.0)
         clock = ClockSettings(flops_per_s=float(rate), mfu=mfu, tokens=int(a.tokens or tokens_cfg), dtype=a.dtype,
                               overlap=a.overlap == "on", buckets=a.buckets)
@@ -165,6 +219,12 @@ def register(sub) -> None:
             out_strag=OUT, out_size=OUT, out_time=OUT)
     command(s, "bench", _bench, "the atlas step against a plain AdamW step of the same model (measured)",
             config=JSON, data=PATH, out=OUT)
+    command(s, "profile", _profile, "measure the stored compute profile the atlas's clock charges (measured)",
+            config={"nargs": "+", "default": ["config/config.yaml"],
+                    "help": "configuration files, each merged over config/config.yaml: every atlas size, N "
+                            "and technique they run is profiled"},
+            data=PATH, out=OUT, repeats={"type": int, "default": 7}, steps={"type": int, "default": 20},
+            techniques={"default": None, "help": "comma-separated (default: every technique)"})
     q = command(s, "query", _query, "rank the techniques on your cluster",
                 params={"type": float, "required": True}, workers={"type": int, "required": True},
                 bandwidth={"required": True, "help": "e.g. 1Gbit/s, 10Mb/s, 125MB/s"},

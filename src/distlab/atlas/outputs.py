@@ -11,6 +11,9 @@ import pandas as pd
 
 from ..results.tables import markdown_table, write_table
 from .efficiency import measured_ratios
+from .profile import apply as apply_profile
+from .profile import load as load_profile
+from .profile import mode as compute_mode
 from .grid import interval, projected_cells, simulated_cells, winners
 from .projection import ClockSettings, measured_flops_per_s
 from .record import Recording
@@ -73,7 +76,7 @@ def build_map(a: dict, done_files, ref_done, floors_csv, out: Path) -> dict:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     target = float(a["target_loss"])
-    recs = load_runs(done_files)
+    recs = apply_profile(load_runs(done_files), a)  # atlas.compute: the stored profile's seconds, or measured
     bws, lats = bandwidths(a), [float(x) for x in a["map"]["latencies"]]
     axis = a["straggler_axis"]
     # the straggler configs of each N differ only by where "last" points: one table per N
@@ -120,13 +123,20 @@ def build_map(a: dict, done_files, ref_done, floors_csv, out: Path) -> dict:
     big = max(recs, key=lambda r: (r.technique == "ddp", r.n, r.n_params))
     bench = replay_benchmark(big, target)
     (out / "bench_replay.json").write_text(json.dumps(bench, indent=2) + "\n")
-    summary = {"target_loss": target, "flops_per_s": rate, "cells": int(len(allcells)),
+    compute = {"mode": compute_mode(a)}
+    if compute["mode"] == "stored":
+        prof, sha = load_profile(a.get("compute_profile", "data/atlas/compute_profile.json"))
+        compute.update(profile=str(a.get("compute_profile", "data/atlas/compute_profile.json")), sha256=sha,
+                       measured=prof["provenance"]["date_utc"], machine=prof["provenance"]["machine"].get("cpu"))
+    summary = {"target_loss": target, "flops_per_s": rate, "compute": compute, "cells": int(len(allcells)),
                "ddp_reaches_target_every_seed": bool(reached[reached.technique == "ddp"]["steps_to_target"].notna().all()),
                "replay_bench": bench}
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     md = ["# The atlas: winners (simulated and extrapolated cells)", "",
           f"Target validation loss {target} nats/byte (fixed in config before the runs).  Times are "
-          "**simulated** (replayed recordings on the modelled cluster) or **extrapolated** (FLOP/byte arithmetic "
+          "**simulated** (replayed recordings on the modelled cluster; compute "
+          + ("the stored profile's, " + compute["profile"] + ", measured " + compute["measured"]
+             if compute["mode"] == "stored" else "measured while each run trained") + ") or **extrapolated** (FLOP/byte arithmetic "
           f"at {rate:.3g} FLOP/s, overlap on, x the step-efficiency ratio against DDP measured here; beyond 10x from "
           "the runs a published ratio or none: then ranked by time per step alone, column basis).", ""]
     show = win[win["latency_s"].isin([lats[len(lats) // 2]])].copy()

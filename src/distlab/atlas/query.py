@@ -139,7 +139,7 @@ def check_complete(a: dict, runs_dir) -> list[Recording]:
             strag = r.straggler.get("model")
             have.add((size, r.n, r.seed, json.dumps(r.straggler, sort_keys=True) if strag != "none" else "none"))
         try:
-            want = run_specs(a, t, 1.0, None)
+            want = run_specs({**a, "compute": "measured"}, t, 1.0, None)  # which runs, not what they charge
         except (KeyError, TypeError) as e:
             raise QueryError(f"--config: the atlas section lacks or misstates {e}") from None
         for label, spec in want:

@@ -2,7 +2,9 @@
 
 * ``simulated`` — the N workers in this process; each worker's compute is
   measured (its passes plus, for sync kinds, the update every worker runs) and
-  charged to :class:`distlab.atlas.clock.Clock` with the straggler model's
+  charged to :class:`distlab.atlas.clock.Clock` (with ``cluster.compute.mode: stored``
+  the stored profile's seconds for its passes instead, the measured ones kept beside
+  them: :mod:`distlab.atlas.profile`) with the straggler model's
   delays; the collectives (or the master's messages) to the alpha-beta network.
 * ``gloo`` — one worker per process; wall-clock time.  A master-kind step
   all-gathers every rank's (measured compute + the straggler model's drawn
@@ -30,6 +32,7 @@ from ..runtime import device as devices
 from ..runtime.stragglers import StragglerModel
 from ..train.common import seed_everything
 from .clock import Clock, tie_order
+from .profile import spec_charge
 from .spec import SPEC_SCHEMA, check_spec, kind, nprocs  # noqa: F401  (the trainer interface)
 from ..techniques import EVAL_SEED
 from ..techniques.comm import DistComm, SimComm
@@ -94,6 +97,7 @@ def run_simulated(spec: dict, data_dir, out_dir, runtime: dict | None = None) ->
     tech = make_technique(t, model, n, range(n), spec, comm, train, block, bs, dev)
     fpp = flops_per_pass(model, block * bs)
     rec = _new_record(spec, n, fpp)
+    stored = spec_charge(spec)  # None: the clock charges the measured seconds
     steps, every = int(spec["steps"]), int(spec.get("eval_every", 10))
     for step in range(steps):
         val = evaluate(tech.eval_model(), evals) if step % every == 0 else None
@@ -108,24 +112,31 @@ def run_simulated(spec: dict, data_dir, out_dir, runtime: dict | None = None) ->
             t0 = devices.timer(dev)
             loss = tech.update(step)
             shared = devices.timer(dev) - t0
-            compute = secs + shared
+            measured = secs + shared
+            compute = measured if stored is None else stored.compute(passes)
             colls = comm.pop()
             st = clock.sync(compute, delays[None], colls)
             row.update(colls=colls, received=list(range(n)))
         else:
             pat = tech.master_pattern()
-            compute = secs
+            measured = secs
+            compute = measured if stored is None else stored.compute(passes)
             tie = tie_order(strag.seed, step, n)
             st, mask = clock.master(compute, delays[None], pat["msg_bytes"], pat["bcast_bytes"], pat["wait_for"],
                                     0.0, tie)
             arrival_order = _arrival_order(clock, mask[0], tie)
             t0 = devices.timer(dev)
             loss = tech.update(step, arrival_order)
-            master_s = devices.timer(dev) - t0
+            measured_master = devices.timer(dev) - t0
+            master_s = measured_master if stored is None else stored.master_s
             clock.now = clock.now + master_s
             st = st + master_s
             comm.pop()
             row.update(pat, master_s=master_s, received=arrival_order)
+            if stored is not None:
+                row.update(measured_master_s=measured_master)
+        if stored is not None:  # what the clock charged (the profile's) and what was measured
+            row.update(measured_compute_s=measured.tolist())
         row.update(compute_s=compute.tolist(), loss=float(loss), step_time=float(st[0]), time=float(clock.now[0]))
         rec["steps"].append(row)
     final = evaluate(tech.eval_model(), evals)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import os
 
+from .profile import spec_compute
 from .spec import TECHNIQUES, arrival_dependent
 
 SETTING_KEY = {"diloco": ("diloco", "H"), "diloco-demo": ("diloco", "H"), "powersgd": ("powersgd", "rank"),
@@ -40,12 +41,14 @@ def config_json(a: dict) -> str:
 
 def base_spec(a: dict, technique: str, size: str, n: int, seed: int, lr: float, straggler: dict,
               steps: int | None = None, setting: dict | None = None, eval_batches: int | None = None) -> dict:
+    """A run spec; its ``cluster.compute`` is the stored profile's charge for this technique, size
+    and N (``atlas.compute: stored``, :mod:`distlab.atlas.profile`) or measured compute."""
     spec = {"experiment": "atlas", "technique": technique, "backend": "simulated", "seed": int(seed),
             "model": dict(a["sizes"][size]), "n_workers": int(n), "batch_size": int(a["batch_size"]),
             "lr": float(lr), "steps": int(steps or a["steps"]), "eval_every": int(a["eval_every"]),
             "eval_batches": int(eval_batches or a["eval_batches"]), "s": int(a["s"]),
             "demo": dict(a["demo"]), "diloco": dict(a["diloco"]), "powersgd": dict(a["powersgd"]),
-            "cluster": {"compute": {"mode": "measured", "unit_seconds": 0.0, "scale": 1.0},
+            "cluster": {"compute": spec_compute(a, a["sizes"][size], int(a["batch_size"]), technique, int(n)),
                         "network": dict(a["cluster"]["network"]), "straggler": dict(straggler)}}
     for sec, val in (setting or {}).items():
         spec[sec] = {**spec[sec], **val}
@@ -154,6 +157,13 @@ class AtlasRules:
     def data(self, wildcards) -> str:
         """The atlas's data set (its manifest)."""
         return self._data_manifest(self.atlas["dataset"])
+
+    def compute_profile(self, wildcards) -> list:
+        """The stored compute profile, an input where the clock charges it (``atlas.compute:
+        stored``), so a new profile reruns the atlas's jobs; nothing under ``measured``."""
+        if not self.atlas or self.atlas.get("compute", "stored") != "stored":
+            return []
+        return [self.atlas.get("compute_profile", "data/atlas/compute_profile.json")]
 
     def floors(self, wildcards) -> str:
         """The bigram floors of the atlas's data set."""
