@@ -17,24 +17,17 @@ min_version("9.0")
 
 # Warnings the jobs wrote to their logs (NumPy's, pandas') are summed up at the end of the run
 # (distlab.pipeline.runlog), from the logs written since this run started
-import time as _time
+from distlab.pipeline.runlog import RunWarnings
 
-_RUN_STARTED = _time.time()
-
-
-def _warnings_summary():
-    from distlab.pipeline.runlog import logs_since, warning_summary
-
-    for line in warning_summary(logs_since("logs", _RUN_STARTED)):
-        print(line, file=sys.stderr)
+_RUN_WARNINGS = RunWarnings("logs")  # the logs written from now on
 
 
 onsuccess:
-    _warnings_summary()
+    _RUN_WARNINGS.report()
 
 
 onerror:
-    _warnings_summary()
+    _RUN_WARNINGS.report()
 
 
 # Submitting through SLURM (profiles/slurm) without SLURM's client tools: one line naming what

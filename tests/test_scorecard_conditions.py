@@ -275,6 +275,11 @@ def test_learned_placers_are_compared_on_what_they_learned():
         assert learned, c["id"]
         if c["id"].endswith(".noninferior_random"):  # a search against a search: best against best
             assert c["metric"] == "latency_ms", c["id"]
+        elif c["metric"] == "final_policy_ms":
+            # a speed claim on the final policy (its most likely placement, scored where the run
+            # scores it) against a baseline, gated on the sampled final policy beating its control
+            assert any(w in c["id"] for w in ("speedup", "beats_heft")), c["id"]
+            assert all(k["metric"] == "final_median_ms" for k in learned), c["id"]
         else:  # a learned policy against a baseline's placement or another learner's policy
             assert all(k["metric"] == c["metric"] == "final_median_ms" for k in learned), c["id"]
         if ".ablation_" in c["id"]:

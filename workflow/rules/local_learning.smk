@@ -119,7 +119,7 @@ if LOCAL_WF.bp_untimed:
             **seed_files(f"{RESULTS}/local/rc/bp", LOCAL_WF.bp_untimed),
         params:
             spec=as_json(local_wf.untimed_bp_spec(LOCAL, LOCAL_WF.bp_untimed, LOCAL_WF.sweep_root)),
-            out=f"{RESULTS}/local/rc/bp",  # its seeds' folder
+            out=seeds_folder,  # its seeds' folder (results/local/rc/bp)
         log:
             log_path("local/rc/bp_untimed"),
         benchmark:

@@ -65,3 +65,19 @@ def warning_summary(logs, root: str | os.PathLike[str] = ".") -> list[str]:
         n_logs = len({line.split(":", 1)[0] for line in out})
         out.insert(0, f"Warnings in {n_logs} job log(s) of this run (the jobs finished; look there for more):")
     return out
+
+
+class RunWarnings:
+    """The warnings summary of one Snakemake run (the Snakefile's onsuccess/onerror): the job logs
+    under ``folder`` written since this object was made, their warnings printed to stderr."""
+
+    def __init__(self, folder: str | os.PathLike[str] = "logs") -> None:
+        import time
+
+        self.folder, self.started = folder, time.time()
+
+    def report(self) -> None:
+        import sys
+
+        for line in warning_summary(logs_since(self.folder, self.started)):
+            print(line, file=sys.stderr)

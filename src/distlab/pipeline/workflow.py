@@ -28,7 +28,7 @@ from typing import Any
 from ..clihelp import as_json
 from . import jobs as _jobs
 
-__all__ = ["RESULTS", "PAPER", "SIM", "ENV", "DATA_SPLITS", "SharedWorkflow", "as_json", "benchmark_path",
+__all__ = ["RESULTS", "PAPER", "SIM", "ENV", "DATA_SPLITS", "SharedWorkflow", "as_json", "benchmark_path", "seeds_folder",
            "csv_and_beside", "data_manifest", "floors_table", "input_dirs", "inputs_json", "log_path", "mem_for",
            "mem_of_inputs", "report_figure", "run_files", "seed_files", "train_params", "with_report_figure"]
 
@@ -96,6 +96,14 @@ def seed_files(job: str, seeds) -> dict[str, list[str]]:
     seed's manifest, then every seed's metrics."""
     return {"manifests": [f"{job}/seed{k}/manifest.json" for k in seeds],
             "metrics": [f"{job}/seed{k}/metrics.csv" for k in seeds]}
+
+
+def seeds_folder(wildcards, output) -> str:
+    """The folder holding a multi-seed job's seed<k> run folders, from its first manifest
+    (a param inferred from the outputs, as Snakemake's linter asks of a path prefix)."""
+    import os
+
+    return os.path.dirname(os.path.dirname(output.manifests[0]))
 
 
 def train_params(spec, out=None) -> dict:
