@@ -7,6 +7,8 @@ the checker must list exactly those: none missing, no line without its key, noth
 
 from __future__ import annotations
 
+import json
+
 import subprocess
 from pathlib import Path
 
@@ -37,7 +39,9 @@ def _expected(path: Path) -> list[tuple[str, str]]:
 
 def _merged(path: Path) -> dict:
     """config/config.yaml with ``path`` merged in, as ``snakemake --configfile`` does."""
-    cfg = yaml.safe_load(DEFAULT.read_text())
+    # a plain copy first: YAML aliases in the default (one link shared by two pairs) would let
+    # the in-place merge change both, which Snakemake's own merge does not
+    cfg = json.loads(json.dumps(yaml.safe_load(DEFAULT.read_text())))
     update_config(cfg, yaml.safe_load(path.read_text()))
     return cfg
 
