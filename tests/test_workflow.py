@@ -192,8 +192,11 @@ def test_simulated_numbers_and_verdicts_do_not_depend_on_threads(tiny_workflow):
     other = {t: pd.read_csv(work / t) for t in tables}
     for t in tables[1:2]:
         b, a = before[t], other[t]
-        keep = [c for c in b.select_dtypes("number").columns if c not in measured]
+        keep = [c for c in b.select_dtypes("number").columns if c not in measured | midrun]
         pd.testing.assert_frame_equal(b[keep], a[keep], check_exact=False, rtol=1e-6, atol=1e-9, obj=t)
+        # the late drop is a difference of two close losses: its last bits are absolute, not relative
+        near = [c for c in b.columns if c in midrun]
+        pd.testing.assert_frame_equal(b[near], a[near], check_exact=False, rtol=0, atol=1e-5, obj=t)
     card_o = other["paper/scorecard.csv"].set_index("id")["verdict"]
     flips = (card_b != card_o) & ~timed
     assert not flips.any(), card_b[flips].to_dict()
