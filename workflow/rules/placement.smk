@@ -323,7 +323,8 @@ rule placement_regime:
                           "regime: where a mixed placement pays"),
     params:
         spec=as_json({"pair": PL["pairs"][PL["default_pair"]], "pair_name": PL["default_pair"],
-                      "paper_pct": 58.2}) if PL else "{}",
+                      "paper_pct": placement_wf.paper_speedup_pct(f"{workflow.basedir}/config/claims.yaml")})
+            if PL else "{}",
         graphs=as_json({m: placement_wf.graph_path(PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",
         profiles=as_json({m: placement_wf.profile_path(PL, PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",
     conda:

@@ -207,6 +207,22 @@ def space_runs(pl: dict, root: str) -> list[str]:
     return [f"{root}/runs/{pair}/{model}/{m}.json" for model in models(pl) for m in keep]
 
 
+# the claim whose margin carries the paper's headline speedup (config/claims.yaml)
+HEADLINE_CLAIM = "placement.inception_v3.hsdag_corrected.speedup_58pct"
+
+
+def paper_speedup_pct(claims_path: str) -> float:
+    """The paper's headline speedup over CPU-only, in %, from its claim's relative margin
+    (s >= x <=> HSDAG <= CPU / (1 + x), a margin of 1 - 1 / (1 + x)): the figure's reference line
+    reads the claims file rather than a copy of the paper's number."""
+    import yaml
+
+    with open(claims_path, encoding="utf-8") as f:
+        rows = yaml.safe_load(f)["claims"]
+    margin = next(float(c["margin"]) for c in rows if c["id"] == HEADLINE_CLAIM)
+    return round(100.0 * (1.0 / (1.0 - margin) - 1.0), 1)
+
+
 class PlacementRules:
     """workflow/rules/placement.smk's functions of a job's wildcards, bound to the config's
     ``placement:`` section (empty where the config has none) and the runs' folder ``root``.
