@@ -19,7 +19,7 @@ import pandas as pd
 from ..results.runs import write_csv
 from ..scoring.stats import t_interval
 from ..results.summarize import collect
-from ..results.tables import atomic_write_text, markdown_table
+from ..results.tables import atomic_write_text, markdown_table, read_table_checked
 
 METHOD_ORDER = ["adamw", "demo", "demo-compact", "demo-allmean", "diloco", "powersgd"]
 LABELS = {"adamw": "AdamW-DDP", "demo": "DeMo", "demo-compact": "DeMo (compact)",
@@ -114,9 +114,12 @@ def _gaps(steps: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def main_summarize(run_dirs, networks: dict, steps_out, summary_out) -> None:
+    from ..results.tables import write_checked_table
+
     steps, runs = summarize(run_dirs, networks)
-    write_csv(steps, steps_out)
-    write_csv(runs, summary_out)
+    # each with its record (the runs it summarises): readers refuse it cut short or a run gone
+    write_checked_table(steps, steps_out, list(run_dirs))
+    write_checked_table(runs, summary_out, list(run_dirs))
 
 
 def _ci(values) -> str:
@@ -130,7 +133,7 @@ def _ci(values) -> str:
 
 def results_table(summary: str | Path, out_csv, out_md, networks: dict) -> pd.DataFrame:
     """One row per (method, N): final validation loss, bytes, times (mean [95 % t CI] over seeds)."""
-    s = pd.read_csv(summary)
+    s = read_table_checked(summary)
     rows = []
     for (n, method), g in s.groupby(["n_workers", "method"], sort=True):
         row = {"N": int(n), "method": LABELS.get(method, method), "seeds": len(g),
@@ -162,8 +165,8 @@ def results_table(summary: str | Path, out_csv, out_md, networks: dict) -> pd.Da
 def real_table(real_summary, sim_summary, out_md) -> pd.DataFrame:
     """Measured step time on real processes beside the simulated prediction of the same runs
     (``sim_summary``: each real setting's simulated twin, the same seeds, steps and lr)."""
-    r = pd.read_csv(real_summary)
-    s = pd.read_csv(sim_summary)
+    r = read_table_checked(real_summary)
+    s = read_table_checked(sim_summary)
     rows = []
     for (n, method), g in r.groupby(["n_workers", "method"], sort=True):
         sim = s[(s["n_workers"] == n) & (s["method"] == method) & s["seed"].isin(g["seed"])]
@@ -187,7 +190,7 @@ def sweep_table(summary, out_md, choice_out=None, follows: dict | None = None) -
     """Final loss on the validation split per method and learning rate (mean [95 % t CI] over the
     sweep's seeds); the lowest mean per method is its choice, written to ``choice_out`` as
     ``{method: lr}`` with each follower (``follows``: {follower: leader}) at its leader's value."""
-    s = pd.read_csv(summary)
+    s = read_table_checked(summary)
     rows = []
     for (method, lr), g in s.groupby(["method", "lr"], sort=True):
         rows.append({"method": method, "lr": lr, "seeds": len(g), "steps": int(g["steps"].iloc[0]),
@@ -256,7 +259,10 @@ def bytes_table(out_csv, out_md, claims_path, claim_id: str, topks=(32, 1), chun
     df["seed"] = 0  # arithmetic, not a run: one row per setting (the scorecard pairs rows by seed)
     df["fewer than fp32 AdamW-DDP"] = df["reduction_vs_fp32_ddp"]
     df["fewer than bf16 AdamW-DDP"] = df["reduction_vs_bf16_ddp"]
-    write_csv(df.drop(columns=["fewer than fp32 AdamW-DDP", "fewer than bf16 AdamW-DDP"]), out_csv)
+    from ..results.tables import write_checked_table
+
+    # arithmetic, no run: its record still lets the scorecard refuse it cut short or edited
+    write_checked_table(df.drop(columns=["fewer than fp32 AdamW-DDP", "fewer than bf16 AdamW-DDP"]), out_csv)
     from ..scoring.claims import load_claims
 
     claims = load_claims(claims_path)

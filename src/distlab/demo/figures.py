@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ..scoring.stats import t_interval
+from ..results.tables import read_table_checked
 from .analysis import LABELS, LATE, METHOD_ORDER
 
 
@@ -50,7 +51,7 @@ def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
     methods' bands a panel has no free corner for either, and panel-sized boxes moved
     the layout with the data (the tiny run's measured times put a title under a label)."""
     plots, plt = _plt()
-    steps = _eval_rows(pd.read_csv(steps_csv))
+    steps = _eval_rows(read_table_checked(steps_csv))
     ns = sorted(steps["n_workers"].unique())
     methods = [m for m in METHOD_ORDER if m in set(steps["method"])]
     rows = list(networks) if kind == "loss_time" else [None]
@@ -101,7 +102,7 @@ def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
 def gap_figure(steps_csv, out, note: str = "") -> None:
     """Each method's validation-loss gap to AdamW-DDP (paired by seed, same N) against steps."""
     plots, plt = _plt()
-    steps = _eval_rows(pd.read_csv(steps_csv))
+    steps = _eval_rows(read_table_checked(steps_csv))
     keys = ["n_workers", "backend", "seed", "step"]
     base = steps[steps["method"] == "adamw"][keys + ["val_loss"]].drop_duplicates(subset=keys)
     d = steps[steps["method"] != "adamw"].merge(base.rename(columns={"val_loss": "_a"}), on=keys, how="inner")
@@ -130,8 +131,8 @@ def real_figure(real_summary, sim_summary, out) -> None:
     """Measured step time of each method on real processes, with the simulated prediction of the
     same runs (``sim_summary``: the real settings' simulated twins, same seeds, steps and lr)."""
     plots, plt = _plt()
-    r = pd.read_csv(real_summary).assign(source="measured (wall clock)", t=lambda d: d["step_time_median"])
-    s = pd.read_csv(sim_summary)
+    r = read_table_checked(real_summary).assign(source="measured (wall clock)", t=lambda d: d["step_time_median"])
+    s = read_table_checked(sim_summary)
     s = s[s["method"].isin(r["method"]) & s["n_workers"].isin(r["n_workers"]) & s["seed"].isin(r["seed"])]
     s = s.assign(source="simulated prediction", t=s["step_time_median"])  # the same statistic both sides
     d = pd.concat([r, s], ignore_index=True)

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ..plotting import plots  # noqa: E402
-from ..results.tables import write_table  # noqa: E402
+from ..results.tables import read_table_checked, write_table  # noqa: E402
 from ..plotting.util import ci_cell  # noqa: E402
 
 
@@ -22,8 +22,8 @@ def _run_label(df: pd.DataFrame) -> pd.Series:
 
 def make(inputs: dict, out_dir: Path, opts: dict) -> None:
     plots.set_style()
-    steps = pd.read_csv(inputs["steps"])
-    summary = pd.read_csv(inputs["summary"])
+    steps = read_table_checked(inputs["steps"])
+    summary = read_table_checked(inputs["summary"])
     steps["run"] = _run_label(steps)
     summary["run"] = _run_label(summary)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))

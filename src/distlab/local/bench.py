@@ -30,7 +30,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from ..results.runs import write_csv
+from ..results.tables import write_checked_table
 from .model import TextData, build_gpt, lm_loss, make_optimizer, split_gpt
 from . import pc as pcmod
 from .processes import train_rc_parallel
@@ -120,7 +120,7 @@ def throughput(specs: dict[str, dict], data_dir: str, repeats: int, warmup: int,
                          "sections": int(sp.get("sections", 1)) if sp["method"] == "rc" else 0,
                          "cpu_threads": cpu_threads(sp)})
     df = pd.DataFrame(rows)
-    write_csv(df, out)
+    write_checked_table(df, out)  # measured, no run folder: its record catches a cut or edited table
     return df
 
 
@@ -203,7 +203,7 @@ def pc_cost(spec: dict, data_dir: str, Ts: list[int], variants: dict[str, dict],
     if any(not torch.equal(p, b) for p, b in zip(params, before)):  # lr 0 must leave them
         raise RuntimeError("pc_cost: the weights changed during the benchmark")
     df = pd.DataFrame(rows)
-    write_csv(df, out)
+    write_checked_table(df, out)  # measured, no run folder: its record catches a cut or edited table
     return df
 
 

@@ -18,7 +18,7 @@ import seaborn as sns
 
 from ..plotting import plots
 from ..scoring import stats
-from ..results.tables import fmt_ci, write_table
+from ..results.tables import fmt_ci, read_table_checked, write_table
 
 ORDER = ["bp", "rc-seq", "rc-heads", "rc-par", "rc-async", "rc-thread", "pc-fixed", "pc-fixed-trunc", "pc-strict"]
 NAMES = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-heads": "RC, a head per section (ablation)", "rc-par": "RC (parallel, lock-step)",
@@ -84,16 +84,16 @@ def _loss_curves(steps: pd.DataFrame, x: str, xlabel: str, out: Path, note: str)
 
 
 def loss_vs_tokens(steps_csv: Path, out: Path) -> None:
-    _loss_curves(pd.read_csv(steps_csv), "tokens", "training tokens", out, "mean, 95% t band")
+    _loss_curves(read_table_checked(steps_csv), "tokens", "training tokens", out, "mean, 95% t band")
 
 
 def loss_vs_time(steps_csv: Path, out: Path) -> None:
-    _loss_curves(pd.read_csv(steps_csv), "time", "training wall time (s, evaluation excluded)",
+    _loss_curves(read_table_checked(steps_csv), "time", "training wall time (s, evaluation excluded)",
                  out, "this machine")
 
 
 def throughput_memory(throughput_csv: Path, out: Path) -> None:
-    df = pd.read_csv(throughput_csv)
+    df = read_table_checked(throughput_csv)
     plots.set_style()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
     order = list(dict.fromkeys(df.method))
@@ -115,7 +115,7 @@ def throughput_memory(throughput_csv: Path, out: Path) -> None:
 
 
 def pc_cost(pc_csv: Path, out: Path) -> None:
-    df = pd.read_csv(pc_csv)
+    df = read_table_checked(pc_csv)
     df = df[df["method"] != "bp"]  # PC's rows carry the ratio to the BP measured beside them
     plots.set_style()
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
@@ -182,7 +182,7 @@ def probes(steps_csv: Path, out: Path) -> None:
     over training, one panel per method of the deep model, then one panel per method with
     recorded cosines of each section's gradient to BP's on the same batch and weights (BP's
     own would be 1, so it has none)."""
-    steps = pd.read_csv(steps_csv)
+    steps = read_table_checked(steps_csv)
     cols = sorted((c for c in steps.columns if c.startswith("probe") and c[5:].isdigit()),
                   key=lambda c: int(c[5:]))
     d = steps[steps.group == "rc"].dropna(subset=cols[:1])
@@ -229,7 +229,7 @@ def probes(steps_csv: Path, out: Path) -> None:
 
 def hybrid_vs_T(runs_csv: Path, out: Path) -> None:
     """Quality of the RC + PC hybrid against its inference iterations T, beside BP and RC."""
-    runs = pd.read_csv(runs_csv)
+    runs = read_table_checked(runs_csv)
     g = runs[runs.group == "rc"]
     h = g[g.method.str.startswith("rc-pc-T")]
     plots.set_style()
@@ -255,7 +255,7 @@ def hybrid_vs_T(runs_csv: Path, out: Path) -> None:
 
 def map_ratios(map_csv: Path) -> pd.DataFrame:
     """RC's throughput over BP's at every point of the map (paired by repeat)."""
-    df = pd.read_csv(map_csv)
+    df = read_table_checked(map_csv)
     rows = []
     for point, d in df.groupby("point", sort=False):
         for m in [m for m in d.method.unique() if m != "bp"]:
@@ -326,12 +326,12 @@ def main_table(runs_csv: Path, throughput_csv: Path, claims_path: Path, options:
     """One row per method: throughput ratio to BP (CI over repeats), memory, held-out loss
     (CI over seeds) and its distance to the data's bigram floor (test split), the
     non-inferiority and TOST verdicts against BP, and the paper's values."""
-    runs = pd.read_csv(runs_csv)
+    runs = read_table_checked(runs_csv)
     floor = None
     if floors_csv is not None:
-        f = pd.read_csv(floors_csv)
+        f = read_table_checked(floors_csv)
         floor = float(f[f.split == "test"].bigram_nats.iloc[0])
-    thr = pd.read_csv(throughput_csv)
+    thr = read_table_checked(throughput_csv)
     claims = _p3_claims(claims_path)
     paper = {cid: c.get("paper_value") for cid, c in claims.items()}
     alpha = float(options["alpha"])

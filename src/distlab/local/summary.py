@@ -91,11 +91,14 @@ def gap_shrink_late(runs: pd.DataFrame) -> pd.Series:
 
 def summarize(run_dirs: list[Path], steps_out: Path, summary_out: Path,
               staleness_out: Path | None = None) -> None:
+    from ..results.tables import write_checked_table
+
     steps, runs, stale = collect_all(run_dirs)
-    write_csv(steps, steps_out)
-    write_csv(runs, summary_out)
+    # each with its record (the runs it summarises): readers refuse it cut short or a run gone
+    write_checked_table(steps, steps_out, run_dirs)
+    write_checked_table(runs, summary_out, run_dirs)
     if staleness_out is not None:
-        write_csv(stale, staleness_out)
+        write_checked_table(stale, staleness_out, run_dirs)
 
 
 # ------------------------------------------------------------------ the learning-rate sweep

@@ -21,11 +21,14 @@ from ..clihelp import json_arg
 
 
 def cmd_summarize(a: argparse.Namespace) -> int:
-    from ..results.summarize import collect, write_table_file
+    from ..results.summarize import collect
+    from ..results.tables import write_checked_table
 
-    steps, summary = collect([Path(p) for p in a.runs])
-    write_table_file(steps, a.steps_out)
-    write_table_file(summary, a.summary_out)
+    runs = [Path(p) for p in a.runs]
+    steps, summary = collect(runs)
+    # each with its record (the runs it summarises): readers refuse it cut short or a run gone
+    write_checked_table(steps, a.steps_out, runs)
+    write_checked_table(summary, a.summary_out, runs)
     return 0
 
 

@@ -206,8 +206,7 @@ def plot(ord_df: pd.DataFrame, marks: dict[str, float], png: Path, caption: str)
 
 
 def main_regime(opts: dict, csv: Path, png: Path, md: Path, unit_cost: list[str]) -> None:
-    from ..results.summarize import write_table_file
-    from ..results.tables import write_table
+    from ..results.tables import write_checked_table, write_table
 
     ratios = np.geomspace(float(opts.get("c_over_mu_min", 0.01)), float(opts.get("c_over_mu_max", 4.0)),
                           int(opts.get("points", 20)))
@@ -216,7 +215,7 @@ def main_regime(opts: dict, csv: Path, png: Path, md: Path, unit_cost: list[str]
     n = int(opts["n"])
     seeds = [int(x) for x in opts.get("seeds", [0, 1, 2])]
     df = sweep(n, s_values, ratios, seeds, int(opts.get("steps", 300)))
-    write_table_file(df, csv)
+    write_checked_table(df, csv, [Path(p) for p in unit_cost])  # the runs that mark it: the gloo ones
     ords = orderings(df)
     marks = {}
     c_def = float(opts.get("default_unit_seconds", 0.5))

@@ -53,13 +53,14 @@ def cmd_profile(a):
 
 @_guard
 def cmd_summarize(a):
-    from distlab.results.tables import write_table
+    from distlab.results.tables import write_checked_table
 
     from .figures import summarize
 
     df, curves = summarize(a.runs)
-    write_table(df, a.summary_out)
-    write_table(curves, a.curves_out)
+    # each with its record (the run files it summarises): readers refuse it cut short or a run gone
+    write_checked_table(df, a.summary_out, a.runs)
+    write_checked_table(curves, a.curves_out, a.runs)
 
 
 @_guard
@@ -172,18 +173,19 @@ def _seconds(text: str) -> float:
 
 @_guard
 def cmd_space(a):
-    from distlab.results.tables import write_table
+    from distlab.results.tables import write_table, write_table_record
 
     from .space import table
 
     df = table(a.spec, a.graphs, a.profiles, a.runs)
     write_table(df, a.out, a.md)
+    write_table_record(a.out, df, list(a.runs or []))  # the scorecard's input: readers check it
     print(f"{len(df)} rows -> {a.out}")
 
 
 @_guard
 def cmd_regime(a):
-    from distlab.results.tables import write_table
+    from distlab.results.tables import write_table, write_table_record
 
     from .regime import fig_regime, table
 
@@ -194,6 +196,7 @@ def cmd_regime(a):
     except ValueError as e:  # no pair, a pair without a roofline GPU, a graph without weighted operators
         return fail(e, "placement-regime")
     write_table(df, a.out, a.md)
+    write_table_record(a.out, df)  # the scorecard's input (a model, no run): readers check it
     if a.fig is not None:
         fig_regime(df, a.fig, a.spec.get("paper_pct"))
     print(f"{len(df)} rows -> {a.out}")

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from distlab.scoring import stats
-from distlab.results.tables import fmt_ci, write_table
+from distlab.results.tables import fmt_ci, read_table_checked, write_table
 
 from .workflow import scenario
 
@@ -245,7 +245,7 @@ def headline_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_tables(summary: str | Path, out_dir: str | Path, opts: dict[str, Any]) -> None:
-    df = pd.read_csv(summary)
+    df = read_table_checked(summary)
     out = Path(out_dir)
     methods = tuple(opts["methods"])
     write_table(main_table(df, methods), out / "placement_main.csv", out / "placement_main.md")
@@ -260,7 +260,7 @@ def write_tables(summary: str | Path, out_dir: str | Path, opts: dict[str, Any])
 
 
 def write_ablation(summary: str | Path, out_dir: str | Path, opts: dict[str, Any]) -> None:
-    df = pd.read_csv(summary)
+    df = read_table_checked(summary)
     out = Path(out_dir)
     write_table(ablation_table(df, opts["default_pair"], opts["ablation_of"], opts["ablations"]),
                 out / "placement_ablation.csv",
@@ -274,7 +274,7 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
     from distlab.plotting import plots
 
     plots.set_style()
-    c = pd.read_csv(curves)
+    c = read_table_checked(curves)
     learners = list(opts.get("learners", []))
     shown = ["random"] + [x for m in learners for x in (m, m + CONTROL)]
     c = c[(c.pair == opts["default_pair"]) & c.method.isin(shown)]

@@ -100,24 +100,52 @@ def record_path(path: str | os.PathLike[str]) -> Path:
     return p.with_name(p.name + RECORD_SUFFIX)
 
 
-def write_table_record(path: str | os.PathLike[str], df: pd.DataFrame, runs: list[str | os.PathLike[str]]) -> None:
-    """Record what a summary table at ``path`` holds: its SHA-256, rows, columns and the run
-    folders it summarises, so a reader notices a table cut short, edited or rewritten partly,
-    and a run that has vanished since (:func:`read_table_checked`)."""
+def write_table_record(path: str | os.PathLike[str], df: pd.DataFrame,
+                       runs: list[str | os.PathLike[str]] = ()) -> None:
+    """Record what a summary table at ``path`` holds: its SHA-256, rows, columns and the runs it
+    summarises (run folders, their ``manifest.json``, or a run's own file), so a reader notices
+    a table cut short, edited or rewritten partly, and a run that has vanished since
+    (:func:`read_table_checked`).  Runs are stored relative to the table's folder, so the record
+    holds wherever the results tree is moved or read from."""
     import hashlib
     import json
 
-    data = Path(path).read_bytes()
+    table = Path(path)
+    data = table.read_bytes()
+    base = table.resolve().parent
+    rel = [os.path.relpath(Path(r).resolve(), base) for r in runs]
     record = {"sha256": hashlib.sha256(data).hexdigest(), "rows": int(len(df)),
-              "columns": [str(c) for c in df.columns], "runs": [str(r) for r in runs]}
+              "columns": [str(c) for c in df.columns], "runs_base": "table", "runs": rel}
     atomic_write_text(record_path(path), json.dumps(record, indent=1) + "\n")
+
+
+def write_checked_table(df: pd.DataFrame, path: str | os.PathLike[str],
+                        runs: list[str | os.PathLike[str]] = ()) -> None:
+    """Write ``df`` atomically (parquet for ``.parquet``/``.pq``, else CSV) and its record
+    (:func:`write_table_record`) naming the runs it was made from: what every summary table a
+    scorecard or a figure reads is written with."""
+    suffix = Path(path).suffix.lower()
+    with atomic_output(path) as tmp:
+        if suffix in (".parquet", ".pq"):
+            df.to_parquet(tmp, index=False)
+        else:
+            df.to_csv(tmp, index=False)
+    write_table_record(path, df, runs)
+
+
+def _run_present(run: Path) -> bool:
+    """A run a record names still exists: a folder holding its ``manifest.json``, or the run's
+    own file (its ``manifest.json``, or a run file such as placement's)."""
+    if run.is_dir():
+        return (run / "manifest.json").is_file()
+    return run.is_file()
 
 
 def table_errors(path: str | os.PathLike[str]) -> list[str]:
     """What is wrong with a table a rule reads, one line each naming the file: missing; a CSV
     whose last line is unfinished (cut mid-line); with a record (:func:`write_table_record`),
-    content that is not what was written (rows, columns, checksum) or a run folder it
-    summarises that is gone."""
+    content that is not what was written (rows, columns, checksum) or a run it summarises
+    that is gone."""
     import hashlib
     import json
 
@@ -127,6 +155,8 @@ def table_errors(path: str | os.PathLike[str]) -> list[str]:
         data = p.read_bytes()
     except FileNotFoundError:
         return [f"{p}: missing; {fix}"]
+    except IsADirectoryError:
+        return [f"{p}: a folder, not a table; {fix}"]
     if p.suffix.lower() == ".csv" and data and not data.endswith(b"\n"):
         return [f"{p}: truncated ({len(data)} bytes, its last line unfinished); {fix}"]
     rec_path = record_path(p)
@@ -135,19 +165,38 @@ def table_errors(path: str | os.PathLike[str]) -> list[str]:
     try:
         rec = json.loads(rec_path.read_text(encoding="utf-8"))
         expected = str(rec["sha256"])
-    except (OSError, ValueError, KeyError, TypeError):
+        runs = [str(r) for r in rec.get("runs", [])]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return [f"{rec_path}: unreadable record of {p}; {fix}"]
     out = []
     if hashlib.sha256(data).hexdigest() != expected:
-        n = max(0, data.count(b"\n") - 1)
+        n = max(0, data.count(b"\n") - 1) if p.suffix.lower() == ".csv" else "?"
         out.append(f"{p}: not the table its rule wrote ({n} rows now, {rec.get('rows')} written; "
                    f"truncated or edited); {fix}")
-    gone = [r for r in rec.get("runs", []) if not (Path(r) / "manifest.json").is_file()
-            and not (Path(r).name == "manifest.json" and Path(r).is_file())]
+    base = p.resolve().parent if rec.get("runs_base") == "table" else Path()
+    gone = [os.path.normpath(base / r) for r in runs if not _run_present(base / r)]
     if gone:
-        out.append(f"{p}: {len(gone)} of the {len(rec.get('runs', []))} runs it summarises are gone "
+        out.append(f"{p}: {len(gone)} of the {len(runs)} runs it summarises are gone "
                    f"(first: {gone[0]}); rerun them (snakemake --forcerun <rule>) before trusting it")
     return out
+
+
+def recorded_runs(path: str | os.PathLike[str]) -> list[Path]:
+    """The runs the record of the table at ``path`` names (none without a record), as paths
+    that hold from here: what a table made from this one records in turn (the scorecard's)."""
+    import json
+
+    rec_path = record_path(path)
+    try:
+        rec = json.loads(rec_path.read_text(encoding="utf-8"))
+        runs = [str(r) for r in rec.get("runs", [])]
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError, TypeError, AttributeError):
+        raise ResultError(f"{rec_path}: unreadable record of {path}; rerun the rule that writes it "
+                          "(snakemake --forcerun <rule>)") from None
+    base = Path(path).resolve().parent if rec.get("runs_base") == "table" else Path()
+    return [Path(os.path.normpath(base / r)) for r in runs]
 
 
 def read_table_checked(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -157,11 +206,14 @@ def read_table_checked(path: str | os.PathLike[str]) -> pd.DataFrame:
     if errs:
         raise ResultError(errs[0])
     suffix = Path(path).suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        return pd.read_parquet(path)
-    if suffix == ".csv":
-        return pd.read_csv(path)
-    raise ResultError(f"cannot read {path}: expected .csv or .parquet")
+    if suffix not in (".parquet", ".pq", ".csv"):
+        raise ResultError(f"cannot read {path}: expected .csv or .parquet")
+    try:
+        return pd.read_parquet(path) if suffix != ".csv" else pd.read_csv(path)
+    except (ValueError, OSError) as e:  # empty, unparsable (pandas' and pyarrow's are ValueErrors)
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ResultError(f"{path}: unreadable ({first}); rerun the rule that writes it "
+                          "(snakemake --forcerun <rule>)") from None
 
 
 def fmt_ci(est: float, lo: float, hi: float, digits: int = 3) -> str:

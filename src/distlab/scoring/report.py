@@ -23,7 +23,9 @@ STALE = "## Results made by other code"
 def write_report(out: str | Path, scorecard_csv: str | Path, meta: dict | None = None) -> None:
     out = Path(out)
     root = out.parent
-    card = pd.read_csv(scorecard_csv)
+    from ..results.tables import read_table_checked
+
+    card = read_table_checked(scorecard_csv)  # cut short, or grading a run that is gone: refused
     counts = card["verdict"].value_counts().to_dict()
     stale = []
     for part in sorted((Path(scorecard_csv).parent / "scorecard").glob("*.md")):

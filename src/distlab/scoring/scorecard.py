@@ -615,7 +615,19 @@ def main_scorecard(
     write_scorecard(df, md_out, csv_out, title=title,
                     stale=stale_runs(tables, git_revision()["commit"]),
                     conditions=conditions_frame(results), conditions_csv=conditions_out)
+    _record_graded_runs(csv_out, df, list(summaries.values()))
     return df
+
+
+def _record_graded_runs(csv_out: str | os.PathLike[str], df: pd.DataFrame,
+                        sources: Sequence[str | os.PathLike[str]]) -> None:
+    """The scorecard's record: its checksum and every run the tables it graded were made from,
+    so a reader of the scorecard (the merge, the report, the snapshot) refuses it once one of
+    those runs has vanished (:func:`distlab.results.tables.read_table_checked`)."""
+    from ..results.tables import recorded_runs, write_table_record
+
+    runs = list(dict.fromkeys(r for s in sources for r in recorded_runs(s)))
+    write_table_record(csv_out, df, runs)
 
 
 def merge_scorecards(parts: Sequence[str | os.PathLike[str]], md_out: str | os.PathLike[str],
@@ -624,7 +636,7 @@ def merge_scorecards(parts: Sequence[str | os.PathLike[str]], md_out: str | os.P
 
     Each part ``X.csv`` may have its conditions beside it in ``X_conditions.csv``.
     """
-    frames = [pd.read_csv(p) for p in parts]
+    frames = [_read_table(p) for p in parts]  # a part cut short, or grading a run now gone, is refused
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
     df = df.astype({"n_seeds": int})
     conds, stale_parts = [], []
@@ -639,4 +651,5 @@ def merge_scorecards(parts: Sequence[str | os.PathLike[str]], md_out: str | os.P
                           "run": "", "seed": "", "commit": "", "dirty": ""}) if stale_parts else None
     conditions = pd.concat(conds, ignore_index=True) if conds else None
     write_scorecard(df, md_out, csv_out, stale=stale, conditions=conditions)
+    _record_graded_runs(csv_out, df, list(parts))
     return df

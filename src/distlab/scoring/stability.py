@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..results.tables import atomic_write_text, markdown_table
+from ..results.tables import atomic_write_text, markdown_table, read_table_checked
 
 K = 3  # evaluations a measured verdict must agree in (the first and two reruns of the measured rules)
 
@@ -154,7 +154,7 @@ def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None 
     targets = [str(c.relative_to(cwd)) for c in cards] if papers else ["scorecard"]
 
     def read() -> pd.DataFrame:
-        return pd.concat([pd.read_csv(c) for c in cards], ignore_index=True)
+        return pd.concat([read_table_checked(c) for c in cards], ignore_index=True)
 
     _snakemake(["--cores", str(cores), *targets, *extra], cwd)
     frames = [read()]
