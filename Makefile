@@ -42,17 +42,33 @@ JOBS_VIA ?= env PYTHONPATH=$(CURDIR)/src$${PYTHONPATH:+:$$PYTHONPATH} $(BIN)/pyt
 # workflow's profile) by itself: naming it again with --profile only printed it twice.
 SNAKEMAKE_CONSOLE ?= --logger distlab
 
+# Config files and Snakemake's other options for reproduce, dryrun, report and stability:
+#   make reproduce CONFIG="config/paper.yaml mine.yaml" SNAKEMAKE_ARGS="--keep-going"
+# CONFIG becomes Snakemake's --configfile (given last: it takes every word after it).  Every config
+# file named in CONFIG or SNAKEMAKE_ARGS (--configfile X, --configfile=X) is first read by the
+# project's bounded loader (distlab.config.preflight: at most 1 MiB, 64 levels deep, 200,000
+# values with aliases expanded), because Snakemake's own parse of --configfile has no bounds and
+# runs before the workflow's checks (a 50 MB file parses for minutes, a list nested 5,000 deep is
+# a 3,000-line traceback): a file over a bound, not YAML or not keys at its top level is one line
+# naming it and exit 2, in under a second, before Snakemake starts.  The schema checks follow in
+# the workflow (`python -m distlab check-config FILE...` runs both without Snakemake).
+CONFIG ?=
+SNAKEMAKE_ARGS ?=
+SMK_ARGS = $(SNAKEMAKE_ARGS)$(if $(strip $(CONFIG)), --configfile $(CONFIG))
+PREFLIGHT = $(BIN)/python -m distlab.config.preflight $(SMK_ARGS) || exit 2
+
 # make reproduce records its own run in results/reproduce.json (commit, dirty tree, start and
 # end, exit code, load average, machine): `make snapshot` copies paper/ into docs/results/ only
 # from a run of HEAD's tree.
 # SLURM's sinfo without squeue or sacct breaks every snakemake (its SLURM plugin's import): one
 # line naming what to install first (distlab.pipeline.slurmtools.main)
 reproduce: $(STAMP)
+	@$(PREFLIGHT)
 	@$(BIN)/python -c 'import sys; from distlab.pipeline.slurmtools import main; sys.exit(main())' || exit 2
 	@mkdir -p results; start=$$(date +%s); load=$$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); \
 	commit=$$(git rev-parse HEAD 2>/dev/null); \
 	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); rc=0; \
-	$(JOBS_VIA) snakemake --cores $(CORES) $(SNAKEMAKE_CONSOLE) || rc=$$?; \
+	$(JOBS_VIA) snakemake --cores $(CORES) $(SNAKEMAKE_CONSOLE) $(SMK_ARGS) || rc=$$?; \
 	$(BIN)/python scripts/snapshot.py record --out results/reproduce.json --start "$$start" \
 	  --rc $$rc --commit "$$commit" --dirty "$$dirty" --load-start "$$load" --cores $(CORES); \
 	exit $$rc
@@ -63,11 +79,18 @@ snapshot: $(STAMP)
 	$(BIN)/python scripts/snapshot.py $(SNAPSHOT_ARGS)
 
 report: $(STAMP)
-	snakemake --cores $(CORES) --report report.html
+	@$(PREFLIGHT)
+	snakemake --cores $(CORES) --report report.html $(SMK_ARGS)
+
+# the plan of what make reproduce (with the same CONFIG and SNAKEMAKE_ARGS) would run
+dryrun: $(STAMP)
+	@$(PREFLIGHT)
+	snakemake -n --cores $(CORES) $(SMK_ARGS)
 
 # the measured parts (real jobs, timed runs, profiles) run twice; every verdict that flips is listed
 stability: $(STAMP)
-	$(BIN)/python -m distlab stability --cores $(CORES)
+	@$(PREFLIGHT)
+	$(BIN)/python -m distlab stability --cores $(CORES)$(if $(strip $(SMK_ARGS)), -- $(SMK_ARGS))
 
 # pytest exits 5 when it collects no test: say so and fail, rather than pass silently.
 test: $(STAMP)
