@@ -29,6 +29,15 @@ Two verbs:
     run's start and end.  Outputs older than that start are another run's: refused, unless
     ``--without-netcheck`` leaves them out.  Without them the snapshot and its ``netcheck``
     blocks say "netcheck: not run in this snapshot".
+
+    ``make stability`` (k evaluations of the measured parts) settles the snapshot's verdicts
+    when ``paper/scorecard_stable.csv`` is of this run (written after the reproduce run
+    started and after ``paper/scorecard.csv``, grading the same claims; else refused unless
+    ``--without-stability``): ``docs/results/scorecard.csv`` and ``.md`` are the settled
+    scorecard, a measured row whose verdict was not the same in every evaluation reads
+    *unstable here* with its ``spread`` (each evaluation's verdict and estimate), the README's
+    table and the ``counts`` blocks count it in its own column, ``unstable PAPER`` blocks list
+    those rows with their spread, and ``snapshot.json`` records it under ``stability``.
 """
 
 from __future__ import annotations
@@ -49,8 +58,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# the scorecard's verdicts, in its order; "unstable here" only from `make stability` (a measured
+# verdict that was not the same in its k evaluations, distlab.scoring.stability.settle)
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here", "by construction",
-            "not run")
+            "not run", "unstable here")
+UNSTABLE = "unstable here"
 # scorecard paper code -> (README label, its page)
 PAPERS = {
     "foundation": ("Shared baseline (DGD = single-process SGD)", "docs/runtime.md"),
@@ -87,6 +99,11 @@ NETCHECK_RULES = {
                        "error.tsv"),
 }
 NOT_RUN = "netcheck: not run in this snapshot"
+# what `make stability` writes beside paper/scorecard.csv: the scorecard settled over its k
+# evaluations, and the comparison of the evaluations
+STABLE_CARD = "scorecard_stable.csv"
+STABILITY_FILES = ("stability.md", "stability.csv")
+NO_STABILITY = "make stability: not run for this snapshot (measured verdicts from one evaluation)"
 
 
 class Refused(Exception):
@@ -234,7 +251,53 @@ def check_netcheck(rec: dict, outputs: Path, benchmarks: Path, allow_other: bool
                      "of their own")}, files
 
 
+def check_stability(rec: dict, paper: Path, without: bool) -> tuple[dict, Path | None]:
+    """(the snapshot's ``stability`` record, the settled scorecard to take the verdicts from)
+    of a `make stability` run over this snapshot's paper/: its ``scorecard_stable.csv`` must be
+    written after the reproduce run started and after paper/scorecard.csv (the stability run's
+    last evaluation writes that), and grade the same claims; else it is another run's: refused,
+    unless ``--without-stability`` leaves it out."""
+    stable = paper / STABLE_CARD
+    if without or not stable.is_file():
+        return {"run": False, "status": NO_STABILITY,
+                **({"left_out": "--without-stability"} if without and stable.is_file() else {})}, None
+    written = stable.stat().st_mtime
+    start = epoch(rec["start_utc"]) if rec.get("start_utc") else 0.0
+    card = paper / "scorecard.csv"
+    if written < start or written < card.stat().st_mtime:
+        raise Refused(f"{stable}: written {utc(written)}, before "
+                      + ("make reproduce started" if written < start else f"{card} was last written")
+                      + ": another run's; rerun make stability, or pass --without-stability")
+    with stable.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    if not rows or "verdict" not in rows[0]:
+        raise Refused(f"{stable}: no verdicts; rerun make stability, or pass --without-stability")
+    ids, card_ids = {r["id"] for r in rows}, set(read_verdicts(card))
+    if ids != card_ids:
+        raise Refused(f"{stable}: grades {len(ids)} claims, {card} {len(card_ids)} (not the same claims): "
+                      "another run's; rerun make stability, or pass --without-stability")
+    k = max((int(float(r["evaluations"])) for r in rows if r.get("evaluations")), default=None)
+    unstable = [r for r in rows if r["verdict"] == UNSTABLE]
+    return {"run": True, "evaluations": k, "unstable": len(unstable),
+            "unstable_by_paper": dict(Counter(r.get("paper", "") for r in unstable)),
+            "written_utc": utc(written)}, stable
+
+
 # ------------------------------------------------------------------ verdicts
+
+SPREAD = re.compile(r"not the same in \d+ evaluations of this commit \((.*?)\); first run's reason")
+
+
+def spread_of(row: dict) -> str:
+    """An *unstable here* row's spread: each evaluation's verdict and estimate (its ``spread``
+    column, or read from its reason where an older settle wrote none)."""
+    if row.get("verdict") != UNSTABLE:
+        return ""
+    if row.get("spread"):
+        return row["spread"]
+    m = SPREAD.search(row.get("reason") or "")
+    return m.group(1) if m else ""
+
 
 def read_verdicts(path: Path) -> dict[str, tuple[str, str]]:
     """id -> (paper, verdict) of a scorecard CSV (empty when there is none)."""
@@ -317,12 +380,18 @@ def parse_table(readme: str) -> tuple[dict[str, dict[str, int]], dict[str, str]]
     block = readme.split(BEGIN, 1)[1].split(END, 1)[0]
     got, findings = {}, {}
     labels = {f"[{label}]({page})": paper for paper, (label, page) in PAPERS.items()}
+    # the columns by the header's names: a verdict without a column (a table written before it
+    # existed, e.g. "unstable here") counts 0
+    head = ["paper", *VERDICTS, "what it found"]
     for line in block.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells and cells[0] in labels:
+        if cells and cells[0] == "paper":
+            head = cells
+        elif cells and cells[0] in labels:
             paper = labels[cells[0]]
-            got[paper] = {v: int(n) for v, n in zip(VERDICTS, cells[1:1 + len(VERDICTS)])}
-            findings[paper] = cells[1 + len(VERDICTS)] if len(cells) > 1 + len(VERDICTS) else ""
+            row = dict(zip(head, cells))
+            got[paper] = {v: int(row.get(v) or 0) for v in VERDICTS}
+            findings[paper] = row.get("what it found", "")
     return got, findings
 
 
@@ -335,8 +404,12 @@ def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict) -> None:
     table = verdict_table(card, findings)
     when = (rec.get("end_utc") or "")[:10]
     commit = (rec.get("commit") or "unrecorded")[:10]
+    st = rec.get("stability") or {}
+    settled = (f"; measured verdicts settled over {st.get('evaluations') or 'k'} evaluations by `make stability` "
+               f"({st.get('unstable', 0)} {UNSTABLE}, each with its spread in `docs/results/scorecard.csv`)"
+               if st.get("run") else f"; {NO_STABILITY}")
     block = (f"{BEGIN}{marker_line}\n{table}\n\nCounts from the snapshot of commit `{commit}` "
-             f"({when}), `docs/results/snapshot.json`.\n{END}")
+             f"({when}), `docs/results/snapshot.json`{settled}.\n{END}")
     readme.write_text(before + block + after, encoding="utf-8")
 
 
@@ -350,6 +423,10 @@ def block_text(kind: str, arg: str, dest: Path) -> str:
     """What a block of ``kind`` over ``arg`` holds, from the snapshot in ``dest``:
     ``counts P1`` the verdict counts of a scorecard section, ``table NAME`` a table of
     ``tables/NAME.md`` as the workflow wrote it."""
+    if kind == "counts" and _stability(dest).get("run"):
+        return settled_counts(arg, dest)
+    if kind == "unstable":
+        return unstable_block(arg, dest)
     if kind == "counts":
         path = dest / "scorecard" / f"{arg}.md"
         line = next((ln for ln in path.read_text(encoding="utf-8").splitlines()
@@ -366,7 +443,46 @@ def block_text(kind: str, arg: str, dest: Path) -> str:
         return netcheck_block(arg, dest)
     if kind == "run" and arg == "reproduce":
         return run_block(dest)
-    raise Refused(f"unknown generated block kind {kind!r} (counts, table, netcheck, run reproduce)")
+    raise Refused(f"unknown generated block kind {kind!r} (counts, unstable, table, netcheck, run reproduce)")
+
+
+def _stability(dest: Path) -> dict:
+    path = dest / "snapshot.json"
+    return (json.loads(path.read_text(encoding="utf-8")).get("stability") or {}) if path.exists() else {}
+
+
+def _card_rows(dest: Path, paper: str) -> list[dict]:
+    return [r for r in _rows(dest / "scorecard.csv") if paper in ("all", r.get("paper"))]
+
+
+def settled_counts(paper: str, dest: Path) -> str:
+    """``counts P1`` after `make stability`: the section's verdict counts from the settled
+    scorecard (its measured rows that flipped counted *unstable here*), as the scorecard
+    writes its counts line."""
+    rows = _card_rows(dest, paper)
+    if not rows:
+        raise Refused(f"{dest / 'scorecard.csv'}: no claims of {paper}")
+    c = Counter(r["verdict"] for r in rows)
+    tally = " · ".join(f"{c[v]} {v}" for v in VERDICTS if v != UNSTABLE or c[v])
+    k = _stability(dest).get("evaluations") or "k"
+    return (f"**{len(rows)} claims:** {tally} (settled over {k} evaluations by `make stability`; "
+            f"`docs/results/scorecard.csv`)\n")
+
+
+def unstable_block(paper: str, dest: Path) -> str:
+    """``unstable P3`` (or ``unstable all``): the rows that read *unstable here*, each with its
+    spread (every evaluation's verdict and estimate), or why there are none."""
+    st = _stability(dest)
+    if not st.get("run"):
+        return f"{NO_STABILITY}.\n"
+    rows = [r for r in _card_rows(dest, paper) if r["verdict"] == UNSTABLE]
+    if not rows:
+        return (f"No measured verdict of {'any paper' if paper == 'all' else paper} changed over the "
+                f"{st.get('evaluations') or 'k'} evaluations of `make stability` (`docs/results/scorecard.csv`).\n")
+    return (_md_table(["claim", "spread: each evaluation's verdict (estimate)"],
+                      [[f"`{r['id']}`", spread_of(r).replace("|", "\\|")] for r in rows])
+            + f"\n\n({len(rows)} {UNSTABLE}, settled over {st.get('evaluations') or 'k'} evaluations by "
+              "`make stability`; `docs/results/scorecard.csv`)\n")
 
 
 def run_block(dest: Path) -> str:
@@ -568,11 +684,12 @@ def snapshot(args: argparse.Namespace) -> dict:
     check_made_here(rec, paper, root, args.allow_other_commit, args.allow_failed, record_path)
     netcheck, netcheck_files = check_netcheck(rec, root / args.netcheck, root / args.benchmarks / "netcheck",
                                               args.allow_other_commit, args.without_netcheck)
+    stability, settled = check_stability(rec, paper, args.without_stability)
 
     old = read_verdicts(dest / "scorecard.csv")
     old_rec = json.loads((dest / "snapshot.json").read_text()) if (dest / "snapshot.json").exists() else {}
     old_commit = old_rec.get("commit")
-    new = read_verdicts(paper / "scorecard.csv")
+    new = read_verdicts(settled or paper / "scorecard.csv")
 
     dest.mkdir(parents=True, exist_ok=True)
     if old:
@@ -581,9 +698,12 @@ def snapshot(args: argparse.Namespace) -> dict:
             w.writerow(["id", "paper", "verdict", "commit"])
             for cid, (p, v) in sorted(old.items()):
                 w.writerow([cid, p, v, old_commit or ""])
-    for name in PAPER_FILES:
-        if (paper / name).exists():
+    for name in PAPER_FILES + STABILITY_FILES:
+        (dest / name).unlink(missing_ok=True)  # none of an earlier snapshot's
+        if (paper / name).exists() and (name not in STABILITY_FILES or settled):
             shutil.copy2(paper / name, dest / name)
+    if settled:  # the snapshot's scorecard is the settled one: "unstable here" rows, with their spread
+        write_settled(settled, dest)
     for name in PAPER_DIRS + ("benchmarks",):
         src = (root / args.benchmarks) if name == "benchmarks" else paper / name
         if src.is_dir():
@@ -599,12 +719,33 @@ def snapshot(args: argparse.Namespace) -> dict:
     (dest / "verdict_changes.md").write_text(text + "\n", encoding="utf-8")
     snap = {**rec, "previous_commit": old_commit, "claims": len(new),
             "verdicts": dict(Counter(v for _, v in new.values())), "verdict_changes": len(rows),
-            "netcheck": netcheck}
+            "netcheck": netcheck, "stability": stability}
     (dest / "snapshot.json").write_text(json.dumps(snap, indent=2) + "\n")
     if args.readme:
-        rewrite_readme(root / args.readme, counts(new), rec)
+        rewrite_readme(root / args.readme, counts(new), snap)
     rewrite_blocks(root, dest)
     return snap
+
+
+def write_settled(settled: Path, dest: Path) -> None:
+    """docs/results/scorecard.csv and .md from `make stability`'s settled scorecard: every row's
+    verdict over the k evaluations, a ``spread`` column (each evaluation's verdict and estimate)
+    filled for the *unstable here* rows."""
+    with settled.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+        fields = list(reader.fieldnames or [])
+    if "spread" not in fields:
+        fields.append("spread")
+    for r in rows:
+        r["spread"] = spread_of(r)
+    with (dest / "scorecard.csv").open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    md = settled.with_suffix(".md")
+    if md.exists():
+        shutil.copy2(md, dest / "scorecard.md")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -636,6 +777,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="snapshot a make reproduce that exited non-zero")
         a.add_argument("--without-netcheck", action="store_true",
                        help="leave results/netcheck/ out of the snapshot")
+        a.add_argument("--without-stability", action="store_true",
+                       help="leave make stability's settled scorecard (paper/scorecard_stable.csv) out: "
+                            "the verdicts of one evaluation")
     args = ap.parse_args(argv)
     try:
         if args.verb == "record":
@@ -652,7 +796,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"snapshot of {str(snap.get('commit'))[:10]}: {snap['claims']} claims, "
           f"{snap['verdict_changes']} verdict changes (docs/results/verdict_changes.md); "
-          + (f"netcheck {snap['netcheck']['when']}" if snap["netcheck"]["run"] else NOT_RUN))
+          + (f"netcheck {snap['netcheck']['when']}" if snap["netcheck"]["run"] else NOT_RUN) + "; "
+          + (f"settled over {snap['stability']['evaluations']} evaluations by make stability, "
+             f"{snap['stability']['unstable']} {UNSTABLE}" if snap["stability"]["run"] else NO_STABILITY))
     return 0
 
 

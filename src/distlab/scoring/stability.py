@@ -80,15 +80,19 @@ def compare_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
 def settle(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """The first evaluation's scorecard with every row whose verdict is not the same in all
     ``frames`` relabelled *unstable here*: the verdicts and the estimates of each run in its
-    reason (the spread), its p-values and seed count left as the first run's."""
+    reason and in its own column ``spread`` (empty for a row that held), its p-values and seed
+    count left as the first run's; ``evaluations`` is how many evaluations were compared."""
     table = compare_runs(frames).set_index("id")
     out = frames[0].copy()
+    out["spread"] = ""
+    out["evaluations"] = len(frames)
     for i, cid in enumerate(out["id"]):
         if not table.at[cid, "flipped"]:
             continue
         runs = table.at[cid, "verdicts"].split(" | ")
         ours = table.at[cid, "ours"].split(" | ")
         spread = "; ".join(f"run {k + 1}: {v} ({o})" for k, (v, o) in enumerate(zip(runs, ours)))
+        out.at[i, "spread"] = spread
         out.at[i, "reason"] = (f"unstable here: the verdict is not the same in {len(frames)} evaluations of "
                                f"this commit ({spread}); first run's reason: {out.at[i, 'reason']}")
         out.at[i, "verdict"] = "unstable here"

@@ -1,0 +1,148 @@
+"""Issue 47: a measured verdict that does not survive `make stability`'s reruns reads "unstable
+here" in the snapshot: the settled scorecard (paper/scorecard_stable.csv, written by
+distlab.scoring.stability) becomes docs/results/scorecard.csv with each such row's spread, the
+README's table and the per-paper counts count it in a column of its own, and an `unstable`
+block lists the rows.  Crafted scorecards in the fake repository of tests/test_docs.py."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import time
+
+import pandas as pd
+import pytest
+from test_docs import fake_repo, snapshot  # noqa: F401  (a fixture)
+
+from distlab.scoring import stability
+
+
+def _card(rows, ours=None):
+    """One evaluation's scorecard: (id, paper, verdict) rows, each with an estimate."""
+    return pd.DataFrame({"id": [r[0] for r in rows], "paper": [r[1] for r in rows],
+                         "statement": "s", "verdict": [r[2] for r in rows], "measured": True,
+                         "ours": ours or [f"{i}.0 [0, 1]" for i in range(len(rows))], "reason": "r"})
+
+
+# the fake repo's paper/scorecard.csv: a.one (P1) not reproduced, a.two (P1) inconclusive,
+# b.one (P2) not testable here, c.new (P3) reproduced; in the 2nd of 3 evaluations a.one and
+# c.new read otherwise
+FIRST = [("a.one", "P1", "not reproduced"), ("a.two", "P1", "inconclusive"),
+         ("b.one", "P2", "not testable here"), ("c.new", "P3", "reproduced")]
+SECOND = [("a.one", "P1", "reproduced"), ("a.two", "P1", "inconclusive"),
+          ("b.one", "P2", "not testable here"), ("c.new", "P3", "inconclusive")]
+
+
+def _settle(repo, frames=None):
+    """paper/scorecard_stable.csv (and the comparison) as `make stability` writes them, after
+    paper/scorecard.csv."""
+    frames = frames or [_card(FIRST), _card(SECOND, ours=["1.5 [1, 2]", "1.0 [0, 1]", "", "0.2 [-1, 1]"]),
+                        _card(FIRST)]
+    settled = stability.settle(frames)
+    paper = repo / "paper"
+    time.sleep(0.01)
+    settled.to_csv(paper / "scorecard_stable.csv", index=False)
+    (paper / "scorecard_stable.md").write_text("# settled\n\n**4 claims:** ...\n")
+    (paper / "stability.md").write_text("# Stability\n")
+    stability.compare_runs(frames).to_csv(paper / "stability.csv", index=False)
+    later = os.stat(paper / "scorecard.csv").st_mtime + 1
+    os.utime(paper / "scorecard_stable.csv", (later, later))
+    return settled
+
+
+def _page(repo):
+    page = repo / "docs/local_learning.md"
+    page.write_text("# P3\n\n<!-- snapshot:counts P3 -->\n<!-- /snapshot -->\n\n"
+                    "<!-- snapshot:unstable all -->\n<!-- /snapshot -->\n")
+    return page
+
+
+def test_the_snapshot_carries_unstable_here_with_its_spread(fake_repo):
+    repo, _, _ = fake_repo
+    _settle(repo)
+    page = _page(repo)
+    assert snapshot.main(["--root", str(repo)]) == 0
+    res = repo / "docs/results"
+    rows = {r["id"]: r for r in csv.DictReader((res / "scorecard.csv").open())}
+    assert rows["a.one"]["verdict"] == rows["c.new"]["verdict"] == "unstable here"
+    assert rows["a.one"]["spread"] == ("run 1: not reproduced (0.0 [0, 1]); run 2: reproduced (1.5 [1, 2]); "
+                                       "run 3: not reproduced (0.0 [0, 1])")
+    assert rows["a.two"]["verdict"] == "inconclusive" and rows["a.two"]["spread"] == ""
+    assert (res / "scorecard.md").read_text().startswith("# settled")
+    assert (res / "stability.md").exists() and (res / "stability.csv").exists()
+    snap = json.loads((res / "snapshot.json").read_text())
+    assert snap["stability"]["run"] is True and snap["stability"]["evaluations"] == 3
+    assert snap["stability"]["unstable"] == 2 and snap["stability"]["unstable_by_paper"] == {"P1": 1, "P3": 1}
+    assert snap["verdicts"]["unstable here"] == 2
+    # the README's table: a column of its own, per paper and in all
+    readme = (repo / "README.md").read_text()
+    table, _ = snapshot.parse_table(readme)
+    assert table["P1"]["unstable here"] == 1 and table["P1"]["not reproduced"] == 0
+    assert table["P3"]["unstable here"] == 1 and table["P3"]["reproduced"] == 0
+    assert "| not run | unstable here | what it found |" in readme
+    assert "settled over 3 evaluations by `make stability` (2 unstable here" in readme
+    # the page's blocks: the section's counts and the rows with their spread
+    text = page.read_text()
+    assert "**1 claims:** 0 reproduced · 0 not reproduced · 0 inconclusive" in text
+    assert "1 unstable here (settled over 3 evaluations" in text
+    assert "| `c.new` | run 1: reproduced (3.0 [0, 1]); run 2: inconclusive (0.2 [-1, 1]); run 3: reproduced" in text
+    assert "| `a.one` |" in text
+    # the verdict changes compare settled verdicts
+    assert "| `a.one` | reproduced | unstable here |" in (res / "verdict_changes.md").read_text()
+
+
+def test_without_a_stability_run_the_column_reads_zero_and_the_blocks_say_so(fake_repo):
+    repo, _, _ = fake_repo
+    page = repo / "docs/local_learning.md"
+    page.write_text("# P3\n\n<!-- snapshot:unstable P3 -->\n<!-- /snapshot -->\n")
+    assert snapshot.main(["--root", str(repo)]) == 0
+    res = repo / "docs/results"
+    snap = json.loads((res / "snapshot.json").read_text())
+    assert snap["stability"] == {"run": False, "status": snapshot.NO_STABILITY}
+    table, _ = snapshot.parse_table((repo / "README.md").read_text())
+    assert all(t["unstable here"] == 0 for t in table.values())
+    assert snapshot.NO_STABILITY in (repo / "README.md").read_text()
+    assert f"<!-- snapshot:unstable P3 -->\n{snapshot.NO_STABILITY}.\n<!-- /snapshot -->" in page.read_text()
+    assert not (res / "stability.md").exists() and "spread" not in (res / "scorecard.csv").read_text()
+
+
+def test_a_stability_run_older_than_the_scorecard_or_of_other_claims_is_refused(fake_repo, capsys):
+    repo, _, _ = fake_repo
+    _settle(repo)
+    stable, card = repo / "paper/scorecard_stable.csv", repo / "paper/scorecard.csv"
+    old = os.stat(card).st_mtime - 60
+    os.utime(stable, (old, old))
+    assert snapshot.main(["--root", str(repo)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "scorecard_stable.csv" in err[0] and "another run's" in err[0]
+    assert snapshot.main(["--root", str(repo), "--without-stability"]) == 0
+    snap = json.loads((repo / "docs/results/snapshot.json").read_text())
+    assert snap["stability"]["run"] is False and snap["stability"]["left_out"] == "--without-stability"
+    _settle(repo, [_card(FIRST[:3]), _card(SECOND[:3]), _card(FIRST[:3])])
+    assert snapshot.main(["--root", str(repo)]) == 2
+    assert "not the same claims" in capsys.readouterr().err
+
+
+def test_the_readme_table_is_read_by_its_header_an_older_table_has_no_unstable_column():
+    old = (snapshot.BEGIN + " -->\n| paper | reproduced | not reproduced | inconclusive | not testable here "
+           "| by construction | not run | what it found |\n|---|\n"
+           "| [P4 DeMo](docs/demo.md) | 1 | 0 | 3 | 5 | 3 | 2 | words |\n" + snapshot.END)
+    table, findings = snapshot.parse_table(old)
+    assert table["P4"] == {"reproduced": 1, "not reproduced": 0, "inconclusive": 3, "not testable here": 5,
+                           "by construction": 3, "not run": 2, "unstable here": 0}
+    assert findings["P4"] == "words"
+    card = {"P4": snapshot.Counter({"reproduced": 1, "unstable here": 2})}
+    new = snapshot.BEGIN + " -->\n" + snapshot.verdict_table(card, findings) + "\n" + snapshot.END
+    assert snapshot.parse_table(new)[0]["P4"]["unstable here"] == 2 and snapshot.parse_table(new)[1]["P4"] == "words"
+
+
+@pytest.mark.parametrize("reason,spread", [
+    ("unstable here: the verdict is not the same in 3 evaluations of this commit (run 1: reproduced (1); "
+     "run 2: inconclusive (2); run 3: reproduced (1)); first run's reason: r",
+     "run 1: reproduced (1); run 2: inconclusive (2); run 3: reproduced (1)"),
+    ("r", ""),
+])
+def test_an_older_settled_card_without_the_spread_column_has_it_read_from_the_reason(reason, spread):
+    assert snapshot.spread_of({"verdict": "unstable here", "reason": reason}) == spread
+    assert snapshot.spread_of({"verdict": "reproduced", "reason": reason}) == ""
