@@ -708,7 +708,9 @@ def snapshot(args: argparse.Namespace) -> dict:
         src = (root / args.benchmarks) if name == "benchmarks" else paper / name
         if src.is_dir():
             shutil.rmtree(dest / name, ignore_errors=True)
-            shutil.copytree(src, dest / name)
+            # a table's record (its checksum, the run folders it was made from) is for the
+            # workflow's readers, not the snapshot's: the runs are not in docs/results/
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("*.record.json"))
     # netcheck's files only as checked above: none of another run's
     for stale in (dest / "netcheck", dest / "benchmarks" / "netcheck"):
         shutil.rmtree(stale, ignore_errors=True)

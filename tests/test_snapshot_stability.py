@@ -60,6 +60,7 @@ def _page(repo):
 
 def test_the_snapshot_carries_unstable_here_with_its_spread(fake_repo):
     repo, _, _ = fake_repo
+    (repo / "paper/scorecard/P1.csv.record.json").write_text("{}\n")
     _settle(repo)
     page = _page(repo)
     assert snapshot.main(["--root", str(repo)]) == 0
@@ -71,6 +72,8 @@ def test_the_snapshot_carries_unstable_here_with_its_spread(fake_repo):
     assert rows["a.two"]["verdict"] == "inconclusive" and rows["a.two"]["spread"] == ""
     assert (res / "scorecard.md").read_text().startswith("# settled")
     assert (res / "stability.md").exists() and (res / "stability.csv").exists()
+    assert (repo / "paper/scorecard/P1.csv.record.json").exists()
+    assert not list(res.rglob("*.record.json"))  # the workflow's records stay with the workflow
     snap = json.loads((res / "snapshot.json").read_text())
     assert snap["stability"]["run"] is True and snap["stability"]["evaluations"] == 3
     assert snap["stability"]["unstable"] == 2 and snap["stability"]["unstable_by_paper"] == {"P1": 1, "P3": 1}
