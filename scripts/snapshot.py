@@ -198,6 +198,19 @@ def check_made_here(rec: dict, paper: Path, root: Path, allow_other: bool, allow
                       "or pass --allow-other-commit")
 
 
+def check_runs_present(*cards: Path) -> None:
+    """A scorecard the snapshot publishes is refused when it is not what its rule wrote or grades
+    a run that is gone since (its record, ``distlab.results.tables.table_errors``): a verdict
+    of a vanished run never reaches docs/results/.  Not overridable."""
+    from distlab.results.tables import table_errors
+
+    for card in cards:
+        if card.exists():
+            errs = table_errors(card)
+            if errs:
+                raise Refused(errs[0])
+
+
 def utc(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
@@ -682,6 +695,7 @@ def snapshot(args: argparse.Namespace) -> dict:
         raise Refused(f"{record_path}: missing; run make reproduce (it writes this record) first")
     rec = json.loads(record_path.read_text())
     check_made_here(rec, paper, root, args.allow_other_commit, args.allow_failed, record_path)
+    check_runs_present(paper / "scorecard.csv", paper / STABLE_CARD)
     netcheck, netcheck_files = check_netcheck(rec, root / args.netcheck, root / args.benchmarks / "netcheck",
                                               args.allow_other_commit, args.without_netcheck)
     stability, settled = check_stability(rec, paper, args.without_stability)

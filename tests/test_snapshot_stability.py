@@ -149,3 +149,27 @@ def test_the_readme_table_is_read_by_its_header_an_older_table_has_no_unstable_c
 def test_an_older_settled_card_without_the_spread_column_has_it_read_from_the_reason(reason, spread):
     assert snapshot.spread_of({"verdict": "unstable here", "reason": reason}) == spread
     assert snapshot.spread_of({"verdict": "reproduced", "reason": reason}) == ""
+
+
+def test_a_scorecard_grading_a_vanished_run_never_reaches_the_snapshot(fake_repo, capsys):
+    """Issue 50: the scorecard's record names the runs it graded; one deleted since, the snapshot
+    refuses in one line (no override), and so it does for a scorecard edited after its rule."""
+    from distlab.results.tables import write_table_record
+
+    repo, _, _ = fake_repo
+    runs = [repo / f"results/pgc/seed{s}" for s in (0, 1)]
+    for r in runs:
+        r.mkdir(parents=True)
+        (r / "manifest.json").write_text("{}")
+    card = repo / "paper/scorecard.csv"
+    write_table_record(card, pd.read_csv(card), runs)
+    assert snapshot.main(["--root", str(repo)]) == 0
+    (runs[1] / "manifest.json").unlink()
+    for extra in ([], ["--allow-other-commit", "--allow-failed"]):
+        assert snapshot.main(["--root", str(repo), *extra]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"{card}: 1 of the 2 runs it summarises are gone (first: {runs[1]}" in err[0]
+    (runs[1] / "manifest.json").write_text("{}")
+    card.write_text(card.read_text().replace("not reproduced", "reproduced"))
+    assert snapshot.main(["--root", str(repo)]) == 2
+    assert "not the table its rule wrote" in capsys.readouterr().err
