@@ -57,6 +57,11 @@ SNAKEMAKE_ARGS ?=
 SMK_ARGS = $(SNAKEMAKE_ARGS)$(if $(strip $(CONFIG)), --configfile $(CONFIG))
 PREFLIGHT = $(BIN)/python -m distlab.config.preflight $(SMK_ARGS) || exit 2
 
+# A summary table present and up to date does not make Snakemake look at the runs it was made
+# from: one deleted since, it reports "Nothing to be done".  Each table records its runs
+# (distlab.results.tables); distlab.results.recheck lists the tables whose runs are gone (or that
+# were cut or edited since), one line each, and make reproduce passes them to --forcerun: those
+# runs and tables, and the scorecard, are made again.
 # make reproduce records its own run in results/reproduce.json (commit, dirty tree, start and
 # end, exit code, load average, machine): `make snapshot` copies paper/ into docs/results/ only
 # from a run of HEAD's tree.
@@ -68,7 +73,8 @@ reproduce: $(STAMP)
 	@mkdir -p results; start=$$(date +%s); load=$$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); \
 	commit=$$(git rev-parse HEAD 2>/dev/null); \
 	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); rc=0; \
-	$(JOBS_VIA) snakemake --cores $(CORES) $(SNAKEMAKE_CONSOLE) $(SMK_ARGS) || rc=$$?; \
+	force=$$($(BIN)/python -m distlab.results.recheck results paper) || exit 2; \
+	$(JOBS_VIA) snakemake --cores $(CORES) $(SNAKEMAKE_CONSOLE) $$force $(SMK_ARGS) || rc=$$?; \
 	$(BIN)/python scripts/snapshot.py record --out results/reproduce.json --start "$$start" \
 	  --rc $$rc --commit "$$commit" --dirty "$$dirty" --load-start "$$load" --cores $(CORES); \
 	exit $$rc

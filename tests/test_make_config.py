@@ -104,3 +104,32 @@ def test_configfiles_are_the_words_snakemake_takes():
         == ["a.yaml", "b.yaml"]
     assert configfiles(["--configf", "a.yaml"]) == ["a.yaml"]  # argparse's abbreviation
     assert configfiles(["--config", "x=1", "--cores", "2"]) == [] and main([]) == 0
+
+
+def test_make_reproduce_makes_again_a_table_whose_run_vanished(scratch):
+    """Snakemake alone says "Nothing to be done" when a run folder behind an up-to-date summary
+    is deleted; make reproduce names the table in one line and passes it to --forcerun."""
+    import pandas as pd
+
+    from distlab.results.tables import write_checked_table
+
+    work, bindir = scratch
+    (work / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts/snapshot.py", work / "scripts/snapshot.py")
+    runs = []
+    for s in (0, 1):
+        (work / f"results/g/seed{s}").mkdir(parents=True)
+        (work / f"results/g/seed{s}/manifest.json").write_text("{}")
+        runs.append(work / f"results/g/seed{s}")
+    write_checked_table(pd.DataFrame({"seed": [0, 1]}), work / "results/g/summary.csv", runs)
+    r, _ = _make(work, bindir, "reproduce")
+    assert r.returncode == 0, r.stderr
+    assert "--forcerun" not in (work / "snakemake.args").read_text()  # every table holds: nothing forced
+    shutil.rmtree(runs[1])
+    r, _ = _make(work, bindir, "reproduce", "CONFIG=ok.yaml")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "summary.csv" in ln]
+    assert len(lines) == 1 and "1 of the 2 runs it summarises are gone" in lines[0] and "made again" in lines[0]
+    args = (work / "snakemake.args").read_text().split()
+    assert args[args.index("--forcerun") + 1] == "results/g/summary.csv"
+    assert args[-2:] == ["--configfile", "ok.yaml"]
