@@ -297,9 +297,36 @@ def _check_splits(config: Mapping, errors: list[str]) -> None:
                           f"the data to train on; keep their sum at most 0.5")
 
 
-def _check_claims(claims_path: str | Path | None, errors: list[str]) -> None:
+def claims_paper_errors(claims_path: str | Path, papers) -> list[str]:
+    """Claims whose ``paper`` is no registered paper's scorecard section, or whose id does not
+    start with that paper's claims prefix, one line each."""
+    from ..scoring.claims import ClaimError, load_claims
+
+    try:
+        claims = load_claims(claims_path)
+    except (ClaimError, OSError, yaml.YAMLError):
+        return []  # named by _claims_errors
+    by_id = {p.scorecard: p for p in papers}
+    out = []
+    for c in claims:
+        p = by_id.get(c["paper"])
+        if p is None:
+            out.append(f"{claims_path}: claim {c['id']!r}: bad key 'paper': {c['paper']!r} is not a registered "
+                       f"paper's scorecard section ({', '.join(by_id)})")
+        elif not c["id"].startswith(p.claims_prefix + "."):
+            out.append(f"{claims_path}: claim {c['id']!r}: its id does not start with {p.claims_prefix + '.'!r}, "
+                       f"the prefix of paper {p.scorecard}'s claims")
+    return out
+
+
+def _check_claims(claims_path: str | Path | None, errors: list[str], papers=None) -> None:
     if claims_path is None:
         return
+    if papers is not None:
+        stamp = ("claims_papers", _stamp([claims_path]), tuple((p.scorecard, p.claims_prefix) for p in papers))
+        if stamp not in _CACHE:
+            _CACHE[stamp] = claims_paper_errors(claims_path, papers)
+        errors += _CACHE[stamp]
     stamp = ("claims", _stamp([claims_path]))
     if stamp not in _CACHE:
         found: list[str] = []
@@ -434,7 +461,7 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
     errors += [e for e in cross if fresh(e)]
     if not schema:  # memory estimates read well-typed values only
         errors += bounds.memory_errors(config)
-    _check_claims(claims_path, errors)
+    _check_claims(claims_path, errors, papers)
     _check_extra_seeds(config, claims_path, errors)
     seen: set[str] = set()
     return [e for e in errors if not (e in seen or seen.add(e))]

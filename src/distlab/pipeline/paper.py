@@ -30,7 +30,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Mapping, Protocol, runtime_checkable
+from typing import Any, Generic, Mapping, Protocol, runtime_checkable
 
 __all__ = ["CliPlugin", "ConfigCheck", "CountsProcesses", "CountsWork", "LosesRanks", "DistributedTrainer", "Paper", "PaperError", "SpecModule", "Trainer"]
 
@@ -91,14 +91,24 @@ class CliPlugin(Protocol):
     def register(self, sub: Any) -> None: ...
 
 
+def _members(protocol: type) -> set[str]:
+    """The names a protocol asks for (its annotations and methods, its bases' included)."""
+    out: set[str] = set()
+    for base in protocol.__mro__:
+        if base in (Protocol, Generic, object):
+            continue
+        out |= set(getattr(base, "__annotations__", {}))
+        out |= {n for n, v in vars(base).items() if callable(v) and not n.startswith("_")}
+    return out
+
+
 def _load(module: str, protocol: type, what: str, paper: str) -> ModuleType:
     try:
         mod = importlib.import_module(module)
     except ModuleNotFoundError as e:
         raise PaperError(f"paper {paper!r}: its {what} {module} is not installed ({e})") from e
     if not isinstance(mod, protocol):
-        missing = [n for n in protocol.__protocol_attrs__ if not hasattr(mod, n)] \
-            if hasattr(protocol, "__protocol_attrs__") else []
+        missing = [n for n in _members(protocol) if not hasattr(mod, n)]
         raise PaperError(f"paper {paper!r}: its {what} {module} does not keep the {protocol.__name__} "
                          f"contract{' (missing ' + ', '.join(sorted(missing)) + ')' if missing else ''}")
     return mod
