@@ -75,6 +75,22 @@ def test_a_paper_keeps_the_contract(p):
     assert build_parser()  # every plugin registers
 
 
+def test_every_paper_verb_has_the_nested_form_and_the_flat_one_still_answers():
+    from distlab.cli import build_parser
+
+    parser = build_parser()
+    top = next(a for a in parser._actions if a.dest == "command").choices
+    for p in papers():
+        flat = [c for c in top if c.startswith(p.name + "-")]
+        if flat:
+            nested = next(a for a in top[p.name]._actions if a.dest == f"{p.name}_verb").choices
+            assert {f"{p.name}-{v}" for v in nested} == set(flat)
+            assert all(nested[c[len(p.name) + 1:]] is top[c] for c in flat)
+    args = parser.parse_args(["demo", "table", "--kind", "results", "--summary", "s.csv", "--md", "t.md"])
+    assert args.func is parser.parse_args(["demo-table", "--kind", "results", "--summary", "s.csv",
+                                           "--md", "t.md"]).func
+
+
 def test_the_protocols_refuse_a_module_without_the_contract(tmp_path, monkeypatch):
     (tmp_path / "halftrainer.py").write_text("SPEC_SCHEMA = {}\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -19,7 +19,8 @@ Commands:
   check-config   config files as snakemake --configfile reads them, each problem naming its file or key
   forkserver     run a command (make reproduce: snakemake) whose distlab jobs fork from one
                  process that has imported torch and the trainers (distlab.runtime.forkserver)
-  pgc, demo-*, local-*, placement-*   each paper's own steps (its package's cli.register)
+  pgc, placement, local, demo, atlas   each paper's own steps: `distlab <paper> <verb>` (its
+                 Paper's cli plugin; the flat `<paper>-<verb>` names of the rule files also answer)
 
 Every command follows one error contract (:mod:`distlab.clihelp`): a user's mistake is one
 line on stderr and exit status 2.
@@ -341,6 +342,21 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def nest_flat_verbs(sub: argparse._SubParsersAction, name: str, added) -> None:
+    """One style for every paper, ``distlab <paper> <verb>``: a plugin's flat verbs
+    ``<paper>-<verb>`` (the rule files' command lines; changing those would rerun their jobs)
+    also answer as ``<paper> <verb>``, the same parser under a second name."""
+    flat = sorted(c for c in added if c.startswith(name + "-"))
+    if not flat or name in sub.choices:
+        return
+    verbs = [c[len(name) + 1:] for c in flat]
+    nested = sub.add_parser(name, help=f"{name}'s steps ({', '.join(verbs)}; also as {name}-<verb>)")
+    nested_sub = nested.add_subparsers(dest=f"{name}_verb", required=True, metavar="VERB",
+                                       help=", ".join(verbs))
+    for flat_name, verb in zip(flat, verbs):
+        nested_sub.choices[verb] = sub.choices[flat_name]
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="distlab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -415,7 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
         importlib.import_module(plugin).register(sub)
     for paper in papers():
         if paper.cli:
+            before = set(sub.choices)
             paper.cli_plugin().register(sub)
+            nest_flat_verbs(sub, paper.name, set(sub.choices) - before)
     return p
 
 

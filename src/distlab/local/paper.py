@@ -8,5 +8,5 @@ PAPER = Paper(
     claims_prefix="local", rule_file="workflow/rules/local_learning.smk",
     schema="workflow/schemas/local_learning.schema.yaml", doc="docs/local_learning.md",
     trainer="distlab.local.train", config_check="distlab.local.spec", cli="distlab.local.cli",
-    summarize=("local-summarize",), figures=("local-figure",), code=("src/distlab/local",),
+    summarize=("local", "summarize"), figures=("local", "figure"), code=("src/distlab/local",),
     text_floors=True)

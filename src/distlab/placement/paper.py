@@ -7,4 +7,4 @@ PAPER = Paper(
     claims_prefix="placement", rule_file="workflow/rules/placement.smk",
     schema="workflow/schemas/placement.schema.yaml", doc="docs/placement.md",
     trainer="distlab.placement.train", config_check="distlab.placement.spec", cli="distlab.placement.cli",
-    summarize=("placement-summarize",), figures=("placement-figure",), code=("src/distlab/placement",))
+    summarize=("placement", "summarize"), figures=("placement", "figure"), code=("src/distlab/placement",))
