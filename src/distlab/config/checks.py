@@ -297,15 +297,16 @@ def _check_splits(config: Mapping, errors: list[str]) -> None:
                           f"the data to train on; keep their sum at most 0.5")
 
 
-def claims_paper_errors(claims_path: str | Path, papers) -> list[str]:
+def claims_paper_errors(claims_path: str | Path, papers, claims: list | None = None) -> list[str]:
     """Claims whose ``paper`` is no registered paper's scorecard section, or whose id does not
-    start with that paper's claims prefix, one line each."""
+    start with that paper's claims prefix, one line each (``claims``: the file's, read already)."""
     from ..scoring.claims import ClaimError, load_claims
 
-    try:
-        claims = load_claims(claims_path)
-    except (ClaimError, OSError, yaml.YAMLError):
-        return []  # named by _claims_errors
+    if claims is None:
+        try:
+            claims = load_claims(claims_path)
+        except (ClaimError, OSError, yaml.YAMLError):
+            return []  # named by _claims_errors
     by_id = {p.scorecard: p for p in papers}
     out = []
     for c in claims:
@@ -322,20 +323,16 @@ def claims_paper_errors(claims_path: str | Path, papers) -> list[str]:
 def _check_claims(claims_path: str | Path | None, errors: list[str], papers=None) -> None:
     if claims_path is None:
         return
-    if papers is not None:
-        stamp = ("claims_papers", _stamp([claims_path]), tuple((p.scorecard, p.claims_prefix) for p in papers))
-        if stamp not in _CACHE:
-            _CACHE[stamp] = claims_paper_errors(claims_path, papers)
-        errors += _CACHE[stamp]
-    stamp = ("claims", _stamp([claims_path]))
+    names = None if papers is None else tuple((p.scorecard, p.claims_prefix) for p in papers)
+    stamp = ("claims", _stamp([claims_path]), names)
     if stamp not in _CACHE:
         found: list[str] = []
-        _claims_errors(claims_path, found)
+        _claims_errors(claims_path, found, papers)
         _CACHE[stamp] = found
     errors += _CACHE[stamp]
 
 
-def _claims_errors(claims_path: str | Path, errors: list[str]) -> None:
+def _claims_errors(claims_path: str | Path, errors: list[str], papers=None) -> None:
     from ..scoring.claims import ClaimError, load_claims
 
     if Path(claims_path).exists():
@@ -345,7 +342,9 @@ def _claims_errors(claims_path: str | Path, errors: list[str]) -> None:
             return
 
     try:
-        load_claims(claims_path)
+        claims = load_claims(claims_path)
+        if papers is not None:  # each claim's paper registered, its id under the paper's prefix
+            errors += claims_paper_errors(claims_path, papers, claims)
     except ClaimError as e:
         errors.append(f"{claims_path}: {e}")
     except yaml.YAMLError as e:
