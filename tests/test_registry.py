@@ -46,6 +46,13 @@ def test_the_registry_holds_every_paper_once_with_distinct_names():
         paper("P9")
 
 
+def test_every_paper_package_is_registered():
+    from test_shape import STUDY_PACKAGES, paper_packages
+
+    registered = {p.package for p in papers()}
+    assert {f"distlab.{n}" for n in [*paper_packages(), *STUDY_PACKAGES - {"gpu"}]} <= registered
+
+
 @pytest.mark.parametrize("p", papers(), ids=lambda p: p.name)
 def test_a_paper_keeps_the_contract(p):
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

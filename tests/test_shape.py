@@ -41,7 +41,7 @@ SHARED_PACKAGES = {"bench", "config", "data", "figures", "models", "pipeline", "
 STUDY_PACKAGES = {"atlas", "gpu"}   # gpu: the GPU tier, jobs of every paper (docs/gpu.md)
 # the registry of papers (distlab.papers) names every paper package: it sits with the dispatcher
 DISPATCHER = {"distlab.cli", "distlab.__main__", "distlab.papers"}
-PAPER_MODULES = ("spec", "train", "workflow", "figures", "cli")
+PAPER_MODULES = ("paper", "spec", "train", "workflow", "figures", "cli")  # paper: its PAPER (distlab.papers)
 
 
 def _subpackages() -> list[str]:
