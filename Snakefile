@@ -2,10 +2,11 @@
 # Thin on purpose: configuration, validation, the rule files, the targets.
 import sys
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 sys.path.insert(0, f"{workflow.basedir}/src")
-from distlab.config.checks import check_config
+from distlab.config.checks import check_config, validate_defaults
+from distlab.papers import papers  # the registry: every paper, one line each
 from distlab.pipeline.smkfix import keep_one_reevaluation_timer
 
 # Snakemake 9.27.1's scheduler multiplies its re-evaluation timers with every job: a version-checked
@@ -51,19 +52,21 @@ report: "workflow/report/workflow.rst"
 # key, before any job (and before Snakemake's validate, which stops at the first).
 check_config(config, f"{workflow.basedir}/workflow/schemas", f"{workflow.basedir}/config/claims.yaml",
              config_files=list(dict.fromkeys(workflow.configfiles)),
-             overrides=workflow.config_settings.config)  # --config's values typed as YAML reads them
-# schema defaults
-validate(config, "workflow/schemas/config.schema.yaml")
+             overrides=workflow.config_settings.config,  # --config's values typed as YAML reads them
+             papers=papers())
+# schema defaults (a registered paper's section that config.schema.yaml does not name: its own schema's)
+validate_defaults(config, f"{workflow.basedir}/workflow/schemas", papers())
 
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
-include: "workflow/rules/baseline.smk"
-include: "workflow/rules/pgc.smk"
-include: "workflow/rules/placement.smk"
-include: "workflow/rules/demo.smk"
-include: "workflow/rules/local_learning.smk"
-include: "workflow/rules/atlas.smk"  # before paper.smk: it may register outputs for the default target
+# each registered paper's rule file (distlab.papers: one line a paper), in the registry's order;
+# all before paper.smk, whose targets gather what they register (the atlas's, with
+# atlas.in_default_target, join the default target)
+for _paper in papers():
+
+    include: _paper.rule_file
+
 include: "workflow/rules/paper.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/netcheck.smk"

@@ -63,24 +63,21 @@ ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here", "by construction",
             "not run", "unstable here")
 UNSTABLE = "unstable here"
-# scorecard paper code -> (README label, its page)
-PAPERS = {
-    "foundation": ("Shared baseline (DGD = single-process SGD)", "docs/runtime.md"),
-    "P1": ("P1 Pipelined Gradient Coding", "docs/pgc.md"),
-    "P2": ("P2 HSDAG device placement", "docs/placement.md"),
-    "P3": ("P3 Local credit assignment", "docs/local_learning.md"),
-    "P4": ("P4 DeMo", "docs/demo.md"),
-    "atlas": ("Atlas (ours)", "docs/atlas.md"),
-}
-# the code whose commits may explain a paper's verdict changes
-PAPER_PATHS = {
-    "foundation": ["src/distlab/train", "src/distlab/runtime"],
-    "P1": ["src/distlab/pgc"],
-    "P2": ["src/distlab/placement"],
-    "P3": ["src/distlab/local"],
-    "P4": ["src/distlab/demo"],
-    "atlas": ["src/distlab/atlas"],
-}
+
+
+def _registry():
+    """The registered papers (distlab.papers), from this checkout's src/."""
+    if str(ROOT / "src") not in sys.path:
+        sys.path.insert(0, str(ROOT / "src"))
+    from distlab.papers import papers
+
+    return papers()
+
+
+# scorecard paper code -> (README label, its page), and the code whose commits may explain a
+# paper's verdict changes: each registered paper's (distlab.pipeline.paper.Paper)
+PAPERS = {p.scorecard: (p.title, p.doc) for p in _registry()}
+PAPER_PATHS = {p.scorecard: list(p.code) for p in _registry()}
 SHARED_PATHS = ["config/claims.yaml", "config/config.yaml", "src/distlab/scoring/scorecard.py",
                 "src/distlab/scoring/stats.py"]
 BEGIN = "<!-- verdicts:begin"

@@ -228,7 +228,7 @@ def test_single_seed_is_inconclusive():
     [
         ({"tset": "less"}, "tset"),
         ({"test": "smaller"}, "test"),
-        ({"paper": "P9"}, "paper"),
+        ({"paper": "P 9"}, "paper"),  # an unregistered one (P9): the config check (test_registry)
         ({"test": "equivalent"}, "margin"),
         ({"test": "noninferior", "margin": 0.1}, "higher_is_better"),
         ({"chain": [{"s": 1}, {"s": 2}]}, "chain"),

@@ -9,7 +9,8 @@ no circle and never reach up a layer:
 
 Shared modules import no paper or study package; a paper package imports shared modules
 and itself, never another paper's package or a study; a study package may import paper
-packages; only the dispatcher (``distlab/cli.py``, ``distlab/__main__.py``) imports a study.
+packages; only the dispatcher (``distlab/cli.py``, ``distlab/__main__.py``, and the registry of
+papers ``distlab/papers.py``) imports a study.
 
 An import by a module name in a string counts as an import: a string constant of the code
 (docstrings aside) that is a distlab module's name (``importlib.import_module("distlab.cli")``,
@@ -38,8 +39,9 @@ PKG = SRC / "distlab"
 SHARED_PACKAGES = {"bench", "config", "data", "figures", "models", "pipeline", "plotting", "results", "runtime",
                    "scoring", "techniques", "train"}
 STUDY_PACKAGES = {"atlas", "gpu"}   # gpu: the GPU tier, jobs of every paper (docs/gpu.md)
-DISPATCHER = {"distlab.cli", "distlab.__main__"}
-PAPER_MODULES = ("spec", "train", "workflow", "figures", "cli")
+# the registry of papers (distlab.papers) names every paper package: it sits with the dispatcher
+DISPATCHER = {"distlab.cli", "distlab.__main__", "distlab.papers"}
+PAPER_MODULES = ("paper", "spec", "train", "workflow", "figures", "cli")  # paper: its PAPER (distlab.papers)
 
 
 def _subpackages() -> list[str]:
@@ -206,7 +208,8 @@ def test_the_graph_reads_module_names_in_strings_but_not_in_docstrings():
     assert string_imports(ast.parse('X = "distlab.cli:main"'), mods) == {"distlab.cli"}
     assert string_imports(ast.parse('X = "distlab.cli.preload"'), mods) == {"distlab.cli"}
     g = import_graph()
-    assert "distlab.pgc.train" in g["distlab.cli"]  # only named in cli.TRAINERS, loaded by importlib
+    assert "distlab.pgc.train" in g["distlab.pgc.paper"]  # only named in its Paper, loaded by importlib
+    assert "distlab.pgc.paper" in g["distlab.papers"]  # only named in the registry
     assert "distlab.cli" not in g["distlab.runtime.netns"]  # the dispatcher is handed down (runtime.entry)
     # a runtime module that named the dispatcher in a string would reach up a layer
     assert layer_violations({"distlab.runtime.netns": {"distlab.cli"}}) == [

@@ -19,7 +19,8 @@ Commands:
   check-config   config files as snakemake --configfile reads them, each problem naming its file or key
   forkserver     run a command (make reproduce: snakemake) whose distlab jobs fork from one
                  process that has imported torch and the trainers (distlab.runtime.forkserver)
-  pgc, demo-*, local-*, placement-*   each paper's own steps (its package's cli.register)
+  pgc, placement, local, demo, atlas   each paper's own steps: `distlab <paper> <verb>` (its
+                 Paper's cli plugin; the flat `<paper>-<verb>` names of the rule files also answer)
 
 Every command follows one error contract (:mod:`distlab.clihelp`): a user's mistake is one
 line on stderr and exit status 2.
@@ -61,30 +62,18 @@ def cmd_data_floors(a: argparse.Namespace) -> int:
     return 0
 
 
-# experiment -> trainer module.  A trainer exposes SPEC_SCHEMA, run_simulated(spec,
-# data_dir, out_dir, runtime) and, for real backends, run_distributed(...) and nprocs(spec);
-# optionally work(spec) (the steps its deadline scales with, when not the spec's steps),
-# NEEDS_DATA = False (no --data: placement's inputs are files its spec names) and
-# SETS_THREADS = True (it sets torch's threads itself, where it imports torch).
-TRAINERS = {
-    "baseline": "distlab.train.dataparallel",
-    "pgc": "distlab.pgc.train",
-    "demo": "distlab.demo.train",
-    "local": "distlab.local.train",
-    "atlas": "distlab.atlas.train",
-    "placement": "distlab.placement.train",
-}
+# Every paper (its trainer, torch-free spec module and command plugin) is found in the registry
+# (distlab.papers: one line a paper); each module is checked against its protocol
+# (distlab.pipeline.paper: Trainer, DistributedTrainer, SpecModule, CliPlugin), not with hasattr.
+# A trainer may also set nprocs(spec), work(spec) (the steps its deadline scales with, when not
+# the spec's steps), expendable_ranks(spec) (each its protocol), NEEDS_DATA = False (no --data: placement's inputs
+# are files its spec names) and SETS_THREADS = True (it sets torch's threads itself).
+from .papers import papers, trainers
+from .pipeline.paper import CountsProcesses, CountsWork, DistributedTrainer, LosesRanks, PaperError
 
-# torch-free modules holding a trainer's SPEC_SCHEMA and nprocs: with one, the process that
-# validates a spec and launches torchrun never imports torch (about 2.4 s of every real job)
-SPEC_MODULES = {
-    "pgc": "distlab.pgc.spec",
-    "demo": "distlab.demo.spec",
-}
-
-# packages that add subcommands of their own through register(subparsers)
-PLUGINS = ("distlab.bench.cli", "distlab.demo.cli", "distlab.local.cli", "distlab.pgc.cli", "distlab.placement.cli", "distlab.atlas.cli",
-           "distlab.gpu.cli")
+# shared packages that add subcommands of their own through register(subparsers); each paper's
+# plugin is its Paper's ``cli``
+PLUGINS = ("distlab.bench.cli", "distlab.gpu.cli")
 
 
 def _under_torchrun() -> bool:
@@ -92,13 +81,18 @@ def _under_torchrun() -> bool:
 
 
 def _trainer(experiment: str):
-    import importlib
-
     try:
-        return importlib.import_module(TRAINERS[experiment])
-    except ModuleNotFoundError as e:
-        raise SpecError(f"experiment {experiment!r}: its trainer {TRAINERS[experiment]} is not "
-                        f"installed ({e})") from e
+        return trainers()[experiment].trainer_module()
+    except PaperError as e:
+        raise SpecError(f"experiment {experiment!r}: {e}") from e
+
+
+def _spec_module(experiment: str):
+    """The paper's torch-free spec module (SpecModule), or None."""
+    try:
+        return trainers()[experiment].spec_module_loaded()
+    except PaperError as e:
+        raise SpecError(f"experiment {experiment!r}: {e}") from e
 
 
 def preload(argv: list[str]) -> None:
@@ -109,13 +103,13 @@ def preload(argv: list[str]) -> None:
 
     if argv[:1] == ["train"] and "--experiment" in argv[:-1]:
         experiment = argv[argv.index("--experiment") + 1]
-        if experiment in TRAINERS:
+        if experiment in trainers():
             _trainer(experiment)
 
 
 def _nprocs(module, spec: dict) -> int:
     """Processes of a real job: the trainer's nprocs(spec), else one per worker."""
-    if hasattr(module, "nprocs"):
+    if isinstance(module, CountsProcesses):
         return int(module.nprocs(spec))
     return int(spec["n_workers"])
 
@@ -130,7 +124,7 @@ def _work(spec: dict, data: str | None, module=None) -> int | None:
     """Steps the job runs (all its runs): its deadline scales with them (runtime.deadline)."""
     from .pipeline import jobs
 
-    if hasattr(module, "work"):
+    if isinstance(module, CountsWork):
         return int(module.work(spec))
     n = jobs.steps(spec, str(Path(data) / "manifest.json")) if data else None
     return n * jobs.runs(spec) if n else None
@@ -140,10 +134,8 @@ def cmd_train(a: argparse.Namespace) -> int:
     from .runtime.launch import run_torchrun, torchrun_command
     from .config.specs import runtime_defaults, validate_spec
 
-    import importlib
-
-    light = a.experiment in SPEC_MODULES and not _under_torchrun()
-    module = importlib.import_module(SPEC_MODULES[a.experiment]) if light else _trainer(a.experiment)
+    light = trainers()[a.experiment].spec_module is not None and not _under_torchrun()
+    module = _spec_module(a.experiment) if light else _trainer(a.experiment)
     spec = validate_spec(a.spec, module.SPEC_SCHEMA, a.experiment)
     runtime = runtime_defaults(a.runtime)
     backend = spec.get("backend", "simulated")
@@ -177,7 +169,7 @@ def cmd_train(a: argparse.Namespace) -> int:
             print(f"distlab: {e}", file=sys.stderr)
             return 1
         return 0
-    if not light and not hasattr(module, "run_distributed"):
+    if not light and not isinstance(module, DistributedTrainer):
         raise SpecError(f"{a.experiment} spec: key 'backend': {backend!r} is not supported by this "
                         f"experiment (only 'simulated')")
     if _under_torchrun():
@@ -191,7 +183,7 @@ def cmd_train(a: argparse.Namespace) -> int:
             if light:
                 module = _trainer(a.experiment)
             # ranks the trainer can lose (PGC: up to s workers) do not end the job when they die
-            ranks, most = module.expendable_ranks(spec) if hasattr(module, "expendable_ranks") else ((), 0)
+            ranks, most = module.expendable_ranks(spec) if isinstance(module, LosesRanks) else ((), 0)
             run_forked(lambda: module.run_distributed(spec, a.data, a.out, runtime),
                        nprocs=_nprocs(module, spec), threads=a.threads,
                        timeout_s=float(runtime["job_timeout_s"]), expendable=ranks, max_lost=most,
@@ -308,13 +300,13 @@ def cmd_check_config(a: argparse.Namespace) -> int:
     if not problems:
         from .config.checks import foreign_file_errors
 
-        problems = foreign_file_errors([Path(n) for n in a.configfiles], root / "workflow" / "schemas")
+        problems = foreign_file_errors([Path(n) for n in a.configfiles], root / "workflow" / "schemas", papers())
     if not problems:
         config = load_file_bounded(base)
         for data in loaded:
             update_config(config, data)  # Snakemake's own merge of --configfile over configfile:
         problems = config_errors(config, root / "workflow" / "schemas", root / "config" / "claims.yaml",
-                                 config_files=[base, *map(Path, a.configfiles)])
+                                 config_files=[base, *map(Path, a.configfiles)], papers=papers())
     for line in problems:
         print(f"{PREFIX}: {line}", file=sys.stderr)
     if not problems:
@@ -334,7 +326,7 @@ def cmd_forkserver(a: argparse.Namespace) -> int:
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": src + (os.pathsep + path if path else "")}
         os.execve(sys.executable, [sys.executable, "-m", "distlab", *sys.argv[1:]], env)
-    modules = (*TRAINERS.values(), *PLUGINS, "distlab.plotting.plots", "distlab.scoring.scorecard", "distlab.results.summarize",
+    modules = (*(m for p in papers() for m in p.modules()), *PLUGINS, "distlab.plotting.plots", "distlab.scoring.scorecard", "distlab.results.summarize",
                "distlab.results.tables", "distlab.scoring.stats")
     return serve(cmd, main, modules, a.socket)
 
@@ -350,6 +342,21 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+def nest_flat_verbs(sub: argparse._SubParsersAction, name: str, added) -> None:
+    """One style for every paper, ``distlab <paper> <verb>``: a plugin's flat verbs
+    ``<paper>-<verb>`` (the rule files' command lines; changing those would rerun their jobs)
+    also answer as ``<paper> <verb>``, the same parser under a second name."""
+    flat = sorted(c for c in added if c.startswith(name + "-"))
+    if not flat or name in sub.choices:
+        return
+    verbs = [c[len(name) + 1:] for c in flat]
+    nested = sub.add_parser(name, help=f"{name}'s steps ({', '.join(verbs)}; also as {name}-<verb>)")
+    nested_sub = nested.add_subparsers(dest=f"{name}_verb", required=True, metavar="VERB",
+                                       help=", ".join(verbs))
+    for flat_name, verb in zip(flat, verbs):
+        nested_sub.choices[verb] = sub.choices[flat_name]
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="distlab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -361,7 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     command(sub, "data-floors", cmd_data_floors, "n-gram floors of a prepared text data set", data=PATH, out=OUT)
 
     q = sub.add_parser("train", help="one training run")
-    q.add_argument("--experiment", choices=sorted(TRAINERS), required=True)
+    q.add_argument("--experiment", choices=sorted(trainers()), required=True)
     q.add_argument("--spec", type=json_arg, required=True,
                    help="the run spec (JSON): every setting that changes the results")
     q.add_argument("--runtime", type=json_arg, default={},
@@ -421,13 +428,12 @@ def build_parser() -> argparse.ArgumentParser:
     import importlib
 
     for plugin in PLUGINS:
-        try:
-            mod = importlib.import_module(plugin)
-        except ModuleNotFoundError as e:
-            if e.name and plugin.startswith(e.name):
-                continue  # that paper's package is not part of this tree
-            raise
-        mod.register(sub)
+        importlib.import_module(plugin).register(sub)
+    for paper in papers():
+        if paper.cli:
+            before = set(sub.choices)
+            paper.cli_plugin().register(sub)
+            nest_flat_verbs(sub, paper.name, set(sub.choices) - before)
     return p
 
 

@@ -7,7 +7,7 @@ wildcard_constraints:
 
 BASE = BaselineWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
 
-SHARED.register("foundation", {"baseline": BASE.summary}, BASE.outputs)
+SHARED.register("baseline", {"baseline": BASE.summary}, BASE.outputs)
 
 
 rule baseline_train_sim:

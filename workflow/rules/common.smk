@@ -4,7 +4,7 @@
 from distlab.pipeline.workflow import *  # noqa: F403 (its __all__)
 
 # the shared rules' functions of a job's wildcards, the registries, stats.extra_seeds's requests
-SHARED = SharedWorkflow(config, workflow.basedir, RESULTS)
+SHARED = SharedWorkflow(config, workflow.basedir, RESULTS, papers())  # papers: the registry (the Snakefile's import)
 shell.prefix(SHARED.shell_prefix)  # the jobs import this tree's src/ (PYTHONPATH; also in a conda env)
 EXTRA_SEED_REQUESTS = SHARED.extra_seed_requests
 

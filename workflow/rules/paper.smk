@@ -16,7 +16,7 @@ rule scorecard_paper:
         csv=f"{PAPER}/scorecard/{{paper}}.csv",
         conditions=f"{PAPER}/scorecard/{{paper}}_conditions.csv",
     wildcard_constraints:
-        paper="foundation|P1|P2|P3|P4|atlas",
+        paper=SHARED.scorecard_pattern(),
     params:
         tables=SHARED.scorecard_table_args,
         stats=SHARED.stats_json(),
@@ -38,8 +38,8 @@ rule scorecard_paper:
 rule scorecard:
     """Every paper's scorecard section in one table."""
     input:
-        parts=[f"{PAPER}/scorecard/{p}.csv" for p in SHARED.scorecard_papers() + ["atlas"]],
-        conditions=[f"{PAPER}/scorecard/{p}_conditions.csv" for p in SHARED.scorecard_papers() + ["atlas"]],
+        parts=[f"{PAPER}/scorecard/{p}.csv" for p in SHARED.scorecard_papers()],
+        conditions=[f"{PAPER}/scorecard/{p}_conditions.csv" for p in SHARED.scorecard_papers()],
     output:
         md=report(f"{PAPER}/scorecard.md", category="Scorecard", caption="../report/scorecard.rst"),
         csv=f"{PAPER}/scorecard.csv",

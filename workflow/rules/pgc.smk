@@ -18,7 +18,7 @@ wildcard_constraints:
 
 # the paths, runs and specs of the rules below (named functions of a job's wildcards among them)
 P1 = PGCWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
-SHARED.register("P1", P1.tables(), P1.outputs())
+SHARED.register("pgc", P1.tables(), P1.outputs())
 
 
 rule pgc_coding_profile:

@@ -8,7 +8,7 @@ PL = config.get("placement", {})
 PL_DIR = f"{RESULTS}/placement"
 # the paths, options and specs of the rules below (named functions of a job's wildcards among them)
 PL_WF = placement_wf.PlacementRules(PL, PL_DIR, PAPER, SHARED.partition_for_gpus)
-SHARED.register("P2", PL_WF.summary_tables, PL_WF.outputs)  # none without a placement section
+SHARED.register("placement", PL_WF.summary_tables, PL_WF.outputs)  # none without a placement section
 
 
 wildcard_constraints:

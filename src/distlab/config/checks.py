@@ -17,7 +17,9 @@ lists every problem, one line each, naming its key:
 * cross-field rules: s < n, fractional repetition needs (s + 1) | n, a batch
   divides among the workers, c <= n, an image model on an image data set,
   slow workers within n, every data set named by an experiment configured;
-* each paper's own rules (``distlab.<package>.spec.check``, found by :func:`paper_checks`);
+* each paper's own rules (its ``Paper.config_check``: ``CONFIG_SECTION`` and ``check``; the
+  registry's papers, which the Snakefile and ``distlab check-config`` hand in, see
+  :func:`paper_checks`), and each paper's section against its own schema file;
 * ``config/claims.yaml`` (malformed claims, duplicated ids), so a typo there
   fails now rather than in the last job.
 
@@ -43,10 +45,15 @@ from .specs import COUNT_LIMITS, LIST_LIMITS, count_errors, strict_validator_cla
 
 
 
-def paper_checks() -> dict[str, Any]:
-    """Each paper's config check, found, not named: every package ``distlab.<name>`` whose
-    ``spec`` module defines ``CONFIG_SECTION`` (its config section) and ``check(config) ->
-    list of "key: why"``; by section.  A new paper's package joins by having the two."""
+def paper_checks(papers=None) -> dict[str, Any]:
+    """Each paper's config check (``check(config) -> list of "key: why"``), by config section.
+
+    ``papers``: the registry's (``distlab.papers.papers()``; a shared module names no paper, so
+    its callers hand them in), each checked against the ConfigCheck protocol.  Without them (a
+    caller that has no registry at hand, the tests of one check), found, not named: every
+    package ``distlab.<name>`` whose ``spec`` module defines ``CONFIG_SECTION`` and ``check``."""
+    if papers is not None:
+        return {p.section: mod.check for p in papers if (mod := p.config_checker()) is not None}
     import distlab
 
     found: dict[str, Any] = {}
@@ -66,14 +73,41 @@ class ConfigError(ValueError):
     """The configuration is invalid; the message lists every problem with its key."""
 
 
-def _strict_validator(schema_dir: Path) -> jsonschema.protocols.Validator:
+def paper_schemas(papers, schema_dir: str | Path) -> dict[str, Path]:
+    """The schema file of each registered paper's section that config.schema.yaml does not
+    itself name, by section (a paper added by its package and one registry line)."""
+    schema_dir = Path(schema_dir)
+    try:
+        known = set(yaml.safe_load((schema_dir / "config.schema.yaml").read_text(encoding="utf-8"))["properties"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return {}
+    root = schema_dir.resolve().parents[1]  # the repository: workflow/schemas -> .
+    return {p.section: root / p.schema for p in papers or () if p.schema and p.section not in known}
+
+
+def validate_defaults(config: dict, schema_dir: str | Path, papers=()) -> None:
+    """Snakemake's ``validate`` (it fills the schemas' defaults): config.schema.yaml over the
+    sections it names, each paper's own schema over a section it does not (paper_schemas)."""
+    from snakemake.utils import validate
+
+    schema_dir = Path(schema_dir)
+    extra = paper_schemas(papers, schema_dir)
+    base = {k: v for k, v in config.items() if k not in extra}
+    validate(base, str((schema_dir / "config.schema.yaml").resolve()))
+    config.update(base)  # defaults set at the top level
+    for section, path in extra.items():
+        if section in config:
+            validate(config[section], str(path))
+
+
+def _strict_validator(schema_dir: Path, extra: dict[str, Path] | None = None) -> jsonschema.protocols.Validator:
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012
 
     # without "$schema" in the referenced files, jsonschema keeps this strict
     # validator class across $refs instead of switching to the stock one
     resources = []
-    for path in sorted(schema_dir.glob("*.yaml")):
+    for path in sorted(schema_dir.glob("*.yaml")) + sorted((extra or {}).values()):
         contents = yaml.safe_load(path.read_text(encoding="utf-8"))
         contents.pop("$schema", None)
         resource = Resource(contents=contents, specification=DRAFT202012)
@@ -82,10 +116,12 @@ def _strict_validator(schema_dir: Path) -> jsonschema.protocols.Validator:
     main = yaml.safe_load((schema_dir / "config.schema.yaml").read_text(encoding="utf-8"))
     main.pop("$schema", None)
     main["$id"] = (schema_dir / "config.schema.yaml").resolve().as_uri()
+    for section, path in (extra or {}).items():
+        main.setdefault("properties", {})[section] = {"$ref": path.resolve().as_uri()}
     return strict_validator_class()(main, registry=registry)
 
 
-def foreign_file_errors(config_files, schema_dir: str | Path) -> list[str]:
+def foreign_file_errors(config_files, schema_dir: str | Path, papers=()) -> list[str]:
     """A file none of whose top-level keys is a setting of this workflow (a link to some other
     file, ``/etc/shadow`` say) is not a config file: one line naming it, and none of its text
     (its keys would otherwise be quoted back as unknown settings)."""
@@ -93,7 +129,7 @@ def foreign_file_errors(config_files, schema_dir: str | Path) -> list[str]:
 
     try:
         main = yaml.safe_load((Path(schema_dir) / "config.schema.yaml").read_text(encoding="utf-8"))
-        known = set(main.get("properties", {}))
+        known = set(main.get("properties", {})) | set(paper_schemas(papers, schema_dir))
     except (OSError, yaml.YAMLError, AttributeError):
         return []
     out = []
@@ -127,11 +163,13 @@ def _stamp(paths) -> tuple:
 _CACHE: dict[tuple, Any] = {}  # (what, stamp) -> validator or errors: one process checks many configs
 
 
-def schema_errors(config: Mapping[str, Any], schema_dir: str | Path) -> list[str]:
-    """Strict-type schema errors, one per key."""
-    stamp = ("schema", _stamp(sorted(Path(schema_dir).glob("*.yaml"))))
+def schema_errors(config: Mapping[str, Any], schema_dir: str | Path, papers=()) -> list[str]:
+    """Strict-type schema errors, one per key (a registered paper's section that
+    config.schema.yaml does not name: against its own schema file)."""
+    extra = paper_schemas(papers, schema_dir)
+    stamp = ("schema", _stamp(sorted(Path(schema_dir).glob("*.yaml")) + sorted(extra.values())))
     if stamp not in _CACHE:
-        _CACHE[stamp] = _strict_validator(Path(schema_dir))
+        _CACHE[stamp] = _strict_validator(Path(schema_dir), extra)
     validator = _CACHE[stamp]
     out = []
     for e in sorted(validator.iter_errors(dict(config)), key=lambda e: list(map(str, e.absolute_path))):
@@ -259,18 +297,42 @@ def _check_splits(config: Mapping, errors: list[str]) -> None:
                           f"the data to train on; keep their sum at most 0.5")
 
 
-def _check_claims(claims_path: str | Path | None, errors: list[str]) -> None:
+def claims_paper_errors(claims_path: str | Path, papers, claims: list | None = None) -> list[str]:
+    """Claims whose ``paper`` is no registered paper's scorecard section, or whose id does not
+    start with that paper's claims prefix, one line each (``claims``: the file's, read already)."""
+    from ..scoring.claims import ClaimError, load_claims
+
+    if claims is None:
+        try:
+            claims = load_claims(claims_path)
+        except (ClaimError, OSError, yaml.YAMLError):
+            return []  # named by _claims_errors
+    by_id = {p.scorecard: p for p in papers}
+    out = []
+    for c in claims:
+        p = by_id.get(c["paper"])
+        if p is None:
+            out.append(f"{claims_path}: claim {c['id']!r}: bad key 'paper': {c['paper']!r} is not a registered "
+                       f"paper's scorecard section ({', '.join(by_id)})")
+        elif not c["id"].startswith(p.claims_prefix + "."):
+            out.append(f"{claims_path}: claim {c['id']!r}: its id does not start with {p.claims_prefix + '.'!r}, "
+                       f"the prefix of paper {p.scorecard}'s claims")
+    return out
+
+
+def _check_claims(claims_path: str | Path | None, errors: list[str], papers=None) -> None:
     if claims_path is None:
         return
-    stamp = ("claims", _stamp([claims_path]))
+    names = None if papers is None else tuple((p.scorecard, p.claims_prefix) for p in papers)
+    stamp = ("claims", _stamp([claims_path]), names)
     if stamp not in _CACHE:
         found: list[str] = []
-        _claims_errors(claims_path, found)
+        _claims_errors(claims_path, found, papers)
         _CACHE[stamp] = found
     errors += _CACHE[stamp]
 
 
-def _claims_errors(claims_path: str | Path, errors: list[str]) -> None:
+def _claims_errors(claims_path: str | Path, errors: list[str], papers=None) -> None:
     from ..scoring.claims import ClaimError, load_claims
 
     if Path(claims_path).exists():
@@ -280,7 +342,9 @@ def _claims_errors(claims_path: str | Path, errors: list[str]) -> None:
             return
 
     try:
-        load_claims(claims_path)
+        claims = load_claims(claims_path)
+        if papers is not None:  # each claim's paper registered, its id under the paper's prefix
+            errors += claims_paper_errors(claims_path, papers, claims)
     except ClaimError as e:
         errors.append(f"{claims_path}: {e}")
     except yaml.YAMLError as e:
@@ -328,7 +392,7 @@ def _check_extra_seeds(config: Mapping[str, Any], claims_path: str | Path | None
 
 def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
                   claims_path: str | Path | None = None,
-                  config_files: list[str | Path] | tuple = ()) -> list[str]:
+                  config_files: list[str | Path] | tuple = (), papers=None) -> list[str]:
     """Every problem of ``config`` (its files and the claims file), each naming its key.
 
     ``config_files``: the YAML files the configuration was read from, checked for
@@ -348,14 +412,14 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
     except YamlLimitError as e:
         errors.append(str(e))
     if not errors and config_files:
-        errors = foreign_file_errors(config_files, schema_dir)
+        errors = foreign_file_errors(config_files, schema_dir, papers)
     if errors:
         return errors
     for path in config_files:
         errors += bounds.config_file_errors(path) + duplicate_key_errors(path)
     names = _dataset_name_errors(config)
     errors += names
-    schema = schema_errors(config, schema_dir)
+    schema = schema_errors(config, schema_dir, papers)
     if names:  # the schema's own line for these names says less than the one above
         schema = [e for e in schema if not (e.startswith("datasets:") and "does not match" in e)]
     paths = bounds.path_errors(config)  # names and hub paths that climb out (distlab.config.bounds)
@@ -381,7 +445,7 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
     except Exception as e:  # noqa: BLE001
         if not schema:
             cross.append(f"baseline: its cross-field check failed ({type(e).__name__}: {e})")
-    for section, check in paper_checks().items():
+    for section, check in paper_checks(papers).items():
         if section not in config:
             continue
         try:
@@ -396,7 +460,7 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
     errors += [e for e in cross if fresh(e)]
     if not schema:  # memory estimates read well-typed values only
         errors += bounds.memory_errors(config)
-    _check_claims(claims_path, errors)
+    _check_claims(claims_path, errors, papers)
     _check_extra_seeds(config, claims_path, errors)
     seen: set[str] = set()
     return [e for e in errors if not (e in seen or seen.add(e))]
@@ -435,14 +499,15 @@ def _typed(text: str) -> Any:
 
 def check_config(config: Mapping[str, Any], schema_dir: str | Path,
                  claims_path: str | Path | None = None,
-                 config_files: list[str | Path] | tuple = (), overrides: Mapping | None = None) -> None:
+                 config_files: list[str | Path] | tuple = (), overrides: Mapping | None = None,
+                 papers=None) -> None:
     """Raise :class:`ConfigError` listing every problem (see :func:`config_errors`).
 
     ``overrides``: Snakemake's ``--config`` values (``workflow.config_settings.config``),
     whose strings get their YAML types in ``config`` first (:func:`retype_overrides`)."""
     if overrides:
         retype_overrides(config, overrides)
-    errors = config_errors(config, schema_dir, claims_path, config_files)
+    errors = config_errors(config, schema_dir, claims_path, config_files, papers)
     if errors:
         lines = "\n".join(f"  - {e}" for e in errors)
         raise ConfigError(f"invalid configuration ({len(errors)} problem(s)); nothing was run:\n{lines}")

@@ -35,9 +35,6 @@ __all__ = ["RESULTS", "PAPER", "SIM", "ENV", "DATA_SPLITS", "SharedWorkflow", "a
 RESULTS, PAPER, SIM = "results", "paper", "simulated"  # the results, the write-up, the simulated backend
 ENV = "../../envs/distlab.yaml"  # every rule's conda environment (relative to workflow/rules/)
 DATA_SPLITS = ("train", "val", "test")  # a prepared data set's split files, <split>.pt beside its manifest
-# the papers' keys in register_tables/register_outputs, by config section
-PAPER_IDS = {"foundation": "foundation", "pgc": "P1", "placement": "P2",
-             "local_learning": "P3", "demo": "P4", "atlas": "atlas"}
 
 
 def log_path(job: str) -> str:
@@ -150,8 +147,10 @@ class SharedWorkflow:
     """The shared rules' functions of a job's wildcards (data sets, scorecard), bound to the
     config; the rule files' registries of summary tables and paper outputs."""
 
-    def __init__(self, config: dict[str, Any], basedir: str, results: str = RESULTS) -> None:
-        self.config, self.results = config, results
+    def __init__(self, config: dict[str, Any], basedir: str, results: str = RESULTS, papers=()) -> None:
+        # papers: the registry's (distlab.papers.papers(), handed in by common.smk: a shared
+        # module names no paper), in the write-up's order
+        self.config, self.results, self.papers = config, results, tuple(papers)
         self.jobs = config["jobs"]
         # The rules call the library as `python -m distlab`; with the Makefile's virtualenv it is
         # installed, and in a conda env (envs/distlab.yaml) it is found through PYTHONPATH.
@@ -175,40 +174,55 @@ class SharedWorkflow:
         return requests(self.config, *load_claims_file(claims_file))
 
     # -- registries: each paper's rule file registers its own tables and outputs
+    def paper(self, name: str):
+        """The registered paper any of whose names is ``name`` (distlab.pipeline.paper.Paper)."""
+        for p in self.papers:
+            if name in p.names:
+                return p
+        raise ValueError(f"unknown paper {name!r} (registered: {', '.join(p.name for p in self.papers)})")
+
+    def _scorecard_id(self, name: str) -> str:
+        return self.paper(name).scorecard
+
     def register(self, paper: str, tables: dict[str, str] | None = None, outputs=None) -> None:
-        """A paper's summary tables (the scorecard's inputs) and its figures and tables."""
+        """A paper's summary tables (the scorecard's inputs) and its figures and tables; ``paper``
+        is any of its names (its canonical name, config section or scorecard section)."""
         if tables is not None:
             self.register_tables(paper, tables)
         if outputs is not None:
             self.register_outputs(paper, outputs)
 
     def register_tables(self, paper: str, tables: dict[str, str]) -> None:
-        if paper not in PAPER_IDS.values():
-            raise ValueError(f"register_tables: unknown paper {paper!r}")
-        self.summary_tables.setdefault(paper, {}).update(tables)
+        self.summary_tables.setdefault(self._scorecard_id(paper), {}).update(tables)
 
     def register_floors(self) -> None:
         """The language-model papers' quality conditions read their text data set's floors."""
-        for section, paper in (("local_learning", "P3"), ("demo", "P4")):
+        for paper in self.papers:
+            if not paper.text_floors:
+                continue
+            section = paper.section
             name = (self.config.get(section) or {}).get("dataset")
             if section in self.config and self.config["datasets"].get(name, {}).get("kind") == "text":
-                self.register_tables(paper, {f"floors_{name}": floors_table(name, self.results)})
+                self.register_tables(paper.scorecard, {f"floors_{name}": floors_table(name, self.results)})
 
     def scorecard_inputs(self, paper: str) -> dict[str, str]:
         return dict(self.summary_tables.get(paper, {}))
 
     def register_outputs(self, paper: str, paths) -> None:
-        if paper not in PAPER_IDS.values():
-            raise ValueError(f"register_outputs: unknown paper {paper!r}")
-        self.paper_outputs.setdefault(paper, []).extend(paths)
+        self.paper_outputs.setdefault(self._scorecard_id(paper), []).extend(paths)
 
     def all_outputs(self) -> list[str]:
-        return [f for paper in ("foundation", "P1", "P2", "P3", "P4", "atlas")
-                for f in self.paper_outputs.get(paper, [])]
+        """Every paper's figures and tables, in the registry's order."""
+        return [f for paper in self.papers for f in self.paper_outputs.get(paper.scorecard, [])]
 
     def scorecard_papers(self) -> list[str]:
-        """Papers with at least one registered table, in a fixed order."""
-        return [p for p in ("foundation", "P1", "P2", "P3", "P4") if p in self.summary_tables]
+        """The scorecard's sections, in the registry's order: each paper with at least one
+        registered table, and those scored without tables (their rows then read "not run")."""
+        return [p.scorecard for p in self.papers if p.scorecard in self.summary_tables or p.scored_without_tables]
+
+    def scorecard_pattern(self) -> str:
+        """The ``paper`` wildcard's values: every registered paper's scorecard section."""
+        return "|".join(p.scorecard for p in self.papers)
 
     def scorecard_tables(self, wildcards) -> list[str]:
         """scorecard_paper's inputs: the tables the paper of the ``paper`` wildcard registered."""
