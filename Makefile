@@ -55,7 +55,7 @@ SNAKEMAKE_CONSOLE ?= --logger distlab
 CONFIG ?=
 SNAKEMAKE_ARGS ?=
 SMK_ARGS = $(SNAKEMAKE_ARGS)$(if $(strip $(CONFIG)), --configfile $(CONFIG))
-PREFLIGHT = $(BIN)/python -m distlab.config.preflight $(SMK_ARGS) || exit 2
+PREFLIGHT = $(BIN)/python -c 'import sys; from distlab.config.preflight import main; sys.exit(main())' $(SMK_ARGS) || exit 2
 
 # A summary table present and up to date does not make Snakemake look at the runs it was made
 # from: one deleted since, it reports "Nothing to be done".  Each table records its runs
@@ -73,7 +73,7 @@ reproduce: $(STAMP)
 	@mkdir -p results; start=$$(date +%s); load=$$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); \
 	commit=$$(git rev-parse HEAD 2>/dev/null); \
 	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); rc=0; \
-	force=$$($(BIN)/python -m distlab.results.recheck results paper) || exit 2; \
+	force=$$($(BIN)/python -c 'import sys; from distlab.results.recheck import main; sys.exit(main())' results paper) || exit 2; \
 	$(JOBS_VIA) snakemake --cores $(CORES) $(SNAKEMAKE_CONSOLE) $$force $(SMK_ARGS) || rc=$$?; \
 	$(BIN)/python scripts/snapshot.py record --out results/reproduce.json --start "$$start" \
 	  --rc $$rc --commit "$$commit" --dirty "$$dirty" --load-start "$$load" --cores $(CORES); \

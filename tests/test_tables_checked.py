@@ -177,13 +177,14 @@ def test_a_figure_or_table_reader_refuses_in_one_line(tmp_path, paper, which, re
 
 def test_the_scorecard_records_the_runs_it_graded_and_its_readers_refuse_a_vanished_one(tmp_path):
     from distlab.scoring.report import write_report
-    from distlab.scoring.scorecard import _record_graded_runs, merge_scorecards
+    from distlab.results.tables import record_graded_runs
+    from distlab.scoring.scorecard import merge_scorecards
 
     tables, runs, victim = _summaries(tmp_path, "P1")
     part = tmp_path / "paper" / "scorecard" / "P1.csv"
     card = pd.DataFrame({"id": ["pgc.x"], "paper": ["P1"], "verdict": ["reproduced"], "n_seeds": [2]})
     write_table(card, part)
-    _record_graded_runs(part, card, [tables[1]])
+    record_graded_runs(part, card, [tables[1]])
     assert sorted(recorded_runs(part)) == sorted(Path(r).resolve() for r in runs)
     shutil.rmtree(victim)
     with pytest.raises(ResultError, match=rf"^{part}: 1 of the 2 runs"):

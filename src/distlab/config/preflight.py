@@ -82,6 +82,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PREFIX}: {line}", file=sys.stderr)
     return 2 if problems else 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -50,6 +50,3 @@ def main(argv: list[str] | None = None) -> int:
         print(" ".join(["--forcerun", *(str(t) for t, _ in stale)]))
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -230,3 +230,12 @@ def fmt_ci(est: float, lo: float, hi: float, digits: int = 3) -> str:
         decimals = digits
     e_txt, lo_txt, hi_txt = (f"{v:.{decimals}f}" for v in values)
     return f"{e_txt} [{lo_txt}, {hi_txt}]"
+
+
+def record_graded_runs(csv_out: str | os.PathLike[str], df: pd.DataFrame,
+                       sources: Sequence[str | os.PathLike[str]]) -> None:
+    """A scorecard's record: its checksum and every run the tables it graded were made from
+    (their own records), so a reader of the scorecard (the merge, the report, the snapshot)
+    refuses it once one of those runs has vanished (:func:`read_table_checked`)."""
+    runs = list(dict.fromkeys(r for s in sources for r in recorded_runs(s)))
+    write_table_record(csv_out, df, runs)

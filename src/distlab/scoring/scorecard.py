@@ -600,6 +600,7 @@ def main_scorecard(
     target needs.
     """
     from ..results.runs import git_revision
+    from ..results.tables import record_graded_runs
 
     tables = {name: _read_table(p) for name, p in summaries.items()}
     claims, conditions = load_claims_file(claims_path)
@@ -615,19 +616,8 @@ def main_scorecard(
     write_scorecard(df, md_out, csv_out, title=title,
                     stale=stale_runs(tables, git_revision()["commit"]),
                     conditions=conditions_frame(results), conditions_csv=conditions_out)
-    _record_graded_runs(csv_out, df, list(summaries.values()))
+    record_graded_runs(csv_out, df, list(summaries.values()))
     return df
-
-
-def _record_graded_runs(csv_out: str | os.PathLike[str], df: pd.DataFrame,
-                        sources: Sequence[str | os.PathLike[str]]) -> None:
-    """The scorecard's record: its checksum and every run the tables it graded were made from,
-    so a reader of the scorecard (the merge, the report, the snapshot) refuses it once one of
-    those runs has vanished (:func:`distlab.results.tables.read_table_checked`)."""
-    from ..results.tables import recorded_runs, write_table_record
-
-    runs = list(dict.fromkeys(r for s in sources for r in recorded_runs(s)))
-    write_table_record(csv_out, df, runs)
 
 
 def merge_scorecards(parts: Sequence[str | os.PathLike[str]], md_out: str | os.PathLike[str],
@@ -651,5 +641,7 @@ def merge_scorecards(parts: Sequence[str | os.PathLike[str]], md_out: str | os.P
                           "run": "", "seed": "", "commit": "", "dirty": ""}) if stale_parts else None
     conditions = pd.concat(conds, ignore_index=True) if conds else None
     write_scorecard(df, md_out, csv_out, stale=stale, conditions=conditions)
-    _record_graded_runs(csv_out, df, list(parts))
+    from ..results.tables import record_graded_runs
+
+    record_graded_runs(csv_out, df, list(parts))
     return df

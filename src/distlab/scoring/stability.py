@@ -184,10 +184,10 @@ def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None 
     settled.to_csv(out.with_name("scorecard_stable.csv"), index=False)
     from .scorecard import write_scorecard
 
-    from .scorecard import _record_graded_runs
+    from ..results.tables import record_graded_runs
 
     write_scorecard(settled, out.with_name("scorecard_stable.md"), out.with_name("scorecard_stable.csv"),
                     title=f"Reproduction scorecard, settled over {k} evaluations of the measured parts")
     # its record: the runs the evaluated scorecards graded (the snapshot refuses it once one is gone)
-    _record_graded_runs(out.with_name("scorecard_stable.csv"), settled, cards)
+    record_graded_runs(out.with_name("scorecard_stable.csv"), settled, cards)
     return table
