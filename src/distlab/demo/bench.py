@@ -190,9 +190,17 @@ def _whole_step_rows(spec: dict, data: Path, threads: int, label: str, rounds: i
 def gpu_processes() -> int:
     """Processes for the NCCL benchmark: one per GPU, at most 2 (NCCL runs one rank a GPU; on one
     GPU the run is world size 1, so no collective runs and the step is the optimizer's own work)."""
-    if not torch.cuda.is_available():
-        raise SystemExit("demo-bench: backend 'nccl' needs a GPU, and this machine has none")
     return max(1, min(2, torch.cuda.device_count()))
+
+
+NO_GPU = "not run: no GPU"
+
+
+def _no_gpu_rows(models: list[tuple[str, dict]], parts: list[str]) -> list[dict]:
+    """The NCCL benchmark on a machine without CUDA: one row per model and part, each reading
+    "not run: no GPU" (no timing stands in for a GPU's)."""
+    return [{"benchmark": f"{part}, nccl (GPU)", "model": label, "what": NO_GPU, "median_ms": float("nan"),
+             "ratio_vs_adamw_default": float("nan"), "repeats": 0} for label, _ in models for part in parts]
 
 
 def main_bench(spec: dict, data: Path, out: Path, threads: int) -> pd.DataFrame:
@@ -204,8 +212,10 @@ def main_bench(spec: dict, data: Path, out: Path, threads: int) -> pd.DataFrame:
     topk, chunk = int(d.get("topk", 32)), int(d.get("chunk", 64))
     parts = spec.get("parts", ["optimizer", "whole step", "ops"])
     backend = spec.get("backend", "gloo")
-    nprocs = gpu_processes() if backend == "nccl" else int(spec.get("nprocs", 2))
     models = [("default", spec["model"])] + ([("large", spec["large_model"])] if "large_model" in spec else [])
+    if backend == "nccl" and not torch.cuda.is_available():
+        return _write(_no_gpu_rows(models, parts), Path(out))
+    nprocs = gpu_processes() if backend == "nccl" else int(spec.get("nprocs", 2))
     torch.set_num_threads(1)
     rows = []
     if "optimizer" in parts:
@@ -221,8 +231,11 @@ def main_bench(spec: dict, data: Path, out: Path, threads: int) -> pd.DataFrame:
         for label, cfg in models:
             run = {**spec["run"], "model": cfg, "steps": int(spec["steps"]), "eval_every": int(spec["steps"])}
             rows += _whole_step_rows(run, Path(data), threads, label, int(spec.get("rounds", 2)), backend, nprocs)
+    return _write(rows, Path(out))
+
+
+def _write(rows: list[dict], out: Path) -> pd.DataFrame:
     df = pd.DataFrame(rows)
-    out = Path(out)
     write_csv(df, out)
     atomic_write_text(out.with_suffix(".md"),
                       "# DeMo benchmarks (measured, this machine; medians of interleaved repeats)\n\n"
