@@ -141,6 +141,7 @@ def _query_config(tmp_path: Path, target: float) -> Path:
 
     a = yaml.safe_load((ROOT / "config/config.yaml").read_text())["atlas"]
     a.pop("headline", None)
+    a.pop("trend", None)
     a.update(target_loss=target, techniques=["ddp", "is-sgd"], sizes={"only": MODEL}, n_workers=[2], seeds=[0, 1],
              train_under={"stragglers": [], "sizes": ["only"], "seeds": [0]},
              compute="measured")  # the runs charged their measured compute: the hand computation adds it up
@@ -220,8 +221,10 @@ def _shrunk_atlas() -> dict:
     a.update(sizes={"small": MODEL, "large": {**MODEL, "d_model": 16}}, n_workers=[2], seeds=[0, 1], batch_size=2,
              steps=4, eval_every=2, eval_batches=1, demo={"topk": 4, "chunk": 16, "decay": 0.999},
              diloco={"H": 2, "outer_lr": 0.7, "outer_momentum": 0.9})
-    a["sweep"] = {**a["sweep"], "lrs": [0.01, 0.03], "widen": 1}
+    a["sweep"] = {**a["sweep"], "lrs": [0.01, 0.03], "widen": 1,
+                  "settings": {**a["sweep"]["settings"], "diloco": [5, 10]}}
     a["headline"] = {**a["headline"], "n_workers": 2, "seeds": [2]}
+    a.pop("trend", None)  # the trend cells' own test: tests/test_atlas_trend.py
     a["bench"] = {**a["bench"], "techniques": ["ddp", "pgc-fr"], "sizes": ["small"], "n_workers": [2],
                   "steps": 2, "repeats": 1}
     return a
@@ -261,7 +264,7 @@ def test_diloco_sweeps_its_outer_lr_momentum_and_h(tmp_path, pydoc_dir):
     assert len(todo) == 2 * 3 * 3 * 2 and len({label for label, _ in todo}) == len(todo)
     assert {(s["diloco"]["H"], s["diloco"]["outer_lr"], s["diloco"]["outer_momentum"]) for _, s in todo} == \
         {(h, lr, m) for h in (1, 2, 4) for lr in (0.5, 0.7, 1.0) for m in (0.8, 0.9)}
-    # the list form is unchanged (labels too: the default atlas's sweep runs keep their names)
+    # the list form is unchanged (labels too: DiLoCo-DeMo's sweep runs keep their names)
     assert [label for label, _ in sweep_specs(_shrunk_atlas(), "diloco")] == \
         ["lr0.01_H5", "lr0.01_H10", "lr0.03_H5", "lr0.03_H10"]
     choice = train.technique_job(a, "diloco", pydoc_dir, tmp_path / "diloco")

@@ -56,3 +56,43 @@ def test_demo_bench_reports_the_count_as_a_row(tmp_path):
     row = df[df["benchmark"] == "top-level aten ops of one step"].iloc[0]
     assert row["tensors"] == 28 and 0 < row["ops"] <= BOUND
     assert (tmp_path / "bench.md").is_file()
+
+
+def test_the_step_compiles_as_one_graph_and_equals_the_eager_step():
+    """``torch.compile(opt.step, fullgraph=True)`` (a graph break would raise): one graph, and five
+    compiled steps leave the parameters bit-equal to five eager ones from the same gradients.
+    The aot_eager backend traces what inductor would compile without its code generation; the
+    inductor cost (first call, steady step against eager) is ``demo-bench`` part "compile"."""
+    import torch._dynamo as dynamo
+
+    from distlab.demo.bench import compiled_step
+    from distlab.techniques import DeMo
+
+    torch.set_num_threads(1)
+    runs = []
+    for compiled in (False, True):
+        dynamo.reset()
+        params = _params(2, 128)
+        opt = DeMo(params, lr=1e-3, compression_topk=8, compression_chunk=32)
+        step = compiled_step(opt, backend="aot_eager") if compiled else opt.step
+        for i in range(5):
+            for p in params:
+                p.grad = torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel() + i))
+            step()
+        runs.append([p.detach().clone() for p in params])
+    assert all(torch.equal(a, b) for a, b in zip(*runs))
+    explained = dynamo.explain(opt.step)()
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+
+
+def test_demo_bench_reports_the_compile_cost(tmp_path):
+    """Part "compile": the first compiled call and the steady compiled step against eager, bit-equal."""
+    from distlab.demo import bench
+
+    model = {"name": "gpt", "n_layer": 1, "d_model": 64, "n_head": 2, "block_size": 64}
+    df = bench.main_bench({"model": model, "lr": 1e-3, "repeats": 2, "steps": 1, "parts": ["compile"]},
+                          tmp_path, tmp_path / "bench.csv", threads=1)
+    rows = df[df["benchmark"] == "torch.compile (inductor) of one step"]
+    assert len(rows) == 2 and (rows["median_ms"] > 0).all()
+    assert "bit-equal" in rows.iloc[1]["what"] and "NOT" not in rows.iloc[1]["what"]
+    assert rows.iloc[1]["ratio_vs_eager"] > 0

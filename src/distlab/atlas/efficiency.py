@@ -229,6 +229,9 @@ def efficiency_at(technique: str, P: float, N: int, cells: list[CellRatio], fits
     if technique in user:
         r = user[technique]
         return Efficiency(r, r, r, "user", "given with --efficiency")
+    own = [c for c in cells if c.technique == technique]
+    if own:  # the technique's own evidence: the sizes and N where its ratio was measured
+        sizes, workers = sorted({c.n_params for c in own}), sorted({c.N for c in own})
     dP, dN = evidence_distance(P, N, sizes, workers)
     d = max(dP, dN)
     if d <= NEAR:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..results.tables import markdown_table, write_table
+from ..results.tables import markdown_table, write_table, write_table_record
 from .efficiency import measured_ratios
 from .profile import apply as apply_profile
 from .profile import load as load_profile
@@ -76,9 +76,12 @@ def build_map(a: dict, done_files, ref_done, floors_csv, out: Path) -> dict:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     target = float(a["target_loss"])
-    recs = apply_profile(load_runs(done_files), a)  # atlas.compute: the stored profile's seconds, or measured
+    every = apply_profile(load_runs(done_files), a)  # atlas.compute: the stored profile's seconds, or measured
+    # the map ranks the full grid only; the trend cells (atlas.trend) join the step-efficiency fit
+    recs = [r for r in every if not r.trend]
     bws, lats = bandwidths(a), [float(x) for x in a["map"]["latencies"]]
     axis = a["straggler_axis"]
+    grid_cells = {(r.n_params, r.n) for r in recs}
     # the straggler configs of each N differ only by where "last" points: one table per N
     cells = []
     for n in sorted({r.n for r in recs}):
@@ -96,7 +99,7 @@ def build_map(a: dict, done_files, ref_done, floors_csv, out: Path) -> dict:
     for P in ex["sizes"]:
         for n in ex["workers"]:
             for sname, scfg in axis.items():
-                df = projected_cells(recs, target, float(P), int(n), int(a["s"]), clock, lat_mid, bws,
+                df = projected_cells(every, target, float(P), int(n), int(a["s"]), clock, lat_mid, bws,
                                      straggler_for(scfg, int(n)))
                 if not df.empty:
                     df["straggler"] = sname
@@ -110,7 +113,8 @@ def build_map(a: dict, done_files, ref_done, floors_csv, out: Path) -> dict:
                        crossovers(allcells, "is-sgd", "ddp"), crossovers(allcells, "diloco-demo", "diloco")],
                       ignore_index=True)
     write_table(cross, out / "crossovers.csv")
-    ratio_rows = pd.DataFrame([vars(c) for c in measured_ratios(recs, target)[0]])
+    ratio_rows = pd.DataFrame([{**vars(c), "trend": (c.n_params, c.N) not in grid_cells}
+                               for c in measured_ratios(every, target)[0]])
     write_table(ratio_rows, out / "efficiency.csv")
     ref = reference_table(a, ref_done, floors_csv, target)
     write_table(ref, out / "reference.csv")
@@ -119,7 +123,11 @@ def build_map(a: dict, done_files, ref_done, floors_csv, out: Path) -> dict:
                 "steps_to_target": r.steps_to_target(target)} for r in recs if r.straggler.get("model") == "none"]
     reached = pd.DataFrame(reached)
     write_table(reached, out / "steps_to_target.csv")
-    write_table(ttt_table(a, recs), out / "ttt.csv")
+    ttt = ttt_table(a, recs)
+    write_table(ttt, out / "ttt.csv")
+    # the scorecard's table records the runs it was built from (a vanished run fails its reader)
+    write_table_record(out / "ttt.csv", ttt,
+                       [d for f in done_files for d in json.loads(Path(f).read_text())["runs"]])
     big = max(recs, key=lambda r: (r.technique == "ddp", r.n, r.n_params))
     bench = replay_benchmark(big, target)
     (out / "bench_replay.json").write_text(json.dumps(bench, indent=2) + "\n")

@@ -13,6 +13,15 @@ from .profile import size_key
 from .spec import TECHNIQUES, kind
 
 
+def _trend_specs(a: dict, technique: str) -> list[tuple[str, dict]]:
+    """The technique's trend runs (atlas.trend), as run_specs makes them."""
+    from .workflow import run_specs
+
+    if technique not in (a.get("trend") or {}).get("techniques", []):
+        return []
+    return [(label, spec) for label, spec in run_specs(a, technique, 0.01, None) if spec.get("trend")]
+
+
 def check_covers(prof: dict, a: dict, techniques=None) -> list[str]:
     """What the profile lacks for the section ``a`` (every size x technique x N it runs)."""
     from .workflow import reference_specs, run_specs, sweep_specs
@@ -81,10 +90,11 @@ def measure(sections: list[dict], data_dir, work_dir, repeats: int, steps: int, 
                 for n in a["n_workers"]:
                     k = size_key(a["sizes"][size], a["batch_size"])
                     shapes.setdefault(k, (dict(a["sizes"][size]), int(a["batch_size"]), a, set()))[3].add((t, int(n)))
-        for _, spec in reference_specs(a):
+        for _, spec in reference_specs(a) + [ls for t in techniques or list(TECHNIQUES)
+                                             for ls in _trend_specs(a, t)]:
             k = size_key(spec["model"], spec["batch_size"])
             shapes.setdefault(k, (dict(spec["model"]), int(spec["batch_size"]), a, set()))[3].add(
-                ("ddp", int(spec["n_workers"])))
+                (spec["technique"], int(spec["n_workers"])))
     out_sizes = {}
     for k, (model, bs, base, combos) in sorted(shapes.items()):
         block = int(model.get("block_size", 32))

@@ -114,7 +114,8 @@ def check_complete(a: dict, runs_dir) -> list[Recording]:
     missing, recs = [], []
     try:
         names = techniques(a)
-        want_models = {json.dumps(m, sort_keys=True): k for k, m in a["sizes"].items()}
+        want_models = {json.dumps(m, sort_keys=True): k
+                       for k, m in {**(a.get("trend") or {}).get("sizes", {}), **a["sizes"]}.items()}
     except (KeyError, TypeError, AttributeError) as e:
         raise QueryError(f"--config: the atlas section lacks or misstates {e}") from None
     for t in names:
@@ -217,7 +218,10 @@ def rank(recs: list[Recording], a: dict, params: float, workers: int, bandwidth:
                          f"are not known here: give --efficiency (e.g. ddp=1,diloco=1.9, a YAML file, or 'published')")
     cells, obs = measured_ratios(recs, target)
     fits = {t: f for t, f in ((t, fit_log_ratio(t, o)) for t, o in obs.items()) if f is not None}
-    measured_cell = (int(params), workers) in {(r.n_params, r.n) for r in recs} and float(params) == int(params)
+    # a measured cell is one of the full grid's (every technique ran there); a trend cell (atlas.trend,
+    # a few techniques) informs the ratios' fit only
+    grid = [r for r in recs if not r.trend]
+    measured_cell = (int(params), workers) in {(r.n_params, r.n) for r in grid} and float(params) == int(params)
     ddp_cells = {(c.n_params, c.N): c.ddp_steps for c in cells if c.technique == "ddp"}
     if ddp_steps is not None:
         K, k_basis = float(ddp_steps), "given with --ddp-steps"
@@ -240,7 +244,7 @@ def rank(recs: list[Recording], a: dict, params: float, workers: int, bandwidth:
         if not measured_cell:
             raise QueryError("--flops-per-s/--device: a size or worker count that was not measured needs the "
                              "projected clock")
-        sub = [r for r in recs if (r.n_params, r.n) == (int(params), workers)]
+        sub = [r for r in grid if (r.n_params, r.n) == (int(params), workers)]
         bws = np.concatenate([[bandwidth], BE_GRID])
         with np.errstate(invalid="ignore"):
             sim = simulated_cells(sub, target, bws, [latency], {"query": straggler})

@@ -31,6 +31,11 @@ class Recording:
                    flops_per_pass=float(r["flops_per_pass"]), straggler=r["straggler"], network=r["network"],
                    steps=r["steps"], n_params=int(man.get("n_params", 0)), spec=man.get("spec"))
 
+    @property
+    def trend(self) -> bool:
+        """A trend cell's run (``atlas.trend``): for the step-efficiency fit, never ranked on the map."""
+        return bool((self.spec or {}).get("trend"))
+
     def curve(self) -> tuple[np.ndarray, np.ndarray]:
         """(step, validation loss) at every evaluation (the model after ``step`` updates)."""
         pts = [(s["step"], s["val_loss"]) for s in self.steps if s.get("val_loss") is not None]

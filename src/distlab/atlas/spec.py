@@ -71,6 +71,7 @@ SPEC_SCHEMA = {
         "powersgd": POWERSGD_OPTIONS,
         "cluster": specs.CLUSTER,
         "device": {"enum": ["auto", "cpu", "cuda"]},   # distlab.runtime.device; absent: the CPU
+        "trend": {"const": True},  # a trend cell (atlas.trend): the efficiency fit's, not the map's
     },
 }
 
@@ -99,3 +100,34 @@ def check_spec(spec: dict) -> None:
     m = spec["model"]
     if m.get("d_model", 64) % m.get("n_head", 4):
         raise specs.SpecError("atlas spec: key 'model.n_head': must divide model.d_model")
+
+
+CONFIG_SECTION = "atlas"  # distlab.config.checks.paper_checks finds check() by it
+
+
+def check(config) -> list[str]:
+    """Cross-field rules of the ``atlas:`` section, one ``"key: why"`` line each: every size a
+    part names is defined (the trend's sizes beside ``atlas.sizes``, not redefining one of them)
+    and the trend pairs with DDP.  A headline or trend technique outside ``atlas.techniques`` is
+    not an error: an overlay that runs fewer techniques runs their cells for those it keeps."""
+    a = config.get("atlas")
+    if not isinstance(a, dict) or not isinstance(a.get("sizes"), dict):
+        return []
+    errors: list[str] = []
+    tr = a.get("trend") or {}
+    trend_sizes = tr.get("sizes") or {}
+    known = set(a["sizes"]) | set(trend_sizes)
+    for key, size in (("headline.size", (a.get("headline") or {}).get("size")),
+                      ("sweep.size", (a.get("sweep") or {}).get("size")),
+                      ("reference.size", (a.get("reference") or {}).get("size")),
+                      ("trend.workers_size", tr.get("workers_size"))):
+        if size is not None and size not in a["sizes"]:
+            errors.append(f"atlas.{key}: {size!r} is not one of atlas.sizes ({', '.join(sorted(a['sizes']))})")
+    for size in (a.get("train_under") or {}).get("sizes") or []:
+        if size not in known:
+            errors.append(f"atlas.train_under.sizes: {size!r} is not a defined size")
+    for name in sorted(set(trend_sizes) & set(a["sizes"])):
+        errors.append(f"atlas.trend.sizes.{name}: already one of atlas.sizes; name the trend's own sizes apart")
+    if tr and "ddp" not in (tr.get("techniques") or []):
+        errors.append("atlas.trend.techniques: must include ddp (the step-efficiency ratios' denominator)")
+    return errors

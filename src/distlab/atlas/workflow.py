@@ -44,17 +44,34 @@ def base_spec(a: dict, technique: str, size: str, n: int, seed: int, lr: float, 
     """A run spec; its ``cluster.compute`` is the stored profile's charge for this technique, size
     and N (``atlas.compute: stored``, :mod:`distlab.atlas.profile`) or measured compute."""
     spec = {"experiment": "atlas", "technique": technique, "backend": "simulated", "seed": int(seed),
-            "model": dict(a["sizes"][size]), "n_workers": int(n), "batch_size": int(a["batch_size"]),
+            "model": dict(size_model(a, size)), "n_workers": int(n), "batch_size": int(a["batch_size"]),
             "lr": float(lr), "steps": int(steps or a["steps"]), "eval_every": int(a["eval_every"]),
             "eval_batches": int(eval_batches or a["eval_batches"]), "s": int(a["s"]),
             "demo": dict(a["demo"]), "diloco": dict(a["diloco"]), "powersgd": dict(a["powersgd"]),
-            "cluster": {"compute": spec_compute(a, a["sizes"][size], int(a["batch_size"]), technique, int(n)),
+            "cluster": {"compute": spec_compute(a, size_model(a, size), int(a["batch_size"]), technique, int(n)),
                         "network": dict(a["cluster"]["network"]), "straggler": dict(straggler)}}
     for sec, val in (setting or {}).items():
         spec[sec] = {**spec[sec], **val}
     if "device" in a:  # the workers' device, where the config names one (config/gpu.yaml)
         spec["device"] = a["device"]
     return spec
+
+
+def size_model(a: dict, size: str) -> dict:
+    """A size's model: ``atlas.sizes`` (the full grid's) or ``atlas.trend.sizes`` (trend cells only)."""
+    return {**(a.get("trend") or {}).get("sizes", {}), **a["sizes"]}[size]
+
+
+def trend_cells(a: dict, technique: str) -> list[tuple[str, int, int]]:
+    """(size, N, seed) of the technique's trend cells (``atlas.trend``): every trend size at
+    ``size_n`` and ``workers_size`` at every trend N, on ``atlas.seeds``, less the full grid's
+    cells (those run anyway)."""
+    tr = a.get("trend")
+    if not tr or technique not in tr["techniques"]:
+        return []
+    cells = [(size, int(tr["size_n"]), seed) for size in tr["sizes"] for seed in a["seeds"]]
+    cells += [(tr["workers_size"], int(n), seed) for n in tr["n_workers"] for seed in a["seeds"]]
+    return [c for c in cells if not (c[0] in a["sizes"] and c[1] in a["n_workers"])]
 
 
 def sweep_specs(a: dict, technique: str, lrs: list[float] | None = None) -> list[tuple[str, dict]]:
@@ -99,8 +116,8 @@ def widened_lr(lrs: list[float], best: float) -> float | None:
 
 def run_specs(a: dict, technique: str, lr: float, setting: dict | None) -> list[tuple[str, dict]]:
     """Every size x N x seed with no stragglers (plus ``headline.seeds`` at the headline
-    claims' size and N for their techniques), then the arrival-dependent technique's
-    straggler models."""
+    claims' size and N for their techniques, and the technique's :func:`trend_cells`), then the
+    arrival-dependent technique's straggler models."""
     cells = list(itertools.product(a["sizes"], a["n_workers"], a["seeds"]))
     hl = a.get("headline")
     if hl and technique in hl["techniques"]:
@@ -109,6 +126,9 @@ def run_specs(a: dict, technique: str, lr: float, setting: dict | None) -> list[
     for size, n, seed in cells:
         out.append((f"{size}/n{n}/none/seed{seed}",
                     base_spec(a, technique, size, n, seed, lr, {"model": "none"}, setting=setting)))
+    for size, n, seed in trend_cells(a, technique):
+        spec = base_spec(a, technique, size, n, seed, lr, {"model": "none"}, setting=setting)
+        out.append((f"trend/{size}/n{n}/none/seed{seed}", {**spec, "trend": True}))
     if arrival_dependent(technique):
         tu = a["train_under"]
         for sname, size, n, seed in itertools.product(tu["stragglers"], tu["sizes"], a["n_workers"], tu["seeds"]):

@@ -110,6 +110,51 @@ def _op_count_rows(model_cfg: dict, label: str, lr: float, topk: int, chunk: int
              "ratio_vs_adamw_default": float("nan"), "repeats": 1}]
 
 
+def compiled_step(opt: DeMo, backend: str = "inductor"):
+    """``opt.step`` compiled whole (``fullgraph=True``: a graph break is an error, not a silent
+    fallback) for the shapes of this optimizer's parameters (``dynamic=False``: a second model's
+    compile through the same code would otherwise mark sizes dynamic, which this torch's symbolic
+    shapes refused on the tile layout).  The layout is built eagerly first (it is compiler-disabled:
+    lists of views made once), so the compiled function is the step's arithmetic only."""
+    opt.layout  # noqa: B018 (built here, outside the graph)
+    return torch.compile(opt.step, backend=backend, fullgraph=True, dynamic=False)
+
+
+def _compile_rows(model_cfg: dict, label: str, repeats: int, lr: float, topk: int, chunk: int) -> list[dict]:
+    """The cost of ``torch.compile`` on one step (inductor, CPU here): the first compiled call
+    (tracing and code generation) and the steady step, against the eager step, medians of
+    interleaved repeats; both paths take the same gradients and end bit-equal or the row says not."""
+    def setup():
+        model = build_lm(model_cfg, 256, torch.float32, 0)
+        params = [p for p in model.parameters() if p.requires_grad]
+        for p in params:
+            p.grad = torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel()), dtype=p.dtype)
+        return params, DeMo(params, lr=lr, compression_topk=topk, compression_chunk=chunk)
+
+    pe, eager = setup()
+    pc, opt = setup()
+    eager.step()
+    step = compiled_step(opt)
+    t0 = time.perf_counter()
+    step()
+    first = time.perf_counter() - t0
+    te, tc = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter(); eager.step(); te.append(time.perf_counter() - t0)
+        t0 = time.perf_counter(); step(); tc.append(time.perf_counter() - t0)
+    equal = all(torch.equal(a, b) for a, b in zip(pe, pc))
+    n = sum(p.numel() for p in pe)
+    base = {"model": label, "params": n, "tensors": len(pe), "ops": float("nan"), "repeats": repeats}
+    return [{**base, "benchmark": "torch.compile (inductor) of one step", "what": "first compiled call (compile)",
+             "median_ms": first * 1e3, "ratio_vs_adamw_default": float("nan"), "ratio_vs_eager": float("nan")},
+            {**base, "benchmark": "torch.compile (inductor) of one step",
+             "what": f"compiled step / eager step ({'bit-equal' if equal else 'NOT bit-equal'} after "
+                     f"{repeats + 1} steps)",
+             "median_ms": statistics.median(tc) * 1e3,
+             "ratio_vs_adamw_default": float("nan"),
+             "ratio_vs_eager": statistics.median(tc) / statistics.median(te)}]
+
+
 def _whole_step_rows(spec: dict, data: Path, threads: int, label: str, rounds: int = 2,
                      backend: str = "gloo", nprocs: int = 2) -> list[dict]:
     from ..runtime.launch import run_torchrun
@@ -145,21 +190,32 @@ def _whole_step_rows(spec: dict, data: Path, threads: int, label: str, rounds: i
 def gpu_processes() -> int:
     """Processes for the NCCL benchmark: one per GPU, at most 2 (NCCL runs one rank a GPU; on one
     GPU the run is world size 1, so no collective runs and the step is the optimizer's own work)."""
-    if not torch.cuda.is_available():
-        raise SystemExit("demo-bench: backend 'nccl' needs a GPU, and this machine has none")
     return max(1, min(2, torch.cuda.device_count()))
+
+
+NO_GPU = "not run: no GPU"
+
+
+def _no_gpu_rows(models: list[tuple[str, dict]], parts: list[str]) -> list[dict]:
+    """The NCCL benchmark on a machine without CUDA: one row per model and part, each reading
+    "not run: no GPU" (no timing stands in for a GPU's)."""
+    return [{"benchmark": f"{part}, nccl (GPU)", "model": label, "what": NO_GPU, "median_ms": float("nan"),
+             "ratio_vs_adamw_default": float("nan"), "repeats": 0} for label, _ in models for part in parts]
 
 
 def main_bench(spec: dict, data: Path, out: Path, threads: int) -> pd.DataFrame:
     """``spec``: {"model", "large_model" (optional), "repeats", "steps", "lr", "demo": {...}, "run": run spec,
-    "parts" (default all three: "optimizer", "whole step", "ops" (:func:`count_step_ops`)), "backend" ("gloo", the default, or "nccl": one
+    "parts" (default all three: "optimizer", "whole step", "ops" (:func:`count_step_ops`); "compile"
+    (:func:`_compile_rows`, on request: inductor's cost) joins where named), "backend" ("gloo", the default, or "nccl": one
     process per GPU, see :func:`gpu_processes`), "nprocs" (gloo: default 2), "rounds" (default 2)}."""
     d = spec.get("demo", {})
     topk, chunk = int(d.get("topk", 32)), int(d.get("chunk", 64))
     parts = spec.get("parts", ["optimizer", "whole step", "ops"])
     backend = spec.get("backend", "gloo")
-    nprocs = gpu_processes() if backend == "nccl" else int(spec.get("nprocs", 2))
     models = [("default", spec["model"])] + ([("large", spec["large_model"])] if "large_model" in spec else [])
+    if backend == "nccl" and not torch.cuda.is_available():
+        return _write(_no_gpu_rows(models, parts), Path(out))
+    nprocs = gpu_processes() if backend == "nccl" else int(spec.get("nprocs", 2))
     torch.set_num_threads(1)
     rows = []
     if "optimizer" in parts:
@@ -168,12 +224,18 @@ def main_bench(spec: dict, data: Path, out: Path, threads: int) -> pd.DataFrame:
     if "ops" in parts:
         for label, cfg in models:
             rows += _op_count_rows(cfg, label, float(spec["lr"]), topk, chunk)
+    if "compile" in parts:
+        for label, cfg in models:
+            rows += _compile_rows(cfg, label, int(spec["repeats"]), float(spec["lr"]), topk, chunk)
     if "whole step" in parts:
         for label, cfg in models:
             run = {**spec["run"], "model": cfg, "steps": int(spec["steps"]), "eval_every": int(spec["steps"])}
             rows += _whole_step_rows(run, Path(data), threads, label, int(spec.get("rounds", 2)), backend, nprocs)
+    return _write(rows, Path(out))
+
+
+def _write(rows: list[dict], out: Path) -> pd.DataFrame:
     df = pd.DataFrame(rows)
-    out = Path(out)
     write_csv(df, out)
     atomic_write_text(out.with_suffix(".md"),
                       "# DeMo benchmarks (measured, this machine; medians of interleaved repeats)\n\n"
