@@ -173,8 +173,9 @@ def test_the_config_check_names_a_trend_that_does_not_fit():
     a trend size that redefines a grid size: one line each."""
     from distlab.atlas.spec import check
     from distlab.config.checks import paper_checks
+    from distlab.papers import papers
 
-    assert paper_checks()["atlas"] is check
+    assert paper_checks()["atlas"] is check and paper_checks(papers())["atlas"] is check
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     assert check(cfg) == []
     a = cfg["atlas"]

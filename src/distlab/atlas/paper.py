@@ -6,5 +6,6 @@ from ..pipeline.paper import Paper
 PAPER = Paper(
     name="atlas", title="Atlas (ours)", scorecard="atlas", section="atlas", claims_prefix="atlas",
     rule_file="workflow/rules/atlas.smk", schema="workflow/schemas/atlas.schema.yaml", doc="docs/atlas.md",
-    trainer="distlab.atlas.train", cli="distlab.atlas.cli", summarize=("atlas", "map"),
+    trainer="distlab.atlas.train", config_check="distlab.atlas.spec", cli="distlab.atlas.cli",
+    summarize=("atlas", "map"),
     figures=("atlas", "figures"), code=("src/distlab/atlas",), scored_without_tables=True)
