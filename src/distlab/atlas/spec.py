@@ -7,7 +7,8 @@ arrival-dependent are the catalogue of :mod:`distlab.techniques.catalogue`, re-e
 from __future__ import annotations
 
 from ..config import specs
-from ..techniques.catalogue import CODED, OURS, TECHNIQUES, arrival_dependent, kind  # noqa: F401
+from ..techniques.catalogue import (CODED, OURS, TECHNIQUES, arrival_dependent, kind,  # noqa: F401
+                                    option_sections, reads_s)
 from ..techniques.options import DEMO_COMPRESSION, DILOCO_OPTIONS, POWERSGD_OPTIONS
 
 SPEC_SCHEMA = {

@@ -46,6 +46,10 @@ TECHNIQUES: dict[str, tuple[str, bool, str]] = {
 CODED = {"is-sgd": "is-sgd", "gc-fr": "gc-fr", "gc-cr": "gc-cr", "pgc-fr": "pgc-fr", "pgc-cr": "pgc-cr",
          "is-gc": "is-gc-cr"}
 OURS = ("diloco-demo", "is-demo")
+# the option sections of a run spec a technique reads (the rest it ignores); ``s`` (the stragglers
+# tolerated) only the master kind reads
+OPTION_SECTIONS: dict[str, tuple[str, ...]] = {"demo": ("demo",), "is-demo": ("demo",), "diloco": ("diloco",),
+                                               "diloco-demo": ("demo", "diloco"), "powersgd": ("powersgd",)}
 
 
 def kind(technique: str) -> str:
@@ -54,3 +58,13 @@ def kind(technique: str) -> str:
 
 def arrival_dependent(technique: str) -> bool:
     return TECHNIQUES[technique][1]
+
+
+def option_sections(technique: str) -> tuple[str, ...]:
+    """The option sections (``demo``, ``diloco``, ``powersgd``) whose settings change the technique's run."""
+    return OPTION_SECTIONS.get(technique, ())
+
+
+def reads_s(technique: str) -> bool:
+    """Whether the technique's run depends on ``s``, the stragglers tolerated (the master kind)."""
+    return kind(technique) == "master"
