@@ -276,6 +276,66 @@ def test_the_config_checker_finds_every_paper_check():
         assert found[mod.CONFIG_SECTION] is mod.check
 
 
+# ------------------------------------------------------------------ one shared techniques package
+# A class deriving from one of these is a technique (a method, a step of the atlas's drivers, an
+# optimizer): it lives in distlab/techniques/ and nowhere else.
+TECHNIQUE_BASES = {"Method", "Technique", "Wrapped", "Optimizer"}
+
+
+def class_definitions() -> list[tuple[str, str, set[str]]]:
+    """(module, class name, the last names of its bases) of every class of ``src/distlab``."""
+    out = []
+    for name, path in sorted(_modules().items()):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ClassDef):
+                out.append((name, node.name, {ast.unparse(b).rpartition(".")[2] for b in node.bases}))
+    return out
+
+
+def cross_paper_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Edges from a paper package, or from the atlas, to another paper package (an ``import`` or a
+    module name in a string: :func:`import_graph` holds both)."""
+    bad = []
+    for src, targets in sorted(graph.items()):
+        rank, pkg = layer(src)
+        if rank == 1 or pkg == "atlas":
+            bad += [f"{src} -> {dst}" for dst in sorted(targets) if layer(dst)[0] == 1 and layer(dst)[1] != pkg]
+    return bad
+
+
+def test_the_cross_paper_check_sees_imports_and_strings():
+    g = {"distlab.atlas.train": {"distlab.pgc.coding"}, "distlab.pgc.train": {"distlab.pgc.spec"},
+         "distlab.demo.train": {"distlab.techniques.method"}, "distlab.local.bench": {"distlab.demo.spec"}}
+    assert cross_paper_imports(g) == ["distlab.atlas.train -> distlab.pgc.coding",
+                                      "distlab.local.bench -> distlab.demo.spec"]
+    mods = {"distlab.pgc.coding": None}
+    assert string_imports(ast.parse('m = importlib.import_module("distlab.pgc.coding")'), mods) == {"distlab.pgc.coding"}
+
+
+def test_no_paper_package_and_not_the_atlas_imports_another_paper_package():
+    """The papers and the atlas share techniques through distlab.techniques, never through another
+    paper's package; the atlas does not even name a paper's module in its text."""
+    assert cross_paper_imports(import_graph()) == []
+    named = [f"{p.relative_to(SRC)}: distlab.{paper}" for p in sorted((PKG / "atlas").rglob("*.py"))
+             for paper in paper_packages() if re.search(rf"distlab\.{paper}\b", p.read_text(encoding="utf-8"))]
+    assert not named, f"the atlas names a paper's module: {named}"
+
+
+def test_no_technique_class_is_defined_twice_or_outside_the_techniques_package():
+    defs = class_definitions()
+    where: dict[str, list[str]] = {}
+    for module, cls, _ in defs:
+        where.setdefault(cls, []).append(module)
+    shared = {cls for module, cls, _ in defs if module.startswith("distlab.techniques")}
+    assert {"SimComm", "DistComm", "DeMo", "DeMoMethod", "AdamWDDP", "PowerSGD", "DiLoCo", "Scheme", "CodedWorker",
+            "DiLoCoDeMo", "ISDeMo", "Coded", "Wrapped", "Technique", "Method"} <= shared
+    twice = {cls: where[cls] for cls in sorted(shared) if len(where[cls]) > 1}
+    assert not twice, f"technique classes defined more than once: {twice}"
+    outside = [f"{module}.{cls}({', '.join(sorted(bases))})" for module, cls, bases in defs
+               if not module.startswith("distlab.techniques") and bases & TECHNIQUE_BASES]
+    assert not outside, f"techniques defined outside distlab/techniques/: {outside}"
+
+
 # ------------------------------------------------------------------ one entry point, short files
 MAX_LINES = 650
 RULE_FILES = sorted((Path(ROOT) / "workflow" / "rules").glob("*.smk")) + [Path(ROOT) / "Snakefile"]

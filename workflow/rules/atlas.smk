@@ -62,7 +62,7 @@ rule atlas_map:
         size=f"{ATLAS_OUT}/figures/winners_bandwidth_size.png",
         time=f"{ATLAS_OUT}/figures/time_vs_bandwidth.png",
     params:
-        cfg=ATLAS_WF.config_json,
+        cfg=ATLAS_WF.map_config_json,
         out=subpath(output.cells, parent=True),
     conda:
         ENV

@@ -1,50 +1,15 @@
-"""Torch-free: the atlas run spec, its techniques and their properties.
+"""Torch-free: the atlas run spec.
 
-A technique's *kind* says how the cluster clock times its step:
-
-* ``sync`` — every worker computes, then collectives (all-reduce, all-gather);
-  a step without a collective (DiLoCo between synchronisations) lets each
-  worker run ahead on its own clock until the next collective.
-* ``master`` — a master broadcasts, workers compute and send one message, the
-  master proceeds with the fastest ``wait_for`` (gradient coding, ignore-stragglers).
-
-``arrival_dependent`` marks the techniques whose *trajectory* depends on who
-arrives first: the master uses only the messages it received and the result
-differs with the set (IS-SGD averages the fastest n-s gradients; IS-GC keeps
-the disjoint subset of them; PGC-CR scales the arrived sum; IS-DeMo applies the
-arrived payloads).  GC-FR, GC-CR and PGC-FR decode the exact (pipelined) sum
-from any n-s arrivals, so their trajectory is the same under every straggler
-model; the sync techniques wait for everyone.  An arrival-dependent technique
-is trained under each straggler model of the map's straggler axis.
+The techniques it runs, their kinds (``sync``, ``master``) and which of them are
+arrival-dependent are the catalogue of :mod:`distlab.techniques.catalogue`, re-exported here.
 """
 
 from __future__ import annotations
 
 from ..config import specs
-from ..demo.spec import DEMO_COMPRESSION, DILOCO_OPTIONS, POWERSGD_OPTIONS
-
-# One technique a line: name, kind, whether its trajectory depends on who arrives first, what.
-# The last two are combinations none of the anchors measured.
-_TABLE = """
-ddp          sync    no   AdamW on the all-reduced mean gradient
-demo         sync    no   DeMo: top-k DCT of decoupled momentum, all-gather
-diloco       sync    no   DiLoCo: H local AdamW steps, outer Nesterov on the mean delta
-powersgd     sync    no   PowerSGD rank r with error feedback, two all-reduces
-is-sgd       master  yes  AdamW on the mean of the fastest n-s gradients
-gc-fr        master  no   gradient coding, fractional repetition (exact decode)
-gc-cr        master  no   gradient coding, cyclic repetition (exact decode)
-pgc-fr       master  no   pipelined gradient coding, FR (exact pipelined decode)
-pgc-cr       master  yes  pipelined gradient coding, CR (scaled arrived sum)
-is-gc        master  yes  ignore-straggler gradient coding, CR, c = 2
-diloco-demo  sync    no   ours: DiLoCo whose outer step is DeMo (top-k DCT, momentum as error feedback)
-is-demo      master  yes  ours: DeMo payloads of the fastest n-s workers only
-"""
-# name -> (kind, arrival_dependent, what)
-TECHNIQUES: dict[str, tuple[str, bool, str]] = {
-    name: (k, dep == "yes", what) for name, k, dep, what in (ln.split(None, 3) for ln in _TABLE.strip().splitlines())}
-CODED = {"is-sgd": "is-sgd", "gc-fr": "gc-fr", "gc-cr": "gc-cr", "pgc-fr": "pgc-fr", "pgc-cr": "pgc-cr",
-         "is-gc": "is-gc-cr"}
-OURS = ("diloco-demo", "is-demo")
+from ..techniques.catalogue import (CODED, OURS, TECHNIQUES, arrival_dependent, kind,  # noqa: F401
+                                    option_sections, reads_s)
+from ..techniques.options import DEMO_COMPRESSION, DILOCO_OPTIONS, POWERSGD_OPTIONS
 
 SPEC_SCHEMA = {
     "type": "object",
@@ -74,14 +39,6 @@ SPEC_SCHEMA = {
         "trend": {"const": True},  # a trend cell (atlas.trend): the efficiency fit's, not the map's
     },
 }
-
-
-def kind(technique: str) -> str:
-    return TECHNIQUES[technique][0]
-
-
-def arrival_dependent(technique: str) -> bool:
-    return TECHNIQUES[technique][1]
 
 
 def nprocs(spec: dict) -> int:

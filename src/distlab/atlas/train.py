@@ -36,7 +36,8 @@ from .profile import spec_charge
 from .spec import SPEC_SCHEMA, check_spec, kind, nprocs  # noqa: F401  (the trainer interface)
 from ..techniques import EVAL_SEED
 from ..techniques.comm import DistComm, SimComm
-from .techniques import flops_per_pass, make_technique
+from ..techniques.registry import make_technique
+from ..techniques.step import flops_per_pass
 
 
 def build_lm(model_cfg: dict, seed: int) -> torch.nn.Module:

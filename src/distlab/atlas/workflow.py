@@ -5,6 +5,13 @@ sweep's size and N, chosen on the final validation loss of the fixed windows),
 then its runs at the choice — every size x N x seed with no stragglers, and for
 an arrival-dependent technique also under each straggler model of
 ``train_under.stragglers`` (``train_under.sizes`` x N x ``train_under.seeds``).
+
+The spec is the whole truth: a job is passed the part of the ``atlas:`` section its results
+depend on and no more (:func:`job_config` for a technique's job and the reference,
+:func:`map_config` for the map and its figures), and a run spec holds only what its technique
+reads (the option sections of :func:`distlab.techniques.catalogue.option_sections`, ``s`` for
+the master kind).  So a changed setting reruns exactly the jobs whose results it changes
+(``tests/test_atlas_spec.py`` changes each key and dry-runs).
 """
 
 from __future__ import annotations
@@ -12,8 +19,8 @@ from __future__ import annotations
 import itertools
 import os
 
-from .profile import spec_compute
-from .spec import TECHNIQUES, arrival_dependent
+from .profile import DEFAULT_PATH, mode, spec_compute
+from .spec import TECHNIQUES, arrival_dependent, option_sections, reads_s
 
 SETTING_KEY = {"diloco": ("diloco", "H"), "diloco-demo": ("diloco", "H"), "powersgd": ("powersgd", "rank"),
                "demo": ("demo", "topk"), "is-demo": ("demo", "topk")}
@@ -41,15 +48,19 @@ def config_json(a: dict) -> str:
 
 def base_spec(a: dict, technique: str, size: str, n: int, seed: int, lr: float, straggler: dict,
               steps: int | None = None, setting: dict | None = None, eval_batches: int | None = None) -> dict:
-    """A run spec; its ``cluster.compute`` is the stored profile's charge for this technique, size
+    """A run spec, with ``s`` and the option sections only where the technique reads them; its
+    ``cluster.compute`` is the stored profile's charge for this technique, size
     and N (``atlas.compute: stored``, :mod:`distlab.atlas.profile`) or measured compute."""
     spec = {"experiment": "atlas", "technique": technique, "backend": "simulated", "seed": int(seed),
             "model": dict(size_model(a, size)), "n_workers": int(n), "batch_size": int(a["batch_size"]),
             "lr": float(lr), "steps": int(steps or a["steps"]), "eval_every": int(a["eval_every"]),
-            "eval_batches": int(eval_batches or a["eval_batches"]), "s": int(a["s"]),
-            "demo": dict(a["demo"]), "diloco": dict(a["diloco"]), "powersgd": dict(a["powersgd"]),
+            "eval_batches": int(eval_batches or a["eval_batches"]),
             "cluster": {"compute": spec_compute(a, size_model(a, size), int(a["batch_size"]), technique, int(n)),
                         "network": dict(a["cluster"]["network"]), "straggler": dict(straggler)}}
+    if reads_s(technique):  # the stragglers the master waits past; a sync technique waits for all
+        spec["s"] = int(a["s"])
+    for sec in option_sections(technique):  # only the options the technique reads
+        spec[sec] = dict(a[sec])
     for sec, val in (setting or {}).items():
         spec[sec] = {**spec[sec], **val}
     if "device" in a:  # the workers' device, where the config names one (config/gpu.yaml)
@@ -153,6 +164,71 @@ def reference_specs(a: dict) -> list[tuple[str, dict]]:
             for seed in r["seeds"]]
 
 
+def _compute_keys(a: dict) -> dict:
+    """What decides a run's ``cluster.compute``: ``compute`` (and ``device``), and the stored profile's
+    path only where the clock charges it (its file is a declared input: AtlasRules.compute_profile)."""
+    out = {"compute": a.get("compute", "stored")}
+    if "device" in a:
+        out["device"] = a["device"]
+    if mode(a) == "stored":
+        out["compute_profile"] = a.get("compute_profile", DEFAULT_PATH)
+    return out
+
+
+def job_config(a: dict, job: str) -> dict:
+    """The part of the ``atlas:`` section atlas_job ``job`` (``techniques/<name>`` or ``reference``)
+    reads, and nothing else: the section its rule passes (``--config``), so that a setting reruns
+    the jobs whose runs it changes and no other.  A technique's job reads the sizes, N, seeds and
+    horizon of its cells, its sweep (its own ``sweep.settings`` entry only), the headline seeds
+    where it is a headline technique, ``s`` and the option sections it reads (the master kind, its
+    own sections) and, when its trajectory depends on who arrives first, ``train_under`` and the
+    straggler models named there, and its trend cells where it is a trend technique.  The reference
+    reads its own section and its size."""
+    common = {"batch_size": a["batch_size"], "eval_every": a["eval_every"],
+              "cluster": {"network": a["cluster"]["network"]}, **_compute_keys(a)}
+    if job == "reference":
+        r = a["reference"]
+        out = {**common, "reference": r, "sizes": {r["size"]: a["sizes"][r["size"]]}}
+        if not r.get("eval_batches"):
+            out["eval_batches"] = a["eval_batches"]
+        return out
+    t = job.rpartition("/")[2]
+    sw = a["sweep"]
+    sweep = {k: sw[k] for k in ("lrs", "widen", "size", "n_workers", "seed") if k in sw}
+    if t in SETTING_KEY and (sw.get("settings") or {}).get(t) is not None:
+        sweep["settings"] = {t: sw["settings"][t]}
+    out = {**common, "sizes": a["sizes"], "n_workers": a["n_workers"], "seeds": a["seeds"], "steps": a["steps"],
+           "eval_batches": a["eval_batches"], "sweep": sweep}
+    hl = a.get("headline")
+    if hl and t in hl["techniques"]:
+        out["headline"] = {"techniques": [t], "size": hl["size"], "n_workers": hl["n_workers"], "seeds": hl["seeds"]}
+    tr = a.get("trend")
+    if tr and t in tr["techniques"]:  # its trend cells (the efficiency fit's)
+        out["trend"] = {**tr, "techniques": [t]}
+    if reads_s(t):
+        out["s"] = a["s"]
+    for sec in option_sections(t):
+        out[sec] = a[sec]
+    if arrival_dependent(t):
+        tu = a["train_under"]
+        out["train_under"] = tu
+        out["straggler_axis"] = {k: a["straggler_axis"][k] for k in tu["stragglers"]}
+    return out
+
+
+# what the map and its figures read of the section (the runs they map are their input files), and
+# of ``extrapolate`` (its ``max_params_ratio`` is the query's)
+MAP_KEYS = ("target_loss", "map", "straggler_axis", "batch_size", "sizes", "s", "claims_networks")
+MAP_EXTRAPOLATE_KEYS = ("sizes", "workers", "flops_per_s")
+
+
+def map_config(a: dict) -> dict:
+    """The part of the ``atlas:`` section atlas_map reads (the map's grid, target, straggler axis,
+    extrapolation, the claims' networks, how compute is charged), and nothing else."""
+    return {**{k: a[k] for k in MAP_KEYS}, **_compute_keys(a),
+            "extrapolate": {k: a["extrapolate"][k] for k in MAP_EXTRAPOLATE_KEYS}}
+
+
 def techniques(a: dict) -> list[str]:
     return [t for t in a["techniques"] if t in TECHNIQUES]
 
@@ -190,8 +266,12 @@ class AtlasRules:
         return self._floors_table(self.atlas["dataset"])
 
     def config_json(self, wildcards) -> str:
-        """The ``atlas:`` section a job reads (--config)."""
-        return config_json(self.atlas)
+        """The part of the ``atlas:`` section atlas_job ``wildcards.job`` reads (--config: :func:`job_config`)."""
+        return config_json(job_config(self.atlas, wildcards.job))
+
+    def map_config_json(self, wildcards) -> str:
+        """The part of the ``atlas:`` section atlas_map reads (--config: :func:`map_config`)."""
+        return config_json(map_config(self.atlas))
 
     def verb(self, wildcards) -> str:
         """atlas_job's command: ``reference`` or ``technique --technique <name>``."""

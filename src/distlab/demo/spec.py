@@ -5,8 +5,8 @@
 key); ``check(config)`` returns one ``"key: why"`` string per problem of the ``demo:``
 config section, which the Snakefile's ``distlab.config.checks.check_config`` runs before any job.
 
-The methods' option sections are named constants, for any spec that carries the same
-options (a study across papers):
+The methods' option sections are named constants of :mod:`distlab.techniques.options`
+(re-exported here), for any spec that carries the same options:
 
 * ``DECAY_FACTOR``: a factor in [0, 1) (a momentum or a decay);
 * ``DEMO_COMPRESSION``: DeMo's ``topk``, ``chunk`` and ``decay`` (the properties), and
@@ -21,22 +21,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import specs
+from ..techniques.options import (ADAMW_OPTIONS, DECAY_FACTOR, DEMO_COMPRESSION, DEMO_OPTIONS,  # noqa: F401
+                                  DILOCO_OPTIONS, POWERSGD_OPTIONS)
 
 CONFIG_SECTION = "demo"  # distlab.config.checks.paper_checks finds check() by it
 
-# the methods a run trains with (distlab.demo.methods.make_method builds each)
+# the methods a run trains with (distlab.techniques.methods.make_method builds each)
 METHODS = ("adamw", "demo", "demo-compact", "demo-allmean", "diloco", "powersgd")
 
-DECAY_FACTOR = {"type": "number", "minimum": 0, "exclusiveMaximum": 1}
-DEMO_COMPRESSION = {"topk": specs.POS_INT, "chunk": specs.POS_INT, "decay": DECAY_FACTOR}
-DEMO_OPTIONS = {"type": "object", "additionalProperties": False, "properties": {
-    **DEMO_COMPRESSION, "weight_decay": specs.NONNEG_NUM, "value_dtype": {"enum": ["bfloat16", "float16"]}}}
-DILOCO_OPTIONS = {"type": "object", "additionalProperties": False, "properties": {
-    "H": specs.POS_INT, "outer_lr": specs.POS_NUM, "outer_momentum": DECAY_FACTOR}}
-POWERSGD_OPTIONS = {"type": "object", "additionalProperties": False, "properties": {"rank": specs.POS_INT}}
-ADAMW_OPTIONS = {"type": "object", "additionalProperties": False, "properties": {
-    "betas": {"type": "array", "minItems": 2, "maxItems": 2, "items": DECAY_FACTOR},
-    "eps": specs.POS_NUM, "weight_decay": specs.NONNEG_NUM}}
 
 
 SPEC_SCHEMA = {

@@ -48,7 +48,7 @@ from ..runtime.stragglers import StragglerModel
 from ..techniques import EVAL_SEED
 from ..techniques.comm import DistComm, SimComm
 from ..train.common import DTYPES, seed_everything
-from .methods import make_method
+from ..techniques.methods import make_method
 from .olmo import OLMo
 from .spec import SPEC_SCHEMA, check_spec, nprocs  # noqa: F401  (distlab train reads them here)
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..runtime.stragglers import MODELS as STRAGGLER_MODELS
-from .coding import SCHEMES
+from ..techniques.gradient_codes import SCHEMES
 
 DTYPES = ("float32", "float64")
 CODING_MODES = ("none", "measured", "profile")

@@ -1,7 +1,8 @@
 """Training under every gradient-coding scheme, on both backends.
 
 One loop per role, the same components everywhere: the scheme's pure coding
-functions (:mod:`.coding`), the worker state (:class:`.worker.CodedWorker`)
+functions (:mod:`distlab.techniques.gradient_codes`), the worker state
+(:class:`distlab.techniques.coded_worker.CodedWorker`)
 and the master's decode-and-step.  Data order: the training set is cut into
 ``n`` equal partitions after a seeded shuffle, and each partition draws a
 fresh mini-batch of ``batch_size / n`` samples at every step, a pure function
@@ -65,9 +66,9 @@ from ..train.common import (DTYPES, buffer_numel, eval_columns, final_metrics, f
                             flat_params, load_image_data, make_classifier, nbytes_of,
                             partition_grads, partition_grads_loop, seed_everything,
                             set_flat_buffers, set_flat_params, sgd_apply)
-from .coding import Scheme, make_scheme
+from ..techniques.gradient_codes import Scheme, make_scheme
 from .spec import CODING_MODES, SPEC_SCHEMA, check_spec, expendable_ranks, nprocs  # noqa: F401 (the trainer's interface)
-from .worker import CodedWorker
+from ..techniques.coded_worker import CodedWorker
 
 # message metadata slots: fresh loss, compute seconds, staleness, model step, units,
 # encode seconds, injected delay slept

@@ -1,4 +1,4 @@
-"""Every technique of the atlas behind one interface, written once for both drivers.
+"""Every data-parallel technique behind one step interface, written once for both drivers.
 
 A technique sees ``n`` workers of which ``local`` run in this process (all of
 them on the simulated driver, one rank on gloo).  Per step:
@@ -17,24 +17,27 @@ Data: worker ``w`` of a sync technique draws ``text_batch(seed, w, step)``;
 partition ``j`` of a coded technique draws ``text_batch(seed, j, step)``, so
 DDP and every code see the same windows (partition ``j`` is worker ``j``'s data).
 
-The sync techniques wrap :mod:`distlab.demo.methods` unchanged (AdamW-DDP,
-DeMo, DiLoCo, PowerSGD); the codes take placement, encoding and decoding from
-:mod:`distlab.pgc.coding` and feed AdamW.
+The sync techniques wrap the methods of :mod:`distlab.techniques.method` unchanged
+(AdamW-DDP, DeMo, DiLoCo, PowerSGD); the codes (GC, PGC, IS-SGD, IS-GC) take placement,
+encoding and decoding from :mod:`distlab.techniques.gradient_codes`, keep each worker's
+gradients in a :class:`~distlab.techniques.coded_worker.CodedWorker` and feed AdamW; the two
+combinations (DiLoCo-DeMo, IS-DeMo) are :mod:`distlab.techniques.combinations`.  The atlas
+(:mod:`distlab.atlas.train`) drives them on its simulated and gloo backends.
 """
 
 from __future__ import annotations
 
 import time
 
-import numpy as np
 import torch
 
 from ..data import text_batch
-from ..demo import methods as dm
-from ..techniques.demo.optim import DeMo
 from ..models import lm_loss
-from ..pgc import coding
-from .spec import CODED, kind
+from .catalogue import CODED, kind
+from .coded_worker import CodedWorker
+from .gradient_codes import make_scheme
+from .method import adamw, flat_grad, trainable_params
+from .methods import make_method
 
 
 def _demo_spec(spec: dict, method: str) -> dict:
@@ -77,13 +80,13 @@ class Technique:
 
 
 class Wrapped(Technique):
-    """A :class:`distlab.demo.methods.Method` (sync kind), unchanged."""
+    """A :class:`distlab.techniques.method.Method` (sync kind), unchanged."""
 
     METHOD = {"ddp": "adamw", "demo": "demo", "diloco": "diloco", "powersgd": "powersgd"}
 
     def __init__(self, name, model, n, local, spec, comm, *a):
         super().__init__(name, model, n, local, spec, comm, *a)
-        self.method = dm.make_method(model, len(self.local), _demo_spec(spec, self.METHOD[name]), comm)
+        self.method = make_method(model, len(self.local), _demo_spec(spec, self.METHOD[name]), comm)
 
     def compute(self, i, w, step):
         m = self.method.model_for(i)
@@ -101,66 +104,29 @@ class Wrapped(Technique):
         return self.method.eval_model()
 
 
-class DiLoCoDeMo(Wrapped):
-    """Ours: DiLoCo whose outer step is DeMo — each worker's parameter delta is the
-    'gradient' of a per-worker DeMo state (decoupled momentum = error feedback, top-k
-    of the DCT), payloads all-gathered every H steps, a sign step of ``outer_lr``."""
-
-    METHOD = {"diloco-demo": "diloco"}
-
-    def __init__(self, name, model, n, local, spec, comm, *a):
-        super().__init__(name, model, n, local, spec, comm, *a)
-        d, o = spec.get("demo", {}), spec.get("diloco", {})
-        gp = self.method.global_params
-        self.outer = [DeMo(gp, lr=float(o.get("outer_lr", 0.7)) * float(spec["lr"]),
-                           compression_decay=float(d.get("decay", 0.999)), compression_topk=int(d.get("topk", 32)),
-                           compression_chunk=int(d.get("chunk", 64))) for _ in self.local]
-
-    def update(self, step, received=None):
-        me = self.method
-        if (step + 1) % me.H:
-            return float(torch.stack(me.losses).mean())
-        payloads = []
-        for i, wm in enumerate(me.workers):
-            for g, p in zip(me.global_params, dm._params(wm)):
-                g.grad = (g.detach() - p.detach()).clone()
-            pl = self.outer[i].encode()
-            payloads.append(torch.cat([pl, me.losses[i].to(torch.float32).reshape(1).view(torch.uint8)]))
-        gathered = self.comm.all_gather(payloads)
-        loss = float(gathered[:, -4:].clone().view(torch.float32).mean())
-        self.outer[0].apply(gathered[:, :-4])
-        with torch.no_grad():
-            for wm in me.workers:
-                for g, p in zip(me.global_params, dm._params(wm)):
-                    p.copy_(g)
-        return loss
-
-
 class Coded(Technique):
     """Gradient codes (GC, PGC, IS-SGD, IS-GC): master kind, AdamW on the decoded gradient."""
 
     def __init__(self, name, model, n, local, spec, comm, *a):
         super().__init__(name, model, n, local, spec, comm, *a)
-        self.scheme = coding.make_scheme(CODED[name], n, int(spec.get("s", 1)), seed=self.seed)
-        self.params = dm._params(model)
-        self.opt = dm._adamw(self.params, _demo_spec(spec, "adamw"))
+        self.scheme = make_scheme(CODED[name], n, int(spec.get("s", 1)), seed=self.seed)
+        self.params = trainable_params(model)
+        self.opt = adamw(self.params, _demo_spec(spec, "adamw"))
         self.P = sum(p.numel() for p in self.params)
-        self.latest = {w: {} for w in self.local}   # worker -> partition -> flat gradient
+        self.workers = {w: CodedWorker(self.scheme, w) for w in self.local}  # each one's latest gradients
         self.msgs: dict[int, torch.Tensor] = {}
-        self.losses: list[float] = []
 
     def compute(self, i, w, step):
+        cw = self.workers[w]
         parts = self.scheme.partitions_to_compute(w, step)
         for j in parts:
             x, y = self.batch(j, step)
             self.grads_to_none(self.model)
             loss = lm_loss(self.model(x), y)
             loss.backward()
-            self.latest[w][j] = dm._flat_grad(self.params).detach().clone()
-            self.losses.append(float(loss.detach()))
-        coef = self.scheme.encode_coefficients(w)
-        msg = sum(float(c) * self.latest[w][j] for j, c in coef.items())
-        lt = torch.tensor([float(np.mean(self.losses[-len(parts):]))], dtype=msg.dtype, device=msg.device)
+            cw.update(j, flat_grad(self.params).detach().clone(), float(loss.detach()), step)
+        msg = cw.message()
+        lt = torch.tensor([cw.pop_fresh_loss()], dtype=msg.dtype, device=msg.device)
         self.msgs[w] = torch.cat([msg, lt])
         return len(parts)
 
@@ -173,44 +139,13 @@ class Coded(Technique):
             p.grad = g[i:i + p.numel()].view_as(p).clone()
             i += p.numel()
         self.opt.step()
-        self.msgs, self.losses = {}, []
+        self.msgs = {}
         return float(allm[list(received), -1].mean())
 
     def master_pattern(self):
         nb = (self.P + 1) * self.params[0].element_size()
         return {"msg_bytes": nb, "bcast_bytes": self.P * self.params[0].element_size(),
                 "wait_for": self.scheme.wait_for}
-
-
-class ISDeMo(Wrapped):
-    """Ours: DeMo where the master applies the payloads of the fastest n-s workers only
-    (mean over the senders among them) and broadcasts them (master kind)."""
-
-    METHOD = {"is-demo": "demo"}
-
-    def __init__(self, name, model, n, local, spec, comm, *a):
-        super().__init__(name, model, n, local, spec, comm, *a)
-        self.s = int(spec.get("s", 1))
-
-    def update(self, step, received):
-        me = self.method
-        allp = self.comm.gather(me.payloads)
-        rows = allp[list(received)]
-        losses = rows[:, -4:].flatten().clone().view(torch.float32)
-        me.opts[0].apply(rows[:, :-4])
-        me.payloads = [None] * len(self.local)
-        return float(losses.mean())
-
-    def master_pattern(self):
-        nb = self.method.payload_nbytes()
-        return {"msg_bytes": nb, "bcast_bytes": (self.n - self.s) * nb, "wait_for": self.n - self.s}
-
-
-def make_technique(name, model, n, local, spec, comm, train, block, bs, device) -> Technique:
-    cls = {"diloco-demo": DiLoCoDeMo, "is-demo": ISDeMo}.get(name)
-    if cls is None:
-        cls = Coded if name in CODED else Wrapped
-    return cls(name, model, n, local, spec, comm, train, block, bs, device)
 
 
 def flops_per_pass(model: torch.nn.Module, tokens: int) -> float:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .coding import Scheme
+from .gradient_codes import Scheme
 
 
 @dataclass
