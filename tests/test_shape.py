@@ -269,8 +269,12 @@ def test_a_paper_spec_imports_no_torch(paper):
 def test_the_config_checker_finds_every_paper_check():
     from distlab.config.checks import paper_checks
 
+    from distlab.papers import papers
+
     found = paper_checks()
-    assert len(found) == len(paper_packages())
+    # every registered paper or study that names a config check (the atlas among them), by both ways
+    # of finding them, and every paper package's
+    assert set(found) == {p.section for p in papers() if p.config_check} == set(paper_checks(papers()))
     for paper in paper_packages():
         mod = __import__(f"distlab.{paper}.spec", fromlist=["check"])
         assert found[mod.CONFIG_SECTION] is mod.check
