@@ -180,6 +180,8 @@ def test_every_real_setting_has_a_simulated_twin_of_the_same_runs(configfile):
             real = json.loads(wf.real_spec(SimpleNamespace(nw=str(n), dmethod=m, seed=str(seed))))
             assert real["backend"] != "simulated"
             same = {k: v for k, v in real.items() if k not in ("backend", "seed")}
-            assert same == {k: v for k, v in twin.items() if k not in ("backend", "seeds")}
+            # the twin's simulated cluster is what it adds (a real run has none: it is timed)
+            assert "cluster" not in real and "cluster" in twin
+            assert same == {k: v for k, v in twin.items() if k not in ("backend", "seeds", "cluster")}
     assert {f"n{n}/{m}" for n, m in wf.twin_settings()} == \
         {p.split("/simulated_real/")[1].rsplit("/seed", 1)[0] for p in wf.runs("simulated_real")}

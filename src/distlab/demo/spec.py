@@ -26,6 +26,10 @@ CONFIG_SECTION = "demo"  # distlab.config.checks.paper_checks finds check() by i
 
 # the methods a run trains with (distlab.demo.methods.make_method builds each)
 METHODS = ("adamw", "demo", "demo-compact", "demo-allmean", "diloco", "powersgd")
+# the option sections each method reads (distlab.demo.methods): a run's spec holds these only, so
+# that changing another method's options reruns none of its jobs
+OPTIONS_OF = {"adamw": ("adamw",), "demo": ("demo",), "demo-compact": ("demo",), "demo-allmean": ("demo",),
+              "diloco": ("adamw", "diloco"), "powersgd": ("adamw", "powersgd")}
 
 DECAY_FACTOR = {"type": "number", "minimum": 0, "exclusiveMaximum": 1}
 DEMO_COMPRESSION = {"topk": specs.POS_INT, "chunk": specs.POS_INT, "decay": DECAY_FACTOR}
@@ -43,7 +47,7 @@ SPEC_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
     "required": ["experiment", "method", "backend", "model", "n_workers", "batch_size", "lr",
-                 "steps", "cluster"],
+                 "steps"],  # and, on the simulated backend, "cluster" (check_spec)
     # one seed, or (simulated backend) a list run one after another in this process
     "oneOf": [{"required": ["seed"]}, {"required": ["seeds"]}],
     "properties": {
@@ -65,9 +69,10 @@ SPEC_SCHEMA = {
             "type": "object", "additionalProperties": False, "required": ["sweep", "method"],
             "properties": {"sweep": {"type": "string", "minLength": 1}, "method": {"enum": list(METHODS)}}}]},
         "lr_chosen_by": {"type": "string"},
-        # the sweep's root: a seed whose run at the chosen lr is already there (same spec but for
-        # where the lr came from) is taken from it instead of trained again (the same computation)
-        "reuse_from": {"type": "string", "minLength": 1},
+        # {"<seed>": folder}: the sweep's run of that seed at the chosen lr, picked by the workflow
+        # (rule demo_sweep_pick); taken instead of trained again when its spec is this one's but for
+        # where the lr came from (the same computation: distlab.results.sweeps)
+        "reuse": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}},
         "steps": specs.POS_INT,
         "eval_every": specs.POS_INT,
         "eval_batches": specs.POS_INT,
@@ -89,8 +94,10 @@ def check_spec(spec: dict) -> None:
     """Cross-field rules the schema cannot state; raise SpecError naming the key."""
     if spec["backend"] != "simulated" and "seeds" in spec:
         raise specs.SpecError("demo spec: key 'seeds': a list of seeds runs only on the simulated backend")
-    if spec["backend"] != "simulated" and "reuse_from" in spec:
-        raise specs.SpecError("demo spec: key 'reuse_from': only simulated runs are taken from the sweep")
+    if spec["backend"] != "simulated" and "reuse" in spec:
+        raise specs.SpecError("demo spec: key 'reuse': only simulated runs are taken from the sweep")
+    if spec["backend"] == "simulated" and "cluster" not in spec:
+        raise specs.SpecError("demo spec: key 'cluster': a simulated run needs its cluster (compute, network)")
     if spec["method"] == "diloco" and spec["steps"] % int(spec.get("diloco", {}).get("H", 10)):
         raise specs.SpecError("demo spec: key 'diloco.H': steps must be a multiple of H, so the run "
                               "ends on a synchronisation")
