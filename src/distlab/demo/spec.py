@@ -70,7 +70,7 @@ SPEC_SCHEMA = {
             "properties": {"sweep": {"type": "string", "minLength": 1}, "method": {"enum": list(METHODS)}}}]},
         "lr_chosen_by": {"type": "string"},
         # {"<seed>": folder}: the sweep's run of that seed at the chosen lr, picked by the workflow
-        # (rule demo_sweep_pick); taken instead of trained again when its spec is this one's but for
+        # (rule demo_table_sweep); taken instead of trained again when its spec is this one's but for
         # where the lr came from (the same computation: distlab.results.sweeps)
         "reuse": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}},
         "steps": specs.POS_INT,
@@ -141,6 +141,15 @@ def check(config: dict[str, Any]) -> list[str]:
             if leader not in sweep.get("methods", []):
                 out.append(f"demo.sweep.methods: {m!r} takes the sweep's choice for {leader!r} "
                            f"(demo.lr_from_sweep), which the sweep does not run")
+    if d.get("lr_from_sweep") and not sweep.get("share_seeds"):
+        # the lr is chosen on seeds the comparison does not use (a choice made on the compared runs
+        # favours the chosen lr on exactly those runs); share_seeds: the tiny test config's mechanics
+        compared = {int(k) for k in config.get("seeds") or []} | (
+            {int(k) for k in real.get("seeds") or []} if real.get("enabled") else set())
+        shared = sorted(compared & {int(k) for k in sweep.get("seeds") or []})
+        if shared:
+            out.append(f"demo.sweep.seeds: {shared} are also the comparison's seeds (seeds, demo.real.seeds); "
+                       f"the lr would be chosen on the runs it is compared on: give the sweep other seeds")
     for f, leader in follows.items():
         if leader in follows:
             out.append(f"demo.lr_follows.{f}: follows {leader!r}, itself a follower (one level only)")
