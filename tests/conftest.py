@@ -317,7 +317,7 @@ def pydoc_dir(tmp_path_factory) -> Path:
 # request.getfixturevalue, which the test's fixture names do not show: it is named here.
 _SHARED_FIXTURES = {"tiny_workflow": "tiny", "results_tree": "trees", "target_dry_runs": "trees",
                     "clean_tree": "trees", "tree": "trees", "resnet_gloo_runs": "resnet",
-                    "dry_run_outputs": "dryruns"}
+                    "dry_run_outputs": "dryruns", "touched_tree": "trees"}
 
 
 @pytest.hookimpl(trylast=True)

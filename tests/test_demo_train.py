@@ -398,19 +398,27 @@ def test_a_killed_gloo_job_resumes_from_its_time_based_checkpoints(tmp_path, pyd
 
 
 def test_the_comparison_takes_the_sweeps_run_of_its_seed_at_the_chosen_lr(tmp_path, pydoc_dir):
-    """reuse_from: a seed the sweep trained at the chosen lr (same spec but for where the lr came
-    from) is copied, not retrained, and equals a fresh run of it; other seeds are trained."""
+    """The workflow's pick step (distlab.results.sweeps.pick, rule demo_table_sweep) copies the
+    sweep's run at the chosen lr to a folder of its own; a comparison spec naming that folder in
+    ``reuse`` (same spec but for where the lr came from) copies it, not retrains it, and it equals a
+    fresh run; other seeds are trained.  The trainer derives no path from the sweep's layout."""
+    from distlab.results import sweeps
+
     sweep = tmp_path / "sweep"
     for lr in (1e-3, 3e-3):
         s = {k: v for k, v in spec_for("demo", lr=lr).items() if k != "seed"}
         train.run_simulated({**s, "seeds": [0]}, pydoc_dir, sweep / f"lr{lr:g}" / "demo")
     choice = tmp_path / "chosen.json"
     choice.write_text(json.dumps({"demo": 3e-3}))
+    picked = tmp_path / "picked" / "seed0"
+    sweeps.pick_all(choice, [{"key": "demo", "out": str(picked),
+                              "runs": {f"{lr:g}": str(sweep / f"lr{lr:g}" / "demo" / "seed0") for lr in (1e-3, 3e-3)}}])
+    assert json.loads((picked / "manifest.json").read_text())["spec"]["lr"] == 3e-3
     base = {k: v for k, v in spec_for("demo").items() if k != "seed"}
-    job = {**base, "seeds": [0, 1], "lr": {"sweep": str(choice), "method": "demo"}, "reuse_from": str(sweep)}
+    job = {**base, "seeds": [0, 1], "lr": {"sweep": str(choice), "method": "demo"}, "reuse": {"0": str(picked)}}
     train.run_simulated(job, pydoc_dir, tmp_path / "cmp")
     m0 = json.loads((tmp_path / "cmp/seed0/manifest.json").read_text())
-    assert m0["reused_from"] == str(sweep / "lr0.003/demo/seed0")
+    assert m0["reused_from"] == str(sweep / "lr0.003/demo/seed0") and "picked_from" not in m0
     assert m0["spec"]["lr"] == 3e-3 and m0["spec"]["lr_chosen_by"].endswith(":demo")
     assert "reused_from" not in json.loads((tmp_path / "cmp/seed1/manifest.json").read_text())
     fresh = _run(spec_for("demo", lr=3e-3), pydoc_dir, tmp_path / "fresh")[1]
@@ -424,8 +432,12 @@ def test_the_comparison_takes_the_sweeps_run_of_its_seed_at_the_chosen_lr(tmp_pa
     other = {**job, "seeds": [0], "steps": 2, "eval_every": 1}
     train.run_simulated(other, pydoc_dir, tmp_path / "cmp2")
     assert "reused_from" not in json.loads((tmp_path / "cmp2/seed0/manifest.json").read_text())
-    with pytest.raises(specs.SpecError, match="reuse_from"):
-        train.check_spec({**spec_for("demo"), "backend": "gloo", "reuse_from": str(sweep)})
+    with pytest.raises(specs.SpecError, match="reuse"):
+        train.check_spec({**spec_for("demo"), "backend": "gloo", "reuse": {"0": str(picked)}})
+    # a choice outside the swept grid is refused, naming the key
+    choice.write_text(json.dumps({"demo": 1e-2}))
+    with pytest.raises(specs.SpecError, match="demo"):
+        sweeps.pick(choice, "demo", {"0.001": str(sweep / "lr0.001/demo/seed0")}, tmp_path / "bad")
 
 
 def test_the_whole_step_benchmark_runs_on_the_backend_it_is_given(tmp_path, pydoc_dir, monkeypatch):

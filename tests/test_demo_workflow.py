@@ -180,6 +180,38 @@ def test_every_real_setting_has_a_simulated_twin_of_the_same_runs(configfile):
             real = json.loads(wf.real_spec(SimpleNamespace(nw=str(n), dmethod=m, seed=str(seed))))
             assert real["backend"] != "simulated"
             same = {k: v for k, v in real.items() if k not in ("backend", "seed")}
-            assert same == {k: v for k, v in twin.items() if k not in ("backend", "seeds")}
+            # the twin's simulated cluster is what it adds (a real run has none: it is timed)
+            assert "cluster" not in real and "cluster" in twin
+            assert same == {k: v for k, v in twin.items() if k not in ("backend", "seeds", "cluster")}
     assert {f"n{n}/{m}" for n, m in wf.twin_settings()} == \
         {p.split("/simulated_real/")[1].rsplit("/seed", 1)[0] for p in wf.runs("simulated_real")}
+
+
+def test_the_sweep_marks_a_choice_at_its_grids_edge(tmp_path):
+    """The lowest mean per method is its choice; a choice at the lowest or highest swept lr is
+    marked not bracketed (a better lr may lie beyond the grid), one inside it is not."""
+    from distlab.demo.analysis import sweep_table
+
+    rows = [{"method": m, "lr": lr, "seed": s, "steps": 10, "final_val_loss": loss + 0.01 * s}
+            for m, losses in (("adamw", {1e-3: 1.0, 3e-3: 1.1, 1e-2: 1.3}), ("demo", {1e-3: 1.2, 3e-3: 1.0, 1e-2: 1.1}))
+            for lr, loss in losses.items() for s in (100, 101)]
+    pd.DataFrame(rows).to_csv(tmp_path / "summary.csv", index=False)
+    df = sweep_table(tmp_path / "summary.csv", tmp_path / "sweep.md", tmp_path / "chosen.json", {"demo-compact": "demo"})
+    assert json.loads((tmp_path / "chosen.json").read_text()) == {"adamw": 1e-3, "demo": 3e-3, "demo-compact": 3e-3}
+    assert sorted(df.loc[df["edge"] != "", "edge"]) == ["lower"]
+    assert "Not bracketed" in (tmp_path / "sweep.md").read_text() and "'adamw': 'lower'" in (tmp_path / "sweep.md").read_text()
+
+
+def test_the_sweep_seeds_are_disjoint_from_the_comparisons():
+    """With the lr chosen by the sweep, a sweep seed that is also a comparison seed (seeds or
+    demo.real.seeds) is refused, naming the seeds; the tiny config opts out (share_seeds) to
+    exercise the reuse of the sweep's runs."""
+    from distlab.demo.spec import check
+
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    assert check(cfg) == []
+    assert not set(cfg["demo"]["sweep"]["seeds"]) & (set(cfg["seeds"]) | set(cfg["demo"]["real"]["seeds"]))
+    bad = {**cfg, "demo": {**cfg["demo"], "sweep": {**cfg["demo"]["sweep"], "seeds": [1, 100]}}}
+    assert [p for p in check(bad) if p.startswith("demo.sweep.seeds: [1]")]
+    shared = {**bad, "demo": {**bad["demo"], "sweep": {**bad["demo"]["sweep"], "share_seeds": True}}}
+    assert check(shared) == []

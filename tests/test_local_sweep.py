@@ -14,7 +14,8 @@ import pytest
 
 from distlab.local import workflow
 from distlab.local.summary import choose, sweep_table
-from distlab.local.sweep import resolve_lr, sweep_source, take_from_sweep
+from distlab.local.sweep import resolve_lr, take_from_sweep
+from distlab.results.sweeps import pick_all, source as sweep_source
 from distlab.config.specs import SpecError, each_seed
 
 from test_local_workflow import config, tiny_section
@@ -99,8 +100,9 @@ def test_a_comparison_run_reads_its_lr_from_the_choice(tmp_path):
 @pytest.mark.parametrize("group,method", [("rc", "bp"), ("rc", "rc-seq"), ("rc", "rc-pc-T2"), ("pc", "pc-fixed")])
 def test_the_sweep_trains_exactly_the_comparison_runs_of_its_seeds(tmp_path, group, method):
     """A sweep run at lr x is the comparison's run of that seed at lr x but for where the lr came
-    from: it is taken (metrics copied, manifest last with reused_from), and not when any setting
-    differs or the sweep has not finished it."""
+    from: the workflow's pick step (local_table_sweep's picks) copies it at the chosen lr to the
+    folder the comparison spec's ``reuse`` names, and the job takes it (metrics copied, manifest
+    last with reused_from), and not when any setting differs or nothing was picked."""
     c = copy.deepcopy(tiny_section())
     c["sweep"]["lrs"][f"{group}/{method}"] = [0.01, 0.003]
     c["sweep"]["follows"].pop(f"{group}/{method}", None)
@@ -117,28 +119,33 @@ def test_the_sweep_trains_exactly_the_comparison_runs_of_its_seeds(tmp_path, gro
     job = (workflow.untimed_bp_spec(c, ss, root) if (group, method) == ("rc", "bp")
            else workflow.seeds_spec(c, group, method, ss, root))
     assert job["lr"] == {"sweep": f"{root}/chosen_lr.json", "key": f"{group}/{method}"}
+    assert job["reuse"] == {str(s): workflow.picked_run(root, group, method, s) for s in ss}
     one = each_seed(resolve_lr(job))[0]
+    assert sweep_source(one) is None  # not picked yet
+    for s in ss:  # the pick step, as rule local_table_sweep runs it for these seeds
+        pick_all(tmp_path / "sweep/chosen_lr.json", [{
+            "key": f"{group}/{method}", "out": workflow.picked_run(root, group, method, s),
+            "runs": {f"{lr:g}": f"{root}/lr{lr:g}/{group}/{method}/seed{s}" for lr in (0.003,)}}])
     assert sweep_source(one) is not None
     assert take_from_sweep(one, tmp_path / "run")
     man = json.loads((tmp_path / "run/manifest.json").read_text())
     assert man["spec"] == one and man["reused_from"].endswith(f"lr0.003/{group}/{method}/seed{one['seed']}")
     assert (tmp_path / "run/metrics.csv").read_text() == "step,loss\n0,1.0\n"
     assert sweep_source(dict(one, steps=one["steps"] + 1)) is None  # another setting: trained
-    assert sweep_source(dict(one, lr=0.01)) is None                 # not swept there (no run)
-    assert sweep_source({k: v for k, v in one.items() if k != "reuse_from"}) is None
+    assert sweep_source({k: v for k, v in one.items() if k != "reuse"}) is None
 
 
 def test_timed_runs_read_the_choice_and_never_take_a_sweep_run():
     c = tiny_section()
     for method in ("bp", "rc-par", "rc-async"):
         s = workflow.spec(c, "rc", method, 0, sweep_root="S")
-        assert s["timed"] and "reuse_from" not in s
+        assert s["timed"] and "reuse" not in s
         assert s["lr"] == {"sweep": "S/chosen_lr.json", "key": workflow.leader(c, "rc", method)}
     assert workflow.leader(c, "rc", "rc-par") == "rc/rc-seq"
     assert workflow.spec(c, "rc", "bp", 0)["lr"] == c["lr"]  # no sweep root: the benchmarks' lr
     assert workflow.sweep_inputs(c, "rc", "rc-par", [0], [0, 1], "S") == ["S/chosen_lr.json"]
     assert workflow.sweep_inputs(c, "rc", "rc-seq", [0, 1], [0, 1], "S") == [
-        "S/chosen_lr.json", "S/lr0.003/rc/rc-seq/seed1/manifest.json", "S/lr0.01/rc/rc-seq/seed1/manifest.json"]
+        "S/chosen_lr.json", "S/chosen/rc/rc-seq/seed1/manifest.json"]
 
 
 def test_the_sweep_config_is_checked():

@@ -21,7 +21,8 @@ rule demo_train_sim:
     """One method, N workers, every seed on the simulated cluster (measured compute, modelled
     network), one after another in one process; each seed has its own run directory.  The learning
     rate is the sweep's choice (demo.lr_from_sweep) or demo.lr.  A seed the sweep already trained at
-    the chosen lr (same N and horizon) is taken from the sweep, not trained again."""
+    the chosen lr (same N and horizon) is taken from the sweep's run picked by demo_table_sweep
+    (named in the spec's ``reuse``), not trained again."""
     input:
         data=data_manifest(P4.d["dataset"]),
         choice=P4.choice_input(),
@@ -51,6 +52,7 @@ use rule demo_train_sim as demo_train_sim_extra with:
     input:
         data=data_manifest(P4.d["dataset"]),
         choice=P4.choice_input(),
+        sweep=P4.reuse_input,
     output:
         **run_files(f"{P4.sim_job}/seed{{seed}}"),
     wildcard_constraints:
@@ -136,7 +138,7 @@ rule demo_summarize:
         dgroup=r"simulated|simulated_real|gloo|nccl|sweep",
     params:
         runs=input_dirs,
-        networks=P4.networks,
+        networks=P4.summary_networks,
     conda:
         ENV
     log:
@@ -290,14 +292,19 @@ rule demo_bytes_table:
 
 rule demo_table_sweep:
     """The learning-rate sweep: final loss on the validation split per method and lr; the lowest mean
-    per method is the choice (followers such as demo-compact take their leader's)."""
+    per method is the choice (followers such as demo-compact take their leader's); and the sweep's
+    runs at the choice that comparison jobs take (their seeds, same N and horizon), each copied to a
+    folder of its own (distlab.results.sweeps.pick), a declared input of the job that takes it."""
     input:
-        P4.summary("sweep"),
+        summary=P4.summary("sweep"),
+        runs=P4.runs("sweep"),
     output:
         md=f"{PAPER}/tables/demo_sweep.md",
         choice=P4.lr_choice,
+        picked=P4.picked_files(),
     params:
         follows=as_json(P4.d.get("lr_follows", {})),
+        picks=P4.picks_json,
     conda:
         ENV
     log:
@@ -308,8 +315,8 @@ rule demo_table_sweep:
     resources:
         mem_mb=1000,
     shell:
-        "python -m distlab demo-table --kind sweep --summary {input:q} --follows {params.follows:q} "
-        "--choice {output.choice:q} --md {output.md:q} > {log:q} 2>&1"
+        "python -m distlab demo-table --kind sweep --summary {input.summary:q} --follows {params.follows:q} "
+        "--choice {output.choice:q} --picks {params.picks:q} --md {output.md:q} > {log:q} 2>&1"
 
 
 rule demo_bench:

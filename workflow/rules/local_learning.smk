@@ -41,7 +41,7 @@ rule local_train:
     threads: LOCAL["threads"]
     priority: 10  # P3's sweep -> comparison chain is the workflow's longest: started first
     resources:
-        **SHARED.train_resources("local_train", LOCAL_WF.timed_size_spec),
+        **SHARED.train_resources("local_train", LOCAL_WF.timed_spec),
     shell:
         "OMP_NUM_THREADS={threads} python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -65,7 +65,7 @@ use rule local_train as local_train_extra with:
     threads: LOCAL_WF.extra_threads
     priority: 0
     resources:
-        **SHARED.train_resources("local_train", LOCAL_WF.extra_size_spec),
+        **SHARED.train_resources("local_train", LOCAL_WF.extra_spec),
 
 
 rule local_train_seeds:
@@ -90,7 +90,7 @@ rule local_train_seeds:
     threads: 1
     priority: 10
     resources:
-        **SHARED.train_resources("local_train_seeds", LOCAL_WF.untimed_size_spec),
+        **SHARED.train_resources("local_train_seeds", LOCAL_WF.untimed_spec),
     shell:
         "OMP_NUM_THREADS=1 python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
@@ -114,18 +114,18 @@ if LOCAL_WF.bp_untimed:
         the sweep trained at the chosen lr are taken from it."""
         input:
             data=data_manifest(LOCAL["dataset"]),
-            sweep=local_wf.sweep_inputs(LOCAL, "rc", "bp", LOCAL_WF.bp_untimed, config["seeds"], LOCAL_WF.sweep_root),
+            sweep=LOCAL_WF.bp_untimed_sweep,
         output:
             **seed_files(f"{RESULTS}/local/rc/bp", LOCAL_WF.bp_untimed),
         params:
-            spec=as_json(local_wf.untimed_bp_spec(LOCAL, LOCAL_WF.bp_untimed, LOCAL_WF.sweep_root)),
+            spec=LOCAL_WF.bp_untimed_spec,
             out=seeds_folder,  # its seeds' folder (results/local/rc/bp)
         log:
             log_path("local/rc/bp_untimed"),
         benchmark:
             benchmark_path("local/rc/bp_untimed")
         resources:
-            **SHARED.train_resources("local_train_seeds", LOCAL_WF.bp_untimed_size_spec),
+            **SHARED.train_resources("local_train_seeds", LOCAL_WF.bp_untimed_spec),
 
 
 if LOCAL_WF.sweep_runs:
@@ -148,7 +148,7 @@ if LOCAL_WF.sweep_runs:
         benchmark:
             benchmark_path("local/sweep/lr{llr}/{lrun}")
         resources:
-            **SHARED.train_resources("local_train_seeds", LOCAL_WF.sweep_size_spec),
+            **SHARED.train_resources("local_train_seeds", LOCAL_WF.sweep_spec),
 
 
     use rule local_train_sweep as local_train_sweep_hybrid with:
@@ -162,7 +162,9 @@ if LOCAL_WF.sweep_runs:
 
     rule local_table_sweep:
         """The sweep's table (every lr's validation loss per method, the choice marked) and its
-        choice, which every comparison run reads (followers take their leader's)."""
+        choice, which every comparison run reads (followers take their leader's); and the sweep's
+        runs at the choice that untimed comparison jobs take (their sweep seeds), each copied to a
+        folder of its own (distlab.results.sweeps.pick), a declared input of the job that takes it."""
         input:
             LOCAL_WF.sweep_runs,
         output:
@@ -170,8 +172,10 @@ if LOCAL_WF.sweep_runs:
             md=report(f"{PAPER}/tables/local_sweep.md", category=LOCAL_WF.report,
                       caption="../report/local_sweep.rst", labels={"table": "lr sweep"}),
             choice=local_wf.choice_path(LOCAL_WF.sweep_root),
+            picked=LOCAL_WF.picked_files,
         params:
             follows=as_json((LOCAL.get("sweep") or {}).get("follows") or {}),
+            picks=LOCAL_WF.picks_json,
         conda:
             ENV
         log:
@@ -183,7 +187,7 @@ if LOCAL_WF.sweep_runs:
             mem_mb=1000,
         shell:
             "python -m distlab local-sweep --runs {input:q} --follows {params.follows:q} --csv {output.csv:q} "
-            "--md {output.md:q} --choice {output.choice:q} > {log:q} 2>&1"
+            "--md {output.md:q} --choice {output.choice:q} --picks {params.picks:q} > {log:q} 2>&1"
 
 
 rule local_summarize:

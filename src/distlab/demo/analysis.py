@@ -203,6 +203,12 @@ def sweep_table(summary, out_md, choice_out=None, follows: dict | None = None) -
             raise ValueError(f"lr_follows: {follower} follows {leader!r}, which the sweep did not run")
         chosen[follower] = chosen[leader]
     df["best"] = df.index.isin(best.index)
+    # a choice on its grid's edge is not bracketed: the best lr may lie beyond it
+    lo, hi = df.groupby("method")["lr"].transform("min"), df.groupby("method")["lr"].transform("max")
+    df["edge"] = ""
+    df.loc[df["best"] & (lo < hi) & (df["lr"] == lo), "edge"] = "lower"
+    df.loc[df["best"] & (lo < hi) & (df["lr"] == hi), "edge"] = "upper"
+    edges = {str(m): e for m, e in df.loc[df["edge"] != "", ["method", "edge"]].itertuples(index=False)}
     df["method"] = df["method"].map(lambda m: LABELS.get(m, m))
     df = df.drop(columns="_mean")
     if choice_out is not None:
@@ -210,7 +216,10 @@ def sweep_table(summary, out_md, choice_out=None, follows: dict | None = None) -
     atomic_write_text(out_md, "# Learning-rate sweep (simulated cluster)\n\nFinal loss on the whole "
                       "validation split (nats/byte); the lowest mean per method is marked and is the "
                       "learning rate of that method's runs (the comparison itself is on the test split).  "
-                      f"Followers: {follows or {}}.\n\nChosen: {chosen}\n\n" + markdown_table(df))
+                      f"Followers: {follows or {}}.\n\nChosen: {chosen}\n\n"
+                      + (f"Not bracketed (the choice at its grid's edge; a better lr may lie beyond it): "
+                         f"{edges}.\n\n" if edges else "Every choice is bracketed (inside its grid).\n\n")
+                      + markdown_table(df))
     return df
 
 

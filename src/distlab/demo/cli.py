@@ -19,6 +19,10 @@ def _table(a) -> int:
         results_table(a.summary, a.csv, a.md, a.networks)
     elif a.kind == "sweep":
         sweep_table(a.summary, a.md, a.choice, a.follows)
+        if a.picks:  # the sweep's runs at the choice that comparison jobs take
+            from ..results.sweeps import pick_all
+
+            pick_all(a.choice, a.picks)
     else:
         real_table(a.summary, a.sim_summary, a.md)
     return 0
@@ -57,7 +61,8 @@ def register(sub) -> None:
             kind={"choices": ["results", "real", "sweep"], "required": True}, summary=PATH,
             sim_summary=PATH_OPT, networks=JSON_OPT, csv=OUT_OPT, md=OUT,
             choice={**OUT_OPT, "help": "sweep: where to write the chosen lr per method (JSON)"},
-            follows={**JSON_OPT, "help": "sweep: {follower: leader} learning rates"})
+            follows={**JSON_OPT, "help": "sweep: {follower: leader} learning rates"},
+            picks={**JSON_OPT, "help": "sweep: [{key, runs: {lr: run folder}, out}] runs to copy at the choice"})
     command(sub, "demo-figure", _figure, "one DeMo figure",
             kind={"choices": ["loss_steps", "gap_steps", "loss_bytes", "loss_time", "real"], "required": True},
             steps=PATH_OPT, summary=PATH_OPT, sim_summary=PATH_OPT, networks=JSON_OPT, note={"default": ""},

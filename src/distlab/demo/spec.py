@@ -28,6 +28,10 @@ CONFIG_SECTION = "demo"  # distlab.config.checks.paper_checks finds check() by i
 
 # the methods a run trains with (distlab.techniques.methods.make_method builds each)
 METHODS = ("adamw", "demo", "demo-compact", "demo-allmean", "diloco", "powersgd")
+# the option sections each method reads (distlab.demo.methods): a run's spec holds these only, so
+# that changing another method's options reruns none of its jobs
+OPTIONS_OF = {"adamw": ("adamw",), "demo": ("demo",), "demo-compact": ("demo",), "demo-allmean": ("demo",),
+              "diloco": ("adamw", "diloco"), "powersgd": ("adamw", "powersgd")}
 
 
 
@@ -35,7 +39,7 @@ SPEC_SCHEMA = {
     "type": "object",
     "additionalProperties": False,
     "required": ["experiment", "method", "backend", "model", "n_workers", "batch_size", "lr",
-                 "steps", "cluster"],
+                 "steps"],  # and, on the simulated backend, "cluster" (check_spec)
     # one seed, or (simulated backend) a list run one after another in this process
     "oneOf": [{"required": ["seed"]}, {"required": ["seeds"]}],
     "properties": {
@@ -57,9 +61,10 @@ SPEC_SCHEMA = {
             "type": "object", "additionalProperties": False, "required": ["sweep", "method"],
             "properties": {"sweep": {"type": "string", "minLength": 1}, "method": {"enum": list(METHODS)}}}]},
         "lr_chosen_by": {"type": "string"},
-        # the sweep's root: a seed whose run at the chosen lr is already there (same spec but for
-        # where the lr came from) is taken from it instead of trained again (the same computation)
-        "reuse_from": {"type": "string", "minLength": 1},
+        # {"<seed>": folder}: the sweep's run of that seed at the chosen lr, picked by the workflow
+        # (rule demo_table_sweep); taken instead of trained again when its spec is this one's but for
+        # where the lr came from (the same computation: distlab.results.sweeps)
+        "reuse": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}},
         "steps": specs.POS_INT,
         "eval_every": specs.POS_INT,
         "eval_batches": specs.POS_INT,
@@ -81,8 +86,10 @@ def check_spec(spec: dict) -> None:
     """Cross-field rules the schema cannot state; raise SpecError naming the key."""
     if spec["backend"] != "simulated" and "seeds" in spec:
         raise specs.SpecError("demo spec: key 'seeds': a list of seeds runs only on the simulated backend")
-    if spec["backend"] != "simulated" and "reuse_from" in spec:
-        raise specs.SpecError("demo spec: key 'reuse_from': only simulated runs are taken from the sweep")
+    if spec["backend"] != "simulated" and "reuse" in spec:
+        raise specs.SpecError("demo spec: key 'reuse': only simulated runs are taken from the sweep")
+    if spec["backend"] == "simulated" and "cluster" not in spec:
+        raise specs.SpecError("demo spec: key 'cluster': a simulated run needs its cluster (compute, network)")
     if spec["method"] == "diloco" and spec["steps"] % int(spec.get("diloco", {}).get("H", 10)):
         raise specs.SpecError("demo spec: key 'diloco.H': steps must be a multiple of H, so the run "
                               "ends on a synchronisation")
@@ -126,6 +133,15 @@ def check(config: dict[str, Any]) -> list[str]:
             if leader not in sweep.get("methods", []):
                 out.append(f"demo.sweep.methods: {m!r} takes the sweep's choice for {leader!r} "
                            f"(demo.lr_from_sweep), which the sweep does not run")
+    if d.get("lr_from_sweep") and not sweep.get("share_seeds"):
+        # the lr is chosen on seeds the comparison does not use (a choice made on the compared runs
+        # favours the chosen lr on exactly those runs); share_seeds: the tiny test config's mechanics
+        compared = {int(k) for k in config.get("seeds") or []} | (
+            {int(k) for k in real.get("seeds") or []} if real.get("enabled") else set())
+        shared = sorted(compared & {int(k) for k in sweep.get("seeds") or []})
+        if shared:
+            out.append(f"demo.sweep.seeds: {shared} are also the comparison's seeds (seeds, demo.real.seeds); "
+                       f"the lr would be chosen on the runs it is compared on: give the sweep other seeds")
     for f, leader in follows.items():
         if leader in follows:
             out.append(f"demo.lr_follows.{f}: follows {leader!r}, itself a follower (one level only)")

@@ -29,7 +29,6 @@ and where it came from (``lr_chosen_by``).
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 
@@ -39,6 +38,7 @@ import torch
 from ..config import specs
 from ..data import load_manifest, load_split, text_batch
 from ..models import build_model, lm_loss
+from ..results import sweeps
 from ..results.runs import Checkpointer, RunRecorder
 from ..runtime import device as devices
 from ..runtime.compute import ComputeModel
@@ -189,37 +189,12 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime
     return _run_simulated_one(spec, data_dir, Path(out_dir), runtime)
 
 
-_PROVENANCE = ("lr_chosen_by", "reuse_from")  # where the lr and the run came from, not what it trains
-
-
-def reused_source(spec: dict) -> Path | None:
-    """The sweep run that trained exactly this one-seed ``spec`` (its lr resolved), if finished:
-    ``reuse_from/lr{lr:g}/{method}/seed{seed}``, whose manifest holds the same spec but for where
-    the lr came from.  None without ``reuse_from`` or when no such finished run is there."""
-    root = spec.get("reuse_from")
-    if not root or isinstance(spec["lr"], dict):
-        return None
-    src = Path(root) / f"lr{float(spec['lr']):g}" / spec["method"] / f"seed{spec['seed']}"
-    return src if finished(src, {k: v for k, v in spec.items() if k not in _PROVENANCE}) else None
-
-
 def reuse(spec: dict, out_dir: Path) -> bool:
     """Take a one-seed run from the sweep when the sweep already trained it (the comparison at the
     chosen lr, for the sweep's seeds, is the sweep's run at that lr: the same computation, same
-    numbers).  The metrics are copied; the manifest is the sweep run's with this spec and
-    ``reused_from`` naming the source.  False (nothing written) when there is nothing to reuse."""
-    src = reused_source(spec)
-    if src is None:
-        return False
-    out_dir.mkdir(parents=True, exist_ok=True)
-    man = json.loads((src / "manifest.json").read_text())
-    man["spec"], man["reused_from"] = spec, str(src)
-    shutil.copyfile(src / "metrics.csv", out_dir / "metrics.csv.part")
-    (out_dir / "metrics.csv.part").replace(out_dir / "metrics.csv")
-    (out_dir / "manifest.json").write_text(json.dumps(man, indent=2, sort_keys=True) + "\n")
-    print(f"demo {spec['method']} seed {spec['seed']}: the sweep's run at lr {spec['lr']:g} ({src}), reused",
-          flush=True)
-    return True
+    numbers): the spec's ``reuse`` names the folder the workflow's pick step copied it to
+    (rule demo_sweep_pick, :mod:`distlab.results.sweeps`).  False (nothing written) otherwise."""
+    return sweeps.take(spec, out_dir, "demo")
 
 
 def _progress_every(steps: int) -> int:

@@ -8,6 +8,7 @@ import json
 
 from ..clihelp import as_json
 from ..pipeline.extra_seeds import for_setting
+from .spec import OPTIONS_OF
 
 SIM = "simulated"
 SIM_REAL = "simulated_real"  # the real runs' simulated twins: same methods, N, seeds, steps and lr
@@ -26,6 +27,7 @@ class DemoWorkflow:
         self.sweep_job = f"{results}/demo/sweep/lr{{lr}}/{{dmethod}}"  # a sweep job: every sweep seed below it
         self.twin_job = f"{results}/demo/{SIM_REAL}/n{{nw}}/{{dmethod}}"  # a real setting's simulated twin
         self.lr_choice = f"{results}/demo/sweep/chosen_lr.json"       # the sweep's choice (validation split)
+        self.picked = f"{results}/demo/sweep/chosen"  # the sweep's runs at the choice the comparison takes
         self.from_sweep = bool(d.get("lr_from_sweep", False))
         self.networks = as_json(d["networks"])
         self.real_enabled = d["real"]["enabled"]
@@ -85,23 +87,52 @@ class DemoWorkflow:
                 if (int(n), m) not in out]
         return out
 
-    def reuse(self, method, n) -> str | None:
-        """The sweep's root when the comparison job of (method, N) takes its sweep seeds' runs from the
-        sweep: the lr is the sweep's choice, the method was swept at this N, and the sweep ran the
-        comparison's horizon, so the comparison at the chosen lr is the sweep's run at that lr for
-        those seeds (the same computation).  None otherwise."""
+    def reusable(self, method, n) -> list[int]:
+        """The seeds whose comparison run of (method, N) is the sweep's run at the chosen lr: the lr
+        is the sweep's choice, the method was swept at this N, and the sweep ran the comparison's
+        horizon, so for the sweep's seeds among the configured ones the comparison at the chosen lr
+        is the sweep's run at that lr (the same computation).  Empty otherwise."""
         sw = self.d.get("sweep") or {}
         same = (self.from_sweep and method in sw.get("methods", []) and int(n) == int(sw.get("n_workers", -1))
                 and int(sw.get("steps", -1)) == int(self.d["steps"]))
-        return f"{self.results}/demo/sweep" if same else None
+        mine = [int(k) for k in self.config["seeds"]]
+        return [int(s) for s in sw.get("seeds", []) if int(s) in mine] if same else []
+
+    def picked_run(self, method, seed) -> str:
+        """The folder rule demo_table_sweep copies the sweep's run of (method, seed) at the chosen lr to."""
+        return f"{self.picked}/{method}/seed{int(seed)}"
+
+    def reuse(self, method, n, seeds) -> dict:
+        """A comparison spec's ``reuse``: {seed: picked folder} of its seeds the sweep trained."""
+        return {str(s): self.picked_run(method, s) for s in self.reusable(method, n)
+                if int(s) in [int(k) for k in seeds]}
+
+    def picks(self) -> list[dict]:
+        """What rule demo_table_sweep picks: each reused (method, seed) with the sweep's run of it at
+        every swept lr and the folder it goes to (distlab.results.sweeps.pick)."""
+        sw = self.d.get("sweep") or {}
+        methods = sorted({m for n, m in self.sim_settings() if self.reusable(m, n)})
+        return [{"key": m, "out": self.picked_run(m, s),
+                 "runs": {f"{float(lr):g}": f"{self.results}/demo/sweep/lr{float(lr):g}/{m}/seed{s}" for lr in sw["lrs"]}}
+                for m in methods for s in self.reusable(m, sw["n_workers"])]
+
+    def picked_files(self) -> list[str]:
+        """rule demo_table_sweep's picked runs (each folder's metrics, then its manifest)."""
+        return [f"{p['out']}/{name}" for p in self.picks() for name in ("metrics.csv", "manifest.json")]
+
+    def picks_json(self, w=None) -> str:
+        return as_json(self.picks())
 
     def reuse_input(self, w) -> list[str]:
-        """The sweep runs a comparison job may take (every swept lr: the choice is known only at run time)."""
-        if self.reuse(w.dmethod, w.nw) is None:
-            return []
-        sw = self.d["sweep"]
-        return [f"{self.results}/demo/sweep/lr{lr:g}/{w.dmethod}/seed{s}/manifest.json"
-                for lr in sw["lrs"] for s in sw["seeds"] if int(s) in [int(k) for k in self.config["seeds"]]]
+        """The picked sweep runs a comparison job takes (rule demo_table_sweep's outputs): of its
+        seeds (an extra seed's job: of its one seed)."""
+        seeds = [int(w.seed)] if "seed" in dict(w.items()) else self.config["seeds"]
+        return [f"{d}/manifest.json" for d in self.reuse(w.dmethod, w.nw, seeds).values()]
+
+    def summary_networks(self, w) -> str:
+        """demo_summarize's networks: the configured ones; none for the sweep (its table compares
+        validation losses, and its summary feeds the lr choice: a network changes no choice)."""
+        return "{}" if w.dgroup == "sweep" else self.networks
 
     def extra_seeds(self, n, method) -> list[int]:
         """Extra seeds of one simulated setting whose claim asked for more (config stats.extra_seeds),
@@ -114,12 +145,15 @@ class DemoWorkflow:
 
     # ------------------------------------------------------------ specs
     def sim_spec(self, method, n, seeds) -> str:
-        """The spec of a simulated comparison job (its seeds; the sweep's root where it reuses runs)."""
-        return self.spec(method, n, None, SIM, seeds=seeds, reuse=self.reuse(method, n))
+        """The spec of a simulated comparison job (its seeds; the picked sweep runs it takes)."""
+        return self.spec(method, n, None, SIM, seeds=seeds, reuse=self.reuse(method, n, seeds))
 
-    def spec(self, method, n, seed, backend, lr=None, steps=None, seeds=None, reuse=None) -> str:
-        """The run spec of one run, or with ``seeds`` (simulated) of every seed of one job."""
+    def spec(self, method, n, seed, backend, lr=None, steps=None, seeds=None, reuse=None, full=False) -> str:
+        """The run spec of one run, or with ``seeds`` (simulated) of every seed of one job: what
+        the run computes and nothing else (the option sections of its own method, the cluster
+        on the simulated backend only; ``full``: every section, the benchmark's)."""
         d = self.d
+        own = set(OPTIONS_OF[method]) if not full else {"demo", "adamw", "diloco", "powersgd"}
         spec = {
             "experiment": "demo", "method": method, "backend": backend,
             **({"seeds": [int(k) for k in seeds]} if seeds is not None else {"seed": int(seed)}),
@@ -127,10 +161,10 @@ class DemoWorkflow:
             "lr": self.lr(method, lr),
             "steps": int(steps or d["steps"]), "eval_every": d["eval_every"],
             "eval_batches": d["eval_batches"], "dtype": d.get("dtype", "float32"),
-            "demo": d["demo"], "adamw": d["adamw"], "diloco": d["diloco"], "powersgd": d["powersgd"],
-            "cluster": {"compute": d["compute"], "network": self.config["cluster"]["network"],
-                        "straggler": {"model": "none"}},
-            **({"reuse_from": reuse} if reuse else {}),
+            **{k: d[k] for k in ("demo", "adamw", "diloco", "powersgd") if k in own},
+            **({"cluster": {"compute": d["compute"], "network": self.config["cluster"]["network"],
+                            "straggler": {"model": "none"}}} if backend == SIM or full else {}),
+            **({"reuse": reuse} if reuse else {}),
             # the simulated workers' device, where the config names one (config/gpu.yaml)
             **({"device": d["device"]} if "device" in d and backend == SIM else {}),
         }
@@ -200,7 +234,7 @@ class DemoWorkflow:
         d = self.d
         out = {"model": d["model"], "large_model": d["bench"]["large_model"], "steps": d["bench"]["steps"],
                "lr": d["lr"]["demo"], "demo": d["demo"],
-               "run": json.loads(self.spec("demo", 2, 0, "gloo", lr=d["lr"]["demo"]))}
+               "run": json.loads(self.spec("demo", 2, 0, "gloo", lr=d["lr"]["demo"], full=True))}
         if gpu:
             return as_json({**out, "parts": ["whole step"], "backend": "nccl"})
         return as_json({**out, "repeats": d["bench"]["repeats"]})

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..clihelp import JSON, OUT, OUT_OPT, PATH, PATH_OPT, PATHS, command
+from ..clihelp import JSON, JSON_OPT, OUT, OUT_OPT, PATH, PATH_OPT, PATHS, command
 
 
 def cmd_summarize(a: argparse.Namespace) -> int:
@@ -82,6 +82,10 @@ def cmd_sweep(a: argparse.Namespace) -> int:
     from .summary import sweep_table
 
     sweep_table([Path(p) for p in a.runs], a.md, a.csv, a.choice, a.follows)
+    if a.picks:  # the sweep's runs at the choice that comparison jobs take
+        from ..results.sweeps import pick_all
+
+        pick_all(a.choice, a.picks)
     return 0
 
 
@@ -103,4 +107,5 @@ def register(sub) -> None:
             input=PATH, out=OUT, csv=OUT, md=OUT,
             claims={**PATH, "help": "config/claims.yaml: the paper's ratio (local.rc.throughput) drawn as a line"})
     command(sub, "local-sweep", cmd_sweep, "local learning: the lr sweep's table and choice",
-            runs=PATHS, md=OUT, csv=OUT, choice=OUT, follows={**JSON, "help": "{key: leader key}"})
+            runs=PATHS, md=OUT, csv=OUT, choice=OUT, follows={**JSON, "help": "{key: leader key}"},
+            picks={**JSON_OPT, "help": "[{key, runs: {lr: run folder}, out}] runs to copy at the choice"})

@@ -44,7 +44,8 @@ SPEC_SCHEMA = {
         "lr": {"anyOf": [_pos_num, {"type": "object", "additionalProperties": False, "required": ["sweep", "key"],
                                     "properties": {"sweep": {"type": "string", "minLength": 1},
                                                    "key": {"type": "string", "minLength": 1}}}]},
-        "reuse_from": {"type": "string", "minLength": 1},
+        # {"<seed>": folder}: the sweep's run of that seed at the chosen lr, picked by the workflow
+        "reuse": {"type": "object", "additionalProperties": {"type": "string", "minLength": 1}},
         "lr_warmup": {"type": "integer", "minimum": 0, "maximum": 100000},
         "optimizer": {"enum": ["adamw", "sgd"]},
         "staleness_bound": {"type": "integer", "minimum": 0, "maximum": 1000},

@@ -43,10 +43,9 @@ def untimed_bp_spec(c: dict, seeds: list[int], sweep_root: str | None = None) ->
     out = dict(spec(c, "rc", "bp", seeds[0], threads=1), timed=False)
     if sweep_root and from_sweep(c):  # built timed above (BP's timed seeds): add the sweep's part
         out["lr"] = lr_of(c, "rc", "bp", sweep_root)
-        out["reuse_from"] = f"{sweep_root}/lr<lr>/rc/bp"
     out.pop("seed")
     out["seeds"] = [int(s) for s in seeds]
-    return out
+    return _with_reuse(out, c, "rc", "bp", out["seeds"], sweep_root)
 
 
 def extra_seeds(c: dict, reqs: list, seeds: list[int], group: str, method: str) -> list[int]:
@@ -123,9 +122,15 @@ def spec(c: dict, group: str, method: str, seed: int, threads: int | None = None
         out.update(method="pc", variant=variant, pc={"T": g["T"], **g["variants"][variant]})
     else:
         raise ValueError(f"local_learning.{group}.methods: unknown method {method!r}")
-    if sweep_root and from_sweep(c) and swept(c, group, method) and not out["timed"]:
-        out["reuse_from"] = f"{sweep_root}/lr<lr>/{group}/{method}"  # a seed the sweep trained
-    return out
+    return _with_reuse(out, c, group, method, [int(seed)], sweep_root)
+
+
+def _with_reuse(out: dict, c: dict, group: str, method: str, job_seeds: list[int], sweep_root: str | None) -> dict:
+    """``out`` with ``reuse`` (:func:`reuse_map`) where an untimed job takes sweep runs."""
+    if out["timed"]:
+        return out
+    reuse = reuse_map(c, group, method, job_seeds, sweep_root)
+    return dict(out, reuse=reuse) if reuse else out
 
 
 # (group, method) pairs of the untimed jobs, as the rule's wildcard ``lrun`` = "group/method"
@@ -141,8 +146,9 @@ def seeds_spec(c: dict, group: str, method: str, seeds: list[int], sweep_root: s
         raise ValueError(f"{group}/{method} is timed: one job a seed")
     out = spec(c, group, method, seeds[0], sweep_root=sweep_root)
     out.pop("seed")
+    out.pop("reuse", None)
     out["seeds"] = [int(s) for s in seeds]
-    return out
+    return _with_reuse(out, c, group, method, out["seeds"], sweep_root)
 
 
 def untimed_job_spec(c: dict, run: str, seeds: list[int], sweep_root: str | None = None) -> dict:
@@ -300,19 +306,47 @@ def sweep_spec(c: dict, group: str, method: str, lr, seeds: list[int]) -> dict:
     return dict(out, lr=float(lr))
 
 
+def picked_run(sweep_root: str, group: str, method: str, seed: int) -> str:
+    """The folder rule local_table_sweep copies the sweep's run of (method, seed) at the chosen lr to."""
+    return f"{sweep_root}/chosen/{group}/{method}/seed{int(seed)}"
+
+
+def reused_seeds(c: dict, group: str, method: str, seeds: list[int]) -> list[int]:
+    """The seeds whose untimed comparison run of a swept method is the sweep's run at the chosen
+    lr (the sweep trains at the comparison's horizon, one thread, on its seeds): the sweep seeds
+    among the method's untimed seeds (the deep model's BP: its untimed seeds only)."""
+    if not (from_sweep(c) and swept(c, group, method)) or (timed(group, method) and method != "bp"):
+        return []
+    untimed = untimed_bp_seeds(c, seeds) if (group, method) == ("rc", "bp") else seeds_of(c, group, method, seeds)
+    return [s for s in sweep_seeds(c, group, method, seeds) if int(s) in [int(k) for k in untimed]]
+
+
+def reuse_map(c: dict, group: str, method: str, job_seeds: list[int], sweep_root: str | None) -> dict:
+    """An untimed comparison spec's ``reuse``: {seed: picked folder} of the job's seeds the sweep
+    trained (a swept method; its picks: :func:`picks`)."""
+    if not (sweep_root and from_sweep(c) and swept(c, group, method)):
+        return {}
+    sw = sweep_seeds(c, group, method, job_seeds)
+    return {str(s): picked_run(sweep_root, group, method, s) for s in job_seeds if int(s) in sw}
+
+
+def picks(c: dict, seeds: list[int], sweep_root: str) -> list[dict]:
+    """What rule local_table_sweep picks: each reused (method, seed) with the sweep's run of it at
+    every swept lr and the folder it goes to (distlab.results.sweeps.pick)."""
+    return [{"key": sweep_key(g, m), "out": picked_run(sweep_root, g, m, s),
+             "runs": {f"{lr:g}": f"{sweep_root}/lr{lr:g}/{g}/{m}/seed{s}" for lr in sweep_lrs(c, g, m)}}
+            for g, m in dict.fromkeys((g, m) for g, m, _ in sweep_points(c))
+            for s in reused_seeds(c, g, m, seeds)]
+
+
 def sweep_inputs(c: dict, group: str, method: str, job_seeds: list[int], seeds: list[int],
                  sweep_root: str) -> list[str]:
-    """What a comparison job reads from the sweep: the choice, and (an untimed job of a swept
-    method) every swept lr's run of its seeds the sweep trains (the choice is known only when
-    the job starts)."""
+    """What a comparison job reads from the sweep: the choice, and the picked runs its spec's
+    ``reuse`` names (rule local_table_sweep's outputs)."""
     if not from_sweep(c):
         return []
-    out = [choice_path(sweep_root)]
-    if swept(c, group, method) and not (timed(group, method) and method != "bp"):
-        mine = [s for s in sweep_seeds(c, group, method, seeds) if int(s) in [int(k) for k in job_seeds]]
-        out += [f"{sweep_root}/lr{lr:g}/{group}/{method}/seed{s}/manifest.json"
-                for lr in sweep_lrs(c, group, method) for s in mine]
-    return out
+    mine = [s for s in reused_seeds(c, group, method, seeds) if int(s) in [int(k) for k in job_seeds]]
+    return [choice_path(sweep_root)] + [f"{picked_run(sweep_root, group, method, s)}/manifest.json" for s in mine]
 
 
 def sweep_problems(c: dict, seeds: list[int]) -> list[str]:
@@ -350,8 +384,7 @@ class LocalRules:
     """workflow/rules/local_learning.smk's functions of a job's wildcards, bound to the config's
     ``local_learning`` section ``c``, the configured ``seeds``, the sweep's folder and the deep
     model's untimed BP seeds.  A job's params.spec and the spec its resources are sized from
-    are built by the same function (the resources' without the sweep's chosen lr, which
-    changes no size)."""
+    are one and the same (one function, built once a job)."""
 
     def __init__(self, c: dict, seeds: list[int], results: str = "results", paper: str = "paper",
                  reqs: list | None = None) -> None:
@@ -375,6 +408,9 @@ class LocalRules:
         self.extra_seeds = all_extra_seeds(c, reqs or [], seeds)
         self.hybrid_seeds = seeds_of(c, "rc", "rc-pc-T0", seeds)  # rc.hybrid.seeds
         self.sweep_runs = sweep_runs(c, seeds, self.sweep_root)
+        self.picks = picks(c, seeds, self.sweep_root)  # the sweep runs comparison jobs take
+        self.picked_files = [f"{p['out']}/{name}" for p in self.picks for name in ("metrics.csv", "manifest.json")]
+        self._job_specs: dict = {}
         if self.sweep_runs:  # every method at its own lr, chosen on the validation split
             self.tables += [f"{paper}/tables/local_sweep.csv", f"{paper}/tables/local_sweep.md"]
         self.nonident_spec = {**spec(c, "rc", "bp", seeds[0]),
@@ -392,22 +428,25 @@ class LocalRules:
                                ("pc_cost", self.bench["pc_cost"], "PC cost vs T"),
                                ("nonident", f"{results}/local/nonident.json", "non-identifiability"))
 
+    # Each training rule's params.spec and the spec its resources are sized from are one function
+    # of the job's wildcards (built once a job): one spec per job, the whole of what it computes.
+    def _once(self, kind: str, w, build) -> str:
+        fields = dict(w.items()) if hasattr(w, "items") else vars(w)  # Snakemake's wildcards, or any namespace
+        key = (kind, tuple(sorted((k, str(v)) for k, v in fields.items())))
+        if key not in self._job_specs:
+            self._job_specs[key] = as_json(build())
+        return self._job_specs[key]
+
     # -- local_train: one timed run
     def timed_sweep(self, w) -> list[str]:
         return sweep_inputs(self.c, w.lgroup, w.lmethod, [int(w.seed)], self.seeds, self.sweep_root)
 
     def timed_spec(self, w) -> str:
-        return as_json(spec(self.c, w.lgroup, w.lmethod, w.seed, sweep_root=self.sweep_root))
-
-    def timed_size_spec(self, w) -> dict:
-        return spec(self.c, w.lgroup, w.lmethod, w.seed)
+        return self._once("timed", w, lambda: spec(self.c, w.lgroup, w.lmethod, w.seed, sweep_root=self.sweep_root))
 
     # -- local_train_extra: one extra seed a claim asked for
     def extra_spec(self, w) -> str:
-        return as_json(extra_spec(self.c, w.lgroup, w.lmethod, int(w.seed), self.sweep_root))
-
-    def extra_size_spec(self, w) -> dict:
-        return extra_spec(self.c, w.lgroup, w.lmethod, int(w.seed))
+        return self._once("extra", w, lambda: extra_spec(self.c, w.lgroup, w.lmethod, int(w.seed), self.sweep_root))
 
     def extra_threads(self, w) -> int:
         return extra_threads(self.c, w.lgroup, w.lmethod)
@@ -417,21 +456,22 @@ class LocalRules:
         return job_sweep_inputs(self.c, w.lrun, self.seeds, self.sweep_root)
 
     def untimed_spec(self, w) -> str:
-        return as_json(untimed_job_spec(self.c, w.lrun, self.seeds, self.sweep_root))
-
-    def untimed_size_spec(self, w) -> dict:
-        return untimed_job_spec(self.c, w.lrun, self.seeds)
+        return self._once("untimed", w, lambda: untimed_job_spec(self.c, w.lrun, self.seeds, self.sweep_root))
 
     # -- local_train_bp_untimed: the deep model's BP on its untimed seeds
-    def bp_untimed_size_spec(self, w) -> dict:
-        return untimed_bp_spec(self.c, self.bp_untimed)
+    def bp_untimed_sweep(self, w) -> list[str]:
+        return sweep_inputs(self.c, "rc", "bp", self.bp_untimed, self.seeds, self.sweep_root)
+
+    def bp_untimed_spec(self, w) -> str:
+        return self._once("bp_untimed", w, lambda: untimed_bp_spec(self.c, self.bp_untimed, self.sweep_root))
 
     # -- local_train_sweep: one lr of the sweep
     def sweep_spec(self, w) -> str:
-        return as_json(sweep_job_spec(self.c, w.lrun, w.llr, self.seeds))
+        return self._once("sweep", w, lambda: sweep_job_spec(self.c, w.lrun, w.llr, self.seeds))
 
-    def sweep_size_spec(self, w) -> dict:
-        return sweep_job_spec(self.c, w.lrun, w.llr, self.seeds)
+    # -- local_table_sweep: the sweep's runs at the choice that comparison jobs take
+    def picks_json(self, w=None) -> str:
+        return as_json(self.picks)
 
     # -- the benchmarks' memory: each process holds the data set and a model
     def throughput_mem_mb(self, w, input) -> int:
