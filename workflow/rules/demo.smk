@@ -347,7 +347,7 @@ use rule demo_bench as demo_bench_gpu with:
     # On a machine with a GPU (outside `all`; `snakemake --cores all demo_bench_gpu`): the whole training
     # step of DeMo against AdamW-DDP's on NCCL, one process per GPU (at most 2; on one GPU the run is world
     # size 1: the step without its collective), the default and the large model (measured; reported,
-    # never asserted).  Fails at once where there is no GPU.
+    # never asserted).  Without a GPU it writes its rows as "not run: no GPU".
     output:
         **csv_and_beside(f"{RESULTS}/demo/bench/bench_gpu", md=".md"),
     params:
