@@ -30,7 +30,7 @@ from distlab.atlas.replay import replay
 from distlab.atlas.workflow import base_spec
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
-CONFIG = yaml.safe_load((ROOT / "config/config.yaml").read_text())   # as shipped (atlas.compute: measured)
+CONFIG = yaml.safe_load((ROOT / "config/config.yaml").read_text())   # as shipped (atlas.compute: stored)
 # the stored profile's mechanism, under test whatever the shipped default
 BASE = {**CONFIG, "atlas": {**CONFIG["atlas"], "compute": "stored"}}
 
@@ -43,7 +43,7 @@ def _section(overlay: str | None = None) -> dict:
 @pytest.mark.parametrize("overlay", [None, "tests/configs/tiny.yaml"])
 def test_the_shipped_profile_validates_and_covers_every_atlas_size(overlay):
     a = _section(overlay)
-    assert BASE["atlas"]["compute_profile"] == profile.DEFAULT_PATH   # shipped, though measured is the default (config.yaml says why)
+    assert BASE["atlas"]["compute_profile"] == profile.DEFAULT_PATH and CONFIG["atlas"]["compute"] == "stored"
     prof, sha = profile.load(a["compute_profile"])
     assert len(sha) == 12 and prof["label"] == "measured"
     prov = prof["provenance"]

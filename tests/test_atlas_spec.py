@@ -52,8 +52,8 @@ CHANGES: dict[str, tuple[object, frozenset]] = {
     "in_default_target": (False, _jobs()),                      # which targets the map joins, no result
     "dataset": ("digits", _jobs(ALL, ref=True, map_=True)),      # the data and its floors are inputs
     "target_loss": (2.9, _jobs(map_=True)),
-    "compute": ("stored", _jobs(ALL, ref=True, map_=True)),
-    "compute_profile": ("data/atlas/another_profile.json", _jobs()),  # read only under compute: stored
+    "compute": ("measured", _jobs(ALL, ref=True, map_=True)),
+    "compute_profile": ("data/atlas/another_profile.json", _jobs(ALL, ref=True, map_=True)),  # read under stored
     "sizes": ({**ATLAS["sizes"], "small": {**ATLAS["sizes"]["small"], "d_model": 24}}, _jobs(ALL, map_=True)),
     "sizes.large": ({**ATLAS["sizes"]["large"], "d_model": 48}, _jobs(ALL, ref=True, map_=True)),
     "n_workers": ([2, 6], _jobs(ALL)),
