@@ -138,6 +138,7 @@ def test_time_to_target_sums_each_runs_steps_until_the_shared_target():
 
 @pytest.mark.skipif(WHY is not None, reason=f"shaped runs skipped: {WHY}")
 def test_dilocos_shaped_run_through_the_atlas_driver_gives_error_rows(monkeypatch, tmp_path):
+    import distlab.cli  # noqa: F401 (the ranks run a distlab command: `python -m distlab` registers it)
     from distlab.data import prepare_dataset
 
     data = tmp_path / "pydoc"
