@@ -58,41 +58,78 @@ def test_demo_bench_reports_the_count_as_a_row(tmp_path):
     assert (tmp_path / "bench.md").is_file()
 
 
+# torch.compile leaves the process unable to fork ranks that run autograd ("Unable to handle
+# autograd's threading in combination with fork-based multiprocessing"): the compile tests run in a
+# child interpreter, so the test worker's later fork-based tests are not poisoned.
+_COMPILE_CHECK = """
+import json, sys
+import torch, torch._dynamo as dynamo
+from distlab.demo.bench import compiled_step
+from distlab.demo.train import build_lm
+from distlab.techniques import DeMo
+
+torch.set_num_threads(1)
+
+
+def params():
+    model = build_lm({"name": "gpt", "n_layer": 2, "d_model": 128, "n_head": 2, "block_size": 64},
+                     256, torch.float32, 0)
+    return list(model.parameters())
+
+
+runs = []
+for compiled in (False, True):
+    dynamo.reset()
+    ps = params()
+    opt = DeMo(ps, lr=1e-3, compression_topk=8, compression_chunk=32)
+    step = compiled_step(opt, backend="aot_eager") if compiled else opt.step
+    for i in range(5):
+        for p in ps:
+            p.grad = torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel() + i))
+        step()
+    runs.append([p.detach().clone() for p in ps])
+ex = dynamo.explain(opt.step)()
+print(json.dumps({"equal": all(torch.equal(a, b) for a, b in zip(*runs)), "graphs": ex.graph_count,
+                  "breaks": ex.graph_break_count, "reasons": [str(r)[:200] for r in ex.break_reasons]}))
+"""
+
+_COMPILE_BENCH = """
+import json, sys
+from pathlib import Path
+from distlab.demo import bench
+
+out = Path(sys.argv[1])
+model = {"name": "gpt", "n_layer": 1, "d_model": 64, "n_head": 2, "block_size": 64}
+df = bench.main_bench({"model": model, "lr": 1e-3, "repeats": 2, "steps": 1, "parts": ["compile"]},
+                      out, out / "bench.csv", threads=1)
+rows = df[df["benchmark"] == "torch.compile (inductor) of one step"]
+print(json.dumps({"n": len(rows), "ms": rows["median_ms"].tolist(), "what": rows["what"].tolist(),
+                  "ratio": rows["ratio_vs_eager"].tolist()}))
+"""
+
+
+def _child(code: str, *args) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def test_the_step_compiles_as_one_graph_and_equals_the_eager_step():
     """``torch.compile(opt.step, fullgraph=True)`` (a graph break would raise): one graph, and five
     compiled steps leave the parameters bit-equal to five eager ones from the same gradients.
     The aot_eager backend traces what inductor would compile without its code generation; the
     inductor cost (first call, steady step against eager) is ``demo-bench`` part "compile"."""
-    import torch._dynamo as dynamo
-
-    from distlab.demo.bench import compiled_step
-    from distlab.techniques import DeMo
-
-    torch.set_num_threads(1)
-    runs = []
-    for compiled in (False, True):
-        dynamo.reset()
-        params = _params(2, 128)
-        opt = DeMo(params, lr=1e-3, compression_topk=8, compression_chunk=32)
-        step = compiled_step(opt, backend="aot_eager") if compiled else opt.step
-        for i in range(5):
-            for p in params:
-                p.grad = torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel() + i))
-            step()
-        runs.append([p.detach().clone() for p in params])
-    assert all(torch.equal(a, b) for a, b in zip(*runs))
-    explained = dynamo.explain(opt.step)()
-    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+    got = _child(_COMPILE_CHECK)
+    assert got["equal"] and got["graphs"] == 1 and got["breaks"] == 0, got
 
 
 def test_demo_bench_reports_the_compile_cost(tmp_path):
     """Part "compile": the first compiled call and the steady compiled step against eager, bit-equal."""
-    from distlab.demo import bench
-
-    model = {"name": "gpt", "n_layer": 1, "d_model": 64, "n_head": 2, "block_size": 64}
-    df = bench.main_bench({"model": model, "lr": 1e-3, "repeats": 2, "steps": 1, "parts": ["compile"]},
-                          tmp_path, tmp_path / "bench.csv", threads=1)
-    rows = df[df["benchmark"] == "torch.compile (inductor) of one step"]
-    assert len(rows) == 2 and (rows["median_ms"] > 0).all()
-    assert "bit-equal" in rows.iloc[1]["what"] and "NOT" not in rows.iloc[1]["what"]
-    assert rows.iloc[1]["ratio_vs_eager"] > 0
+    got = _child(_COMPILE_BENCH, tmp_path)
+    assert got["n"] == 2 and all(ms > 0 for ms in got["ms"])
+    assert "bit-equal" in got["what"][1] and "NOT" not in got["what"][1]
+    assert got["ratio"][1] > 0
