@@ -405,6 +405,18 @@ def parse_table(readme: str) -> tuple[dict[str, dict[str, int]], dict[str, str]]
     return got, findings
 
 
+def decided_basis(card: Path) -> dict[str, int]:
+    """The snapshot's decided rows (reproduced, not reproduced) by what they rest on
+    (distlab.scoring.basis): measured, trained, trained x clock, clock, arithmetic."""
+    from distlab.scoring.basis import KINDS, UnknownMetric, decided_by_basis
+
+    try:
+        c = decided_by_basis(_rows(card))
+    except UnknownMetric as e:
+        raise Refused(f"{card}: {e}") from None
+    return {k: c[k] for k in KINDS}
+
+
 def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict) -> None:
     text = readme.read_text(encoding="utf-8")
     _, findings = parse_table(text)
@@ -418,8 +430,13 @@ def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict) -> None:
     settled = (f"; measured verdicts settled over {st.get('evaluations') or 'k'} evaluations by `make stability` "
                f"({st.get('unstable', 0)} {UNSTABLE}, each with its spread in `docs/results/scorecard.csv`)"
                if st.get("run") else f"; {NO_STABILITY}")
+    basis = ""
+    if rec.get("decided_basis") is not None:
+        from distlab.scoring.basis import sentence
+
+        basis = " " + sentence(Counter(rec["decided_basis"]))
     block = (f"{BEGIN}{marker_line}\n{table}\n\nCounts from the snapshot of commit `{commit}` "
-             f"({when}), `docs/results/snapshot.json`{settled}.\n{END}")
+             f"({when}), `docs/results/snapshot.json`{settled}.{basis}\n{END}")
     readme.write_text(before + block + after, encoding="utf-8")
 
 
@@ -732,6 +749,7 @@ def snapshot(args: argparse.Namespace) -> dict:
     (dest / "verdict_changes.md").write_text(text + "\n", encoding="utf-8")
     snap = {**rec, "previous_commit": old_commit, "claims": len(new),
             "verdicts": dict(Counter(v for _, v in new.values())), "verdict_changes": len(rows),
+            "decided_basis": decided_basis(dest / "scorecard.csv"),
             "netcheck": netcheck, "stability": stability}
     (dest / "snapshot.json").write_text(json.dumps(snap, indent=2) + "\n")
     if args.readme:

@@ -263,9 +263,9 @@ def _write_card(path: Path, rows: list[tuple[str, str, str]], stale: bool = Fals
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["id", "paper", "statement", "verdict"])
+        w.writerow(["id", "paper", "statement", "metric", "measured", "verdict"])
         for cid, paper, verdict in rows:
-            w.writerow([cid, paper, "s", verdict])
+            w.writerow([cid, paper, "s", "final_test_loss", False, verdict])
     text = "# Reproduction scorecard\n"
     if stale:
         text += "\n" + snapshot.STALE + "\n\n| table | run |\n"

@@ -34,6 +34,9 @@ The modules, in the order a verdict is built:
   on this machine and lists every verdict that flips between two runs of one commit
   (``python -m distlab stability``, ``make stability``); a flip of a claim not marked
   ``measured`` is a determinism bug.
+* :mod:`~distlab.scoring.basis` names what each metric's verdict rests on (a measurement,
+  training, trained steps times the simulated clock, the clock alone, arithmetic); the
+  snapshot counts the decided rows by it in the README's verdict block.
 
 What a verdict means (the tests, margins, ``expected``, ``preconditions``,
 ``by_construction``) is documented once, in :mod:`distlab.scoring.scorecard`.
