@@ -101,10 +101,10 @@ class DemoWorkflow:
     def sweep_lrs(self, method) -> list[float]:
         """The lrs the sweep trains ``method`` at: the shared grid ``sweep.lrs`` and the method's
         own further points ``sweep.lrs_extra`` (a grid extended past an edge its choice sat on,
-        so that the choice can be bracketed), ascending."""
+        so that the choice can be bracketed): the grid's order, then the method's own."""
         sw = self.d.get("sweep") or {}
         extra = (sw.get("lrs_extra") or {}).get(method, [])
-        return sorted({float(x) for x in [*sw.get("lrs", []), *extra]})
+        return list(dict.fromkeys(float(x) for x in [*sw.get("lrs", []), *extra]))
 
     def picked_run(self, method, seed) -> str:
         """The folder rule demo_table_sweep copies the sweep's run of (method, seed) at the chosen lr to."""
@@ -226,8 +226,9 @@ class DemoWorkflow:
                     for n, m in self.sim_settings() for s in [*self.config["seeds"], *self.extra_seeds(n, m)]]
         if group == "sweep":
             sw = d["sweep"]
+            lrs = dict.fromkeys(lr for m in sw["methods"] for lr in self.sweep_lrs(m))  # the grid's first
             return [f"{r}/demo/sweep/lr{lr:g}/{m}/seed{s}/manifest.json"
-                    for m in sw["methods"] for lr in self.sweep_lrs(m) for s in sw["seeds"]]
+                    for lr in lrs for m in sw["methods"] if lr in self.sweep_lrs(m) for s in sw["seeds"]]
         real = d["real"]  # the real backend's runs, or (SIM_REAL) their simulated twins
         return [f"{r}/demo/{group}/n{n}/{m}/seed{s}/manifest.json"
                 for n in real["n_workers"] for m in real["methods"] for s in real["seeds"]]
