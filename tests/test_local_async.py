@@ -75,6 +75,39 @@ def test_async_sections_train_on_processes_within_the_staleness_bound(pydoc, bou
     assert res.rows[-1]["val_loss"] == res.rows[-1]["val_loss"]  # evaluated at the end
 
 
+def test_async_run_has_a_held_out_curve_from_its_sections_snapshots(pydoc):
+    """The free-running sections share no step, so the model at update i is every section right
+    after its own update i with the readout once the slowest finished it: evaluated after
+    training into the rows of the evaluation steps (what the settled-gap precondition reads)."""
+    s = spec_for(steps=12, eval_every=4)
+    assert rc_async.snapshot_steps(s) == [0, 4, 8]  # the last (11) is the final model's own
+    res, split, _ = run_async(pydoc, s)
+    evaluated = [r["step"] for r in res.rows if r["val_loss"] == r["val_loss"]]  # not NaN
+    assert evaluated == [0, 4, 8, 11]
+    assert res.rows[0]["val_loss"] != res.rows[-1]["val_loss"]  # the snapshots are not the final model
+    # the final readout is put back after the snapshots: the split is the final model
+    data = TextData(pydoc, s["model"]["block_size"], s["batch_size"], s["seed"])
+    assert rc.Evaluator(data, s).at_eval(split)["val_loss"] == pytest.approx(res.rows[-1]["val_loss"], abs=1e-6)
+
+
+def test_async_snapshots_hold_the_sections_parameters_exactly(pydoc):
+    """At lr 0 nothing moves, so every snapshot is the initial model: each row's loss is its loss."""
+    s = spec_for(steps=9, eval_every=3, lr=0.0)
+    res, split, _ = run_async(pydoc, s)
+    data = TextData(pydoc, s["model"]["block_size"], s["batch_size"], s["seed"])
+    init = split_gpt(build_gpt(s["model"], s["seed"]), s["sections"])
+    want = rc.Evaluator(data, s).at_eval(init)["val_loss"]
+    got = [r["val_loss"] for r in res.rows if r["val_loss"] == r["val_loss"]]
+    assert len(got) == 4 and got == pytest.approx([want] * 4, abs=1e-6)
+
+
+def test_an_async_run_without_an_evaluator_keeps_no_snapshots(pydoc):
+    s = spec_for()
+    split = split_gpt(build_gpt(s["model"], s["seed"]), s["sections"])
+    sh = rc_async.AsyncShared(split, s)
+    assert sh.snap_params == [] and sh.snap_readout is None and sh.snap_at == {}
+
+
 def test_a_killed_async_section_fails_the_run_at_once_naming_it(pydoc, monkeypatch):
     orig = rc.SectionTrainer.step
 

@@ -21,6 +21,7 @@ from conftest import ROOT, bin_path, workflow_tree
 from distlab.data import prepare_dataset
 from distlab.local import spec as checks, workflow
 from distlab.local.train import run_simulated
+from distlab.scoring.claims import load_claims_file
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
 
@@ -88,7 +89,7 @@ def test_trainer_writes_a_complete_run(tmp_path, pydoc, group, method, capfd):
     man = json.loads((tmp_path / "run/manifest.json").read_text())
     m = pd.read_csv(tmp_path / "run/metrics.csv")
     assert man["method"] == method and man["clock"] == "measured"
-    assert len(m) == spec["steps"] and m["val_loss"].notna().sum() >= (1 if method == "rc-async" else 2)
+    assert len(m) == spec["steps"] and m["val_loss"].notna().sum() >= 2  # async RC too: its snapshots
     assert {"tokens", "time", "loss", "val_loss", "backend", "clock"} <= set(m.columns)
     assert m["time"].is_monotonic_increasing and (m["tokens"].diff().dropna() >= 0).all()
     assert 0 < man["final"]["test_loss"] < 7 and man["tokens_per_s"] > 0
@@ -155,6 +156,24 @@ def test_bp_is_timed_on_the_timed_seeds_and_untimed_on_the_others():
     assert dirs == [f"results/local/rc/bp/seed{s}/manifest.json" for s in seeds]
 
 
+def test_async_rc_runs_every_comparison_seed_as_a_timed_job():
+    """The default config: asynchronous RC, the source's method, is paired with BP on every seed
+    (local.rc.noninferior), a timed job of the section's cores each; the lock-step parallel RC
+    (the sequential mode's numbers) stays on rc.parallel_seeds."""
+    c = config()
+    ll, seeds = c["local_learning"], c["seeds"]
+    assert workflow.seeds_of(ll, "rc", "rc-async", seeds) == list(seeds) == [0, 1, 2, 3, 4]
+    assert workflow.seeds_of(ll, "rc", "rc-par", seeds) == ll["rc"]["parallel_seeds"] == [0]
+    dirs = [d for d in workflow.run_dirs(ll, seeds) if "/rc/rc-async/" in d]
+    assert dirs == [f"results/local/rc/rc-async/seed{s}/manifest.json" for s in seeds]
+    for s in seeds:
+        sp = workflow.spec(ll, "rc", "rc-async", s)
+        assert sp["timed"] and sp["mode"] == "async" and workflow.timed("rc", "rc-async")
+    claims, _ = load_claims_file(ROOT / "config/claims.yaml")
+    row = next(x for x in claims if x["id"] == "local.rc.noninferior")
+    assert row["a"] == {"group": "rc", "method": "rc-async"} and row["b"] == {"group": "rc", "method": "bp"}
+
+
 def test_extra_seeds_go_to_the_settings_a_local_claim_compares():
     """stats.extra_seeds for a local claim: the two runs it pairs get the extra seeds, numbered
     after the configured ones; an extra seed's spec is what the configured job trains for it."""
@@ -166,17 +185,18 @@ def test_extra_seeds_go_to_the_settings_a_local_claim_compares():
     ll, seeds = c["local_learning"], c["seeds"]
     c["stats"]["extra_seeds"] = {"local.rc.noninferior": 2}
     reqs = requests(c, load_claims(ROOT / "config/claims.yaml"))
-    assert workflow.extra_seeds(ll, reqs, seeds, "rc", "rc-seq") == [5, 6]
+    assert workflow.extra_seeds(ll, reqs, seeds, "rc", "rc-async") == [5, 6]  # the row pairs async RC with BP
     assert workflow.extra_seeds(ll, reqs, seeds, "rc", "bp") == [5, 6]
+    assert workflow.extra_seeds(ll, reqs, seeds, "rc", "rc-seq") == []
     assert workflow.extra_seeds(ll, reqs, seeds, "pc", "bp") == []
     assert workflow.extra_seeds(ll, reqs, seeds, "rc", "rc-par") == []
     assert workflow.all_extra_seeds(ll, reqs, seeds) == [5, 6]
-    assert workflow.extra_spec(ll, "rc", "rc-seq", 5) == each_seed(workflow.seeds_spec(ll, "rc", "rc-seq", seeds + [5]))[-1]
+    assert workflow.extra_spec(ll, "rc", "rc-async", 5) == workflow.spec(ll, "rc", "rc-async", 5)  # timed, as the others
     assert workflow.extra_spec(ll, "rc", "bp", 5) == each_seed(workflow.untimed_bp_spec(ll, [1, 5]))[-1]
     assert workflow.extra_threads(ll, "rc", "bp") == 1 and workflow.extra_threads(ll, "rc", "rc-async") == 2
     runs = workflow.run_dirs(ll, seeds, reqs=reqs)
     assert len(runs) == len(workflow.run_dirs(ll, seeds)) + 4
-    assert "results/local/rc/rc-seq/seed6/manifest.json" in runs
+    assert "results/local/rc/rc-async/seed6/manifest.json" in runs
 
 
 def test_extra_seeds_are_jobs_of_their_own_and_change_no_configured_job(tmp_path):
@@ -196,11 +216,11 @@ def test_extra_seeds_are_jobs_of_their_own_and_change_no_configured_job(tmp_path
     more, out = commands("--configfile", "config/config.yaml", str(extra))
     assert set(base) <= set(more)  # no configured job's spec changes
     new = [cmd for cmd in more if cmd not in base]
-    assert len(new) == 4, new  # 2 seeds x (rc-seq, bp), one job each
+    assert len(new) == 4, new  # 2 seeds x (rc-async, bp), one job each
     for cmd in new:
         spec = json.loads(cmd.split("--spec ")[1].split(" --runtime")[0].strip("'"))
         assert spec["seed"] in (5, 6) and "seeds" not in spec
-        assert (spec["method"], spec.get("mode")) in (("bp", None), ("rc", "sequential"))
+        assert (spec["method"], spec.get("mode")) in (("bp", None), ("rc", "async"))
     assert "local_train_extra" in out
 
 
@@ -336,7 +356,7 @@ def test_target_resolves(configfile, target_dry_runs):
     assert len(c["seeds"]) >= 5
     ll = c["local_learning"]
     n_runs = len(workflow.run_dirs(ll, c["seeds"]))
-    par = [m for m in ll["rc"]["methods"] if m in workflow.PARALLEL]
+    par = [m for m in ll["rc"]["methods"] if m in workflow.LOCKSTEP]  # asynchronous RC: every seed
     n_par = len(par) * len(ll["rc"].get("parallel_seeds") or c["seeds"])
     n_hyb = len(workflow.hybrid_methods(ll)) * len((ll["rc"].get("hybrid") or {}).get("seeds") or c["seeds"])
     assert n_runs == len(c["seeds"]) * (len(ll["rc"]["methods"]) + len(ll["pc"]["methods"])
@@ -411,7 +431,8 @@ def test_tiny_local_learning_end_to_end(tiny_workflow):
         assert rc[("rc-par", seed)] == pytest.approx(rc[("rc-seq", seed)], abs=1e-5)
     table = pd.read_csv(paper / "tables/local_main.csv")
     assert {"test_loss", "verdict", "paper", "throughput_ratio_vs_bp", "rc_par_vs_bp_1thread",
-            "bp_vs_bp_1thread", "minus_bigram_floor", "bench_pss_mb"} <= set(table.columns)
+            "bp_vs_bp_1thread", "minus_bigram_floor", "bench_pss_mb", "pss_ratio_vs_bp",
+            "rss_sum_ratio_vs_bp"} <= set(table.columns)
     ni = json.loads((work / "results/local/nonident.json").read_text())
     assert all(r["report_rel_diff"] < 1e-2 for r in ni["model"])
     r = smk("local_learning", "-n", *cfg, cwd=work)

@@ -358,8 +358,11 @@ def test_the_shipped_claims_evaluate_without_tables():
     df = scorecard.evaluate_claims(claims, {}, STATS, conds)
     listed = {c["id"] for c in claims if c.get("not_testable")}
     assert set(df.loc[df.id.isin(listed), "verdict"]) == {"not testable here"}
-    assert set(df.loc[~df.id.isin(listed), "verdict"]) == {"not run"}
-    assert len(listed) >= 5
+    reported = {c["id"] for c in claims if c.get("report_only")}  # beside a test: no verdict, even unrun
+    assert set(df.loc[df.id.isin(reported), "verdict"]) == {scorecard.REPORTED}
+    assert df.loc[df.id.isin(reported), "reason"].str.contains("nothing to report").all()
+    assert set(df.loc[~df.id.isin(listed | reported), "verdict"]) == {"not run"}
+    assert len(listed) >= 5 and len(reported) >= 2
 
 
 def test_tied_seeds_on_the_bound_are_inconclusive_not_a_negative_finding():

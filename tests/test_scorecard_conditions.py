@@ -236,32 +236,37 @@ def test_p3_horizon_gap_settled_makes_quality_rows_not_testable():
     assert late_val_drop(flat) == pytest.approx(0.0)
     assert np.isnan(late_val_drop(pd.DataFrame({"step": [0, 500], "val_loss": [np.nan, 2.0]})))
 
-    def runs(rc_drop):
+    def runs(async_drop, seq_drop=0.0):
         rows = []
         for seed in range(5):
             rows += [{"group": "rc", "method": "bp", "seed": seed, "final_test_loss": 1.8, "late_val_drop": 0.02},
-                     {"group": "rc", "method": "rc-seq", "seed": seed, "final_test_loss": 1.9 + 0.01 * seed,
-                      "late_val_drop": rc_drop + 0.01 * seed}]
+                     {"group": "rc", "method": "rc-async", "seed": seed, "final_test_loss": 1.9 + 0.01 * seed,
+                      "late_val_drop": async_drop + 0.01 * seed},
+                     {"group": "rc", "method": "rc-seq", "seed": seed, "final_test_loss": 1.85 + 0.01 * seed,
+                      "late_val_drop": seq_drop + 0.01 * seed}]
         t = pd.DataFrame(rows)
         return t.assign(gap_shrink_late=gap_shrink_late(t))
 
-    closing = runs(0.3)  # RC's loss still falling 0.28 more than BP's: the gap is closing
+    closing = runs(0.3)  # asynchronous RC's loss still falling 0.28 more than BP's: the gap is closing
     assert closing.loc[closing.method == "bp", "gap_shrink_late"].eq(0).all()
-    assert closing.loc[closing.method == "rc-seq", "gap_shrink_late"].tolist() == pytest.approx(
+    assert closing.loc[closing.method == "rc-async", "gap_shrink_late"].tolist() == pytest.approx(
         [0.28 + 0.01 * s for s in range(5)])
     cfg_claims, cfg_conditions = scorecard.load_claims_file(ROOT / "config/claims.yaml")
     cond = {"local.rc_gap_settled": cfg_conditions["local.rc_gap_settled"]}
     claim = next(c for c in cfg_claims if c["id"] == "local.rc.noninferior")  # the one RC-gap row
-    assert "local.rc_gap_settled" in claim["preconditions"]
-    claim = {**claim, "preconditions": ["local.rc_gap_settled"]}
+    # its horizon is computed on the asynchronous runs it compares (scoped to its cell)
+    scoped = {"name": "local.rc_gap_settled", "where": {"group": "rc", "method": "rc-async"}}
+    assert scoped in claim["preconditions"]
+    claim = {**claim, "preconditions": [scoped]}
     df = scorecard.evaluate_claims([claim], {"local_runs": closing}, STATS, cond).iloc[0]
-    assert df.verdict == "not testable here" and "local.rc_gap_settled not met" in df.reason
-    settled = runs(0.0)
+    assert df.verdict == "not testable here" and "local.rc_gap_settled[group=rc,method=rc-async] not met" in df.reason
+    settled = runs(0.0, seq_drop=0.3)  # the sequential gap still closing does not block the async row
     df = scorecard.evaluate_claims([claim], {"local_runs": settled}, STATS, cond).iloc[0]
     assert df.verdict == "reproduced"  # the source's significant gap: strict non-inferiority fails conclusively
     for cid in ("local.rc.noninferior", "local.pc.noninferior", "local.pc.equivalent"):
         pre = next(c for c in cfg_claims if c["id"] == cid)["preconditions"]
-        assert any(p.endswith("_gap_settled") for p in pre), cid
+        names = [p if isinstance(p, str) else p["name"] for p in pre]
+        assert any(n.endswith("_gap_settled") for n in names), cid
 
 
 def test_learned_placers_are_compared_on_what_they_learned():

@@ -142,6 +142,9 @@ def check(config: dict[str, Any]) -> list[str]:
         if shared:
             out.append(f"demo.sweep.seeds: {shared} are also the comparison's seeds (seeds, demo.real.seeds); "
                        f"the lr would be chosen on the runs it is compared on: give the sweep other seeds")
+    for m in sorted(sweep.get("lrs_extra") or {}):
+        if m not in sweep.get("methods", []):
+            out.append(f"demo.sweep.lrs_extra.{m}: the sweep does not run {m!r} (demo.sweep.methods)")
     for f, leader in follows.items():
         if leader in follows:
             out.append(f"demo.lr_follows.{f}: follows {leader!r}, itself a follower (one level only)")

@@ -98,6 +98,14 @@ class DemoWorkflow:
         mine = [int(k) for k in self.config["seeds"]]
         return [int(s) for s in sw.get("seeds", []) if int(s) in mine] if same else []
 
+    def sweep_lrs(self, method) -> list[float]:
+        """The lrs the sweep trains ``method`` at: the shared grid ``sweep.lrs`` and the method's
+        own further points ``sweep.lrs_extra`` (a grid extended past an edge its choice sat on,
+        so that the choice can be bracketed): the grid's order, then the method's own."""
+        sw = self.d.get("sweep") or {}
+        extra = (sw.get("lrs_extra") or {}).get(method, [])
+        return list(dict.fromkeys(float(x) for x in [*sw.get("lrs", []), *extra]))
+
     def picked_run(self, method, seed) -> str:
         """The folder rule demo_table_sweep copies the sweep's run of (method, seed) at the chosen lr to."""
         return f"{self.picked}/{method}/seed{int(seed)}"
@@ -113,7 +121,7 @@ class DemoWorkflow:
         sw = self.d.get("sweep") or {}
         methods = sorted({m for n, m in self.sim_settings() if self.reusable(m, n)})
         return [{"key": m, "out": self.picked_run(m, s),
-                 "runs": {f"{float(lr):g}": f"{self.results}/demo/sweep/lr{float(lr):g}/{m}/seed{s}" for lr in sw["lrs"]}}
+                 "runs": {f"{lr:g}": f"{self.results}/demo/sweep/lr{lr:g}/{m}/seed{s}" for lr in self.sweep_lrs(m)}}
                 for m in methods for s in self.reusable(m, sw["n_workers"])]
 
     def picked_files(self) -> list[str]:
@@ -218,8 +226,9 @@ class DemoWorkflow:
                     for n, m in self.sim_settings() for s in [*self.config["seeds"], *self.extra_seeds(n, m)]]
         if group == "sweep":
             sw = d["sweep"]
+            lrs = dict.fromkeys(lr for m in sw["methods"] for lr in self.sweep_lrs(m))  # the grid's first
             return [f"{r}/demo/sweep/lr{lr:g}/{m}/seed{s}/manifest.json"
-                    for lr in sw["lrs"] for m in sw["methods"] for s in sw["seeds"]]
+                    for lr in lrs for m in sw["methods"] if lr in self.sweep_lrs(m) for s in sw["seeds"]]
         real = d["real"]  # the real backend's runs, or (SIM_REAL) their simulated twins
         return [f"{r}/demo/{group}/n{n}/{m}/seed{s}/manifest.json"
                 for n in real["n_workers"] for m in real["methods"] for s in real["seeds"]]

@@ -22,6 +22,16 @@ own loop of ``steps`` updates, as fast as it can:
   (counted), takes one optimizer step on the readout and publishes version
   v + 1.
 
+The held-out curve (with an evaluator): no step is shared by the sections, so the model
+"at update i" is defined as every section's parameters right after its own update i, with
+the consensus readout as it stood when the slowest section finished update i.  Each
+section copies its parameters into a shared slot at each evaluation step (``eval_due``,
+the last excepted: the final model is evaluated anyway) and the coordinator copies the
+readout; the coordinator evaluates the snapshots after training, outside the timed
+interval, into the rows of those steps, so the run has a validation curve like the
+lock-step modes (what ``gap_shrink_late``, the settled-gap precondition, reads).  The
+benchmarks pass no evaluator and take no snapshots (their memory is the training's).
+
 Measured and reported per section (``Result.staleness``): the staleness of
 the readout its applied reports saw (mean and max, never above the bound;
 tested), the reports dropped, and the age of the activations it consumed (in
@@ -49,13 +59,20 @@ from ..runtime.launch import die_with_parent
 from . import memory
 from .model import Split, TextData, build_gpt, flat, load_flat, split_gpt
 from .processes import MEM_KEYS, dead_sections
-from .rc import Coordinator, Evaluator, Result, SectionFailure, SectionTrainer, Tick, _row, exit_reason
+from .rc import Coordinator, Evaluator, Result, SectionFailure, SectionTrainer, Tick, _row, eval_due, exit_reason
 
 POLL_S = 0.001
 
 
+def snapshot_steps(spec: dict) -> list[int]:
+    """The updates after which the sections' parameters are kept for the held-out curve: every
+    evaluation step but the last (:func:`.rc.eval_due`)."""
+    steps = int(spec["steps"])
+    return [i for i in range(steps - 1) if eval_due(i, spec)]
+
+
 class AsyncShared:
-    def __init__(self, split: Split, spec: dict) -> None:
+    def __init__(self, split: Split, spec: dict, snaps: list[int] | None = None) -> None:
         K = int(spec["sections"])
         B, T = int(spec["batch_size"]), int(spec["model"]["block_size"])
         D = int(spec["model"]["d_model"])
@@ -78,6 +95,11 @@ class AsyncShared:
         self.ready = z(K, dtype=torch.int64)
         self.done = z(K, dtype=torch.int64)
         self.go = z(1, dtype=torch.int64)
+        # the held-out curve's snapshots (with an evaluator only): update index -> slot
+        self.snap_at = {int(i): j for j, i in enumerate(snaps or [])}
+        n_snap = len(self.snap_at)
+        self.snap_params = [z(n_snap, sum(p.numel() for p in s.parameters())) for s in split.sections] if n_snap else []
+        self.snap_readout = z(n_snap, n_read) if n_snap else None
 
 
 def _wait(cond, timeout: float, what: str) -> None:
@@ -137,6 +159,9 @@ def _async_worker(k: int, spec: dict, data_dir: str, sh: AsyncShared, act_locks,
             sh.rep[k, 2] = i
             sh.rep[k, 0] = 1  # posted last: the coordinator reads the report after this flag
             sh.steps[k] = i + 1
+            j = sh.snap_at.get(i)
+            if j is not None:  # this section's parameters right after its update i
+                sh.snap_params[k][j].copy_(flat([p.detach() for p in w.params]))
         sh.params[k].copy_(flat([p.detach() for p in w.params]))
         snap = memory.snapshot()
         sh.mem[k] = torch.tensor([snap[key] for key in MEM_KEYS], dtype=torch.float64)
@@ -159,8 +184,10 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
     K, steps = int(spec["sections"]), int(spec["steps"])
     bound = int(spec.get("staleness_bound", K))
     B, T = int(spec["batch_size"]), int(spec["model"]["block_size"])
-    sh = AsyncShared(split, spec)
+    snaps = snapshot_steps(spec) if evaluator is not None else []
+    sh = AsyncShared(split, spec, snaps)
     coord = Coordinator(split.readout, spec)
+    pending_snaps = list(enumerate(snaps))  # (slot, update) whose readout is not taken yet
     sh.readout.copy_(coord.vector())
     # fork (one imported torch for all) unless a section runs several threads: GNU OpenMP's
     # pool does not survive a fork (as in the lock-step mode)
@@ -213,6 +240,9 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
         sh.go[0] = 1
         while True:
             raise_if_dead()  # every poll: the others' reports must not hide a dead section
+            # the readout of a snapshot: as it stands once the slowest section finished update i
+            while pending_snaps and int(sh.steps.min()) > pending_snaps[0][1]:
+                sh.snap_readout[pending_snaps.pop(0)[0]].copy_(coord.vector())
             posted = [k for k in range(K) if int(sh.rep[k, 0]) == 1]
             if posted:
                 fresh = []
@@ -271,6 +301,8 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
     bad = [f"{w.name} {exit_reason(w.exitcode)}" for w in workers if w.exitcode != 0]
     if bad:
         raise fail(", ".join(bad) + " after training")
+    if snaps and evaluator is not None:
+        _evaluate_snapshots(res, split, sh, snaps, evaluator)
     for k, s in enumerate(split.sections):
         load_flat(list(s.parameters()), sh.params[k])
     if res.rows and evaluator is not None:
@@ -283,3 +315,18 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
                       "activation_age_max": float(sh.age[k, 1]), "updates": int(sh.steps[k])}
                      for k, st in enumerate(stale)]
     return res
+
+
+def _evaluate_snapshots(res: Result, split: Split, sh: AsyncShared, snaps: list[int], evaluator: Evaluator) -> None:
+    """The held-out loss of each snapshot (sections after their own update i, the readout when
+    the slowest finished it) into the row of step i; the final readout is put back after."""
+    read_params = list(split.readout.parameters())
+    final_readout = flat([p.detach() for p in read_params]).clone()
+    for j, i in enumerate(snaps):
+        if i >= len(res.rows):
+            continue
+        for k, s in enumerate(split.sections):
+            load_flat(list(s.parameters()), sh.snap_params[k][j])
+        load_flat(read_params, sh.snap_readout[j])
+        res.rows[i].update(evaluator.at_eval(split))
+    load_flat(read_params, final_readout)

@@ -15,6 +15,7 @@ GROUPS = ("rc", "pc")
 
 
 PARALLEL = ("rc-par", "rc-thread", "rc-async")
+LOCKSTEP = ("rc-par", "rc-thread")  # parallel RC that computes the sequential mode's numbers
 
 
 def timed(group: str, method: str) -> bool:
@@ -25,8 +26,9 @@ def timed(group: str, method: str) -> bool:
 
 
 def timed_seeds(c: dict, seeds: list[int]) -> list[int]:
-    """The seeds of the timed runs: ``rc.parallel_seeds`` when given (parallel RC runs only
-    these; BP gets a timed job on these, the curves of the loss-vs-time figure), else all."""
+    """BP's timed seeds: ``rc.parallel_seeds`` when given (lock-step parallel RC runs only
+    these; BP gets a timed job on these, the curves of the loss-vs-time figure), else all
+    (asynchronous RC runs every seed, timed: :func:`seeds_of`)."""
     return list(c["rc"].get("parallel_seeds") or seeds)
 
 
@@ -158,9 +160,12 @@ def untimed_job_spec(c: dict, run: str, seeds: list[int], sweep_root: str | None
 
 
 def seeds_of(c: dict, group: str, method: str, seeds: list[int]) -> list[int]:
-    """Every configured seed, except for parallel RC: ``rc.parallel_seeds`` when given (its
-    numbers are the sequential mode's; its runs are there to be timed)."""
-    if group == "rc" and method in PARALLEL:
+    """Every configured seed, except for the lock-step parallel RC (processes or threads):
+    ``rc.parallel_seeds`` when given (its numbers are the sequential mode's; its runs are there
+    to be timed).  Asynchronous RC, the source's method, computes numbers of its own and is
+    compared with BP on the comparison's seeds (local.rc.noninferior): every seed, a timed
+    job each."""
+    if group == "rc" and method in LOCKSTEP:
         return list(c["rc"].get("parallel_seeds") or seeds)
     if group == "rc" and method.startswith("rc-pc-T"):
         return list((c["rc"].get("hybrid") or {}).get("seeds") or seeds)

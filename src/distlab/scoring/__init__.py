@@ -28,6 +28,9 @@ The modules, in the order a verdict is built:
   (reproduced, not reproduced, inconclusive, not testable here, by construction, not
   run), applies Holm's step-down levels across a paper's claims and writes the scorecard
   (``python -m distlab scorecard``; one part a paper, merged with ``--merge``).
+* :mod:`~distlab.scoring.reported` labels the rows reported beside a test (``report_only``):
+  an estimate and its interval shown, *reported (not a test)*, outside every Holm family
+  and the verdict counts, so that one hypothesis is tested once.
 * :mod:`~distlab.scoring.report` writes ``paper/README.md``, the reproduction write-up, from
   the scorecard and the figures and tables under ``paper/`` (``python -m distlab report``).
 * :mod:`~distlab.scoring.stability` reruns the parts of the workflow that measure wall time

@@ -27,7 +27,7 @@ REQUIRED_KEYS = ("id", "paper", "source", "statement", "table", "metric", "test"
 OPTIONAL_KEYS = (
     "paper_value", "a", "b", "value", "value_from", "chain", "margin", "margin_relative",
     "higher_is_better", "transform", "by_construction", "tested_at", "threshold", "expected",
-    "preconditions", "measured", "not_testable", "band", "model_prediction", "planned_n",
+    "preconditions", "measured", "not_testable", "band", "model_prediction", "planned_n", "report_only",
 )
 MODEL_KEYS = ("reason", "x", "table", "metric", "a", "b", "chain", "at")
 COND_KINDS = ("floor", "control", "horizon", "reach", "other")
@@ -180,6 +180,7 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
     not_testable = claim.get("not_testable", "")
     if not isinstance(not_testable, str):
         raise bad("not_testable", "must say why the claim cannot be tested here (a string)")
+    report_only = _check_report_only(claim, bad)
 
     return {
         **{k: claim[k] for k in REQUIRED_KEYS},
@@ -201,7 +202,26 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
         "band": band,
         "model_prediction": model,
         "planned_n": planned,
+        "report_only": report_only,
     }
+
+
+def _check_report_only(claim: Mapping[str, Any], bad) -> str:
+    """``report_only``: why the row is shown beside a test and is not one (a non-empty string;
+    :mod:`distlab.scoring.reported`).  Such a row has no verdict, so nothing that shapes one
+    goes with it: not ``expected: fails``, ``by_construction``, ``model_prediction``,
+    ``not_testable`` or ``planned_n``."""
+    why = claim.get("report_only")
+    if why is None:
+        return ""
+    if not isinstance(why, str) or not why.strip():
+        raise bad("report_only", "must say why the row is reported beside a test and is not one (a string)")
+    for key in ("by_construction", "model_prediction", "not_testable", "planned_n"):
+        if claim.get(key):
+            raise bad("report_only", f"a reported row is not a test: it takes no {key}")
+    if claim.get("expected", "holds") != "holds":
+        raise bad("report_only", "a reported row has no verdict to read against the source: drop expected")
+    return why.strip()
 
 
 def _check_band(claim: Mapping[str, Any], test: str, is_chain: bool, bad) -> tuple[float, float] | None:

@@ -41,6 +41,9 @@ What makes a verdict mean something:
   such rows are labelled so and kept out of the reproduced count.
 * ``not_testable``: why a claim of the source cannot be tested here (a
   string): the row is listed, *not testable here*, with that reason.
+* ``report_only``: why the row is reported beside a test and is not one (a string): its
+  estimate and interval are shown, it reads *reported (not a test)*, stays out of the Holm
+  families and the verdict counts (:mod:`distlab.scoring.reported`).
 
 Tests are always on the paired differences a - b (a relative margin is
 ``margin × |mean(b)|``); ``transform: ratio`` only changes what ``ours``,
@@ -70,6 +73,7 @@ from .scorecard_conditions import (COND_COLUMNS, ConditionResult, conditions_fra
                                    evaluate_condition, evaluate_conditions)
 from .scorecard_links import (POWER, StatsSettings, _evaluate_link, _largest, _link_label,  # noqa: F401
                               _Link, _NotRun, _pair, _resolve, seeds_needed, seeds_to_decide)
+from .reported import REPORTED, apply_report_only, counts_line  # noqa: F401
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here", "by construction",
             "not run", "unstable here")
@@ -249,10 +253,10 @@ def evaluate_claims(
     the p-values are the largest.
 
     The order of judgement: the test's own outcome; Holm within each paper
-    (over the claims that are testable and not by construction); then the
-    source's polarity (``expected: fails`` swaps reproduced and not
+    (over the claims that are testable, not by construction, not reported); then
+    the source's polarity (``expected: fails`` swaps reproduced and not
     reproduced); then preconditions (one not met: *not testable here*; one
-    not run: *not run*); then ``by_construction``; last the seeds an
+    not run: *not run*); then ``by_construction``, ``report_only``; last the seeds an
     inconclusive row needs, at the level its verdict uses (Holm-adjusted).
     """
     cfg = StatsSettings.from_config(stats_cfg)
@@ -270,7 +274,7 @@ def evaluate_claims(
     df = _holm_within_papers(df, checked, cfg.alpha, blocked)
     df = _apply_polarity(df, checked)
     df = _apply_preconditions(df, checked, blocked)
-    df = _apply_construction(df, checked, models)
+    df = apply_report_only(_apply_construction(df, checked, models), checked, blocked)
     df = _power_at_level(df, checked, [links for _, links in evaluated], cfg)
     return df.astype({"n_seeds": int})
 
@@ -297,7 +301,8 @@ def _holm_within_papers(df: pd.DataFrame, claims: Sequence[dict[str, Any]], alph
     """
     df = df.copy()
     blocked = blocked or {}
-    out = {c["id"] for c in claims if c["by_construction"] or c["model_prediction"] or blocked.get(c["id"])}
+    out = {c["id"] for c in claims
+           if c["by_construction"] or c["model_prediction"] or c["report_only"] or blocked.get(c["id"])}
     out |= set(df.loc[df["verdict"].isin(NOT_TESTS), "id"])
     in_family = df["p_value"].notna() & ~df["id"].isin(out)
     for _, idx in df[in_family].groupby("paper").groups.items():
@@ -476,9 +481,6 @@ def write_scorecard(
     dirty tree); they are named under the table so that stale results show.
     """
     counts = df["verdict"].value_counts()
-    # "unstable here" comes only from the stability run (distlab.scoring.stability.settle): named when present
-    tally = " · ".join(f"{int(counts.get(v, 0))} {v}" for v in VERDICTS
-                       if v != "unstable here" or counts.get(v, 0))
     tested = int(sum(counts.get(v, 0) for v in ("reproduced", "not reproduced", "inconclusive")))
 
     def figure(r: pd.Series) -> str:
@@ -533,9 +535,10 @@ def write_scorecard(
              "needs the interval to exclude the claimed effect (or margin); a mean in the wrong direction "
              "whose interval reaches the claim is inconclusive. Seeds that would decide an inconclusive row "
              "are counted at its Holm-adjusted level; beyond the declared cap (stats.seeds_cap) the row "
-             "reads *no effect detected at this size*. "
-             f"{tested} of {len(df)} claims were testable and tested.")
-    text = f"# {title}\n\n**{len(df)} claims:** {tally}\n\n{notes}\n\n{markdown_table(view)}"
+             "reads *no effect detected at this size*. A row *reported (not a test)* shows an estimate beside "
+             "a test (no p, no Holm family, not counted). "
+             f"{tested} of {int((df['verdict'] != REPORTED).sum())} claims were testable and tested.")
+    text = f"# {title}\n\n{counts_line(df, VERDICTS)}\n\n{notes}\n\n{markdown_table(view)}"
     if conditions is not None and len(conditions):
         text += ("\n\n## Preconditions and negative controls\n\nEach condition is computed from the "
                  "results; a claim that names one is tested only where it is met.\n\n"
