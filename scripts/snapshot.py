@@ -63,6 +63,7 @@ ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here", "by construction",
             "not run", "unstable here")
 UNSTABLE = "unstable here"
+REPORTED = "reported (not a test)"  # distlab.scoring.reported.REPORTED: beside a test, not counted
 
 
 def _registry():
@@ -491,9 +492,13 @@ def settled_counts(paper: str, dest: Path) -> str:
         raise Refused(f"{dest / 'scorecard.csv'}: no claims of {paper}")
     c = Counter(r["verdict"] for r in rows)
     tally = " · ".join(f"{c[v]} {v}" for v in VERDICTS if v != UNSTABLE or c[v])
+    # rows reported beside a test (distlab.scoring.reported) are not claims tested: apart, as
+    # the scorecard's own counts line keeps them
+    reported = c[REPORTED]
+    extra = f"; and {reported} reported beside a test (not tests: no verdict)" if reported else ""
     k = _stability(dest).get("evaluations") or "k"
-    return (f"**{len(rows)} claims:** {tally} (settled over {k} evaluations by `make stability`; "
-            f"`docs/results/scorecard.csv`)\n")
+    return (f"**{len(rows) - reported} claims:** {tally}{extra} (settled over {k} evaluations by "
+            f"`make stability`; `docs/results/scorecard.csv`)\n")
 
 
 def unstable_block(paper: str, dest: Path) -> str:
@@ -747,7 +752,8 @@ def snapshot(args: argparse.Namespace) -> dict:
         shutil.copy2(src, dest / rel)
     rows, text = verdict_changes(old, new, old_commit, rec.get("commit"), root)
     (dest / "verdict_changes.md").write_text(text + "\n", encoding="utf-8")
-    snap = {**rec, "previous_commit": old_commit, "claims": len(new),
+    reported = sum(1 for _, v in new.values() if v == REPORTED)
+    snap = {**rec, "previous_commit": old_commit, "claims": len(new) - reported, "reported": reported,
             "verdicts": dict(Counter(v for _, v in new.values())), "verdict_changes": len(rows),
             "decided_basis": decided_basis(dest / "scorecard.csv"),
             "netcheck": netcheck, "stability": stability}

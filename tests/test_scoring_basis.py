@@ -55,3 +55,9 @@ def test_snapshot_writes_the_basis_into_the_readme(fake_repo):
     assert sum(snap["decided_basis"].values()) == decided
     readme = (root / "README.md").read_text()
     assert f"Of the {decided} rows that read reproduced or not reproduced" in readme
+
+
+def test_the_snapshot_names_the_reported_verdict_as_the_scorecard_does():
+    from distlab.scoring.reported import REPORTED
+
+    assert snapshot.REPORTED == REPORTED

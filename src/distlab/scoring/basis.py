@@ -60,6 +60,7 @@ METRIC_BASIS: dict[str, str] = {
     "tokens_per_s": MEASURED,
     "pss_mb": MEASURED,
     "rss_mb": MEASURED,
+    "rss_sum_mb": MEASURED,
     # bytes on the wire
     "bytes_reduction_bf16": ARITHMETIC,
     "reduction_vs_bf16_ddp": ARITHMETIC,
