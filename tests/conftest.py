@@ -208,6 +208,21 @@ def bin_path() -> str:
 FORKSERVER = [sys.executable, "-m", "distlab", "forkserver", "--"]
 
 
+def example_env(**extra: str) -> dict:
+    """The environment an example script runs in under a test: this checkout's src/ first, the
+    venv's bin on PATH, one thread."""
+    return {**os.environ, "PATH": bin_path(), "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
+
+
+def run_example_torchrun(script: str, args: list[str], cwd: Path, nproc: int = 2,
+                         timeout: float = 300) -> subprocess.CompletedProcess:
+    """``examples/<script>`` under ``torchrun --standalone`` on ``nproc`` local processes."""
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                           str(nproc), str(ROOT / "examples" / script), *args],
+                          env=example_env(), capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
 @pytest.fixture(scope="session")
 def tiny_workflow(tmp_path_factory):
     """One end-to-end run of the whole workflow (`snakemake --cores 2`, every paper) on

@@ -4,25 +4,17 @@ with no_sync), the device choice of the CUDA path, and resumed jobs."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from conftest import ROOT, bin_path
-
-ENV = {**os.environ, "PATH": bin_path(), "OMP_NUM_THREADS": "1",
-       "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+from conftest import ROOT, run_example_torchrun
 
 
 @pytest.mark.slow
 def test_example_trains_on_two_gloo_processes_with_ddp_no_sync(tmp_path):
     out = tmp_path / "ex.json"
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                        str(ROOT / "examples/demo_ddp.py"), "--steps", "60", "--ddp", "--out", str(out)],
-                       env=ENV, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    r = run_example_torchrun("demo_ddp.py", ["--steps", "60", "--ddp", "--out", str(out)], cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     res = json.loads(out.read_text())
     assert res["world"] == 2 and res["ddp"] and res["steps"] == 60

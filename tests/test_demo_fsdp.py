@@ -167,18 +167,14 @@ def test_each_rank_holds_its_shard_and_fsdp_reduce_scatters_nothing(runs):
 @pytest.mark.slow
 def test_the_example_trains_under_torchrun_and_matches_unsharded_demo(tmp_path):
     import json
-    import os
     import subprocess
     import sys
 
-    from conftest import ROOT, bin_path
+    from conftest import ROOT, example_env, run_example_torchrun
 
-    env = {**os.environ, "PATH": bin_path(), "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = example_env()
     out = tmp_path / "ex.json"
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                        str(ROOT / "examples/demo_fsdp2.py"), "--steps", "30", "--check", "--out", str(out)],
-                       env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    r = run_example_torchrun("demo_fsdp2.py", ["--steps", "30", "--check", "--out", str(out)], cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     res = json.loads(out.read_text())
     assert res["world"] == 2 and res["check_equal"] and res["check_max_diff"] == 0.0
