@@ -30,6 +30,13 @@ Two verbs:
     ``--without-netcheck`` leaves them out.  Without them the snapshot and its ``netcheck``
     blocks say "netcheck: not run in this snapshot".
 
+    The atlas's query files (``results/atlas/query/``: the pack of the recordings
+    ``distlab atlas query`` reads, and the query's benchmark table) go to
+    ``docs/results/atlas/``, so the shipped atlas can be queried without ``make reproduce``;
+    refused when incomplete or when the pack's record fails (edited, or its runs gone); without
+    them ``snapshot.json``'s ``atlas`` says "not in this snapshot".  ``snapshot.py atlas`` copies
+    them alone into the snapshot of the same run (its commit and start).
+
     ``make stability`` (k evaluations of the measured parts) settles the snapshot's verdicts
     when ``paper/scorecard_stable.csv`` is of this run (written after the reproduce run
     started and after ``paper/scorecard.csv``, grading the same claims; else refused unless
@@ -262,6 +269,87 @@ def check_netcheck(rec: dict, outputs: Path, benchmarks: Path, allow_other: bool
                      "of their own")}, files
 
 
+# the atlas's query files (workflow/rules/atlas.smk: atlas_query_pack, atlas_query_bench): what
+# `distlab atlas query` reads, packed, and the query's benchmark table -> docs/results/atlas/
+ATLAS_QUERY_FILES = {"pack.json.gz": "atlas/query_pack.json.gz", "bench.csv": "atlas/query_bench.csv",
+                     "bench.md": "atlas/query_bench.md"}
+NO_ATLAS = "atlas query files: not in this snapshot"
+
+
+def check_atlas(rec: dict, outputs: Path) -> tuple[dict, list[tuple[Path, str]]]:
+    """(the snapshot's ``atlas`` record, the files to copy as (source, path under the snapshot)) of
+    the atlas's query files in ``outputs`` (results/atlas/query/): none there, the record says
+    so; some, or a pack whose record fails (:func:`distlab.results.tables.table_errors`: edited,
+    or made from runs that are gone since) or that does not read back
+    (:func:`distlab.atlas.pack.read_pack`): refused."""
+    have = [n for n in ATLAS_QUERY_FILES if (outputs / n).is_file()]
+    if not have:
+        return {"run": False, "status": NO_ATLAS}, []
+    if len(have) < len(ATLAS_QUERY_FILES):
+        missing = ", ".join(n for n in ATLAS_QUERY_FILES if n not in have)
+        raise Refused(f"{outputs}: the atlas's query files are incomplete (missing {missing}); "
+                      "rerun snakemake atlas_query_bench")
+    from distlab.atlas.pack import PackError, read_pack
+    from distlab.results.tables import table_errors
+
+    pack = outputs / "pack.json.gz"
+    for table in (pack, outputs / "bench.csv"):
+        errs = table_errors(table)
+        if errs:
+            raise Refused(errs[0])
+    if not (outputs / "pack.json.gz.record.json").is_file():
+        raise Refused(f"{pack}: no record of the runs it was made from; rerun snakemake atlas_query_pack")
+    try:
+        head, runs = read_pack(pack)
+    except PackError as e:
+        raise Refused(str(e)) from None
+    files = [(outputs / n, rel) for n, rel in ATLAS_QUERY_FILES.items()]
+    times = [src.stat().st_mtime for src, _ in files]
+    start = epoch(rec["start_utc"]) if rec.get("start_utc") else None
+    end = epoch(rec["end_utc"]) if rec.get("end_utc") else None
+    when = ("not known (no start or end recorded)" if start is None or end is None
+            else "before make reproduce started (up to date from an earlier run)" if min(times) < start
+            else "during make reproduce" if max(times) <= end
+            else "after make reproduce, from its runs")
+    return {"run": True, "files": [rel for _, rel in files], "pack_bytes": pack.stat().st_size,
+            "runs": sum(len(v) for v in runs.values()), "techniques": len(head["techniques"]),
+            "compute": head["compute"], "written_utc": [utc(min(times)), utc(max(times))], "when": when}, files
+
+
+def copy_atlas(dest: Path, files: list[tuple[Path, str]]) -> None:
+    """docs/results/atlas/ holds exactly these files: none of an earlier snapshot's."""
+    shutil.rmtree(dest / "atlas", ignore_errors=True)
+    for src, rel in files:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+
+
+def atlas_only(args: argparse.Namespace) -> dict:
+    """``snapshot.py atlas``: the atlas's query files alone into the snapshot in ``dest``, from
+    results/atlas/query/ of the same make reproduce run as the snapshot (its record's commit and
+    start must be the snapshot's: refused otherwise), its ``atlas`` record in snapshot.json, and
+    the pages' blocks refilled."""
+    root = Path(args.root).resolve()
+    dest = root / args.dest
+    record_path = root / args.record
+    if not record_path.exists() or not (dest / "snapshot.json").exists():
+        raise Refused(f"{record_path} and {dest / 'snapshot.json'}: both needed (the run and its snapshot)")
+    rec = json.loads(record_path.read_text())
+    snap = json.loads((dest / "snapshot.json").read_text())
+    if (rec.get("commit"), rec.get("start_utc")) != (snap.get("commit"), snap.get("start_utc")):
+        raise Refused(f"{record_path}: the run of {str(rec.get('commit'))[:10]} started {rec.get('start_utc')}, "
+                      f"the snapshot's of {str(snap.get('commit'))[:10]} started {snap.get('start_utc')}: "
+                      "another run's; use make snapshot")
+    atlas, files = check_atlas(rec, root / args.atlas_query)
+    copy_atlas(dest, files)
+    # made apart from `make snapshot`: by this tree's code (the pack's fields are the runs' own)
+    atlas["copied_by"] = f"snapshot.py atlas at {git('rev-parse', 'HEAD', cwd=root)[:10]}"
+    snap["atlas"] = atlas
+    (dest / "snapshot.json").write_text(json.dumps(snap, indent=2) + "\n")
+    rewrite_blocks(root, dest)
+    return atlas
+
+
 def check_stability(rec: dict, paper: Path, without: bool) -> tuple[dict, Path | None]:
     """(the snapshot's ``stability`` record, the settled scorecard to take the verdicts from)
     of a `make stability` run over this snapshot's paper/: its ``scorecard_stable.csv`` must be
@@ -469,9 +557,12 @@ def block_text(kind: str, arg: str, dest: Path) -> str:
         return path.read_text(encoding="utf-8").strip() + f"\n\n(`docs/results/tables/{arg}.md`)\n"
     if kind == "netcheck":
         return netcheck_block(arg, dest)
+    if kind == "atlas" and arg == "query_bench":
+        return atlas_block(dest)
     if kind == "run" and arg == "reproduce":
         return run_block(dest)
-    raise Refused(f"unknown generated block kind {kind!r} (counts, unstable, table, netcheck, run reproduce)")
+    raise Refused(f"unknown generated block kind {kind!r} (counts, unstable, table, netcheck, run reproduce, "
+                  "atlas query_bench)")
 
 
 def _stability(dest: Path) -> dict:
@@ -673,6 +764,21 @@ def netcheck_block(arg: str, dest: Path) -> str:
             "(results/netcheck/techerror.png)\n")
 
 
+def atlas_block(dest: Path) -> str:
+    """``atlas query_bench``: the query's benchmark table of the snapshot and where it came from."""
+    meta = (json.loads((dest / "snapshot.json").read_text()).get("atlas")
+            if (dest / "snapshot.json").exists() else None) or {"run": False}
+    if not meta.get("run"):
+        return f"{NO_ATLAS}: `docs/results/snapshot.json` records none.\n"
+    path = dest / "atlas" / "query_bench.md"
+    if not path.exists():
+        raise Refused(f"{path}: missing; snapshot.json lists it as part of the snapshot")
+    return (path.read_text(encoding="utf-8").strip() + "\n\n"
+            f"(`docs/results/atlas/query_bench.csv`; written {meta['written_utc'][1]}, {meta['when']}; the pack, "
+            f"`docs/results/atlas/query_pack.json.gz`: {meta['runs']} runs of {meta['techniques']} techniques, "
+            f"{meta['pack_bytes'] / 1e3:.0f} kB)\n")
+
+
 def _rows_tsv(path: Path) -> dict:
     if not path.exists():
         raise Refused(f"{path}: missing; snapshot.json lists it as part of the snapshot")
@@ -718,6 +824,7 @@ def snapshot(args: argparse.Namespace) -> dict:
     netcheck, netcheck_files = check_netcheck(rec, root / args.netcheck, root / args.benchmarks / "netcheck",
                                               args.allow_other_commit, args.without_netcheck)
     stability, settled = check_stability(rec, paper, args.without_stability)
+    atlas, atlas_files = check_atlas(rec, root / args.atlas_query)
 
     old = read_verdicts(dest / "scorecard.csv")
     old_rec = json.loads((dest / "snapshot.json").read_text()) if (dest / "snapshot.json").exists() else {}
@@ -750,13 +857,14 @@ def snapshot(args: argparse.Namespace) -> dict:
     for src, rel in netcheck_files:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, dest / rel)
+    copy_atlas(dest, atlas_files)  # the atlas's query files, as checked above
     rows, text = verdict_changes(old, new, old_commit, rec.get("commit"), root)
     (dest / "verdict_changes.md").write_text(text + "\n", encoding="utf-8")
     reported = sum(1 for _, v in new.values() if v == REPORTED)
     snap = {**rec, "previous_commit": old_commit, "claims": len(new) - reported, "reported": reported,
             "verdicts": dict(Counter(v for _, v in new.values())), "verdict_changes": len(rows),
             "decided_basis": decided_basis(dest / "scorecard.csv"),
-            "netcheck": netcheck, "stability": stability}
+            "netcheck": netcheck, "stability": stability, "atlas": atlas}
     (dest / "snapshot.json").write_text(json.dumps(snap, indent=2) + "\n")
     if args.readme:
         rewrite_readme(root / args.readme, counts(new), snap)
@@ -799,6 +907,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--cores", type=int, default=None)
     r.add_argument("--command-line", default="make reproduce")
     sub.add_parser("blocks", help="refill the pages' generated blocks from docs/results/")
+    sub.add_parser("atlas", help="the atlas's query files alone into the snapshot of the same run")
     for a in (ap,):
         a.add_argument("--root", default=str(ROOT))
         a.add_argument("--paper", default="paper")
@@ -806,6 +915,8 @@ def main(argv: list[str] | None = None) -> int:
         a.add_argument("--netcheck", default="results/netcheck",
                        help="where snakemake netcheck writes its tables")
         a.add_argument("--record", default="results/reproduce.json")
+        a.add_argument("--atlas-query", default="results/atlas/query",
+                       help="where the atlas's query pack and benchmark lie (atlas_query_pack, atlas_query_bench)")
         a.add_argument("--dest", default="docs/results")
         a.add_argument("--readme", default="README.md", help="'' to leave the README alone")
         a.add_argument("--allow-other-commit", action="store_true",
@@ -821,6 +932,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.verb == "record":
             record(args)
+            return 0
+        if args.verb == "atlas":
+            atlas = atlas_only(args)
+            print(f"snapshot: the atlas's query files: {', '.join(atlas['files'])}" if atlas["run"] else
+                  f"snapshot: {NO_ATLAS}")
             return 0
         if args.verb == "blocks":
             root = Path(args.root).resolve()

@@ -6,6 +6,7 @@ technique ran (a partial set is never ranked)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -158,6 +159,12 @@ def test_the_map_ranks_the_grid_and_tables_the_trend(trend_atlas, tmp_path, pydo
     from distlab.results.tables import ResultError, read_table_checked
 
     assert len(read_table_checked(tmp_path / "map/ttt.csv")) > 0
+    # ... and only the runs it uses: the full grid's, not the trend cells'
+    from distlab.results.tables import recorded_runs
+
+    named = {p.resolve() for p in recorded_runs(tmp_path / "map/ttt.csv")}
+    assert named == {Path(r.path).resolve() for r in recs if not r.trend} and trend_pn
+    assert not named & {Path(r.path).resolve() for r in recs if r.trend}
     import shutil
 
     gone = json.loads((root / "gc-fr" / "done.json").read_text())["runs"][0]

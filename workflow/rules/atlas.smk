@@ -79,6 +79,55 @@ rule atlas_map:
         "> {log:q} 2>&1"
 
 
+rule atlas_query_pack:
+    """The recordings `distlab atlas query` reads, in one small file with its record (the run
+    folders it was made from): the results snapshot carries it (docs/results/atlas/), so the
+    shipped atlas can be queried without make reproduce."""
+    input:
+        done=ATLAS_WF.technique_done,
+    output:
+        pack=f"{ATLAS_OUT}/query/pack.json.gz",
+    params:
+        cfg=ATLAS_WF.pack_config_json,
+    conda:
+        ENV
+    log:
+        log_path("atlas/query_pack"),
+    benchmark:
+        benchmark_path("atlas/query_pack")
+    resources:
+        mem_mb=1500,
+    shell:
+        "python -m distlab atlas pack --config {params.cfg:q} --done {input.done:q} --out {output.pack:q} > {log:q} 2>&1"
+
+
+rule atlas_query_bench:
+    """The query's wall time (measured) on a fixed set of representative queries, each in a fresh
+    interpreter, against the runs folder and against the pack (which must answer the same)."""
+    input:
+        done=ATLAS_WF.technique_done,
+        pack=rules.atlas_query_pack.output.pack,
+        profile=ATLAS_WF.compute_profile,
+        published="data/atlas/published_efficiency.yaml",
+    output:
+        csv=f"{ATLAS_OUT}/query/bench.csv",
+        md=f"{ATLAS_OUT}/query/bench.md",
+    params:
+        cfg=ATLAS_WF.query_config_json,
+        runs=f"{ATLAS_OUT}/techniques",
+    conda:
+        ENV
+    log:
+        log_path("atlas/query_bench"),
+    benchmark:
+        benchmark_path("atlas/query_bench")
+    resources:
+        mem_mb=1500,
+    shell:
+        "python -m distlab atlas query-bench --config {params.cfg:q} --runs {params.runs:q} --pack {input.pack:q} "
+        "--out {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
+
+
 rule atlas_scorecard:
     """The atlas's claims (paper key `atlas`, marked ours in config/claims.yaml) on its table."""
     input:
@@ -109,6 +158,7 @@ rule atlas:
     puts it in the default target, the paper scorecard's atlas section, not a second scoring)."""
     input:
         rules.atlas_map.output,
+        rules.atlas_query_bench.output,
         ([f"{PAPER}/scorecard/atlas.{ext}" for ext in ("md", "csv")] if ATLAS and ATLAS.get("in_default_target")
          else rules.atlas_scorecard.output),
 

@@ -2,7 +2,8 @@
 
 Verbs: ``technique`` (one technique's sweep and runs), ``reference`` (the DDP
 reference), ``map`` (tables), ``figures``, ``bench`` (the step against a plain
-AdamW step), ``profile`` (the stored compute profile), ``query``.
+AdamW step), ``profile`` (the stored compute profile), ``query``, ``pack`` (the recordings the
+query reads, in one small file), ``query-bench`` (the query's wall time on a fixed set of queries).
 """
 
 from __future__ import annotations
@@ -50,6 +51,29 @@ def _bench(a) -> int:
     df = step_overhead(a.config, a.data, a.out.parent)
     write_table(df, a.out)
     print(df.to_string(index=False))
+    return 0
+
+
+def _pack(a) -> int:
+    from .pack import write_pack
+    from .profile import mode
+
+    info = write_pack(a.done, a.out, mode(a.config))
+    print(f"{a.out}: {info['runs']} runs of {info['techniques']} techniques, {info['bytes']:,} bytes")
+    return 0
+
+
+def _query_bench(a) -> int:
+    import json
+    import tempfile
+
+    from .querybench import bench
+
+    with tempfile.TemporaryDirectory() as work:
+        cfg = Path(work) / "atlas.json"   # the query reads a config file: the section as the rule passes it
+        cfg.write_text(json.dumps({"atlas": a.config}))
+        df = bench(str(cfg), a.runs, a.pack, a.out, a.md)
+    print(df[["query", "seconds_runs", "seconds_pack", "exit"]].to_string(index=False))
     return 0
 
 
@@ -137,6 +161,8 @@ def _query(a) -> int:
         raise QueryError(f"--device: unknown {a.device!r}; presets: {', '.join(PRESETS)}")
     if a.dtype not in DTYPES:
         raise QueryError(f"--dtype: {a.dtype!r}; use {' or '.join(DTYPES)}")
+    if a.format not in ("table", "csv"):
+        raise QueryError(f"--format: {a.format!r}; use table or csv")
     if a.overlap not in ("on", "off"):
         raise QueryError(f"--overlap: {a.overlap!r}; use on or off")
     bw, lat = parse_bandwidth(a.bandwidth), parse_latency(a.latency)
@@ -188,6 +214,11 @@ def _query(a) -> int:
                                                                    if a.mfu is None and mfu != 1.0 else ""))
     df, info = rank(recs, cfg, a.params, a.workers, bw, lat, strag, s, clock, eff,
                     use_published=published, ddp_steps=a.ddp_steps)
+    if a.format == "csv":
+        from .query import ranking_csv
+
+        print(ranking_csv(df, info), end="")
+        return 0
     print(f"target loss {info['target']} nats/byte; {a.params:g} parameters, {a.workers} workers, "
           f"{bw * 8:.4g} bit/s, {lat:g} s latency, stragglers {strag}, s = {s}")
     if clock is None:
@@ -217,6 +248,10 @@ def register(sub) -> None:
             reference={"required": True}, floors={"required": True}, out=OUT)
     command(s, "figures", _figures, "the map's figures", config=JSON, map={"required": True},
             out_strag=OUT, out_size=OUT, out_time=OUT)
+    command(s, "pack", _pack, "the recordings the query reads, in one small file (the snapshot carries it)",
+            config=JSON, done=PATHS, out=OUT)
+    command(s, "query-bench", _query_bench, "the query's wall time on a fixed set of queries (measured)",
+            config=JSON, runs={"required": True}, pack={"required": True}, out=OUT, md=OUT)
     command(s, "bench", _bench, "the atlas step against a plain AdamW step of the same model (measured)",
             config=JSON, data=PATH, out=OUT)
     command(s, "profile", _profile, "measure the stored compute profile the atlas's clock charges (measured)",
@@ -248,5 +283,9 @@ def register(sub) -> None:
                                     "'published' (the shipped ones with their citations)"},
                 ddp_steps={"type": float, "default": None,
                            "help": "DDP's steps to the target at your size (default: the nearest measured)"},
-                runs={"default": "results/atlas/techniques"}, config={"default": "config/config.yaml"})
+                format={"default": "table", "help": "table (for people) or csv (one row per technique)"},
+                runs={"default": "results/atlas/techniques",
+                      "help": "the techniques' runs folder, or a pack of them (.json.gz: `atlas pack`; the "
+                              "snapshot's docs/results/atlas/query_pack.json.gz)"},
+                config={"default": "config/config.yaml"})
     q._negative_number_matcher = _NEGATIVE_VALUE

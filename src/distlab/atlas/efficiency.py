@@ -21,18 +21,22 @@ measured range of sizes and of worker counts):
 * within ``NEAR`` (10x): the fit above;
 * beyond it a ratio the user supplies (``--efficiency ddp=1,diloco=1.9`` or a YAML
   file of the same mapping), or, where opted into or beyond 10x but within ``FAR``
-  (100x), a published ratio shipped with its citation (:data:`PUBLISHED`); a
+  (100x), a published ratio shipped with its citation (:func:`published`,
+  data/atlas/published_efficiency.yaml); a
   technique with neither is ranked by its time per step alone (ratio 1, labelled);
 * beyond ``FAR`` the query refuses unless ``--efficiency`` is given.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy import stats
+# Student's t quantile as scipy.stats.t.ppf computes it (stdtrit), without importing scipy.stats
+# (about a second of the query's start)
+from scipy.special import stdtrit
 
 from ..config.specs import SpecError
 
@@ -40,15 +44,72 @@ NEAR = 1.0   # decades: up to 10x outside the measured sizes / worker counts the
 FAR = 2.0    # decades: beyond 100x the query needs --efficiency
 
 # Published step-efficiency ratios (steps of the technique / steps of data-parallel AdamW to the
-# same loss), each with where it comes from and what it is.  Only what a source states is shipped:
-# DeMo's paper reports a lower final loss than AdamW-DDP at equal tokens, so DeMo needs no more steps
-# than DDP to reach DDP's final loss there; the atlas takes that as a ratio of 1 (a bound: the paper
-# does not give the steps DeMo needed, so no ratio below 1 is claimed) with no interval.
-PUBLISHED: dict[str, dict] = {
-    "demo": {"ratio": 1.0, "lo": 1.0, "hi": 1.0,
-             "source": "Peng, Quesnelle, Kingma 2024 (arXiv 2411.19870 v1): OLMo-1B, 100B tokens, final loss "
-                       "DeMo 2.63 vs AdamW 2.73 at equal tokens (secondary sources); taken as a bound, ratio <= 1"},
-}
+# same loss), each with its citation, what the source reports and how the ratio follows: a data file
+# (data/atlas/published_efficiency.yaml), read and checked by :func:`published`.
+PUBLISHED_PATH = "data/atlas/published_efficiency.yaml"
+PUBLISHED_KEYS = {"ratio", "lo", "hi", "source", "reports", "reading"}
+
+
+def check_published(raw, where: str = PUBLISHED_PATH) -> dict[str, dict]:
+    """The published ratios of ``raw`` (the file's mapping) after checking every entry:
+    :class:`SpecError` naming the first bad key (an unknown key or technique, a ratio that is not a
+    positive finite number, an interval that does not hold the ratio, a missing citation)."""
+    from .spec import TECHNIQUES
+
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: must hold a mapping technique: {{ratio, lo, hi, source, reports, reading}}")
+    out = {}
+    for t, e in raw.items():
+        if t not in TECHNIQUES:
+            raise SpecError(f"{where}: {t!r}: unknown technique; known: {', '.join(TECHNIQUES)}")
+        if not isinstance(e, dict):
+            raise SpecError(f"{where}: {t}: must be a mapping of {', '.join(sorted(PUBLISHED_KEYS))}")
+        unknown = sorted(set(e) - PUBLISHED_KEYS)
+        if unknown:
+            raise SpecError(f"{where}: {t}.{unknown[0]}: unknown key; use {', '.join(sorted(PUBLISHED_KEYS))}")
+        missing = sorted(PUBLISHED_KEYS - set(e))
+        if missing:
+            raise SpecError(f"{where}: {t}.{missing[0]}: missing")
+        for k in ("ratio", "lo", "hi"):
+            v = e[k]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (np.isfinite(v) and v > 0):
+                raise SpecError(f"{where}: {t}.{k}: must be a positive finite number, got {v!r}")
+        if not e["lo"] <= e["ratio"] <= e["hi"]:
+            raise SpecError(f"{where}: {t}: need lo <= ratio <= hi, got {e['lo']} / {e['ratio']} / {e['hi']}")
+        for k in ("source", "reports", "reading"):
+            if not isinstance(e[k], str) or not e[k].strip():
+                raise SpecError(f"{where}: {t}.{k}: must be a non-empty text")
+        out[t] = {"ratio": float(e["ratio"]), "lo": float(e["lo"]), "hi": float(e["hi"]),
+                  "source": f"{e['source']}: {e['reports']}; {e['reading']}"}
+    return out
+
+
+def published(path=None) -> dict[str, dict]:
+    """technique -> {ratio, lo, hi, source}: the shipped published ratios (:data:`PUBLISHED_PATH`
+    from the project's root, or ``path``), read with the bounded strict YAML loader and checked."""
+    from .profile import ROOT
+
+    p = Path(path) if path is not None else ROOT / PUBLISHED_PATH
+    try:
+        mtime = p.stat().st_mtime
+    except OSError as e:
+        raise SpecError(f"{p}: cannot read the published ratios ({e.strerror})") from None
+    return dict(_published(str(p), mtime))
+
+
+@functools.lru_cache(maxsize=4)
+def _published(path: str, mtime: float) -> dict[str, dict]:
+    import yaml
+
+    from ..config.yamlio import YamlLimitError, load_yaml_strict, yaml_error_line
+
+    try:
+        raw = load_yaml_strict(path)
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read the published ratios ({e.strerror})") from None
+    except (YamlLimitError, yaml.YAMLError, UnicodeDecodeError) as e:
+        raise SpecError(f"{path}: {yaml_error_line(e)}") from None
+    return check_published(raw, path)
 
 
 @dataclass
@@ -95,7 +156,7 @@ class RatioFit:
         if self.dof < 1 or not np.isfinite(self.sigma):
             return float(np.exp(m)), 0.0, float("inf")
         se = self.sigma * np.sqrt(1.0 + float(x @ self.xtx_inv @ x))
-        h = float(stats.t.ppf(0.5 + confidence / 2, self.dof)) * se
+        h = float(stdtrit(self.dof, 0.5 + confidence / 2)) * se
         return float(np.exp(m)), float(np.exp(m - h)), float(np.exp(m + h))
 
 
@@ -152,7 +213,7 @@ def measured_ratios(recs, target: float) -> tuple[list[CellRatio], dict[str, lis
             continue
         lx = np.log(x)
         m = float(lx.mean())
-        q = float(stats.t.ppf(0.975, len(x) - 1)) if len(x) > 1 else np.inf
+        q = float(stdtrit(len(x) - 1, 0.975)) if len(x) > 1 else np.inf
         sd = float(lx.std(ddof=1)) if len(x) > 1 else np.inf
         h = q * sd / np.sqrt(len(x)) if len(x) > 1 else np.inf
         hp = q * sd * np.sqrt(1 + 1 / len(x)) if len(x) > 1 else np.inf
@@ -174,7 +235,7 @@ def parse_efficiency(text: str | None) -> dict[str, float]:
     if text is None:
         return {}
     if text.strip() == "published":
-        return {k: v["ratio"] for k, v in PUBLISHED.items()}  # (the query passes use_published instead)
+        return {k: v["ratio"] for k, v in published().items()}  # (the query passes use_published instead)
     p = Path(text)
     if "=" not in text and p.suffix in (".yaml", ".yml", ".json") or p.is_file():
         import yaml
@@ -249,7 +310,8 @@ def efficiency_at(technique: str, P: float, N: int, cells: list[CellRatio], fits
         if any(c.technique == technique and not np.isfinite(c.ratio) for c in cells):
             return Efficiency(np.inf, np.inf, np.inf, "measured", "did not reach the target within the horizon "
                                                                    "at a measured cell")
-    if technique in PUBLISHED and (use_published or d <= FAR):
-        p = PUBLISHED[technique]
+    shipped = published()
+    if technique in shipped and (use_published or d <= FAR):
+        p = shipped[technique]
         return Efficiency(p["ratio"], p["lo"], p["hi"], "published", p["source"])
     return Efficiency(1.0, np.nan, np.nan, "none", "no ratio this far from the runs: time per step alone")

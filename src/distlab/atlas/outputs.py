@@ -125,9 +125,9 @@ def build_map(a: dict, done_files, ref_done, floors_csv, out: Path) -> dict:
     write_table(reached, out / "steps_to_target.csv")
     ttt = ttt_table(a, recs)
     write_table(ttt, out / "ttt.csv")
-    # the scorecard's table records the runs it was built from (a vanished run fails its reader)
-    write_table_record(out / "ttt.csv", ttt,
-                       [d for f in done_files for d in json.loads(Path(f).read_text())["runs"]])
+    # the scorecard's table records the runs it was built from, the full grid's (a vanished run fails
+    # its reader); the trend cells' runs are not in it
+    write_table_record(out / "ttt.csv", ttt, [r.path for r in recs])
     big = max(recs, key=lambda r: (r.technique == "ddp", r.n, r.n_params))
     bench = replay_benchmark(big, target)
     (out / "bench_replay.json").write_text(json.dumps(bench, indent=2) + "\n")

@@ -23,7 +23,7 @@ import pandas as pd
 from ..config.specs import SpecError
 from .efficiency import FAR, Efficiency, efficiency_at, evidence_distance, fit_log_ratio, measured_ratios
 from .grid import simulated_cells
-from .projection import ClockSettings, pattern_of, step_seconds
+from .projection import ClockSettings, passes_per_step, pattern_of, step_seconds
 from .record import Recording
 from .spec import arrival_dependent, kind
 
@@ -102,16 +102,25 @@ def parse_stragglers(text: str, n: int) -> dict:
 
 
 def check_complete(a: dict, runs_dir) -> list[Recording]:
-    """The atlas's recordings under ``runs_dir`` if every run the ``atlas:`` section ``a`` asks for
-    is there; else :class:`QueryError` naming the missing runs (a job still running, a config
-    overlay whose runs were never made)."""
+    """The atlas's recordings under ``runs_dir`` (the techniques' folder, or a pack of them:
+    :mod:`distlab.atlas.pack`, e.g. the snapshot's ``docs/results/atlas/query_pack.json.gz``) if
+    every run the ``atlas:`` section ``a`` asks for is there; else :class:`QueryError` naming the
+    missing runs (a job still running, a config overlay whose runs were never made)."""
     import json
     from pathlib import Path
 
+    from .pack import is_pack, read_pack
+    from .profile import mode
     from .workflow import run_specs, techniques
 
     root = Path(runs_dir)
     missing, recs = [], []
+    packed = None
+    if is_pack(root):
+        head, packed = read_pack(root)
+        if head["compute"] != "measured" and mode(a) == "measured":
+            raise QueryError(f"--runs: {root} keeps no measured compute seconds (packed for atlas.compute: "
+                             f"{head['compute']}); query it with a config whose atlas.compute is stored")
     try:
         names = techniques(a)
         want_models = {json.dumps(m, sort_keys=True): k
@@ -119,22 +128,29 @@ def check_complete(a: dict, runs_dir) -> list[Recording]:
     except (KeyError, TypeError, AttributeError) as e:
         raise QueryError(f"--config: the atlas section lacks or misstates {e}") from None
     for t in names:
-        done = root / t / "done.json"
-        if not done.is_file():
-            missing.append(f"{t} (no {done})")
-            continue
-        try:
-            dirs = json.loads(done.read_text())["runs"]
-        except (OSError, ValueError, KeyError, TypeError):
-            missing.append(f"{t} (unreadable {done})")
-            continue
-        have = set()
-        for d in dirs:
-            try:
-                r = Recording.load(d)
-            except (OSError, ValueError, KeyError):
-                missing.append(f"{t}: {d} (no readable record)")
+        if packed is not None:
+            if t not in packed:
+                missing.append(f"{t} (not in the pack {root})")
                 continue
+            loaded = packed[t]
+        else:
+            done = root / t / "done.json"
+            if not done.is_file():
+                missing.append(f"{t} (no {done})")
+                continue
+            try:
+                dirs = json.loads(done.read_text())["runs"]
+            except (OSError, ValueError, KeyError, TypeError):
+                missing.append(f"{t} (unreadable {done})")
+                continue
+            loaded = []
+            for d in dirs:
+                try:
+                    loaded.append(Recording.load(d))
+                except (OSError, ValueError, KeyError):
+                    missing.append(f"{t}: {d} (no readable record)")
+        have = set()
+        for r in loaded:
             recs.append(r)
             size = want_models.get(json.dumps((r.spec or {}).get("model"), sort_keys=True))
             strag = r.straggler.get("model")
@@ -196,6 +212,11 @@ def rank(recs: list[Recording], a: dict, params: float, workers: int, bandwidth:
          use_published: bool = False, ddp_steps: float | None = None) -> tuple[pd.DataFrame, dict]:
     """One row per technique, fastest first, and what the answer rests on.
 
+    Besides the columns below, ``steps`` (steps to the target: the seeds' mean at a replayed cell,
+    else ratio x DDP's steps) and ``compute_to_target_s`` (the compute no step can avoid, summed to
+    the target: per step the least-charged worker's at a replayed cell, else the projected clock's
+    compute per step x ``steps``).
+
     ``clock`` None: the replay of the recordings (only at a measured size and N); else the
     projected clock with these settings.  Columns: time per step, the ratio and its interval and
     basis, time to target (= per step x ratio x DDP's steps) with its interval, ``tie`` (the
@@ -256,12 +277,16 @@ def rank(recs: list[Recording], a: dict, params: float, workers: int, bandwidth:
             tt = np.where(valid, g["time_s"].to_numpy(), np.nan)
             be_eff[t] = tt[1:]
             e = efficiency_at(t, params, workers, cells, fits, sizes, nws, user_eff, use_published)
-            ks = [r.steps_to_target(target) for r in sub if r.technique == t and r.straggler.get("model") == "none"]
+            own = [r for r in sub if r.technique == t and r.straggler.get("model") == "none"]
+            ks = [r.steps_to_target(target) for r in own]
             k = float(np.mean(ks)) if ks and all(x is not None for x in ks) else np.nan
+            # the compute no step can avoid: per step the least-charged worker's, summed to the target
+            comp = (float(np.mean([r.compute()[:kk].min(axis=1).sum() for r, kk in zip(own, ks)]))
+                    if np.isfinite(k) else np.nan)
             rows.append({"technique": t, "per_step_s": g["time_s"].iloc[0] / k if np.isfinite(k) and k > 0 else np.nan,
                          "ratio": e.ratio, "ratio_lo": e.lo, "ratio_hi": e.hi, "basis": e.basis, "rests_on": e.detail,
                          "time_s": g["time_s"].iloc[0], "lo_s": g["lo_s"].iloc[0], "hi_s": g["hi_s"].iloc[0],
-                         "valid": bool(valid[0]), "label": "simulated",
+                         "steps": k, "compute_to_target_s": comp, "valid": bool(valid[0]), "label": "simulated",
                          "note": "" if valid[0] else "trajectory differs on this cluster: not ranked"})
     else:
         for t in names:
@@ -283,7 +308,8 @@ def rank(recs: list[Recording], a: dict, params: float, workers: int, bandwidth:
                 note.append(f"ratio measured at s = {a.get('s')}")
             rows.append({"technique": t, "per_step_s": per[0], "ratio": r, "ratio_lo": e.lo, "ratio_hi": e.hi,
                          "basis": e.basis, "rests_on": e.detail, "time_s": per[0] * r * K,
-                         "lo_s": per[0] * e.lo * K, "hi_s": per[0] * e.hi * K, "valid": True,
+                         "lo_s": per[0] * e.lo * K, "hi_s": per[0] * e.hi * K, "steps": r * K,
+                         "compute_to_target_s": clock.compute_s(params, passes_per_step(t, s)) * r * K, "valid": True,
                          "label": "projected", "note": "; ".join(note)})
     df = pd.DataFrame(rows)
     df["time_s"] = df["time_s"].astype(float).where(np.isfinite(df["time_s"].astype(float)), np.inf)
@@ -299,6 +325,21 @@ def rank(recs: list[Recording], a: dict, params: float, workers: int, bandwidth:
     info = {"K": K, "K_basis": k_basis, "sizes": sizes, "workers": nws, "dP": dP, "dN": dN, "target": target,
             "cells": cells, "clock": clock, "measured_cell": measured_cell and clock is None}
     return df, info
+
+
+QUERY_COLUMNS = ("technique", "per_step_s", "ratio", "ratio_lo", "ratio_hi", "basis", "steps", "compute_to_target_s",
+                 "time_s", "lo_s", "hi_s", "valid", "tie", "label", "break_even", "note")
+
+
+def ranking_csv(df: pd.DataFrame, info: dict) -> str:
+    """The ranking as CSV (``--format csv``): :data:`QUERY_COLUMNS`, then DDP's steps ``ddp_steps``
+    (the common scale) and how far the query is from the runs (``decades_outside_sizes``,
+    ``decades_outside_workers``)."""
+    out = df.reindex(columns=list(QUERY_COLUMNS)).copy()
+    out["ddp_steps"] = info["K"]
+    out["decades_outside_sizes"] = info["dP"]
+    out["decades_outside_workers"] = info["dN"]
+    return out.to_csv(index=False)
 
 
 def _fmt(x: float, unit: str = "", digits: int = 3) -> str:

@@ -21,6 +21,7 @@ class Recording:
     steps: list[dict]
     n_params: int = 0
     spec: dict | None = None
+    path: str | None = None      # the run's folder as its job named it (done.json)
 
     @classmethod
     def load(cls, run_dir: str | Path) -> "Recording":
@@ -29,7 +30,8 @@ class Recording:
         man = json.loads((run_dir / "manifest.json").read_text())
         return cls(technique=r["technique"], kind=r["kind"], n=int(r["n"]), seed=int(r["seed"]),
                    flops_per_pass=float(r["flops_per_pass"]), straggler=r["straggler"], network=r["network"],
-                   steps=r["steps"], n_params=int(man.get("n_params", 0)), spec=man.get("spec"))
+                   steps=r["steps"], n_params=int(man.get("n_params", 0)), spec=man.get("spec"),
+                   path=str(run_dir))
 
     @property
     def trend(self) -> bool:

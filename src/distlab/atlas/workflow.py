@@ -248,7 +248,14 @@ class AtlasRules:
         self.summary_tables = {"atlas_ttt": f"{out}/map/ttt.csv"} if default else None
         self.outputs = [*(f"{paper}/figures/atlas_{name}.png"
                           for name in ("winners_bandwidth_straggler", "winners_bandwidth_size", "time_vs_bandwidth")),
-                        f"{paper}/tables/atlas_winners.md"] if default else None
+                        f"{paper}/tables/atlas_winners.md", *self.query_files] if default else None
+
+    @property
+    def query_files(self) -> list[str]:
+        """What the query reads, packed (the snapshot carries it), and the query's benchmark table:
+        atlas_query_pack's and atlas_query_bench's outputs (``make snapshot`` copies them to
+        docs/results/atlas/)."""
+        return [f"{self.out}/query/pack.json.gz", f"{self.out}/query/bench.csv", f"{self.out}/query/bench.md"]
 
     def data(self, wildcards) -> str:
         """The atlas's data set (its manifest)."""
@@ -272,6 +279,15 @@ class AtlasRules:
     def map_config_json(self, wildcards) -> str:
         """The part of the ``atlas:`` section atlas_map reads (--config: :func:`map_config`)."""
         return config_json(map_config(self.atlas))
+
+    def pack_config_json(self, wildcards) -> str:
+        """What atlas_query_pack reads of the section: how compute is charged (a measured atlas's
+        pack keeps its compute seconds)."""
+        return config_json({k: v for k, v in _compute_keys(self.atlas).items() if k != "compute_profile"})
+
+    def query_config_json(self, wildcards) -> str:
+        """The whole ``atlas:`` section: the query checks every run it asks for (atlas_query_bench)."""
+        return config_json(self.atlas)
 
     def verb(self, wildcards) -> str:
         """atlas_job's command: ``reference`` or ``technique --technique <name>``."""

@@ -1,0 +1,142 @@
+"""The atlas's recordings in one small file: what ``distlab atlas query`` reads, nothing more.
+
+``results/atlas/techniques/`` holds every run's whole recording (about 40 MB for the default
+atlas: every step's measured compute, losses, clock).  The query reads, of each run named in a
+technique's ``done.json``: its header (technique, kind, N, seed, FLOPs per pass, straggler
+model), its manifest's parameter count and spec (the model and batch the stored compute
+profile is looked up by, DiLoCo's H, the trend flag), its validation curve, and per step what
+the replay re-times (passes, collectives, master messages, who was waited for).  The pack keeps
+exactly that, the steps run-length encoded (a run of identical steps stored once with its
+count), gzip-compressed: about 140 kB for the default atlas, small enough for the results
+snapshot to carry (``docs/results/atlas/query_pack.json.gz``), so the shipped atlas can be
+queried without ``make reproduce``::
+
+    python -m distlab atlas query --runs docs/results/atlas/query_pack.json.gz --params 1e9 ...
+
+With ``atlas.compute: stored`` (the default) the recorded compute seconds are not kept: the
+query charges the stored profile's from each step's passes (:func:`distlab.atlas.profile.apply`),
+as it does for the runs folder; with ``measured`` they are kept.  A pack read back gives the same
+recordings, field for field, as the runs folder (``tests/test_atlas_pack.py``).
+
+Checked as the project's readers check a table: beside its runs the pack has a record
+(``<pack>.record.json``: checksum and the run folders it was made from,
+:func:`distlab.results.tables.write_table_record`), which the snapshot checks before copying it;
+inside, the SHA-256 of its content, which the reader checks (a pack edited or cut short is
+refused, one line).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from ..config.specs import SpecError
+from .record import Recording
+
+FORMAT = "distlab atlas query pack"
+VERSION = 1
+HEADER = ("technique", "kind", "n", "seed", "flops_per_pass", "straggler", "network")
+# per step, what the replay and the query read (the clock's inputs); compute only when measured
+STEP_KEYS = ("passes", "colls", "msg_bytes", "bcast_bytes", "wait_for", "received")
+MEASURED_KEYS = ("compute_s", "master_s")
+
+
+class PackError(SpecError):
+    """A pack that is unreadable, edited, cut short or of another format; one line naming it."""
+
+
+def is_pack(path) -> bool:
+    return str(path).endswith(".json.gz")
+
+
+def _entry(run_dir: str, measured: bool) -> dict:
+    d = Path(run_dir)
+    rec = json.loads((d / "record.json").read_text())
+    man = json.loads((d / "manifest.json").read_text())
+    keys = STEP_KEYS + (MEASURED_KEYS if measured else ())
+    rle: list[list] = []
+    prev = None
+    for i, s in enumerate(rec["steps"]):
+        if int(s["step"]) != i:
+            raise PackError(f"{d}/record.json: step {i} is numbered {s['step']}; the pack needs steps 0, 1, ...")
+        body = {k: s[k] for k in keys if k in s}
+        if body == prev:
+            rle[-1][0] += 1
+        else:
+            rle.append([1, body])
+            prev = body
+    curve = [[int(s["step"]), float(s["val_loss"])] for s in rec["steps"] if s.get("val_loss") is not None]
+    return {"dir": str(run_dir), **{k: rec[k] for k in HEADER}, "n_params": int(man.get("n_params", 0)),
+            "spec": man.get("spec"), "curve": curve, "steps": rle}
+
+
+def _digest(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def write_pack(done_files, out, compute: str = "stored") -> dict:
+    """Pack every run the technique jobs' ``done.json`` name into ``out`` (``.json.gz``) and its
+    record; returns the pack's summary (runs, bytes)."""
+    from ..results.tables import atomic_output, write_table_record
+
+    if compute not in ("stored", "measured"):
+        raise PackError(f"atlas.compute: {compute!r}; use stored or measured")
+    techniques, runs = [], []
+    for f in done_files:
+        done = json.loads(Path(f).read_text())
+        t = Path(f).parent.name
+        techniques.append(t)
+        runs += [{**_entry(d, compute == "measured"), "job": t} for d in done["runs"]]
+    body = {"techniques": techniques, "compute": compute, "runs": runs}
+    doc = {"format": FORMAT, "version": VERSION, "sha256": _digest(body), **body}
+    raw = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+    with atomic_output(out) as tmp:
+        with open(tmp, "wb") as fh, gzip.GzipFile(fileobj=fh, mode="wb", compresslevel=9, mtime=0, filename="") as gz:
+            gz.write(raw)
+    table = pd.DataFrame([{"technique": r["technique"], "dir": r["dir"]} for r in runs])
+    write_table_record(out, table, [r["dir"] for r in runs])
+    return {"runs": len(runs), "techniques": len(techniques), "bytes": Path(out).stat().st_size}
+
+
+def _recording(e: dict) -> Recording:
+    steps = []
+    val = {s: v for s, v in e["curve"]}
+    for count, body in e["steps"]:
+        for _ in range(int(count)):
+            i = len(steps)
+            steps.append({"step": i, "val_loss": val.get(i), **body})
+    return Recording(technique=e["technique"], kind=e["kind"], n=int(e["n"]), seed=int(e["seed"]),
+                     flops_per_pass=float(e["flops_per_pass"]), straggler=e["straggler"], network=e["network"],
+                     steps=steps, n_params=int(e["n_params"]), spec=e["spec"], path=e["dir"])
+
+
+def read_pack(path) -> tuple[dict, dict[str, list[Recording]]]:
+    """(the pack's header: format, compute, techniques; technique job -> its recordings), after
+    checking the format and the content's checksum; :class:`PackError` (one line) otherwise."""
+    p = Path(path)
+    hint = "make it again (snakemake atlas_query_pack, or make snapshot for docs/results/)"
+    try:
+        with gzip.open(p, "rb") as gz:
+            doc = json.loads(gz.read())
+    except FileNotFoundError:
+        raise PackError(f"{p}: missing; {hint}") from None
+    except (OSError, EOFError, ValueError) as e:  # not gzip, cut short (gzip's CRC), not JSON
+        raise PackError(f"{p}: unreadable ({type(e).__name__}: {' '.join(str(e).split())[:120]}); {hint}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise PackError(f"{p}: not an atlas query pack; {hint}")
+    if doc.get("version") != VERSION:
+        raise PackError(f"{p}: pack version {doc.get('version')!r}, this code reads {VERSION}; {hint}")
+    body = {k: doc.get(k) for k in ("techniques", "compute", "runs")}
+    if _digest(body) != doc.get("sha256"):
+        raise PackError(f"{p}: its content is not what was written (checksum differs: edited); {hint}")
+    by_job: dict[str, list[Recording]] = {t: [] for t in body["techniques"]}
+    try:
+        for e in body["runs"]:
+            by_job.setdefault(e["job"], []).append(_recording(e))
+    except (KeyError, TypeError, ValueError) as e:
+        raise PackError(f"{p}: a run entry lacks or misstates {e}; {hint}") from None
+    return {"compute": body["compute"], "techniques": body["techniques"]}, by_job
