@@ -175,16 +175,6 @@ def paper_lists(root: Path) -> list[str]:
     return out
 
 
-# Lists of papers not yet replaced by the registry (each a reason it is not done here); the
-# test fails when one is added, and when one of these goes (then drop it from here).
-KNOWN = {
-    "src/distlab/bench/techerror.py": "which experiments' records count rounds and bytes, and their spec builders",
-    "src/distlab/pipeline/jobs.py": "experiments whose batch_size is each worker's",
-    "src/distlab/runtime/device.py": "the device a spec without `device` ran on, by experiment",
-    "scripts/gpu/run_tier.py": "the GPU tier's sections that take --device",
-}
-
-
 def test_the_checker_finds_a_list_of_papers():
     owner = _owner()
     assert python_lists('X = ("P1", "P3")\nY = {"pgc": 1, "demo": 2}\nZ = "foundation|P1"\n', owner) == [
@@ -194,10 +184,30 @@ def test_the_checker_finds_a_list_of_papers():
 
 
 def test_no_hand_kept_list_of_papers_outside_the_registry():
-    found = paper_lists(ROOT)
-    left = sorted({f.split(":", 1)[0] for f in found})
-    assert [f for f in found if f.split(":", 1)[0] not in KNOWN] == []
-    assert left == sorted(KNOWN), "a listed exception is gone: drop it from KNOWN"
+    """None is left, and none may come back: what a shared module reads of a paper by a spec's
+    experiment (the device a spec without ``device`` runs on, whether its batch is each worker's)
+    and what the GPU tier overrides are fields of its Paper; the simulator-error benchmark reads
+    the experiment from each technique's spec and the record's shape from its columns."""
+    assert paper_lists(ROOT) == []
+
+
+def test_the_shared_modules_find_the_registrys_papers_by_their_fields():
+    from distlab.pipeline import jobs
+    from distlab.pipeline.paper import discovered, find
+
+    # found by its package's paper.py, the registry's own objects, under every name
+    assert {id(p) for p in discovered().values()} == {id(p) for p in papers()}
+    assert all(find(n) is p for p in papers() for n in p.names) and find("P9") is None
+    assert {p.name for p in papers() if p.batch_per_worker} == {"demo", "local"}
+    assert {p.name: p.device_default for p in papers() if p.device_default != "cpu"} == {"demo": "auto"}
+    assert {p.section for p in papers() if p.gpu_tier_device} == {"atlas", "demo"}
+    # the fields' defaults: a paper that names none keeps the step's batch and the CPU
+    toy = Paper(name="t", title="t", scorecard="T", section="t", claims_prefix="t", rule_file="x", doc="d")
+    assert (toy.device_default, toy.batch_per_worker, toy.gpu_tier_device) == ("cpu", False, False)
+    real = {"backend": "gloo", "batch_size": 8, "n_workers": 4}
+    assert jobs.per_process_batch({**real, "experiment": "demo"}) == 8
+    assert jobs.per_process_batch({**real, "experiment": "baseline"}) == 2
+    assert jobs.per_process_batch({**real, "experiment": "no-such-paper"}) == 2
 
 
 # ------------------------------------------------------------------ (c) a sixth paper
