@@ -191,6 +191,37 @@ def test_no_hand_kept_list_of_papers_outside_the_registry():
     assert paper_lists(ROOT) == []
 
 
+def test_the_config_schema_names_no_paper_its_sections_come_from_the_registry():
+    """config.schema.yaml holds the shared sections; each paper's section is its Paper.schema,
+    joined when the schema is assembled (no second list of the papers' schemas)."""
+    from distlab.config.checks import config_schema, paper_schemas
+
+    schema_dir = ROOT / "workflow" / "schemas"
+    own = yaml.safe_load((schema_dir / "config.schema.yaml").read_text())["properties"]
+    with_files = [p for p in papers() if p.schema]
+    assert with_files and not [p.section for p in with_files if p.section in own]
+    assert all(p.section in own for p in papers() if not p.schema)  # the baseline's section is shared
+    whole = config_schema(schema_dir, papers())["properties"]
+    assert {s: whole[s]["$ref"] for s in paper_schemas(papers(), schema_dir)} == {
+        p.section: (ROOT / p.schema).resolve().as_uri() for p in with_files}
+    assert [p.section for p in papers() if p.config_required] == ["pgc"]  # required, as before
+    assert config_schema(schema_dir, papers())["required"][-1] == "pgc" and "pgc" not in own
+    from distlab.config.checks import validate_defaults
+
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    # one validation from the assembled root, as when config.schema.yaml named the paper files: the
+    # defaults filled are the same (pgc's stragglers, a $ref back into the root, stay as written;
+    # the baseline's get theirs): the recorded job specs (test_rules_unchanged) depend on it
+    validate_defaults(cfg, schema_dir, papers())
+    assert cfg["pgc"]["cloud"]["straggler"] == yaml.safe_load((ROOT / "config" / "config.yaml").read_text())[
+        "pgc"]["cloud"]["straggler"] and cfg["baseline"]["straggler"]["shape"] == 2.5
+    del cfg["pgc"]
+    with pytest.raises(Exception, match="'pgc' is a required property"):
+        validate_defaults(cfg, schema_dir, papers())
+    # a caller without the registry finds the same papers by their packages
+    assert paper_schemas(None, schema_dir) == paper_schemas(papers(), schema_dir)
+
+
 def test_the_shared_modules_find_the_registrys_papers_by_their_fields():
     from distlab.pipeline import jobs
     from distlab.pipeline.paper import discovered, find

@@ -150,6 +150,7 @@ class Paper:
     device_default: str = "cpu"         # a simulated spec without `device` runs there (distlab.runtime.device)
     batch_per_worker: bool = False      # its spec's batch_size is each worker's, not the step's (pipeline.jobs)
     gpu_tier_device: bool = False       # the GPU tier's --device overrides its section's device (scripts/gpu)
+    config_required: bool = False       # every configuration has its section (the schema requires it)
 
     def __post_init__(self) -> None:
         if not self.package:
