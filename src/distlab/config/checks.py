@@ -322,19 +322,6 @@ def check_workers(errors: list[str], key: str, section: Mapping, n: int) -> None
     check_straggler(errors, f"{key}.straggler", section.get("straggler"), n)
 
 
-def _check_baseline(config: Mapping, errors: list[str]) -> None:
-    b = config.get("baseline")
-    if not b:
-        return
-    check_dataset(errors, config, "baseline.dataset", b.get("dataset"), b.get("model"))
-    check_workers(errors, "baseline", b, b.get("n_workers", 1))
-    strag = b.get("straggler") or {}
-    if strag.get("model") == "dead":
-        errors.append("baseline.straggler.model: 'dead' cannot run in the baseline: its DGD waits for "
-                      "every worker (a dead one never answers) and the real backends inject no "
-                      "stragglers; use none, exponential, pareto or persistent (P1's schemes tolerate dead workers)")
-
-
 def _check_splits(config: Mapping, errors: list[str]) -> None:
     """A data set's validation and test fractions leave at least half of it to train on (two
     fractions under 0.5 each could leave one training sample)."""
@@ -491,10 +478,9 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
     cross: list[str] = []
     try:
         _check_splits(config, cross)
-        _check_baseline(config, cross)
     except Exception as e:  # noqa: BLE001
         if not schema:
-            cross.append(f"baseline: its cross-field check failed ({type(e).__name__}: {e})")
+            cross.append(f"datasets: its cross-field check failed ({type(e).__name__}: {e})")
     for section, check in paper_checks(papers).items():
         if section not in config:
             continue

@@ -1,7 +1,7 @@
 """The contract every paper package keeps: one :class:`Paper` object, and the typed protocols of
 the modules it names.
 
-A paper package (``distlab.pgc``, ``distlab.local``, ..., the baseline's ``distlab.train``)
+A paper package (``distlab.pgc``, ``distlab.local``, ..., the baseline's ``distlab.baseline``)
 exports ``PAPER`` from its ``paper`` module: its one canonical name and the other names the
 project gives it (its config section, its scorecard section, its claims' id prefix), its rule
 file, its config schema, its trainer and torch-free spec module, its command plugin, its
