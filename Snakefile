@@ -54,7 +54,7 @@ check_config(config, f"{workflow.basedir}/workflow/schemas", f"{workflow.basedir
              config_files=list(dict.fromkeys(workflow.configfiles)),
              overrides=workflow.config_settings.config,  # --config's values typed as YAML reads them
              papers=papers())
-# schema defaults (a registered paper's section that config.schema.yaml does not name: its own schema's)
+# schema defaults (config.schema.yaml with each registered paper's own schema under its section)
 validate_defaults(config, f"{workflow.basedir}/workflow/schemas", papers())
 
 

@@ -78,7 +78,7 @@ def test_a_diverged_loss_fails_the_run_naming_the_step(tmp_path, losses, step, n
 def test_a_diverging_baseline_fails_and_writes_no_manifest(tmp_path, digits_dir):
     """lr 1e5 in float64 (accepted: under the 1e6 cap): the loss blows up within a few steps;
     the run fails naming the step and leaves no manifest, so nothing of it is graded."""
-    from distlab.train import dataparallel
+    from distlab.baseline import train as dataparallel
 
     spec = {"experiment": "baseline", "method": "dgd", "backend": "simulated", "seed": 0,
             "model": {"name": "logreg"}, "n_workers": 2, "batch_size": 16, "lr": 1e5, "steps": 20,

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from distlab.train.dataparallel import run_simulated
+from distlab.baseline.train import run_simulated
 
 
 def _spec(method, **over):

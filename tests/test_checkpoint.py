@@ -247,7 +247,7 @@ def _kill_after_saves(monkeypatch, n: int) -> None:
 
 
 def _baseline(digits_dir, out, runtime):
-    from distlab.train import dataparallel
+    from distlab.baseline import train as dataparallel
 
     spec = {"experiment": "baseline", "method": "dgd", "backend": "simulated", "seed": 0,
             "model": {"name": "logreg"}, "n_workers": 2, "batch_size": 16, "lr": 0.1, "steps": 6,

@@ -8,11 +8,17 @@ import subprocess
 
 import pytest
 import yaml
-from snakemake.utils import validate
-
 from conftest import ROOT, bin_path, workflow_tree
+from distlab.config.checks import validate_defaults
+from distlab.papers import papers
 
-SCHEMA = str(ROOT / "workflow/schemas/config.schema.yaml")
+SCHEMA_DIR = ROOT / "workflow/schemas"
+
+
+def validate(cfg, schema_dir):
+    """Snakemake's validate as the Snakefile runs it: config.schema.yaml and each registered
+    paper's own schema over its section."""
+    validate_defaults(cfg, schema_dir, papers())
 
 
 def _load(name):
@@ -21,7 +27,7 @@ def _load(name):
 
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml"])
 def test_shipped_configs_validate(name):
-    validate(_load(name), SCHEMA)
+    validate(_load(name), SCHEMA_DIR)
 
 
 def test_paper_config_names_the_real_data_and_models():
@@ -48,7 +54,7 @@ def test_bad_values_are_named(mutate, key):
     cfg = copy.deepcopy(_load("config.yaml"))
     mutate(cfg)
     with pytest.raises(Exception) as err:
-        validate(cfg, SCHEMA)
+        validate(cfg, SCHEMA_DIR)
     assert key in str(err.value)
 
 

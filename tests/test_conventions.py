@@ -22,7 +22,7 @@ from distlab.scoring import scorecard, stats
 from distlab.results.runs import Checkpointer
 from distlab.runtime.launch import root_causes
 from distlab.config.specs import SpecError, runtime_defaults, spec_hash, validate_spec
-from distlab.train import dataparallel
+from distlab.baseline import train as dataparallel
 
 ENV = {**os.environ, "PATH": bin_path()}
 STATS = {"alpha": 0.05, "bootstrap": {"n_resamples": 500, "seed": 0, "confidence": 0.95}}

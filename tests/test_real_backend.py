@@ -28,7 +28,7 @@ def _train(experiment, spec, data, out, timeout=300, runtime=None):
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher", ["fork", "torchrun"])
 def test_dgd_on_four_gloo_processes_keeps_parameters_identical(tmp_path, digits_dir, launcher):
-    from distlab.train.dataparallel import run_simulated
+    from distlab.baseline.train import run_simulated
 
     spec = {"experiment": "baseline", "method": "dgd", "backend": "gloo", "seed": 0,
             "model": {"name": "cnn"}, "n_workers": 4, "batch_size": 32, "lr": 0.1, "steps": 8,

@@ -175,16 +175,6 @@ def paper_lists(root: Path) -> list[str]:
     return out
 
 
-# Lists of papers not yet replaced by the registry (each a reason it is not done here); the
-# test fails when one is added, and when one of these goes (then drop it from here).
-KNOWN = {
-    "src/distlab/bench/techerror.py": "which experiments' records count rounds and bytes, and their spec builders",
-    "src/distlab/pipeline/jobs.py": "experiments whose batch_size is each worker's",
-    "src/distlab/runtime/device.py": "the device a spec without `device` ran on, by experiment",
-    "scripts/gpu/run_tier.py": "the GPU tier's sections that take --device",
-}
-
-
 def test_the_checker_finds_a_list_of_papers():
     owner = _owner()
     assert python_lists('X = ("P1", "P3")\nY = {"pgc": 1, "demo": 2}\nZ = "foundation|P1"\n', owner) == [
@@ -194,10 +184,61 @@ def test_the_checker_finds_a_list_of_papers():
 
 
 def test_no_hand_kept_list_of_papers_outside_the_registry():
-    found = paper_lists(ROOT)
-    left = sorted({f.split(":", 1)[0] for f in found})
-    assert [f for f in found if f.split(":", 1)[0] not in KNOWN] == []
-    assert left == sorted(KNOWN), "a listed exception is gone: drop it from KNOWN"
+    """None is left, and none may come back: what a shared module reads of a paper by a spec's
+    experiment (the device a spec without ``device`` runs on, whether its batch is each worker's)
+    and what the GPU tier overrides are fields of its Paper; the simulator-error benchmark reads
+    the experiment from each technique's spec and the record's shape from its columns."""
+    assert paper_lists(ROOT) == []
+
+
+def test_the_config_schema_names_no_paper_its_sections_come_from_the_registry():
+    """config.schema.yaml holds the shared sections; each paper's section is its Paper.schema,
+    joined when the schema is assembled (no second list of the papers' schemas)."""
+    from distlab.config.checks import config_schema, paper_schemas
+
+    schema_dir = ROOT / "workflow" / "schemas"
+    own = yaml.safe_load((schema_dir / "config.schema.yaml").read_text())["properties"]
+    with_files = [p for p in papers() if p.schema]
+    assert with_files and not [p.section for p in with_files if p.section in own]
+    assert all(p.section in own for p in papers() if not p.schema)  # the baseline's section is shared
+    whole = config_schema(schema_dir, papers())["properties"]
+    assert {s: whole[s]["$ref"] for s in paper_schemas(papers(), schema_dir)} == {
+        p.section: (ROOT / p.schema).resolve().as_uri() for p in with_files}
+    assert [p.section for p in papers() if p.config_required] == ["pgc"]  # required, as before
+    assert config_schema(schema_dir, papers())["required"][-1] == "pgc" and "pgc" not in own
+    from distlab.config.checks import validate_defaults
+
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    # one validation from the assembled root, as when config.schema.yaml named the paper files: the
+    # defaults filled are the same (pgc's stragglers, a $ref back into the root, stay as written;
+    # the baseline's get theirs): the recorded job specs (test_rules_unchanged) depend on it
+    validate_defaults(cfg, schema_dir, papers())
+    assert cfg["pgc"]["cloud"]["straggler"] == yaml.safe_load((ROOT / "config" / "config.yaml").read_text())[
+        "pgc"]["cloud"]["straggler"] and cfg["baseline"]["straggler"]["shape"] == 2.5
+    del cfg["pgc"]
+    with pytest.raises(Exception, match="'pgc' is a required property"):
+        validate_defaults(cfg, schema_dir, papers())
+    # a caller without the registry finds the same papers by their packages
+    assert paper_schemas(None, schema_dir) == paper_schemas(papers(), schema_dir)
+
+
+def test_the_shared_modules_find_the_registrys_papers_by_their_fields():
+    from distlab.pipeline import jobs
+    from distlab.pipeline.paper import discovered, find
+
+    # found by its package's paper.py, the registry's own objects, under every name
+    assert {id(p) for p in discovered().values()} == {id(p) for p in papers()}
+    assert all(find(n) is p for p in papers() for n in p.names) and find("P9") is None
+    assert {p.name for p in papers() if p.batch_per_worker} == {"demo", "local"}
+    assert {p.name: p.device_default for p in papers() if p.device_default != "cpu"} == {"demo": "auto"}
+    assert {p.section for p in papers() if p.gpu_tier_device} == {"atlas", "demo"}
+    # the fields' defaults: a paper that names none keeps the step's batch and the CPU
+    toy = Paper(name="t", title="t", scorecard="T", section="t", claims_prefix="t", rule_file="x", doc="d")
+    assert (toy.device_default, toy.batch_per_worker, toy.gpu_tier_device) == ("cpu", False, False)
+    real = {"backend": "gloo", "batch_size": 8, "n_workers": 4}
+    assert jobs.per_process_batch({**real, "experiment": "demo"}) == 8
+    assert jobs.per_process_batch({**real, "experiment": "baseline"}) == 2
+    assert jobs.per_process_batch({**real, "experiment": "no-such-paper"}) == 2
 
 
 # ------------------------------------------------------------------ (c) a sixth paper

@@ -36,7 +36,7 @@ PKG = SRC / "distlab"
 
 # Subpackages of distlab that are shared (used by every paper) or studies across papers;
 # every other subpackage is a paper package and must have the paper shape.
-SHARED_PACKAGES = {"bench", "config", "data", "figures", "models", "pipeline", "plotting", "results", "runtime",
+SHARED_PACKAGES = {"bench", "config", "data", "models", "pipeline", "plotting", "results", "runtime",
                    "scoring", "techniques", "train"}
 STUDY_PACKAGES = {"atlas", "gpu"}   # gpu: the GPU tier, jobs of every paper (docs/gpu.md)
 # the registry of papers (distlab.papers) names every paper package: it sits with the dispatcher
@@ -388,7 +388,7 @@ def test_no_module_of_distlab_runs_as_a_script():
 # ------------------------------------------------------------------ rules read as rules
 # A rule file holds rules.  A function a rule calls with a job's wildcards (an input function,
 # params, threads, resources) is a named function of its paper's ``workflow.py`` (the
-# baseline's: distlab/train/workflow.py, the atlas's: distlab/atlas/workflow.py) or of
+# baseline's: distlab/baseline/workflow.py, the atlas's: distlab/atlas/workflow.py) or of
 # distlab/pipeline/workflow.py (the shared rules, the registries, the path helpers), where a
 # reader finds it by name and a test can call it; so is the rule files' other Python.
 SMK_FILES = sorted((Path(ROOT) / "workflow" / "rules").glob("*.smk"))

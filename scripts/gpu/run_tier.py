@@ -91,9 +91,12 @@ def main(argv: list[str] | None = None) -> int:
         for name, d in prepare_data(cfg, names, Path(a.data or Path(a.out) / "data")).items():
             print(f"{name}: {d}")
         return 0
-    if a.device:
-        for sec in ("atlas", "demo"):
-            cfg[sec]["device"] = a.device
+    if a.device:  # the sections whose simulated jobs the tier runs on the device (Paper.gpu_tier_device)
+        from distlab.papers import papers
+
+        for p in papers():
+            if p.gpu_tier_device:
+                cfg[p.section]["device"] = a.device
     if a.device == "cuda" or (a.device is None and not a.tiny):
         import torch
 

@@ -216,10 +216,14 @@ def cmd_summarize(a: argparse.Namespace) -> int:
 
 
 def cmd_figures(a: argparse.Namespace) -> int:
-    import importlib.util
+    import importlib
 
-    shared = importlib.util.find_spec(f"distlab.figures.{a.experiment}") is not None
-    mod = importlib.import_module(f"distlab.figures.{a.experiment}" if shared else f"distlab.{a.experiment}.figures")
+    from .papers import paper
+
+    try:
+        mod = importlib.import_module(f"{paper(a.experiment).package}.figures")  # a registered paper's
+    except PaperError as e:
+        raise SpecError(f"figures --experiment {a.experiment}: {e}") from e
     mod.make(a.inputs, Path(a.out_dir), a.options)
     return 0
 

@@ -19,7 +19,7 @@ from functools import lru_cache
 from .pipeline.paper import Paper, PaperError
 
 REGISTRY = (
-    "distlab.train.paper",
+    "distlab.baseline.paper",
     "distlab.pgc.paper",
     "distlab.placement.paper",
     "distlab.local.paper",

@@ -1,5 +1,5 @@
 # The shared baseline: synchronous data-parallel SGD against single-process SGD.
-from distlab.train.workflow import BaselineWorkflow
+from distlab.baseline.workflow import BaselineWorkflow
 
 wildcard_constraints:
     method=r"dgd|single",

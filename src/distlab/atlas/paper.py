@@ -8,4 +8,5 @@ PAPER = Paper(
     rule_file="workflow/rules/atlas.smk", schema="workflow/schemas/atlas.schema.yaml", doc="docs/atlas.md",
     trainer="distlab.atlas.train", config_check="distlab.atlas.spec", cli="distlab.atlas.cli",
     summarize=("atlas", "map"),
-    figures=("atlas", "figures"), code=("src/distlab/atlas",), scored_without_tables=True)
+    figures=("atlas", "figures"), code=("src/distlab/atlas",), scored_without_tables=True,
+    gpu_tier_device=True)

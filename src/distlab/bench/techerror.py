@@ -128,9 +128,12 @@ def predict_steps(m: pd.DataFrame, kind: str, rate_bps: float, n_workers: int,
 
     net = (NetworkModel(latency_s=fit[0], bandwidth_Bps=fit[1]) if fit is not None
            else NetworkModel(latency_s=latency_s, bandwidth_Bps=rate_bps / 8 if rate_bps else math.inf))
-    if kind in ("demo", "atlas"):
+    if "rounds" in m:  # a record of collectives (demo, the atlas): its rounds and bytes
         return (m["compute_s"].to_numpy() + m["rounds"].to_numpy() * net.latency_s
                 + m["bytes"].to_numpy() / net.bandwidth_Bps)
+    if "compute_max" not in m:
+        raise ValueError(f"techerror: the {kind} record has neither rounds (collectives) nor compute_max "
+                         "(a master and its workers)")
     model_bytes = m["bytes"].to_numpy() / n_workers  # the master sends one model to each worker
     return (net.broadcast(model_bytes, n_workers) + m["compute_max"].to_numpy() + m["encode_max"].to_numpy()
             + net.p2p(model_bytes) + m["decode_s"].to_numpy())
@@ -183,8 +186,9 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
     from ..runtime.netns import unavailable
 
     rates = RATES if rates is None else rates
-    techs = ([(k, "demo", v) for k, v in DEMO_METHODS.items()] + [(k, "atlas", v) for k, v in ATLAS_METHODS.items()]
-             + [(k, "pgc", v) for k, v in PGC_SCHEMES.items()])
+    # (technique, its name in the spec, the spec builder); the experiment is the spec's own
+    techs = ([(k, v, demo_spec) for k, v in DEMO_METHODS.items()] + [(k, v, atlas_spec) for k, v in ATLAS_METHODS.items()]
+             + [(k, v, pgc_spec) for k, v in PGC_SCHEMES.items()])
     why = unavailable()
     if why:
         print(f"techerror: not run: {why}", file=sys.stderr)
@@ -195,9 +199,10 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
         for rep in range(repeats):
             ref = [(REFERENCE, None)] if fits and rep < reference_repeats else []
             for label, bps in [*rates.items(), *ref]:
-                for tech, kind, name in techs:  # interleaved: a passing load touches all alike
+                for tech, name, build in techs:  # interleaved: a passing load touches all alike
                     out = Path(tmp) / f"{name}-{label}-{rep}"
-                    spec = {"demo": demo_spec, "atlas": atlas_spec, "pgc": pgc_spec}[kind](name, steps, rep)
+                    spec = build(name, steps, rep)
+                    kind = spec["experiment"]
                     data = data_pgc if kind == "pgc" else data_demo
                     t0 = time.perf_counter()
                     with open(Path(tmp) / "job.log", "a") as jl:

@@ -73,55 +73,105 @@ class ConfigError(ValueError):
     """The configuration is invalid; the message lists every problem with its key."""
 
 
+def _papers(papers) -> tuple:
+    """The papers handed in (the registry's), or, for a caller without them (None), the paper
+    packages found by their ``paper.py`` (:func:`distlab.pipeline.paper.discovered`)."""
+    if papers is not None:
+        return tuple(papers)
+    from ..pipeline.paper import discovered
+
+    return tuple(dict.fromkeys(discovered().values()))
+
+
 def paper_schemas(papers, schema_dir: str | Path) -> dict[str, Path]:
-    """The schema file of each registered paper's section that config.schema.yaml does not
-    itself name, by section (a paper added by its package and one registry line)."""
-    schema_dir = Path(schema_dir)
+    """The schema file of each paper's section, by section: config.schema.yaml names no paper,
+    each registered paper's ``Paper.schema`` is its section's (``papers`` None: the packages
+    found).  A paper whose ``schema`` is None keeps its section in config.schema.yaml."""
+    root = Path(schema_dir).resolve().parents[1]  # the repository: workflow/schemas -> .
+    return {p.section: root / p.schema for p in _papers(papers) if p.schema}
+
+
+def config_schema(schema_dir: str | Path, papers=None) -> dict:
+    """The whole configuration's schema, assembled: config.schema.yaml (the shared sections)
+    with each paper's section a ``$ref`` to its own schema file (:func:`paper_schemas`)."""
+    path = Path(schema_dir) / "config.schema.yaml"
+    main = yaml.safe_load(path.read_text(encoding="utf-8"))
+    main["$id"] = path.resolve().as_uri()
+    for section, schema in paper_schemas(papers, schema_dir).items():
+        main.setdefault("properties", {})[section] = {"$ref": schema.resolve().as_uri()}
+    main["required"] = [*main.get("required", ()), *(p.section for p in _papers(papers) if p.config_required)]
+    return main
+
+
+def validate_defaults(config: dict, schema_dir: str | Path, papers=None) -> None:
+    """Fill the schemas' defaults into ``config``, as Snakemake's ``validate`` does (it stops at
+    the first error: Snakemake's ``WorkflowError``), over the whole schema as
+    :func:`config_schema` assembles it: config.schema.yaml and each paper's own schema file
+    under its section.
+
+    One validation from the assembled root (Snakemake's ``validate`` reads a schema from a file
+    only), resolved as Snakemake resolves config.schema.yaml's ``$ref`` s, so the defaults filled
+    are the ones they always were.  A schema file that declares ``$schema`` (the five papers')
+    is validated by jsonschema's stock class for that draft, which fills no defaults: their
+    ``default:`` values are documentation, and filling them would change recorded job specs
+    (PGC's stragglers would gain ``shape``, ``slowdown``, ``slow_workers``).  A file without the
+    line (the toy paper's in the tests) has its defaults filled."""
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT202012
+    from snakemake.exceptions import WorkflowError
+
+    schema = config_schema(schema_dir, papers)
+    missing = [s for s in schema.get("required", ()) if s not in config]
+    if missing:
+        raise WorkflowError("Error validating config file.",
+                            jsonschema.ValidationError(f"{missing[0]!r} is a required property"))
+    for section, path in paper_schemas(papers, schema_dir).items():  # as config.schema.yaml once named them
+        if path.resolve().parent == Path(schema_dir).resolve():
+            schema["properties"][section] = {"$ref": path.name}
+
+    def retrieve(uri: str) -> Resource:
+        from urllib.parse import urlparse
+        from urllib.request import url2pathname
+
+        contents = yaml.safe_load(Path(url2pathname(urlparse(uri).path)).read_text(encoding="utf-8"))
+        return Resource.from_contents(contents, default_specification=DRAFT202012)
+
+    registry = Registry(retrieve=retrieve).with_resource(uri=str(Path(schema_dir) / "config.schema.yaml"),
+                                                         resource=Resource.from_contents(schema))
+    base = jsonschema.Draft202012Validator
+    fill = base.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, subschema):
+        for name, sub in properties.items():
+            if "default" in sub:
+                instance.setdefault(name, sub["default"])
+        yield from fill(validator, properties, instance, subschema)
+
     try:
-        known = set(yaml.safe_load((schema_dir / "config.schema.yaml").read_text(encoding="utf-8"))["properties"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
-        return {}
-    root = schema_dir.resolve().parents[1]  # the repository: workflow/schemas -> .
-    return {p.section: root / p.schema for p in papers or () if p.schema and p.section not in known}
+        jsonschema.validators.extend(base, {"properties": set_defaults})(schema, registry=registry).validate(config)
+    except jsonschema.ValidationError as e:
+        raise WorkflowError("Error validating config file.", e) from e
 
 
-def validate_defaults(config: dict, schema_dir: str | Path, papers=()) -> None:
-    """Snakemake's ``validate`` (it fills the schemas' defaults): config.schema.yaml over the
-    sections it names, each paper's own schema over a section it does not (paper_schemas)."""
-    from snakemake.utils import validate
-
-    schema_dir = Path(schema_dir)
-    extra = paper_schemas(papers, schema_dir)
-    base = {k: v for k, v in config.items() if k not in extra}
-    validate(base, str((schema_dir / "config.schema.yaml").resolve()))
-    config.update(base)  # defaults set at the top level
-    for section, path in extra.items():
-        if section in config:
-            validate(config[section], str(path))
-
-
-def _strict_validator(schema_dir: Path, extra: dict[str, Path] | None = None) -> jsonschema.protocols.Validator:
+def _strict_validator(schema_dir: Path, papers=None) -> jsonschema.protocols.Validator:
     from referencing import Registry, Resource
     from referencing.jsonschema import DRAFT202012
 
     # without "$schema" in the referenced files, jsonschema keeps this strict
     # validator class across $refs instead of switching to the stock one
     resources = []
-    for path in sorted(schema_dir.glob("*.yaml")) + sorted((extra or {}).values()):
+    for path in sorted(schema_dir.glob("*.yaml")) + sorted(paper_schemas(papers, schema_dir).values()):
         contents = yaml.safe_load(path.read_text(encoding="utf-8"))
         contents.pop("$schema", None)
         resource = Resource(contents=contents, specification=DRAFT202012)
         resources += [(path.resolve().as_uri(), resource), (path.name, resource)]
     registry = Registry().with_resources(resources)
-    main = yaml.safe_load((schema_dir / "config.schema.yaml").read_text(encoding="utf-8"))
+    main = config_schema(schema_dir, papers)
     main.pop("$schema", None)
-    main["$id"] = (schema_dir / "config.schema.yaml").resolve().as_uri()
-    for section, path in (extra or {}).items():
-        main.setdefault("properties", {})[section] = {"$ref": path.resolve().as_uri()}
     return strict_validator_class()(main, registry=registry)
 
 
-def foreign_file_errors(config_files, schema_dir: str | Path, papers=()) -> list[str]:
+def foreign_file_errors(config_files, schema_dir: str | Path, papers=None) -> list[str]:
     """A file none of whose top-level keys is a setting of this workflow (a link to some other
     file, ``/etc/shadow`` say) is not a config file: one line naming it, and none of its text
     (its keys would otherwise be quoted back as unknown settings)."""
@@ -163,13 +213,13 @@ def _stamp(paths) -> tuple:
 _CACHE: dict[tuple, Any] = {}  # (what, stamp) -> validator or errors: one process checks many configs
 
 
-def schema_errors(config: Mapping[str, Any], schema_dir: str | Path, papers=()) -> list[str]:
-    """Strict-type schema errors, one per key (a registered paper's section that
-    config.schema.yaml does not name: against its own schema file)."""
+def schema_errors(config: Mapping[str, Any], schema_dir: str | Path, papers=None) -> list[str]:
+    """Strict-type schema errors, one per key (each paper's section against its own schema
+    file: :func:`config_schema`)."""
     extra = paper_schemas(papers, schema_dir)
     stamp = ("schema", _stamp(sorted(Path(schema_dir).glob("*.yaml")) + sorted(extra.values())))
     if stamp not in _CACHE:
-        _CACHE[stamp] = _strict_validator(Path(schema_dir), extra)
+        _CACHE[stamp] = _strict_validator(Path(schema_dir), papers)
     validator = _CACHE[stamp]
     out = []
     for e in sorted(validator.iter_errors(dict(config)), key=lambda e: list(map(str, e.absolute_path))):
@@ -270,19 +320,6 @@ def check_workers(errors: list[str], key: str, section: Mapping, n: int) -> None
         errors.append(f"{key}.batch_size: {bs} is not divisible by the {n} workers "
                       f"(each worker draws batch_size / n samples)")
     check_straggler(errors, f"{key}.straggler", section.get("straggler"), n)
-
-
-def _check_baseline(config: Mapping, errors: list[str]) -> None:
-    b = config.get("baseline")
-    if not b:
-        return
-    check_dataset(errors, config, "baseline.dataset", b.get("dataset"), b.get("model"))
-    check_workers(errors, "baseline", b, b.get("n_workers", 1))
-    strag = b.get("straggler") or {}
-    if strag.get("model") == "dead":
-        errors.append("baseline.straggler.model: 'dead' cannot run in the baseline: its DGD waits for "
-                      "every worker (a dead one never answers) and the real backends inject no "
-                      "stragglers; use none, exponential, pareto or persistent (P1's schemes tolerate dead workers)")
 
 
 def _check_splits(config: Mapping, errors: list[str]) -> None:
@@ -441,10 +478,9 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
     cross: list[str] = []
     try:
         _check_splits(config, cross)
-        _check_baseline(config, cross)
     except Exception as e:  # noqa: BLE001
         if not schema:
-            cross.append(f"baseline: its cross-field check failed ({type(e).__name__}: {e})")
+            cross.append(f"datasets: its cross-field check failed ({type(e).__name__}: {e})")
     for section, check in paper_checks(papers).items():
         if section not in config:
             continue

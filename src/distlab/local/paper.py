@@ -9,4 +9,4 @@ PAPER = Paper(
     schema="workflow/schemas/local_learning.schema.yaml", doc="docs/local_learning.md",
     trainer="distlab.local.train", config_check="distlab.local.spec", cli="distlab.local.cli",
     summarize=("local", "summarize"), figures=("local", "figure"), code=("src/distlab/local",),
-    text_floors=True)
+    text_floors=True, batch_per_worker=True)

@@ -7,4 +7,4 @@ PAPER = Paper(
     rule_file="workflow/rules/pgc.smk", schema="workflow/schemas/pgc.schema.yaml", doc="docs/pgc.md",
     trainer="distlab.pgc.train", spec_module="distlab.pgc.spec", config_check="distlab.pgc.spec",
     cli="distlab.pgc.cli", summarize=("pgc", "summarize"), figures=("pgc", "figure"),
-    code=("src/distlab/pgc",))
+    code=("src/distlab/pgc",), config_required=True)

@@ -23,6 +23,8 @@ import json
 import math
 import os
 
+from .paper import find
+
 MIB = 2**20
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 # weights, gradients and Adam's two moments (SGD needs fewer: an upper bound)
@@ -128,12 +130,14 @@ def gpus(spec: str | dict) -> int:
 def per_process_batch(spec: str | dict) -> int:
     """Samples one process runs a backward pass on at once.
 
-    DeMo and local learning's ``batch_size`` is each worker's; the baseline's and PGC's
-    is the step's global batch, split over the workers on real ranks (the simulator
-    may hold the whole step's)."""
+    A paper whose ``batch_size`` is each worker's (its ``Paper.batch_per_worker``: DeMo, local
+    learning) runs it in every process; the others' (the baseline's, PGC's) is the step's
+    global batch, split over the workers on real ranks (the simulator may hold the whole
+    step's)."""
     s = _spec(spec)
     batch = int(s.get("batch_size", 1))
-    if s["experiment"] in ("demo", "local") or s.get("backend", "simulated") == "simulated":
+    paper = find(s["experiment"])
+    if (paper is not None and paper.batch_per_worker) or s.get("backend", "simulated") == "simulated":
         return batch
     workers = int(s.get("n_workers", s.get("n", 1)))
     return max(1, batch // workers)

@@ -1,7 +1,7 @@
 """The contract every paper package keeps: one :class:`Paper` object, and the typed protocols of
 the modules it names.
 
-A paper package (``distlab.pgc``, ``distlab.local``, ..., the baseline's ``distlab.train``)
+A paper package (``distlab.pgc``, ``distlab.local``, ..., the baseline's ``distlab.baseline``)
 exports ``PAPER`` from its ``paper`` module: its one canonical name and the other names the
 project gives it (its config section, its scorecard section, its claims' id prefix), its rule
 file, its config schema, its trainer and torch-free spec module, its command plugin, its
@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Generic, Mapping, Protocol, runtime_checkable
 
-__all__ = ["CliPlugin", "ConfigCheck", "CountsProcesses", "CountsWork", "LosesRanks", "DistributedTrainer", "Paper", "PaperError", "SpecModule", "Trainer"]
+__all__ = ["CliPlugin", "ConfigCheck", "CountsProcesses", "CountsWork", "LosesRanks", "DistributedTrainer", "Paper",
+           "PaperError", "SpecModule", "Trainer", "discovered", "find"]
 
 
 class PaperError(ValueError):
@@ -143,6 +146,11 @@ class Paper:
     text_floors: bool = False           # its claims' conditions read its text data set's n-gram floors
     scored_without_tables: bool = False  # its scorecard section exists even without tables ("not run")
     aliases: tuple[str, ...] = field(default=())  # other spellings in use (wildcard values, file names)
+    # what the shared modules read of a paper by its spec's `experiment` (through find(), below)
+    device_default: str = "cpu"         # a simulated spec without `device` runs there (distlab.runtime.device)
+    batch_per_worker: bool = False      # its spec's batch_size is each worker's, not the step's (pipeline.jobs)
+    gpu_tier_device: bool = False       # the GPU tier's --device overrides its section's device (scripts/gpu)
+    config_required: bool = False       # every configuration has its section (the schema requires it)
 
     def __post_init__(self) -> None:
         if not self.package:
@@ -176,3 +184,28 @@ class Paper:
     def modules(self) -> tuple[str, ...]:
         """The modules it names (the fork server preloads them)."""
         return tuple(m for m in (self.trainer, self.spec_module, self.config_check, self.cli) if m)
+
+
+@lru_cache(maxsize=None)
+def discovered() -> dict[str, Paper]:
+    """Every paper package's ``PAPER``, by each of its names: found, not listed (each
+    ``distlab/<package>/paper.py`` that defines one).
+
+    For the shared modules that read a paper's fields by a spec's ``experiment``
+    (:mod:`distlab.runtime.device`, :mod:`distlab.pipeline.jobs`): they sit below the registry
+    (:mod:`distlab.papers`, a level above the paper packages) and may not import it.  The
+    registry's papers are the same objects (``tests/test_registry.py`` checks it)."""
+    import distlab
+
+    out: dict[str, Paper] = {}
+    for root in distlab.__path__:
+        for f in sorted(Path(root).glob("*/paper.py")):
+            paper = getattr(importlib.import_module(f"distlab.{f.parent.name}.paper"), "PAPER", None)
+            if isinstance(paper, Paper):
+                out.update({n: paper for n in paper.names})
+    return out
+
+
+def find(name: str) -> Paper | None:
+    """The paper any of whose names is ``name`` (a spec's ``experiment``), or None."""
+    return discovered().get(name)

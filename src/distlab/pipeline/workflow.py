@@ -2,7 +2,7 @@
 
 A rule file holds rules; a function a rule calls with a job's wildcards (an input function,
 params, threads, resources) is a named function here or in its paper's ``workflow.py`` (the
-baseline's ``distlab/train/workflow.py``, the atlas's ``distlab/atlas/workflow.py``), so a reader
+baseline's ``distlab/baseline/workflow.py``, the atlas's ``distlab/atlas/workflow.py``), so a reader
 finds it by name and a test can call it.  Here:
 
 * the constants every rule file reads (``RESULTS``, ``PAPER``, ``SIM``, ``ENV``) and the paths of

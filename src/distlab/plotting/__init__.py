@@ -1,7 +1,7 @@
 """Plotting: one style, one interval and one provenance rule for every figure of the project.
 
-Each paper's ``figures.py`` (and the atlas's, and the baseline's in
-:mod:`distlab.figures`) draws from its summary tables only, through this package, so that
+Each paper's ``figures.py`` (the atlas's and the baseline's, :mod:`distlab.baseline.figures`,
+among them) draws from its summary tables only, through this package, so that
 every figure of the project reads the same way:
 
 * :mod:`~distlab.plotting.plots` is the seaborn style (Agg backend, one DPI, PNG/PDF/SVG by

@@ -11,8 +11,9 @@ after, so a worker is charged its own kernels and not the previous worker's.
   finds none is a mistake (one line, no traceback).
 * ``auto`` — CUDA when torch finds it, else the CPU.
 
-A spec without the key keeps its trainer's old choice (:data:`DEFAULTS`), so no
-existing run's spec, hash or numbers change.
+A spec without the key keeps its trainer's old choice (its paper's ``device_default``,
+:class:`distlab.pipeline.paper.Paper`: DeMo's simulated jobs took the process's GPU when it had
+one, the atlas and PGC always pinned the CPU), so no existing run's spec, hash or numbers change.
 """
 
 from __future__ import annotations
@@ -24,12 +25,10 @@ import time
 import torch
 
 from ..config.specs import SpecError
+from ..pipeline.paper import find
 
 DEVICES = ("auto", "cpu", "cuda")
 SCHEMA = {"enum": list(DEVICES)}
-# what a spec without `device` ran on before the key existed (DeMo's simulated jobs took the
-# process's GPU when it had one; the atlas and PGC always pinned the CPU)
-DEFAULTS = {"atlas": "cpu", "pgc": "cpu", "demo": "auto"}
 
 
 def cuda_available() -> bool:
@@ -38,7 +37,9 @@ def cuda_available() -> bool:
 
 def resolve(name: str | None, experiment: str = "atlas") -> torch.device:
     """The torch device of ``device: name`` (None: the experiment's old default)."""
-    name = DEFAULTS.get(experiment, "cpu") if name is None else name
+    if name is None:
+        paper = find(experiment)
+        name = paper.device_default if paper is not None else "cpu"
     if name not in DEVICES:
         raise SpecError(f"{experiment} spec: key 'device': must be one of {', '.join(DEVICES)}, got {name!r}")
     if name == "cpu" or (name == "auto" and not cuda_available()):

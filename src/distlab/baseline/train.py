@@ -30,7 +30,7 @@ from ..runtime.compute import ComputeModel
 from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster
 from ..runtime.stragglers import StragglerModel
-from .common import (DTYPES, ImageData, eval_columns, final_metrics, flat_params, load_image_data,
+from ..train.common import (DTYPES, ImageData, eval_columns, final_metrics, flat_params, load_image_data,
                      loss_and_grad, make_classifier, nbytes_of, seed_everything, set_flat_params,
                      sgd_apply)
 

@@ -1,1 +1,0 @@
-"""Figures and tables of each experiment, drawn only from its summary tables."""
