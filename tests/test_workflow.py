@@ -13,6 +13,8 @@ import yaml
 
 from conftest import FORKSERVER, NAMED_TARGETS, ROOT, bin_path, tiny_variant, workflow_tree
 
+from distlab.scoring.reported import REPORTED
+
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 
 
@@ -96,7 +98,7 @@ def test_tiny_end_to_end_run(tiny_workflow):
     assert card.loc["pgc.fig9.gc_steps_equal_dgd", "verdict"] in {"reproduced", "not reproduced", "inconclusive"}
     # the tiny config leaves some settings out, so some claims are "not run" there
     assert set(card["verdict"]) <= {"reproduced", "not reproduced", "inconclusive", "by construction",
-                                    "not testable here", "not run"}
+                                    "not testable here", "not run", REPORTED}
     summary = pd.read_csv(work / "results/pgc/simulation/summary.csv")
     assert set(summary["clock"]) == {"simulated"}
     assert set(summary["scheme"]) == {"dgd", "gc-cr", "pgc-cr", "is-sgd", "is-gc-cr"}
