@@ -225,7 +225,7 @@ GROUPS = {
     "pgc_cloud": ({"pgc.cloud.steps": 300, "pgc.cloud.straggler.mean": 0.3},
                   {"pgc_train_sim": "group=cloud", "pgc_train_sim_extra": "group=cloud",
                    "pgc_summarize": "group=cloud"}),
-    "pgc_real_batch": ({"pgc.real.batch_size": 32}, {"pgc_train_real": None}),
+    "pgc_real_batch": ({"pgc.real.batch_size": 32}, {"pgc_train_real": None, "pgc_train_sim_real": None}),
     # the simulated cluster's compute and network (the papers whose runs are simulated on it)
     "cluster_compute": ({"cluster.compute.unit_seconds": 0.4, "cluster.compute.scale": 2.0},
                         {"baseline_train_sim": None, "baseline_train_dist": None, "pgc_train_sim": None,
@@ -365,6 +365,7 @@ DOWNSTREAM = {
     ("demo_diloco", "demo_train_sim"): _SWEEP_CHOICE,
     ("demo_powersgd", "demo_train_sim"): _SWEEP_CHOICE,
     ("local_pc", "local_train_seeds"): _SWEEP_CHOICE,
+    ("pgc_real_batch", "pgc_train_sim_real"): "the twin is calibrated from the group's own real runs (its input)",
     ("demo_networks", "demo_fig_loss_time"): "downstream of the group's own demo_summarize",
     ("demo_networks", "demo_table_results"): "as above",
     **{(g, "atlas_map"): "downstream of the group's own atlas_job runs"
