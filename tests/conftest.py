@@ -223,6 +223,34 @@ def run_example_torchrun(script: str, args: list[str], cwd: Path, nproc: int = 2
                           env=example_env(), capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
+def build_test_atlas(root: Path, section: dict, data_dir: Path, lr) -> Path:
+    """Train every run a (test-sized) ``atlas:`` section asks for under ``root/techniques``, each
+    technique's ``done.json`` listing its runs, then set the section's target to the highest loss
+    every run reaches (so every technique reaches it on every seed) and write it to
+    ``root/cfg.yaml``.  ``lr``: one learning rate, or a technique -> learning rate mapping."""
+    import json
+
+    import yaml
+
+    from distlab.atlas import train
+    from distlab.atlas.workflow import run_specs
+
+    mins = []
+    for t in section["techniques"]:
+        runs = []
+        for label, spec in run_specs(section, t, lr[t] if isinstance(lr, dict) else lr, None):
+            d = root / "techniques" / t / "runs" / label
+            train.run_simulated(spec, data_dir, d)
+            runs.append(str(d))
+            mins.append(min(s["val_loss"] for s in json.loads((d / "record.json").read_text())["steps"]
+                            if s.get("val_loss") is not None))
+        (root / "techniques" / t / "done.json").write_text(json.dumps({"runs": runs}))
+    section["target_loss"] = float(max(mins)) + 1e-9
+    cfg = root / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump({"atlas": section}))
+    return cfg
+
+
 @pytest.fixture(scope="session")
 def tiny_workflow(tmp_path_factory):
     """One end-to-end run of the whole workflow (`snakemake --cores 2`, every paper) on

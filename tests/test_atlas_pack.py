@@ -20,14 +20,12 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path
+from conftest import ROOT, bin_path, build_test_atlas
 
-from distlab.atlas import train
 from distlab.atlas.efficiency import check_published, published
 from distlab.atlas.pack import STEP_KEYS, PackError, read_pack, write_pack
 from distlab.atlas.profile import apply as apply_profile
 from distlab.atlas.query import QueryError, check_complete
-from distlab.atlas.workflow import run_specs
 from distlab.config.specs import SpecError
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src")}
@@ -44,19 +42,7 @@ def atlas(tmp_path_factory, pydoc_dir):
          "train_under": {**a["train_under"], "seeds": [0]}}
     a.pop("headline", None)
     a.pop("trend", None)
-    mins = []
-    for t in TECHS:
-        runs = []
-        for label, spec in run_specs(a, t, 0.03, None):
-            d = root / "techniques" / t / "runs" / label
-            train.run_simulated(spec, pydoc_dir, d)
-            runs.append(str(d))
-            mins.append(min(s["val_loss"] for s in json.loads((d / "record.json").read_text())["steps"]
-                            if s.get("val_loss") is not None))
-        (root / "techniques" / t / "done.json").write_text(json.dumps({"runs": runs}))
-    a["target_loss"] = float(max(mins)) + 1e-9
-    cfg = root / "cfg.yaml"
-    cfg.write_text(yaml.safe_dump({"atlas": a}))
+    cfg = build_test_atlas(root, a, pydoc_dir, 0.03)
     pack = root / "query" / "pack.json.gz"
     info = write_pack([root / "techniques" / t / "done.json" for t in TECHS], pack)
     assert info["runs"] == sum(len(json.loads((root / "techniques" / t / "done.json").read_text())["runs"])

@@ -16,11 +16,9 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import ROOT, bin_path
+from conftest import ROOT, bin_path, build_test_atlas
 
-from distlab.atlas import train
 from distlab.atlas.efficiency import evidence_distance, fit_log_ratio, parse_efficiency
-from distlab.atlas.workflow import run_specs
 from distlab.config.specs import SpecError
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
@@ -43,19 +41,7 @@ def atlas(tmp_path_factory, pydoc_dir):
     root = tmp_path_factory.mktemp("atlasq")
     a = _atlas_section()
     lrs = {"ddp": 0.03, "demo": 0.01, "diloco": 0.03, "gc-fr": 0.03}
-    mins = []
-    for t in TECHS:
-        runs = []
-        for label, spec in run_specs(a, t, lrs[t], None):
-            d = root / "techniques" / t / "runs" / label
-            train.run_simulated(spec, pydoc_dir, d)
-            runs.append(str(d))
-            mins.append(min(s["val_loss"] for s in json.loads((d / "record.json").read_text())["steps"]
-                            if s.get("val_loss") is not None))
-        (root / "techniques" / t / "done.json").write_text(json.dumps({"runs": runs}))
-    a["target_loss"] = float(max(mins)) + 1e-9
-    cfg = root / "cfg.yaml"
-    cfg.write_text(yaml.safe_dump({"atlas": a}))
+    cfg = build_test_atlas(root, a, pydoc_dir, lrs)
     return root / "techniques", cfg, a
 
 
