@@ -70,7 +70,6 @@ ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here", "by construction",
             "not run", "unstable here")
 UNSTABLE = "unstable here"
-REPORTED = "reported (not a test)"  # distlab.scoring.reported.REPORTED: beside a test, not counted
 
 
 def _registry():
@@ -86,6 +85,8 @@ def _registry():
 # paper's verdict changes: each registered paper's (distlab.pipeline.paper.Paper)
 PAPERS = {p.scorecard: (p.title, p.doc) for p in _registry()}
 PAPER_PATHS = {p.scorecard: list(p.code) for p in _registry()}
+# rows reported beside a test, not counted among the claims: the scorecard's own name and counts line
+from distlab.scoring.reported import REPORTED, counts_line  # noqa: E402  (src/ is on the path now)
 SHARED_PATHS = ["config/claims.yaml", "config/config.yaml", "src/distlab/scoring/scorecard.py",
                 "src/distlab/scoring/stats.py"]
 BEGIN = "<!-- verdicts:begin"
@@ -581,14 +582,10 @@ def settled_counts(paper: str, dest: Path) -> str:
     rows = _card_rows(dest, paper)
     if not rows:
         raise Refused(f"{dest / 'scorecard.csv'}: no claims of {paper}")
-    c = Counter(r["verdict"] for r in rows)
-    tally = " · ".join(f"{c[v]} {v}" for v in VERDICTS if v != UNSTABLE or c[v])
-    # rows reported beside a test (distlab.scoring.reported) are not claims tested: apart, as
-    # the scorecard's own counts line keeps them
-    reported = c[REPORTED]
-    extra = f"; and {reported} reported beside a test (not tests: no verdict)" if reported else ""
+    import pandas as pd
+
     k = _stability(dest).get("evaluations") or "k"
-    return (f"**{len(rows) - reported} claims:** {tally}{extra} (settled over {k} evaluations by "
+    return (f"{counts_line(pd.DataFrame(rows), VERDICTS)} (settled over {k} evaluations by "
             f"`make stability`; `docs/results/scorecard.csv`)\n")
 
 
