@@ -119,6 +119,27 @@ def test_an_edited_cut_foreign_or_partial_pack_is_refused(atlas, tmp_path):
         write_pack([runs / "ddp" / "done.json"], tmp_path / "x.json.gz", "wrong")
 
 
+def test_a_pack_that_unfolds_without_bound_is_refused(atlas, tmp_path, monkeypatch):
+    """A crafted pack carries a valid checksum too: its size unfolded and its run-length counts
+    are bounded, each refused in one line before anything is built from it."""
+    from distlab.atlas import pack as packmod
+
+    _, _, _, pack = atlas
+    monkeypatch.setattr(packmod, "MAX_BYTES", 1000)  # the real bound, 256 MiB, is too big to build here
+    with pytest.raises(PackError, match="unfolds to more than"):
+        read_pack(pack)
+    monkeypatch.undo()
+    with gzip.open(pack) as f:
+        doc = json.loads(f.read())
+    doc["runs"][0]["steps"][0][0] = 10**12  # one run-length entry of 10^12 steps
+    body = {k: doc[k] for k in ("techniques", "compute", "runs")}
+    doc["sha256"] = packmod._digest(body)
+    bad = tmp_path / "long.json.gz"
+    bad.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    with pytest.raises(PackError, match="more than 1000000 steps"):
+        read_pack(bad)
+
+
 def test_the_query_benchmark_times_each_query_on_both_and_checks_they_agree(atlas, tmp_path, monkeypatch):
     from distlab.atlas import querybench
     import pandas as pd

@@ -102,9 +102,17 @@ def write_pack(done_files, out, compute: str = "stored") -> dict:
     return {"runs": len(runs), "techniques": len(techniques), "bytes": Path(out).stat().st_size}
 
 
+# bounds on what a pack may unfold to (a crafted pack carries a valid checksum too): the default
+# atlas's pack is ~0.1 MB and its longest run 600 steps
+MAX_BYTES = 256 * 2**20   # decompressed JSON
+MAX_STEPS = 10**6         # steps of one run, after the run-length expansion
+
+
 def _recording(e: dict) -> Recording:
     steps = []
     val = {s: v for s, v in e["curve"]}
+    if sum(int(count) for count, _ in e["steps"]) > MAX_STEPS:
+        raise ValueError(f"a run of more than {MAX_STEPS} steps")
     for count, body in e["steps"]:
         for _ in range(int(count)):
             i = len(steps)
@@ -121,11 +129,15 @@ def read_pack(path) -> tuple[dict, dict[str, list[Recording]]]:
     hint = "make it again (snakemake atlas_query_pack, or make snapshot for docs/results/)"
     try:
         with gzip.open(p, "rb") as gz:
-            doc = json.loads(gz.read())
+            raw = gz.read(MAX_BYTES + 1)  # a bounded read: a small file may unfold without end
+        big = len(raw) > MAX_BYTES
+        doc = None if big else json.loads(raw)
     except FileNotFoundError:
         raise PackError(f"{p}: missing; {hint}") from None
     except (OSError, EOFError, ValueError) as e:  # not gzip, cut short (gzip's CRC), not JSON
         raise PackError(f"{p}: unreadable ({type(e).__name__}: {' '.join(str(e).split())[:120]}); {hint}") from None
+    if big:
+        raise PackError(f"{p}: unfolds to more than {MAX_BYTES // 2**20} MiB: not an atlas query pack; {hint}")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise PackError(f"{p}: not an atlas query pack; {hint}")
     if doc.get("version") != VERSION:
