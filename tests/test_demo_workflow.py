@@ -220,22 +220,24 @@ def test_the_sweep_seeds_are_disjoint_from_the_comparisons():
     assert check(shared) == []
 
 
-def test_adamws_sweep_grid_extends_below_the_edge_its_choice_sat_on():
-    """Issue 47 item 7: AdamW chose 1e-3, the shared grid's lowest lr; its own grid goes one
-    half-decade step further down (sweep.lrs_extra), so the choice can be bracketed.  The other
-    methods keep the shared grid; a method the sweep does not run cannot get extra lrs."""
+def test_sweep_grids_extend_below_the_edge_the_choices_sat_on():
+    """Issue 47 item 7: AdamW, DiLoCo and PowerSGD chose 1e-3, the shared grid's lowest lr; their
+    own grids go one half-decade step further down (sweep.lrs_extra), so each choice can be
+    bracketed.  DeMo keeps the shared grid; a method the sweep does not run cannot get extra lrs."""
     from distlab.demo.spec import check
     from distlab.demo.workflow import DemoWorkflow
 
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     sw = cfg["demo"]["sweep"]
     wf = DemoWorkflow(cfg)
-    assert sorted(wf.sweep_lrs("adamw")) == [3e-4, 1e-3, 3e-3, 1e-2]
-    assert min(wf.sweep_lrs("adamw")) < min(sw["lrs"])  # past the edge its choice sat on
+    extended = ("adamw", "diloco", "powersgd")
+    for m in extended:
+        assert sorted(wf.sweep_lrs(m)) == [3e-4, 1e-3, 3e-3, 1e-2]
+        assert min(wf.sweep_lrs(m)) < min(sw["lrs"])  # past the edge its choice sat on
     assert wf.sweep_lrs("demo") == [1e-3, 3e-3, 1e-2]
     runs = wf.runs("sweep")
-    assert len(runs) == (len(sw["lrs"]) * len(sw["methods"]) + 1) * len(sw["seeds"])
-    assert {f"results/demo/sweep/lr0.0003/adamw/seed{s}/manifest.json" for s in sw["seeds"]} <= set(runs)
+    assert len(runs) == (len(sw["lrs"]) * len(sw["methods"]) + len(extended)) * len(sw["seeds"])
+    assert {f"results/demo/sweep/lr0.0003/{m}/seed{s}/manifest.json" for s in sw["seeds"] for m in extended} <= set(runs)
     assert not any("lr0.0003/demo/" in r for r in runs)
     bad = {**cfg, "demo": {**cfg["demo"], "sweep": {**sw, "lrs_extra": {"demo-compact": [3e-4]}}}}
     assert [p for p in check(bad) if p.startswith("demo.sweep.lrs_extra.demo-compact:")]

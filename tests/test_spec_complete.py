@@ -24,12 +24,12 @@ directly changed job of a batch must be declared by one of its groups, and every
 declares must be planned.  Keys within one group change the same jobs.  Keys that change no
 job's results are listed in ``NO_JOB`` with the reason, and all change at once in a dry run of
 their own (any job they rerun fails it).  ``OVERTRIGGERED`` lists the reruns a group declares
-that its setting does not need: benchmarks whose spec carries settings they do not read, a
-pair's description in the placement runs' specs, and the atlas's query benchmark, which is
-passed the whole ``atlas:`` section.
+that its setting does not need: benchmarks whose spec carries settings they do not read (a
+placement pair's description and ``distlab atlas bench``'s settings were two more; their specs
+now leave them out, and both are ``NO_JOB`` keys).
 
 Coverage (test_every_leaf_key_is_covered_once walks every leaf key of config/config.yaml, a list
-being a leaf, and prints these counts): 418 leaf keys: 260 changed by groups, 39 in NO_JOB, 119 in
+being a leaf, and prints these counts): 420 leaf keys: 251 changed by groups, 48 in NO_JOB, 121 in
 NOT_COVERED (each with why: mostly keys that decide which jobs exist, names of another data set or
 model, measured-vs-stored sources, and atlas keys changed one by one by tests/test_atlas_spec.py
 but not dry-run here), in 19 dry runs beside the unchanged config's (before: 25, one group each, about
@@ -179,10 +179,6 @@ GROUPS = {
     # the pairs that do not set their own order
     "placement_sim_order": ({"placement.sim_order": "rank"},
                             {"placement_run": "pair=cpu_igpu|cpu_dcgpu|cpu_h200"}),
-    # a pair's description is text (see OVERTRIGGERED)
-    "placement_description": ({f"placement.pairs.{p}.description": "another description"
-                               for p in CONFIG["placement"]["pairs"]},
-                              {"placement_run": None, "placement_regime": None}),
     "placement_profile": ({"placement.profile.repeats": 11, "placement.profile.warmup": 3},
                           {"placement_profile": None}),
     "placement_real": ({"placement.real.repeats": 3, "placement.real.warmup": 2}, {"placement_real": None}),
@@ -287,13 +283,8 @@ GROUPS = {
                      "atlas.trend.sizes.xl.n_head": 8, "atlas.trend.sizes.xl.block_size": 16,
                      "atlas.trend.size_n": 2, "atlas.trend.n_workers": [6], "atlas.trend.workers_size": "small"},
                     {"atlas_job": _atlas_jobs(_AT_TREND)}),
-    # the straggler runs of the techniques whose trajectory depends on who arrives first
-    # what the query benchmark reads beside the map's: the query's limit; `distlab atlas bench`'s
-    # settings (see OVERTRIGGERED)
+    # what the query benchmark reads beside the map's: the query's limit
     "atlas_query": ({"atlas.extrapolate.max_params_ratio": 1.0e5}, {"atlas_query_bench": None}),
-    "atlas_bench": ({"atlas.bench.steps": 30, "atlas.bench.repeats": 2, "atlas.bench.n_workers": [2],
-                     "atlas.bench.sizes": ["small"], "atlas.bench.techniques": ["ddp"]},
-                    {"atlas_query_bench": None}),
     # the small size: every technique's runs (the sweep's size) and the map's
     "atlas_small": ({"atlas.sizes.small.d_model": 24, "atlas.sizes.small.n_layer": 2, "atlas.sizes.small.n_head": 4,
                      "atlas.sizes.small.block_size": 16},
@@ -325,9 +316,9 @@ BATCHES = [
     ["demo_real", "local_sweep_lrs", "atlas_headline", "pgc_cloud", "placement_sim_order"],
     ["demo_sweep_lrs", "atlas_trend", "local_rc", "pgc_real_batch", "placement_real"],
     ["atlas_map", "demo_model", "local_rc_model", "placement_models"],
-    ["atlas_network", "demo_steps", "local_pc_model", "placement_description"],
+    ["atlas_network", "demo_steps", "local_pc_model"],
     ["atlas_query", "demo_sweep_runs", "local_pc_bench", "cluster_compute"],
-    ["atlas_bench", "local_threads", "cluster_network"],
+    ["local_threads", "cluster_network"],
     ["local_sweep_seeds", "atlas_small"],
     ["data_digits", "data_pydoc"],
     ["data_seed"],
@@ -345,10 +336,6 @@ OVERTRIGGERED = {
     ("local_eval", "local_bench_throughput"): "the benchmark's specs are the runs' (eval settings included); "
                                               "tokens/s does not depend on them",
     ("local_eval", "local_bench_pc_cost"): "as above (the training settings too: steps, batch size, betas, ...)",
-    ("placement_description", "placement_run"): "a pair's description (text for tables) is in its runs' specs",
-    ("placement_description", "placement_regime"): "as above, in the regime map's",
-    ("atlas_bench", "atlas_query_bench"): "atlas_query_bench is passed the whole atlas: section "
-                                          "(AtlasRules.query_config_json); `distlab atlas bench` is no rule",
     ("local_lr", "local_bench_throughput"): "the benchmark's specs carry local_learning.lr; tokens/s does not "
                                             "depend on it",
     ("local_lr", "local_nonident"): "its spec is BP's (lr included); the demonstration loads the trained model "
@@ -395,6 +382,11 @@ NO_JOB = {
     "jobs.base_mb": (900, "a cluster job's memory request, not its results"),
     "jobs.partitions.cpu": ("cpu2", "the SLURM partition a job is sent to"),
     "jobs.partitions.gpu": ("gpu2", "as above"),
+    **{f"placement.pairs.{p}.description": ("another description", "text for the tables; no job's spec carries it")
+       for p in CONFIG["placement"]["pairs"]},
+    **{f"atlas.bench.{k}": (v, "`distlab atlas bench`'s settings: no rule runs it, and the query benchmark's "
+                               "spec leaves them out")
+       for k, v in {"steps": 30, "repeats": 2, "n_workers": [2], "sizes": ["small"], "techniques": ["ddp"]}.items()},
 }
 
 # keys neither a group nor NO_JOB covers yet, with why (a gap said, never silent)
@@ -465,6 +457,8 @@ NOT_COVERED: dict[str, str] = {
     'demo.real.methods': _WHY['DAG'],
     'demo.real.n_workers': _WHY['DAG'],
     'demo.sweep.lrs_extra.adamw': _WHY['DAG'],
+    'demo.sweep.lrs_extra.diloco': _WHY['DAG'],
+    'demo.sweep.lrs_extra.powersgd': _WHY['DAG'],
     'demo.sweep.methods': _WHY['DAG'],
     'demo.sweep.n_workers': _WHY['DAG'],
     'demo.bench.large_model.name': _WHY['NAME'],

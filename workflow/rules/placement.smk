@@ -322,7 +322,7 @@ rule placement_regime:
         fig=report_figure(f"{PAPER}/figures/placement_regime.png", PL_WF.report, "placement_regime",
                           "regime: where a mixed placement pays"),
     params:
-        spec=as_json({"pair": PL["pairs"][PL["default_pair"]], "pair_name": PL["default_pair"],
+        spec=as_json({"pair": placement_wf.pair_spec(PL, PL["default_pair"]), "pair_name": PL["default_pair"],
                       "paper_pct": placement_wf.paper_speedup_pct(f"{workflow.basedir}/config/claims.yaml")})
             if PL else "{}",
         graphs=as_json({m: placement_wf.graph_path(PL_DIR, m) for m in placement_wf.models(PL)}) if PL else "{}",

@@ -286,8 +286,9 @@ class AtlasRules:
         return config_json({k: v for k, v in _compute_keys(self.atlas).items() if k != "compute_profile"})
 
     def query_config_json(self, wildcards) -> str:
-        """The whole ``atlas:`` section: the query checks every run it asks for (atlas_query_bench)."""
-        return config_json(self.atlas)
+        """The ``atlas:`` section but ``bench`` (the settings of ``distlab atlas bench``, which no
+        rule runs): the query checks every run it asks for (atlas_query_bench)."""
+        return config_json({k: v for k, v in self.atlas.items() if k != "bench"})
 
     def verb(self, wildcards) -> str:
         """atlas_job's command: ``reference`` or ``technique --technique <name>``."""

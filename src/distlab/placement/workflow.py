@@ -122,6 +122,12 @@ def runs(pl: dict, root: str, reqs: list | None = None) -> list[str]:
     return out + extra
 
 
+def pair_spec(pl: dict, pair: str) -> dict:
+    """A pair's settings as its jobs' specs carry them: without its ``description`` (text for
+    the tables, which changes no result, so editing it reruns nothing)."""
+    return {k: v for k, v in pl["pairs"][pair].items() if k != "description"}
+
+
 def run_spec(pl: dict, pair: str, model: str, method: str, seeds: list[int] | None = None,
              graph: str | None = None, profile: str | None = None) -> str:
     """One run's JSON spec: every configured seed, or ``seeds`` (an extra seed's job).  A
@@ -130,7 +136,7 @@ def run_spec(pl: dict, pair: str, model: str, method: str, seeds: list[int] | No
     placement``: they go in as ``inputs``, which the run does not record."""
     info = method_info(pl, method)
     seeds = list(pl["seeds"]) if seeds is None else [int(k) for k in seeds]
-    spec = {"method": method, **info, "pair_name": pair, "pair": pl["pairs"][pair], "seeds": seeds,
+    spec = {"method": method, **info, "pair_name": pair, "pair": pair_spec(pl, pair), "seeds": seeds,
             "model_name": model, "model": pl["models"][model], "sim_order": pair_order(pl, pair)}
     if method not in DETERMINISTIC:  # one evaluation decides a deterministic method: no budget
         spec.update(budget=int(pl["budget"]), single_device=pl["single_device"])
@@ -196,7 +202,7 @@ def space_learners(pl: dict) -> list[str]:
 
 def space_spec(pl: dict) -> str:
     pair = pl["default_pair"]
-    return as_json({"pair": pl["pairs"][pair], "pair_name": pair, "sim_order": pair_order(pl, pair),
+    return as_json({"pair": pair_spec(pl, pair), "pair_name": pair, "sim_order": pair_order(pl, pair),
                     "learners": space_learners(pl)})
 
 
@@ -299,4 +305,4 @@ class PlacementRules:
 
     def bench_spec(self, w) -> str:
         pl = self.pl
-        return as_json({"pair": pl["pairs"][pl["default_pair"]], "model_name": w.pl_model, **pl.get("bench", {})})
+        return as_json({"pair": pair_spec(pl, pl["default_pair"]), "model_name": w.pl_model, **pl.get("bench", {})})
