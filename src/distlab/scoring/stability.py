@@ -3,7 +3,9 @@
 A measured verdict counts as decided only if it is the same in ``K`` = 3 evaluations
 (the scorecard, then the measured rules forced to run again, twice): a row whose verdict
 differs between them reads *unstable here*, with the verdicts and the estimates of every
-run (:func:`settle`), in ``paper/scorecard_stable.csv`` and ``.md`` beside the report.
+run (:func:`settle`), in ``paper/scorecard_stable.csv`` and ``.md`` beside the report.  The
+settled scorecard's estimates are the last evaluation's, as are the tables and figures left in
+``paper/``; the first evaluation's scorecard is kept as ``paper/stability_first.csv``.
 
 Simulated runs are deterministic (seeded, on the spec's own thread count), so
 rerunning them proves nothing; what can move between two runs of one commit
@@ -78,12 +80,13 @@ def compare_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def settle(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """The first evaluation's scorecard with every row whose verdict is not the same in all
-    ``frames`` relabelled *unstable here*: the verdicts and the estimates of each run in its
-    reason and in its own column ``spread`` (empty for a row that held), its p-values and seed
-    count left as the first run's; ``evaluations`` is how many evaluations were compared."""
+    """The last evaluation's scorecard (the one whose tables and figures ``paper/`` then holds,
+    so that a row's estimate and the tables agree) with every row whose verdict is not the same
+    in all ``frames`` relabelled *unstable here*: the verdicts and the estimates of each run in
+    its reason and in its own column ``spread`` (empty for a row that held), its p-values and
+    seed count left as the last run's; ``evaluations`` is how many evaluations were compared."""
     table = compare_runs(frames).set_index("id")
-    out = frames[0].copy()
+    out = frames[-1].copy()
     out["spread"] = ""
     out["evaluations"] = len(frames)
     for i, cid in enumerate(out["id"]):
@@ -94,7 +97,7 @@ def settle(frames: list[pd.DataFrame]) -> pd.DataFrame:
         spread = "; ".join(f"run {k + 1}: {v} ({o})" for k, (v, o) in enumerate(zip(runs, ours)))
         out.at[i, "spread"] = spread
         out.at[i, "reason"] = (f"unstable here: the verdict is not the same in {len(frames)} evaluations of "
-                               f"this commit ({spread}); first run's reason: {out.at[i, 'reason']}")
+                               f"this commit ({spread}); last run's reason: {out.at[i, 'reason']}")
         out.at[i, "verdict"] = "unstable here"
         if "seeds_needed" in out.columns:
             out.at[i, "seeds_needed"] = float("nan")
