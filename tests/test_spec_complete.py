@@ -24,16 +24,18 @@ directly changed job of a batch must be declared by one of its groups, and every
 declares must be planned.  Keys within one group change the same jobs.  Keys that change no
 job's results are listed in ``NO_JOB`` with the reason, and all change at once in a dry run of
 their own (any job they rerun fails it).  ``OVERTRIGGERED`` lists the reruns a group declares
-that its setting does not need: benchmarks whose spec carries settings they do not read (a
-placement pair's description and ``distlab atlas bench``'s settings were two more; their specs
-now leave them out, and both are ``NO_JOB`` keys).
+that its setting does not need: benchmarks whose spec carries settings they do not read, and the
+simulated PGC jobs whose spec carries the coding profile's measuring rounds (a placement pair's
+description and ``distlab atlas bench``'s settings were two more; their specs now leave them
+out, and both are ``NO_JOB`` keys).
 
 Coverage (test_every_leaf_key_is_covered_once walks every leaf key of config/config.yaml, a list
-being a leaf, and prints these counts): 420 leaf keys: 251 changed by groups, 48 in NO_JOB, 121 in
-NOT_COVERED (each with why: mostly keys that decide which jobs exist, names of another data set or
-model, measured-vs-stored sources, and atlas keys changed one by one by tests/test_atlas_spec.py
-but not dry-run here), in 19 dry runs beside the unchanged config's (before: 25, one group each, about
-60 keys).
+being a leaf, and prints these counts): 420 leaf keys: 352 changed by groups, 51 in NO_JOB, 17 in
+NOT_COVERED (each with why: no other value the workflow accepts, or the path of an input file,
+which only a run's recorded input sets can show), in 24 dry runs beside the unchanged config's.
+Keys that add or remove jobs (seeds, methods, schemes, workers, which pairs and models run) are
+groups too: their new jobs (missing outputs) and the summaries whose input set changes must be
+declared, and no existing run may rerun for them.
 """
 
 from __future__ import annotations
@@ -70,6 +72,13 @@ _AT_HEADLINE = list(_ATLAS["headline"]["techniques"])
 _AT_TREND = list(_ATLAS["trend"]["techniques"])
 _LARGE = _ATLAS["sizes"]["large"]
 _XL = _ATLAS["trend"]["sizes"]["xl"]
+def _devices(pair: str, **second) -> list:
+    """A pair's devices with its second device's settings changed."""
+    devs = [dict(d) for d in CONFIG["placement"]["pairs"][pair]["devices"]]
+    devs[1].update(second)
+    return devs
+
+
 # a new value of each option the HSDAG learners share
 _LEARNER = {"samples": 8, "lr": 0.002, "discount": 0.9, "hidden": 64, "gcn_layers": 3, "max_levels": 2,
             "pooling": False, "state_update": False}
@@ -102,7 +111,7 @@ GROUPS = {
     "local_bench": ({"local_learning.bench.repeats": 2, "local_learning.bench.warmup": 2,
                      "local_learning.bench.measure": 5, "local_learning.bench.batch_size": 4,
                      "local_learning.bench.model.d_model": 256, "local_learning.bench.model.n_head": 8,
-                     "local_learning.bench.model.block_size": 64},
+                     "local_learning.bench.model.block_size": 64, "local_learning.bench.model.n_layer": 16},
                     {"local_bench_throughput": None}),
     "local_nonident": ({"local_learning.nonident.scales": [0.5, 3.0]}, {"local_nonident": None}),
     "local_async": ({"local_learning.rc.staleness_bound": 3},
@@ -125,11 +134,11 @@ GROUPS = {
     "demo_sweep_lrs": ({"demo.sweep.lrs": [0.001, 0.003, 0.03]},
                        {"demo_train_sweep": "lr=0.03", "demo_summarize": "dgroup=sweep"}),
     "baseline": ({"baseline.lr": 0.05, "baseline.steps": 120, "baseline.batch_size": 32, "baseline.eval_every": 5,
-                  "baseline.dtype": "float32"},
+                  "baseline.dtype": "float32", "baseline.model.name": "mlp"},
                  {"baseline_train_sim": None, "baseline_train_dist": None}),
-    "baseline_straggler": ({"baseline.straggler.mean": 0.2},
+    "baseline_straggler": ({"baseline.straggler.mean": 0.2, "baseline.straggler.model": "pareto"},
                            {"baseline_train_sim": None, "baseline_train_dist": None}),
-    "pgc_train": ({"pgc.lr": 0.05, "pgc.eval_every": 5, "pgc.code_seed": 1},
+    "pgc_train": ({"pgc.lr": 0.05, "pgc.eval_every": 5, "pgc.code_seed": 1, "pgc.model.name": "logreg"},
                   {"pgc_train_sim": None, "pgc_train_sim_extra": None, "pgc_train_real": None}),
     "pgc_regime": ({"pgc.regime.points": 12, "pgc.regime.steps": 100, "pgc.regime.c_over_mu_min": 0.02,
                     "pgc.regime.c_over_mu_max": 3.0, "pgc.regime.s": [1, 2],
@@ -142,7 +151,8 @@ GROUPS = {
                             {"pgc_train_sim": "group=cloud", "pgc_train_sim_extra": "group=cloud", "pgc_fig3": None,
                              "pgc_fig7": None, "pgc_fig8": None, "pgc_real_vs_sim": None}),
     # the real runs, their simulated twins; the regime map reads the twins' unit cost (its input)
-    "pgc_real": ({"pgc.real.steps": 30, "pgc.real.straggler.mean": 0.1},
+    "pgc_real": ({"pgc.real.steps": 30, "pgc.real.straggler.mean": 0.1, "pgc.real.straggler.model": "pareto",
+                  "pgc.real.n": 6},
                  {"pgc_train_real": None, "pgc_train_sim_real": None, "pgc_summarize": "group=real",
                   "pgc_regime": None}),
     # the corrected HSDAG, its constant-cost twin and its ablations (ablation_of)
@@ -155,7 +165,7 @@ GROUPS = {
                          "placement.hsdag.advantage": "steady"},
                         {"placement_run": "pl_method=hsdag|hsdag_const"}),
     "placement_fine": ({**{f"placement.hsdag_fine.{k}": v for k, v in _LEARNER.items()},
-                        "placement.hsdag_fine.advantage": "none"},
+                        "placement.hsdag_fine.advantage": "none", "placement.hsdag_fine.partition": "coarsen"},
                        {"placement_run": "pl_method=hsdag_fine|hsdag_fine_const"}),
     "placement_rnn": ({"placement.rnn.hidden": 32, "placement.rnn.samples": 10, "placement.rnn.lr": 0.002,
                        "placement.rnn.baseline_decay": 0.8},
@@ -163,14 +173,18 @@ GROUPS = {
     "placement_placeto": ({"placement.placeto.lr": 0.002, "placement.placeto.hidden": 32,
                            "placement.placeto.discount": 0.9, "placement.placeto.baseline_decay": 0.8},
                           {"placement_run": "pl_method=placeto|placeto_const"}),
-    "placement_link": ({"placement.pairs.cpu_dcgpu.link.gbps": 50, "placement.pairs.cpu_dcgpu.link.latency_us": 20},
+    "placement_link": ({"placement.pairs.cpu_dcgpu.link.gbps": 50, "placement.pairs.cpu_dcgpu.link.latency_us": 20,
+                        "placement.pairs.cpu_dcgpu.devices": _devices("cpu_dcgpu", peak_gflops=50000)},
                        {"placement_run": "pair=cpu_dcgpu"}),
     # the default pair's link also sets the regime map's
-    "placement_igpu": ({"placement.pairs.cpu_igpu.link.gbps": 20, "placement.pairs.cpu_igpu.link.latency_us": 20},
+    "placement_igpu": ({"placement.pairs.cpu_igpu.link.gbps": 20, "placement.pairs.cpu_igpu.link.latency_us": 20,
+                        "placement.pairs.cpu_igpu.devices": _devices("cpu_igpu", peak_gflops=150)},
                        {"placement_run": "pair=cpu_igpu", "placement_regime": None}),
     "placement_concurrent": ({"placement.pairs.cpu_igpu_concurrent.link.gbps": 20,
                               "placement.pairs.cpu_igpu_concurrent.link.latency_us": 20,
-                              "placement.pairs.cpu_igpu_concurrent.sim_order": "serial"},
+                              "placement.pairs.cpu_igpu_concurrent.sim_order": "serial",
+                              "placement.pairs.cpu_igpu_concurrent.devices": _devices("cpu_igpu_concurrent",
+                                                                                      peak_gflops=150)},
                              {"placement_run": "pair=cpu_igpu_concurrent"}),
     "placement_h200": ({"placement.pairs.cpu_h200.link.gbps": 50, "placement.pairs.cpu_h200.link.latency_us": 20},
                        {"placement_run": "pair=cpu_h200"}),
@@ -179,18 +193,25 @@ GROUPS = {
     # the pairs that do not set their own order
     "placement_sim_order": ({"placement.sim_order": "rank"},
                             {"placement_run": "pair=cpu_igpu|cpu_dcgpu|cpu_h200"}),
-    "placement_profile": ({"placement.profile.repeats": 11, "placement.profile.warmup": 3},
+    "placement_profile": ({"placement.profile.repeats": 11, "placement.profile.warmup": 3,
+                           "placement.profile.clock": "wall"},
                           {"placement_profile": None}),
     "placement_real": ({"placement.real.repeats": 3, "placement.real.warmup": 2}, {"placement_real": None}),
     # a model's graph and its profile (its runs are downstream)
     "placement_models": ({"placement.models.bert.seq": 64, "placement.models.bert.layers": 6,
                           "placement.models.resnet50.image_size": 192, "placement.models.inception_v3.image_size": 256,
-                          **{f"placement.models.{m}.batch": 2 for m in ("bert", "resnet50", "inception_v3")}},
+                          **{f"placement.models.{m}.batch": 2 for m in ("bert", "resnet50", "inception_v3")},
+                          # another model family under each name: its graph and profile
+                          "placement.models.inception_v3.name": "resnet50", "placement.models.resnet50.name": "inception_v3",
+                          "placement.models.bert.name": "resnet50"},
                          {"placement_graph": None, "placement_profile": None}),
     # DeMo's model: the sweep's runs directly; the runs at the sweep's choice downstream of it
     "demo_model": ({"demo.model.d_model": 32, "demo.model.n_layer": 3, "demo.model.n_head": 2,
-                    "demo.model.block_size": 16}, {r: None for r in TRAIN_DEMO}),
+                    "demo.model.block_size": 16, "demo.model.name": "olmo"}, {r: None for r in TRAIN_DEMO}),
     "demo_steps": ({"demo.steps": 800}, {"demo_train_sim": None}),
+    # the runs' lr from demo.lr instead of the sweep's choice: every run that took the sweep's lr
+    "demo_lr_source": ({"demo.lr_from_sweep": False}, {r: None for r in ("demo_train_sim", "demo_train_real",
+                                                                         "demo_train_twin")}),
     "demo_sweep_runs": ({"demo.sweep.seeds": [100, 102], "demo.sweep.steps": 800},
                         {"demo_train_sweep": None, "demo_summarize": "dgroup=sweep"}),
     "local_rc": ({"local_learning.rc.delay": 2},
@@ -214,25 +235,39 @@ GROUPS = {
                            {"local_train_sweep": "lrun=rc/bp|rc/rc-seq", "local_table_sweep": None}),
     "local_sweep_lrs_pc_fixed": ({"local_learning.sweep.lrs.pc/pc-fixed-trunc": [2.5e-3, 5.0e-3, 2.0e-2]},
                                  {"local_train_sweep": "lrun=pc/pc-fixed-trunc", "local_table_sweep": None}),
+    # the runs' lr from local_learning.lr instead of the sweep's choice
+    "local_lr_source": ({"local_learning.lr_from_sweep": False},
+                        {"local_train_seeds": None, "local_train": None, "local_train_bp_untimed": None}),
     "local_sweep_seeds": ({"local_learning.sweep.seeds": [1, 3]},
                           {"local_train_sweep": None, "local_train_seeds": None, "local_train_bp_untimed": None,
                            "local_table_sweep": None}),
-    "pgc_simulation": ({"pgc.simulation.steps": 100}, {"pgc_train_sim": "group=simulation"}),
-    "pgc_cloud": ({"pgc.cloud.steps": 300, "pgc.cloud.straggler.mean": 0.3},
+    "pgc_simulation": ({"pgc.simulation.steps": 100, "pgc.simulation.batch_size": 48},
+                       {"pgc_train_sim": "group=simulation"}),
+    # Fig. 3's runs (a batch size n divides: each worker draws batch_size / n samples)
+    "pgc_motivating": ({"pgc.motivating.batch_size": 48, "pgc.motivating.epochs": 5,
+                        "pgc.motivating.straggler.model": "pareto", "pgc.motivating.straggler.mean": 0.5},
+                       {"pgc_train_sim": "group=motivating", "pgc_summarize": "group=motivating"}),
+    "pgc_cloud": ({"pgc.cloud.steps": 300, "pgc.cloud.straggler.mean": 0.3, "pgc.cloud.batch_size": 48,
+                   "pgc.cloud.straggler.model": "pareto"},
                   {"pgc_train_sim": "group=cloud", "pgc_train_sim_extra": "group=cloud",
                    "pgc_summarize": "group=cloud"}),
+    # the coding profile's measuring rounds: every simulated job's spec carries them (see OVERTRIGGERED)
+    "pgc_coding_rounds": ({"pgc.coding.rounds": 5}, {"pgc_train_sim": None, "pgc_train_sim_extra": None}),
     "pgc_real_batch": ({"pgc.real.batch_size": 32}, {"pgc_train_real": None, "pgc_train_sim_real": None}),
     # the simulated cluster's compute and network (the papers whose runs are simulated on it)
-    "cluster_compute": ({"cluster.compute.unit_seconds": 0.4, "cluster.compute.scale": 2.0},
+    "cluster_compute": ({"cluster.compute.unit_seconds": 0.4, "cluster.compute.scale": 2.0,
+                         "cluster.compute.mode": "measured"},
                         {"baseline_train_sim": None, "baseline_train_dist": None, "pgc_train_sim": None,
                          "pgc_train_sim_extra": None, "pgc_regime": None, "pgc_real_vs_sim": None}),
     "cluster_network": ({"cluster.network.latency_s": 0.002, "cluster.network.bandwidth_Bps": 2.5e9},
                         {"baseline_train_sim": None, "baseline_train_dist": None, "pgc_train_sim": None,
                          "pgc_train_sim_extra": None, "pgc_train_real": None, "demo_train_sweep": None}),
     "data_seed": ({"data_seed": 1}, {"prepare_data": None}),
-    "data_digits": ({"datasets.digits.val_fraction": 0.15, "datasets.digits.test_fraction": 0.25},
+    "data_digits": ({"datasets.digits.val_fraction": 0.15, "datasets.digits.test_fraction": 0.25,
+                     "datasets.digits.source": "hf"},
                     {"prepare_data": "dataset=digits"}),
-    "data_pydoc": ({"datasets.pydoc.val_fraction": 0.1, "datasets.pydoc.test_fraction": 0.1},
+    "data_pydoc": ({"datasets.pydoc.val_fraction": 0.1, "datasets.pydoc.test_fraction": 0.1,
+                    "datasets.pydoc.source": "hf"},
                    {"prepare_data": "dataset=pydoc"}),
     # the statistics of the scorecard (and of P3's table)
     "stats_bootstrap": ({"stats.bootstrap.n_resamples": 999, "stats.bootstrap.seed": 1,
@@ -290,14 +325,124 @@ GROUPS = {
                      "atlas.sizes.small.block_size": 16},
                     {"atlas_job": _atlas_jobs(_AT_ALL), "atlas_map": None}),
     # a straggler model the arrival-dependent techniques train under: their runs and the map
-    "atlas_straggler": ({"atlas.straggler_axis.exp_20ms.mean": 0.03},
+    "atlas_straggler": ({"atlas.straggler_axis.exp_20ms.mean": 0.03, "atlas.straggler_axis.exp_20ms.model": "pareto"},
                         {"atlas_job": _atlas_jobs(_AT_ARRIVAL), "atlas_map": None}),
-    "atlas_arrival": ({"atlas.train_under.sizes": ["large"], "atlas.train_under.seeds": [0]},
+    "atlas_arrival": ({"atlas.train_under.sizes": ["large"], "atlas.train_under.seeds": [0],
+                       "atlas.train_under.stragglers": ["exp_5ms"]},
                       {"atlas_job": _atlas_jobs(_AT_ARRIVAL)}),
     # every run's network, and when it evaluates (the reference's too); the map charges its own
     "atlas_network": ({"atlas.cluster.network.latency_s": 0.002, "atlas.cluster.network.bandwidth_Bps": 2.5e9,
                        "atlas.eval_every": 20},
                       {"atlas_job": None}),
+    # ---- settings that add or remove jobs: the new jobs (missing outputs) and the summaries whose
+    # input set changes rerun; no existing run does
+    # every paper's seeds but P2's and the atlas's: a simulated job holds all its seeds, so it reruns
+    "seeds": ({"seeds": [0, 1, 2, 3, 4, 5]},
+              {"baseline_summarize": None, "baseline_train_dist": "seed=5", "baseline_train_sim": "seed=5",
+               "demo_summarize": "dgroup=simulated", "demo_train_sim": None, "local_summarize": None,
+               "local_train": "seed=5", "local_train_bp_untimed": None, "local_train_seeds": None, "pgc_regime": None,
+               "pgc_summarize": "group=motivating|simulation", "pgc_train_sim": None, "pgc_train_sim_extra": None}),
+    "baseline_workers": ({"baseline.n_workers": 2}, {"baseline_train_sim": None, "baseline_train_dist": None}),
+    "baseline_backends": ({"baseline.backends": ["simulated"]}, {"baseline_summarize": None}),
+    "pgc_motivating_set": ({"pgc.motivating.schemes": ["dgd", "gc-fr"], "pgc.motivating.c": [2, 3]},
+                           {"pgc_summarize": "group=motivating"}),
+    "pgc_simulation_set": ({"pgc.simulation.schemes": ["dgd", "gc-fr", "gc-cr", "pgc-fr", "pgc-cr", "is-sgd", "is-gc-fr"],
+                            "pgc.simulation.s": [1, 2], "pgc.simulation.delay_means": [1.0]},
+                           {"pgc_summarize": "group=simulation", "pgc_regime": None}),
+    "pgc_cloud_set": ({"pgc.cloud.schemes": ["dgd", "gc-fr", "gc-cr", "pgc-fr", "pgc-cr", "is-sgd"]},
+                      {"pgc_summarize": "group=cloud"}),
+    # another s, or no stop at the target: every cloud run; the figures draw the cloud settings
+    "pgc_cloud_s": ({"pgc.cloud.s": 1, "pgc.cloud.threshold.stop": False},
+                    {"pgc_train_sim": "group=cloud", "pgc_train_sim_extra": "group=cloud", "pgc_summarize": "group=cloud",
+                     "pgc_fig3": None, "pgc_fig7": None, "pgc_fig8": None, "pgc_real_vs_sim": None}),
+    "pgc_real_set": ({"pgc.real.s": 2, "pgc.real.schemes": ["dgd", "gc-cr", "pgc-cr"]},
+                     {"pgc_train_real": None, "pgc_train_sim_real": None, "pgc_summarize": "group=real",
+                      "pgc_regime": None}),
+    "pgc_real_seeds": ({"pgc.real.seeds": [0, 1]}, {"pgc_train_sim_real": None}),
+    "pgc_real_off": ({"pgc.real.enabled": False}, {"pgc_regime": None}),
+    "pgc_coding_mode": ({"pgc.coding.mode": "none"}, {"pgc_train_sim": None, "pgc_train_sim_extra": None}),
+    "demo_workers": ({"demo.n_workers": [2, 4]}, {"demo_train_sim": "nw=4", "demo_summarize": "dgroup=simulated"}),
+    "demo_methods": ({"demo.methods": ["adamw", "demo", "demo-compact", "diloco", "powersgd"]},
+                     {"demo_summarize": "dgroup=simulated"}),
+    # the variants' lr from another method's choice: the sweep's table (their runs are downstream of it)
+    "demo_follows": ({"demo.lr_follows.demo-compact": "adamw", "demo.lr_follows.demo-allmean": "adamw"},
+                     {"demo_table_sweep": None}),
+    "demo_real_off": ({"demo.real.enabled": False}, {"scorecard_paper": "paper=P4"}),
+    "demo_real_set": ({"demo.real.methods": ["adamw"], "demo.real.n_workers": [2]},
+                      {"demo_summarize": "dgroup=gloo|simulated_real"}),
+    "demo_sweep_extra": ({"demo.sweep.lrs_extra.adamw": [0.0001], "demo.sweep.lrs_extra.diloco": [0.0001],
+                          "demo.sweep.lrs_extra.powersgd": [0.0001]},
+                         {"demo_train_sweep": "lr=0.0001", "demo_summarize": "dgroup=sweep"}),
+    # the sweep's runs directly (the compared runs downstream of its choice)
+    "demo_sweep_workers": ({"demo.sweep.n_workers": 4, "demo.compute.mode": "calibrated"}, {"demo_train_sweep": None}),
+    "placement_seeds": ({"placement.seeds": [0, 1, 2, 3]}, {"placement_run": None}),
+    "placement_run_set": ({"placement.run_models": ["inception_v3", "resnet50"],
+                           "placement.run_pairs": ["cpu_igpu", "cpu_igpu_concurrent", "cpu_dcgpu"]},
+                          {"placement_regime": None, "placement_space": None, "placement_summarize": None}),
+    "placement_default_pair": ({"placement.default_pair": "cpu_dcgpu"},
+                               {"placement_fig_placement": None, "placement_real": None, "placement_regime": None,
+                                "placement_run": "pair=cpu_dcgpu", "placement_space": None,
+                                "placement_summarize": None}),
+    "placement_ablation_of": ({"placement.ablation_of": "hsdag"},
+                              {"placement_fig_placement": None, "placement_run": "pair=cpu_igpu",
+                               "placement_summarize": None}),
+    "placement_pair_methods": ({"placement.pairs.cpu_igpu_concurrent.methods": ["cpu_only", "gpu_only", "heft"],
+                                "placement.pairs.cpu_dcgpu.methods": ["cpu_only", "gpu_only", "heft"],
+                                "placement.pairs.cpu_h200.methods": ["cpu_only", "gpu_only", "heft"]},
+                               {"placement_run": "pair=cpu_igpu_concurrent|cpu_dcgpu|cpu_h200"}),
+    "placement_real_models": ({"placement.real.models": ["resnet50", "inception_v3"]}, {"placement_table_real": None}),
+    "placement_real_off": ({"placement.real.enabled": False}, {"paper": None}),
+    "local_follows": ({"local_learning.sweep.follows.rc/rc-par": "rc/bp",
+                       "local_learning.sweep.follows.rc/rc-async": "rc/bp"}, {"local_table_sweep": None}),
+    "local_sections": ({"local_learning.rc.sections": 2},
+                       {"local_bench_throughput": None, "local_train_sweep": "lrun=rc/bp|rc/rc-seq"}),
+    "local_parallel_seeds": ({"local_learning.rc.parallel_seeds": [0, 1]},
+                             {"local_table_sweep": None, "local_train": "lmethod=rc-par"}),
+    "local_bench_methods": ({"local_learning.bench.methods": ["bp", "rc-par", "rc-async", "bp-1thread"]},
+                            {"local_bench_throughput": None}),
+    "atlas_off": ({"atlas.in_default_target": False}, {"scorecard_paper": "paper=atlas"}),
+    "atlas_workers": ({"atlas.n_workers": [2]}, {"atlas_job": _atlas_jobs(_AT_ALL)}),
+    "atlas_trend_head": ({"atlas.trend.techniques": [t for t in _AT_TREND if t != "diloco-demo"],
+                          "atlas.headline.techniques": [t for t in _AT_HEADLINE if t != "diloco-demo"]},
+                         {"atlas_job": _atlas_jobs(["diloco-demo"])}),
+    "atlas_techniques": ({"atlas.techniques": [t for t in _ATLAS["techniques"] if t != "is-demo"]},
+                         {"atlas_map": None, "atlas_query_pack": None}),
+    # straggler models no run trains under: the map and the query's benchmark replay them
+    "atlas_axis_models": ({"atlas.straggler_axis.none.model": "exponential",
+                           "atlas.straggler_axis.pareto_10ms.model": "exponential",
+                           "atlas.straggler_axis.exp_5ms.model": "pareto",
+                           "atlas.straggler_axis.persistent_4x.model": "dead",
+                           "atlas.straggler_axis.dead_one.model": "persistent",
+                           "atlas.straggler_axis.persistent_4x.slow_workers": [0],
+                           "atlas.straggler_axis.dead_one.slow_workers": [0]},
+                          {"atlas_map": None, "atlas_query_bench": None}),
+    # the atlas's data set and measured compute: every run (and the other data set's floors)
+    "atlas_source": ({"atlas.compute": "measured", "atlas.dataset": "digits"},
+                     {"atlas_job": None, "data_floors": "dataset=digits"}),
+    # one more extra seed for each claim that asks for them: that seed's jobs (see OVERTRIGGERED)
+    "pgc_extra_seeds": ({"stats.extra_seeds.pgc.fig9.pgc_fewer_steps_than_dgd": 30,
+                         "stats.extra_seeds.pgc.fig9.pgc_fewer_steps_than_dgd_ma": 6,
+                         "stats.extra_seeds.pgc.fig10.pgc_sooner_than_is_sgd": 7},
+                        {"pgc_train_sim_extra": "group=cloud", "pgc_summarize": "group=cloud", "scorecard_paper": None}),
+    # the coding profile measured by this run, at another n, dtype and gradient size (the stored
+    # profile holds the default's only): the profile, every simulated run, the real runs (dtype)
+    "pgc_coding_source": ({"pgc.coding.source": "measured", "pgc.n": 24, "pgc.dtype": "float64",
+                           "pgc.coding.numel": 1000000},
+                          {"pgc_coding_profile": None, "pgc_train_sim": None, "pgc_train_sim_extra": None,
+                           "pgc_train_real": None}),
+    "demo_sweep_methods": ({"demo.sweep.methods": ["adamw", "demo", "diloco", "powersgd", "demo-compact"]},
+                           {"demo_train_sweep": "dmethod=demo-compact", "demo_summarize": "dgroup=sweep"}),
+    "placement_method_set": ({"placement.methods": ["cpu_only", "gpu_only", "random", "heft", "rnn", "placeto", "hsdag",
+                                                    "hsdag_corrected"],
+                              "placement.controls": ["rnn", "placeto", "hsdag", "hsdag_corrected"],
+                              "placement.ablations": ["no_shape", "no_node_id", "no_structural", "no_pooling"]},
+                             {"placement_real": None, "placement_space": None, "placement_summarize": None}),
+    # the runs score with this run's measured profile instead of the stored one
+    "placement_profile_source": ({"placement.profile.source": "measured"},
+                                 {"placement_run": None, "placement_regime": None}),
+    # a single-device placement scored invalid: the runs that can propose one
+    "placement_single": ({"placement.single_device": "invalid"}, {"placement_run": None}),
+    "local_rc_methods": ({"local_learning.rc.methods": ["bp", "rc-seq", "rc-async"]}, {"local_summarize": None}),
 }
 
 # the groups packed into one dry run each: within a batch no two groups can claim one job (their
@@ -308,24 +453,33 @@ BATCHES = [
     ["demo_diloco", "demo_powersgd", "local_bench", "local_nonident", "pgc_train", "placement_corrected",
      "baseline", "atlas_all"],
     ["demo_adamw", "local_pc", "pgc_regime", "placement_rnn", "placement_hsdag", "placement_fine",
-     "placement_placeto", "baseline_straggler", "atlas_runs", "atlas_reference"],
-    ["demo_optimizer", "local_async", "pgc_cloud_threshold", "placement_profile", "atlas_demo", "atlas_powersgd"],
+     "placement_placeto", "baseline_straggler", "atlas_runs", "atlas_reference", "local_bench_methods"],
+    ["demo_optimizer", "local_async", "pgc_cloud_threshold", "placement_profile", "atlas_demo", "atlas_powersgd",
+     "baseline_workers"],
     ["demo_run", "local_eval", "pgc_real", "atlas_diloco", "atlas_arrival", "placement_link", "placement_igpu",
-     "placement_concurrent", "placement_h200"],
+     "placement_concurrent", "placement_h200", "baseline_backends"],
     ["demo_networks", "local_lr", "atlas_master", "pgc_simulation", "placement_budget"],
     ["demo_real", "local_sweep_lrs", "atlas_headline", "pgc_cloud", "placement_sim_order"],
     ["demo_sweep_lrs", "atlas_trend", "local_rc", "pgc_real_batch", "placement_real"],
-    ["atlas_map", "demo_model", "local_rc_model", "placement_models"],
-    ["atlas_network", "demo_steps", "local_pc_model"],
-    ["atlas_query", "demo_sweep_runs", "local_pc_bench", "cluster_compute"],
-    ["local_threads", "cluster_network"],
-    ["local_sweep_seeds", "atlas_small"],
-    ["data_digits", "data_pydoc"],
-    ["data_seed"],
-    ["stats_bootstrap"],
-    ["stats_seeds_cap", "local_sweep_lrs_rc"],
-    ["atlas_straggler", "local_concurrency"],
-    ["local_sweep_lrs_pc_fixed"],
+    ["atlas_map", "demo_model", "local_rc_model", "placement_models", "pgc_coding_rounds"],
+    ["atlas_network", "demo_steps", "local_pc_model", "placement_seeds", "pgc_motivating_set", "pgc_real_set",
+     "local_sections"],
+    ["atlas_query", "demo_sweep_runs", "local_pc_bench", "cluster_compute", "local_parallel_seeds"],
+    ["local_threads", "cluster_network", "placement_run_set", "demo_workers", "atlas_workers"],
+    ["local_sweep_seeds", "atlas_small", "pgc_motivating", "placement_default_pair", "demo_methods"],
+    ["data_digits", "data_pydoc", "placement_ablation_of"],
+    ["data_seed", "placement_method_set"],
+    ["stats_bootstrap", "pgc_coding_source", "demo_sweep_workers", "atlas_source"],
+    ["stats_seeds_cap", "local_sweep_lrs_rc", "pgc_real_off", "demo_sweep_extra", "atlas_axis_models"],
+    ["atlas_straggler", "local_concurrency", "demo_lr_source", "pgc_simulation_set", "pgc_extra_seeds",
+     "placement_real_models"],
+    ["local_sweep_lrs_pc_fixed", "pgc_cloud_set", "pgc_real_seeds", "demo_follows", "atlas_trend_head",
+     "placement_pair_methods"],
+    ["local_lr_source", "pgc_cloud_s", "demo_real_set", "atlas_techniques", "placement_profile_source"],
+    ["pgc_coding_mode", "atlas_off", "demo_real_off", "local_follows"],
+    ["local_rc_methods", "demo_sweep_methods", "placement_single"],
+    ["placement_real_off"],
+    ["seeds"],
     [],  # NO_JOB's keys alone
 ]
 NO_JOB_BATCH = len(BATCHES) - 1
@@ -336,6 +490,13 @@ OVERTRIGGERED = {
     ("local_eval", "local_bench_throughput"): "the benchmark's specs are the runs' (eval settings included); "
                                               "tokens/s does not depend on them",
     ("local_eval", "local_bench_pc_cost"): "as above (the training settings too: steps, batch size, betas, ...)",
+    ("pgc_coding_rounds", "pgc_train_sim"): "a simulated job's spec carries coding.rounds, which only "
+                                            "pgc_coding_profile (the measurement) reads; the jobs read the profile",
+    ("pgc_coding_rounds", "pgc_train_sim_extra"): "as above",
+    ("pgc_extra_seeds", "scorecard_paper"): "every paper's scorecard spec carries the whole stats.extra_seeds "
+                                            "map, not only its own claims' entries",
+    ("placement_pair_methods", "placement_run"): "a pair's method list is in its runs' specs (the pair's settings): "
+                                                 "dropping a method reruns the pair's other runs",
     ("local_lr", "local_bench_throughput"): "the benchmark's specs carry local_learning.lr; tokens/s does not "
                                             "depend on it",
     ("local_lr", "local_nonident"): "its spec is BP's (lr included); the demonstration loads the trained model "
@@ -355,6 +516,8 @@ DOWNSTREAM = {
     ("pgc_real_batch", "pgc_train_sim_real"): "the twin is calibrated from the group's own real runs (its input)",
     ("demo_networks", "demo_fig_loss_time"): "downstream of the group's own demo_summarize",
     ("demo_networks", "demo_table_results"): "as above",
+    ("demo_workers", "demo_summarize"): "downstream of the group's own new runs (N = 4)",
+    ("pgc_cloud_s", "pgc_summarize"): "downstream of the group's own cloud runs",
     **{(g, "atlas_map"): "downstream of the group's own atlas_job runs"
        for g in ("atlas_all", "atlas_master", "atlas_small", "atlas_straggler")},
 }
@@ -382,6 +545,11 @@ NO_JOB = {
     "jobs.base_mb": (900, "a cluster job's memory request, not its results"),
     "jobs.partitions.cpu": ("cpu2", "the SLURM partition a job is sent to"),
     "jobs.partitions.gpu": ("gpu2", "as above"),
+    "placement.other_pair_methods": (["cpu_only", "gpu_only", "random", "heft", "hsdag_corrected"],
+                                     "read only for a pair without its own methods; every other pair names its own"),
+    "demo.bench.large_model.name": ("olmo", "demo_bench is outside the default workflow (snakemake demo_bench)"),
+    "runtime.launcher": ("torchrun", "how a real job's ranks start (forked from one torch import, or torchrun), "
+                                     "not its results"),
     **{f"placement.pairs.{p}.description": ("another description", "text for the tables; no job's spec carries it")
        for p in CONFIG["placement"]["pairs"]},
     **{f"atlas.bench.{k}": (v, "`distlab atlas bench`'s settings: no rule runs it, and the query benchmark's "
@@ -389,138 +557,36 @@ NO_JOB = {
        for k, v in {"steps": 30, "repeats": 2, "n_workers": [2], "sizes": ["small"], "techniques": ["ddp"]}.items()},
 }
 
-# keys neither a group nor NO_JOB covers yet, with why (a gap said, never silent)
+# keys neither a group nor NO_JOB covers, with why (a gap said, never silent): each has no other
+# value the workflow accepts, or changes only a path Snakemake compares as an input file
 _WHY = {
-    'DAG': "decides which jobs exist (adds or removes jobs), not a job's spec; not yet checked here",
-    'NAME': 'names another data set or model family (another preparation or code path); not yet checked here',
-    'SOURCE': 'switches between a stored and a measured source, whose inputs the placeholder tree lacks; '
-              'not yet checked here',
-    'REFUSED': 'the value tried here was refused when the workflow was parsed; a valid other value not yet found',
-    'ATLAS': "changed alone by tests/test_atlas_spec.py (the rules' functions); not yet dry-run here",
-    'TODO': 'not yet dry-run here',
+    'KIND': "the other kind is refused when the workflow is parsed: the models that read this data set need "
+            "its kind (the config check names them)",
+    'DATA': "the only data set of the kind its model needs; the other one is refused when the workflow is parsed",
+    'ONE': "the schema allows one value here (gpt): nothing else to change it to",
+    'PATH': "the path of a declared input file: Snakemake reruns its jobs when their set of input files changes, "
+            "which it records when a job runs; this test's tree is made by --touch, which records no input sets",
 }
 NOT_COVERED: dict[str, str] = {
-    'seeds': _WHY['DAG'],
-    'datasets.digits.kind': _WHY['NAME'],
-    'datasets.digits.source': _WHY['NAME'],
-    'datasets.pydoc.kind': _WHY['NAME'],
-    'datasets.pydoc.source': _WHY['NAME'],
-    'cluster.compute.mode': _WHY['SOURCE'],
-    'runtime.launcher': "how a job is launched, not its results; not yet dry-run here",
-    'stats.extra_seeds.pgc.fig9.pgc_fewer_steps_than_dgd': _WHY['DAG'],
-    'stats.extra_seeds.pgc.fig9.pgc_fewer_steps_than_dgd_ma': _WHY['DAG'],
-    'stats.extra_seeds.pgc.fig10.pgc_sooner_than_is_sgd': _WHY['DAG'],
-    'baseline.dataset': _WHY['NAME'],
-    'baseline.model.name': _WHY['NAME'],
-    'baseline.n_workers': _WHY['DAG'],
-    'baseline.backends': _WHY['DAG'],
-    'baseline.straggler.model': _WHY['TODO'],
-    'pgc.dataset': _WHY['NAME'],
-    'pgc.model.name': _WHY['NAME'],
-    'pgc.n': _WHY['REFUSED'],
-    'pgc.dtype': _WHY['REFUSED'],
-    'pgc.coding.mode': _WHY['SOURCE'],
-    'pgc.coding.numel': _WHY['TODO'],
-    'pgc.coding.rounds': _WHY['TODO'],
-    'pgc.coding.source': _WHY['SOURCE'],
-    'pgc.motivating.schemes': _WHY['DAG'],
-    'pgc.motivating.c': _WHY['DAG'],
-    'pgc.motivating.batch_size': _WHY['REFUSED'],
-    'pgc.motivating.epochs': _WHY['REFUSED'],
-    'pgc.motivating.straggler.model': _WHY['REFUSED'],
-    'pgc.motivating.straggler.mean': _WHY['REFUSED'],
-    'pgc.simulation.schemes': _WHY['DAG'],
-    'pgc.simulation.s': _WHY['DAG'],
-    'pgc.simulation.delay_means': _WHY['DAG'],
-    'pgc.simulation.batch_size': _WHY['REFUSED'],
-    'pgc.cloud.schemes': _WHY['DAG'],
-    'pgc.cloud.s': _WHY['DAG'],
-    'pgc.cloud.batch_size': _WHY['REFUSED'],
-    'pgc.cloud.straggler.model': _WHY['TODO'],
-    'pgc.cloud.threshold.stop': _WHY['DAG'],
-    'pgc.real.enabled': _WHY['DAG'],
-    'pgc.real.n': _WHY['TODO'],
-    'pgc.real.s': _WHY['DAG'],
-    'pgc.real.schemes': _WHY['DAG'],
-    'pgc.real.seeds': _WHY['DAG'],
-    'pgc.real.straggler.model': _WHY['TODO'],
-    'demo.dataset': _WHY['NAME'],
-    'demo.model.name': _WHY['NAME'],
-    'demo.n_workers': _WHY['DAG'],
-    'demo.methods': _WHY['DAG'],
-    'demo.lr_from_sweep': _WHY['TODO'],
-    'demo.lr_follows.demo-compact': _WHY['DAG'],
-    'demo.lr_follows.demo-allmean': _WHY['DAG'],
-    'demo.compute.mode': _WHY['SOURCE'],
-    'demo.real.enabled': _WHY['DAG'],
-    'demo.real.backend': _WHY['TODO'],
-    'demo.real.methods': _WHY['DAG'],
-    'demo.real.n_workers': _WHY['DAG'],
-    'demo.sweep.lrs_extra.adamw': _WHY['DAG'],
-    'demo.sweep.lrs_extra.diloco': _WHY['DAG'],
-    'demo.sweep.lrs_extra.powersgd': _WHY['DAG'],
-    'demo.sweep.methods': _WHY['DAG'],
-    'demo.sweep.n_workers': _WHY['DAG'],
-    'demo.bench.large_model.name': _WHY['NAME'],
-    'placement.seeds': _WHY['DAG'],
-    'placement.models.inception_v3.name': _WHY['NAME'],
-    'placement.models.resnet50.name': _WHY['NAME'],
-    'placement.models.bert.name': _WHY['NAME'],
-    'placement.run_models': _WHY['DAG'],
-    'placement.run_pairs': _WHY['DAG'],
-    'placement.profile.source': _WHY['SOURCE'],
-    'placement.profile.clock': _WHY['SOURCE'],
-    'placement.pairs.cpu_igpu.devices': _WHY['DAG'],
-    'placement.pairs.cpu_igpu_concurrent.devices': _WHY['DAG'],
-    'placement.pairs.cpu_igpu_concurrent.methods': _WHY['DAG'],
-    'placement.pairs.cpu_dcgpu.devices': _WHY['DAG'],
-    'placement.pairs.cpu_dcgpu.methods': _WHY['DAG'],
-    'placement.pairs.cpu_h200.devices': _WHY['DAG'],
-    'placement.pairs.cpu_h200.profile_dir': _WHY['SOURCE'],
-    'placement.pairs.cpu_h200.methods': _WHY['DAG'],
-    'placement.default_pair': _WHY['DAG'],
-    'placement.single_device': _WHY['DAG'],
-    'placement.methods': _WHY['DAG'],
-    'placement.controls': _WHY['DAG'],
-    'placement.other_pair_methods': _WHY['DAG'],
-    'placement.ablations': _WHY['DAG'],
-    'placement.ablation_of': _WHY['DAG'],
-    'placement.hsdag_fine.partition': _WHY['TODO'],
-    'placement.real.enabled': _WHY['DAG'],
-    'placement.real.models': _WHY['DAG'],
-    'local_learning.dataset': _WHY['NAME'],
-    'local_learning.lr_from_sweep': _WHY['TODO'],
-    'local_learning.sweep.follows.rc/rc-par': _WHY['DAG'],
-    'local_learning.sweep.follows.rc/rc-async': _WHY['DAG'],
-    'local_learning.rc.model.name': _WHY['NAME'],
-    'local_learning.rc.methods': _WHY['DAG'],
-    'local_learning.rc.sections': _WHY['DAG'],
-    'local_learning.rc.parallel_seeds': _WHY['DAG'],
-    'local_learning.pc.model.name': _WHY['NAME'],
-    'local_learning.pc.methods': _WHY['DAG'],
-    'local_learning.bench.model.name': _WHY['NAME'],
-    'local_learning.bench.model.n_layer': _WHY['TODO'],
-    'local_learning.bench.methods': _WHY['DAG'],
-    'atlas.in_default_target': _WHY['ATLAS'],
-    'atlas.dataset': _WHY['ATLAS'],
-    'atlas.compute': _WHY['ATLAS'],
-    'atlas.compute_profile': _WHY['ATLAS'],
-    'atlas.sizes.small.name': _WHY['NAME'],
-    'atlas.sizes.large.name': _WHY['NAME'],
-    'atlas.n_workers': _WHY['ATLAS'],
-    'atlas.trend.techniques': _WHY['ATLAS'],
-    'atlas.trend.sizes.xl.name': _WHY['NAME'],
-    'atlas.headline.techniques': _WHY['ATLAS'],
-    'atlas.techniques': _WHY['ATLAS'],
-    'atlas.straggler_axis.none.model': _WHY['ATLAS'],
-    'atlas.straggler_axis.pareto_10ms.model': _WHY['ATLAS'],
-    'atlas.straggler_axis.exp_5ms.model': _WHY['ATLAS'],
-    'atlas.straggler_axis.exp_20ms.model': _WHY['ATLAS'],
-    'atlas.straggler_axis.persistent_4x.model': _WHY['ATLAS'],
-    'atlas.straggler_axis.persistent_4x.slow_workers': _WHY['ATLAS'],
-    'atlas.straggler_axis.dead_one.model': _WHY['ATLAS'],
-    'atlas.straggler_axis.dead_one.slow_workers': _WHY['ATLAS'],
-    'atlas.train_under.stragglers': _WHY['ATLAS'],
+    'datasets.digits.kind': _WHY['KIND'],
+    'datasets.pydoc.kind': _WHY['KIND'],
+    'baseline.dataset': _WHY['DATA'],
+    'pgc.dataset': _WHY['DATA'],
+    'demo.dataset': _WHY['DATA'],
+    'local_learning.dataset': _WHY['DATA'],
+    'demo.real.backend': "names the real runs' folder (results/demo/<backend>/...): another backend is other jobs, "
+                         "not a changed spec",
+    'placement.pairs.cpu_h200.devices': "the H200 pair's second device is measured (its profile_dir), the only kind "
+                                        "that pair can have; the profile names its devices",
+    'placement.pairs.cpu_h200.profile_dir': _WHY['PATH'],
+    'atlas.compute_profile': _WHY['PATH'],
+    'local_learning.rc.model.name': _WHY['ONE'],
+    'local_learning.pc.model.name': _WHY['ONE'],
+    'local_learning.bench.model.name': _WHY['ONE'],
+    'atlas.sizes.small.name': _WHY['ONE'],
+    'atlas.sizes.large.name': _WHY['ONE'],
+    'atlas.trend.sizes.xl.name': _WHY['ONE'],
+    'local_learning.pc.methods': "its only other valid value reorders the two methods (the schema needs both)",
 }
 
 
@@ -546,11 +612,18 @@ def leaves(d, prefix=()):
         yield ".".join(prefix)
 
 
+def key_path(key: str) -> list[str]:
+    """A dotted leaf key's path: ``stats.extra_seeds.<claim id>`` ends in a claim id, which has dots."""
+    if key.startswith("stats.extra_seeds."):
+        return ["stats", "extra_seeds", key[len("stats.extra_seeds."):]]
+    return key.split(".")
+
+
 def overlay(changes: dict) -> dict:
     out: dict = {}
     for key, value in changes.items():
         node = out
-        *parents, last = key.split(".")
+        *parents, last = key_path(key)
         for p in parents:
             node = node.setdefault(p, {})
         node[last] = value
@@ -709,7 +782,7 @@ def test_every_leaf_key_is_covered_once():
 
 def _default(key: str):
     node = CONFIG
-    for part in key.split("."):
+    for part in key_path(key):
         node = node[part]
     return node
 
