@@ -276,6 +276,16 @@ def test_a_row_that_flips_across_three_reruns_reads_unstable_here():
     assert "unstable here" in scorecard.VERDICTS
 
 
+def test_the_settled_scorecard_carries_the_last_evaluations_estimates():
+    """The tables and figures left in paper/ are the last evaluation's, so the settled
+    scorecard's estimates are too (a held row keeps its verdict, with the last run's number)."""
+    runs = [_card({"steady": "reproduced"}), _card({"steady": "reproduced"})]
+    runs[0].loc[0, "ours"], runs[1].loc[0, "ours"] = "1.0 [0.5, 1.5]", "1.2 [0.7, 1.7]"
+    settled = stability.settle(runs).set_index("id")
+    assert settled.loc["steady", "ours"] == "1.2 [0.7, 1.7]"
+    assert settled.loc["steady", "verdict"] == "reproduced" and settled.loc["steady", "spread"] == ""
+
+
 def test_stability_needs_two_evaluations_at_least():
     with pytest.raises(ValueError, match="at least 2"):
         stability.compare_runs([_card({"a": "reproduced"})])
