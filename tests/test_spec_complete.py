@@ -18,14 +18,16 @@ Many groups share one dry run (``BATCHES``): an overlay changes all their keys a
 directly changed job is attributed to the one group of the batch that declares it.  That is
 sound because within a batch no two groups claim one job (different rules, or one rule's
 filters naming disjoint values of one wildcard: test_batches_attribute_each_job_to_one_group),
-and no group's declared rule lies downstream of another group's change (a batch holds at most
-one group of a paper's training and one of its summaries; the rest are other papers').  So every
+and no group's declared rule lies downstream of another group's change (batches are packed by hand
+to keep that: two groups of one paper share a batch only where neither's rules feed the other's,
+and a breach shows as a declared rule that is not planned).  So every
 directly changed job of a batch must be declared by one of its groups, and every rule a group
-declares must be planned.  Keys within one group change the same jobs.  Keys that change no
+declares must be planned.  Keys within one group change jobs of the same rules.  Keys that change no
 job's results are listed in ``NO_JOB`` with the reason, and all change at once in a dry run of
 their own (any job they rerun fails it).  ``OVERTRIGGERED`` lists the reruns a group declares
-that its setting does not need: benchmarks whose spec carries settings they do not read, and the
-simulated PGC jobs whose spec carries the coding profile's measuring rounds (a placement pair's
+that its setting does not need: benchmarks whose spec carries settings they do not read, the
+simulated PGC jobs whose spec carries the coding profile's measuring rounds, a pair's method list
+in its runs' specs and the whole ``stats.extra_seeds`` map in every scorecard's (a placement pair's
 description and ``distlab atlas bench``'s settings were two more; their specs now leave them
 out, and both are ``NO_JOB`` keys).
 
