@@ -24,15 +24,17 @@ and a breach shows as a declared rule that is not planned).  So every
 directly changed job of a batch must be declared by one of its groups, and every rule a group
 declares must be planned.  Keys within one group change jobs of the same rules.  Keys that change no
 job's results are listed in ``NO_JOB`` with the reason, and all change at once in a dry run of
-their own (any job they rerun fails it).  ``OVERTRIGGERED`` lists the reruns a group declares
-that its setting does not need: benchmarks whose spec carries settings they do not read, the
-simulated PGC jobs whose spec carries the coding profile's measuring rounds, a pair's method list
-in its runs' specs and the whole ``stats.extra_seeds`` map in every scorecard's (a placement pair's
-description and ``distlab atlas bench``'s settings were two more; their specs now leave them
-out, and both are ``NO_JOB`` keys).
+their own (any job they rerun fails it).  ``OVERTRIGGERED`` would list the reruns a group
+declares that its setting does not need (a spec carrying a setting its job does not read); it is
+empty.  The last eight went when the specs dropped what their jobs do not read: the benchmarks'
+specs the runs' length, evaluation and optimizer values (distlab.local.workflow.timing_spec), the
+non-identifiability demonstration's spec all but the model's shape and data, the simulated PGC
+jobs' spec the coding profile's measuring rounds, a placement pair's runs' specs its method list
+and every scorecard's spec ``stats.extra_seeds`` (before them, a pair's description and
+``distlab atlas bench``'s settings).
 
 Coverage (test_every_leaf_key_is_covered_once walks every leaf key of config/config.yaml, a list
-being a leaf, and prints these counts): 420 leaf keys: 352 changed by groups, 51 in NO_JOB, 17 in
+being a leaf, and prints these counts): 420 leaf keys: 350 changed by groups, 53 in NO_JOB, 17 in
 NOT_COVERED (each with why: no other value the workflow accepts, or the path of an input file,
 which only a run's recorded input sets can show), in 24 dry runs beside the unchanged config's.
 Keys that add or remove jobs (seeds, methods, schemes, workers, which pairs and models run) are
@@ -121,16 +123,17 @@ GROUPS = {
     # how the sections run concurrently: the parallel and asynchronous runs, the benchmark
     "local_concurrency": ({"local_learning.rc.worker_threads": 2, "local_learning.rc.concurrency": "thread"},
                           {"local_train": "lmethod=rc-async|rc-par", "local_bench_throughput": None}),
-    # the sweep's runs and the benchmarks (see OVERTRIGGERED); the comparison runs are downstream
-    # of the sweep's choice
+    # the sweep's runs (the comparison runs are downstream of the sweep's choice); no benchmark
+    # (their specs leave the runs' length, evaluation and optimizer values out: timing_spec)
     "local_eval": ({"local_learning.eval.final_batches": 8, "local_learning.eval.batches": 3,
                     "local_learning.eval.batch_size": 16, "local_learning.eval_every": 25,
                     "local_learning.betas": [0.9, 0.99], "local_learning.weight_decay": 0.01,
-                    "local_learning.batch_size": 32, "local_learning.steps": 400, "local_learning.warmup_steps": 5,
+                    "local_learning.steps": 400, "local_learning.warmup_steps": 5,
                     "local_learning.lr_warmup": 20},
-                   {"local_train_sweep": None, "local_bench_throughput": None, "local_bench_pc_cost": None}),
-    "local_lr": ({"local_learning.lr": 0.02},
-                 {"local_bench_throughput": None, "local_bench_pc_cost": None, "local_nonident": None}),
+                   {"local_train_sweep": None}),
+    # the runs' batch: the sweep's runs and PC's cost (measured at the runs' batch; the throughput
+    # benchmark has its own, bench.batch_size)
+    "local_batch": ({"local_learning.batch_size": 32}, {"local_train_sweep": None, "local_bench_pc_cost": None}),
     "local_sweep_lrs": ({"local_learning.sweep.lrs.pc/bp": [2.5e-3, 5.0e-3, 2.0e-2]},
                         {"local_train_sweep": "lrun=pc/bp", "local_table_sweep": None}),
     "demo_sweep_lrs": ({"demo.sweep.lrs": [0.001, 0.003, 0.03]},
@@ -253,8 +256,6 @@ GROUPS = {
                    "pgc.cloud.straggler.model": "pareto"},
                   {"pgc_train_sim": "group=cloud", "pgc_train_sim_extra": "group=cloud",
                    "pgc_summarize": "group=cloud"}),
-    # the coding profile's measuring rounds: every simulated job's spec carries them (see OVERTRIGGERED)
-    "pgc_coding_rounds": ({"pgc.coding.rounds": 5}, {"pgc_train_sim": None, "pgc_train_sim_extra": None}),
     "pgc_real_batch": ({"pgc.real.batch_size": 32}, {"pgc_train_real": None, "pgc_train_sim_real": None}),
     # the simulated cluster's compute and network (the papers whose runs are simulated on it)
     "cluster_compute": ({"cluster.compute.unit_seconds": 0.4, "cluster.compute.scale": 2.0,
@@ -391,7 +392,7 @@ GROUPS = {
     "placement_pair_methods": ({"placement.pairs.cpu_igpu_concurrent.methods": ["cpu_only", "gpu_only", "heft"],
                                 "placement.pairs.cpu_dcgpu.methods": ["cpu_only", "gpu_only", "heft"],
                                 "placement.pairs.cpu_h200.methods": ["cpu_only", "gpu_only", "heft"]},
-                               {"placement_run": "pair=cpu_igpu_concurrent|cpu_dcgpu|cpu_h200"}),
+                               {"placement_summarize": None}),
     "placement_real_models": ({"placement.real.models": ["resnet50", "inception_v3"]}, {"placement_table_real": None}),
     "placement_real_off": ({"placement.real.enabled": False}, {"paper": None}),
     "local_follows": ({"local_learning.sweep.follows.rc/rc-par": "rc/bp",
@@ -421,11 +422,12 @@ GROUPS = {
     # the atlas's data set and measured compute: every run (and the other data set's floors)
     "atlas_source": ({"atlas.compute": "measured", "atlas.dataset": "digits"},
                      {"atlas_job": None, "data_floors": "dataset=digits"}),
-    # one more extra seed for each claim that asks for them: that seed's jobs (see OVERTRIGGERED)
+    # one more extra seed for each claim that asks for them: that seed's jobs and the summary
+    # (the scorecards are downstream: their spec leaves extra_seeds out)
     "pgc_extra_seeds": ({"stats.extra_seeds.pgc.fig9.pgc_fewer_steps_than_dgd": 30,
                          "stats.extra_seeds.pgc.fig9.pgc_fewer_steps_than_dgd_ma": 6,
                          "stats.extra_seeds.pgc.fig10.pgc_sooner_than_is_sgd": 7},
-                        {"pgc_train_sim_extra": "group=cloud", "pgc_summarize": "group=cloud", "scorecard_paper": None}),
+                        {"pgc_train_sim_extra": "group=cloud", "pgc_summarize": "group=cloud"}),
     # the coding profile measured by this run, at another n, dtype and gradient size (the stored
     # profile holds the default's only): the profile, every simulated run, the real runs (dtype)
     "pgc_coding_source": ({"pgc.coding.source": "measured", "pgc.n": 24, "pgc.dtype": "float64",
@@ -460,10 +462,10 @@ BATCHES = [
      "baseline_workers"],
     ["demo_run", "local_eval", "pgc_real", "atlas_diloco", "atlas_arrival", "placement_link", "placement_igpu",
      "placement_concurrent", "placement_h200", "baseline_backends"],
-    ["demo_networks", "local_lr", "atlas_master", "pgc_simulation", "placement_budget"],
+    ["demo_networks", "local_batch", "atlas_master", "pgc_simulation", "placement_budget"],
     ["demo_real", "local_sweep_lrs", "atlas_headline", "pgc_cloud", "placement_sim_order"],
     ["demo_sweep_lrs", "atlas_trend", "local_rc", "pgc_real_batch", "placement_real"],
-    ["atlas_map", "demo_model", "local_rc_model", "placement_models", "pgc_coding_rounds"],
+    ["atlas_map", "demo_model", "local_rc_model", "placement_models"],
     ["atlas_network", "demo_steps", "local_pc_model", "placement_seeds", "pgc_motivating_set", "pgc_real_set",
      "local_sections"],
     ["atlas_query", "demo_sweep_runs", "local_pc_bench", "cluster_compute", "local_parallel_seeds"],
@@ -488,22 +490,7 @@ NO_JOB_BATCH = len(BATCHES) - 1
 
 # rules a group declares though the setting does not change their results: the spec carries it
 # anyway (a rerun too many, never a missed one), with the reason; fixing one removes it here
-OVERTRIGGERED = {
-    ("local_eval", "local_bench_throughput"): "the benchmark's specs are the runs' (eval settings included); "
-                                              "tokens/s does not depend on them",
-    ("local_eval", "local_bench_pc_cost"): "as above (the training settings too: steps, batch size, betas, ...)",
-    ("pgc_coding_rounds", "pgc_train_sim"): "a simulated job's spec carries coding.rounds, which only "
-                                            "pgc_coding_profile (the measurement) reads; the jobs read the profile",
-    ("pgc_coding_rounds", "pgc_train_sim_extra"): "as above",
-    ("pgc_extra_seeds", "scorecard_paper"): "every paper's scorecard spec carries the whole stats.extra_seeds "
-                                            "map, not only its own claims' entries",
-    ("placement_pair_methods", "placement_run"): "a pair's method list is in its runs' specs (the pair's settings): "
-                                                 "dropping a method reruns the pair's other runs",
-    ("local_lr", "local_bench_throughput"): "the benchmark's specs carry local_learning.lr; tokens/s does not "
-                                            "depend on it",
-    ("local_lr", "local_nonident"): "its spec is BP's (lr included); the demonstration loads the trained model "
-                                    "and steps at lr 0",
-}
+OVERTRIGGERED: dict[tuple[str, str], str] = {}
 
 # declared rules planned only downstream of the group's own change (Snakemake names only the first
 # reason of a job whose input is rewritten, so its own params change is not seen); every other
@@ -533,6 +520,10 @@ NO_JOB = {
        for k, v in {"n_layer": 4, "d_model": 256, "n_head": 4, "block_size": 32}.items()},
     **{f"demo.lr.{m}": (0.002, "read only with demo.lr_from_sweep false (the sweep's choice is used)")
        for m in CONFIG["demo"]["lr"]},
+    "local_learning.lr": (0.02, "read only with local_learning.lr_from_sweep false (every method takes "
+                                "the sweep's choice; the benchmarks step a fixed optimizer)"),
+    "pgc.coding.rounds": (5, "read only by the coding profile's measurement (rule pgc_coding_profile), which "
+                             "runs with pgc.coding.source: measured; the default reads the stored profile"),
     "placement.bench.seconds": (1.0, "placement_bench_sim is outside the default workflow"),
     **{f"local_learning.bench.map.{k}": (v, "local_map is outside the default workflow (snakemake local_map)")
        for k, v in {"repeats": 2, "warmup": 2, "measure": 5, "d_model": [64, 128], "sections": [2, 4],

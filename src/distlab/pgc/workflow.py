@@ -225,8 +225,14 @@ class PGCWorkflow:
         return self.stored_coding_profile
 
     def coding_spec(self) -> dict:
+        """The coding settings a simulated job's spec carries.  With a stored profile
+        (:meth:`profiles_coding`) the job reads the profile, an input file of its rule: not
+        ``source`` (where it comes from) nor ``rounds`` (how often the measurement repeats
+        each setting, which only rule pgc_coding_profile reads), so changing those reruns the
+        measurement alone, and the jobs only where the profile it writes differs."""
         c = {k: v for k, v in self.p["coding"].items() if k != "source"}
         if self.profiles_coding():
+            c.pop("rounds", None)
             c["mode"] = "profile"
             c["profile"] = self.coding_profile_path()
         return c

@@ -245,7 +245,10 @@ class SharedWorkflow:
                         "checkpoint": rt["checkpoint"], "launcher": rt["launcher"]})
 
     def stats_json(self) -> str:
-        return as_json(self.config["stats"])
+        """The statistics settings a scorecard reads: ``stats`` without ``extra_seeds``, which
+        adds training runs (their summaries are the scorecard's input files, so a changed
+        request reruns only the scorecards whose tables change)."""
+        return as_json({k: v for k, v in self.config["stats"].items() if k != "extra_seeds"})
 
     def job_mem_mb(self, spec, manifest, base_mb=None) -> int:
         """MiB for the job: per process torch, the model's state, its activations, the data."""

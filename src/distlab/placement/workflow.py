@@ -122,10 +122,14 @@ def runs(pl: dict, root: str, reqs: list | None = None) -> list[str]:
     return out + extra
 
 
+PAIR_NOT_IN_SPEC = ("description", "methods")
+
+
 def pair_spec(pl: dict, pair: str) -> dict:
-    """A pair's settings as its jobs' specs carry them: without its ``description`` (text for
-    the tables, which changes no result, so editing it reruns nothing)."""
-    return {k: v for k, v in pl["pairs"][pair].items() if k != "description"}
+    """A pair's settings as its jobs' specs carry them: its devices, link and order, without
+    its ``description`` (text for the tables) and ``methods`` (which runs the pair has, not
+    what one of them computes: no run reads another's), so editing either reruns no run."""
+    return {k: v for k, v in pl["pairs"][pair].items() if k not in PAIR_NOT_IN_SPEC}
 
 
 def run_spec(pl: dict, pair: str, model: str, method: str, seeds: list[int] | None = None,
