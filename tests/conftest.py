@@ -357,10 +357,12 @@ def pydoc_dir(tmp_path_factory) -> Path:
 # once per worker that asks for it: the tests sharing an expensive one run on one worker
 # (--dist loadgroup), so the tiny end-to-end run, the dry-run trees, the ResNet-18 gloo jobs
 # and the refused dry runs are built once, not twice.  ``tree`` asks for a tree through
-# request.getfixturevalue, which the test's fixture names do not show: it is named here.
+# request.getfixturevalue, which the test's fixture names do not show: it is named here.  The
+# spec-completeness test's touched tree shares nothing with the other trees (its own copy, 25 dry
+# runs): a group of its own, so another worker can take it.
 _SHARED_FIXTURES = {"tiny_workflow": "tiny", "results_tree": "trees", "target_dry_runs": "trees",
                     "clean_tree": "trees", "tree": "trees", "resnet_gloo_runs": "resnet",
-                    "dry_run_outputs": "dryruns", "touched_tree": "trees"}
+                    "dry_run_outputs": "dryruns", "touched_tree": "spec"}
 
 
 @pytest.hookimpl(trylast=True)
