@@ -385,7 +385,8 @@ def check_stability(rec: dict, paper: Path, without: bool) -> tuple[dict, Path |
 
 # ------------------------------------------------------------------ verdicts
 
-SPREAD = re.compile(r"not the same in \d+ evaluations of this commit \((.*?)\); (?:first|last) run's reason")
+SPREAD = re.compile(r"(?:not the same|moved outside its own interval) in \d+ evaluations of this commit "
+                    r"\((.*?)\); (?:first|last) run's reason")
 
 
 def spread_of(row: dict) -> str:

@@ -104,3 +104,43 @@ def test_only_the_measured_rules_of_the_targets_are_forced():
     rules = stability.dag_rules(ROOT, ["paper/scorecard/foundation.csv"], [])
     assert "baseline_train_dist" in rules and "scorecard_paper" in rules
     assert not {"demo_bench", "local_train", "placement_profile", "pgc_train_real"} & rules
+
+
+def _estimates(rows: list[tuple[str, str, float, float, float]]) -> pd.DataFrame:
+    """One evaluation: (id, verdict, estimate, ci_low, ci_high) rows, all measured."""
+    return pd.DataFrame({"id": [r[0] for r in rows], "paper": "P3", "verdict": [r[1] for r in rows],
+                         "measured": True, "estimate": [r[2] for r in rows], "ci_low": [r[3] for r in rows],
+                         "ci_high": [r[4] for r in rows], "ours": [f"{r[2]} [{r[3]}, {r[4]}]" for r in rows],
+                         "reason": "r"})
+
+
+def test_a_held_verdict_whose_estimate_leaves_its_interval_is_unstable_here():
+    """The verdict held in all three evaluations, but one rerun's interval misses another's: the
+    reruns measured different quantities, so the row reads unstable here (with the spread); a row
+    whose intervals overlap, or that has no interval, keeps its verdict."""
+    runs = [_estimates([("moves", "not reproduced", 0.99, 0.82, 1.19), ("holds", "reproduced", 1.4, 1.3, 1.5),
+                        ("no_ci", "inconclusive", float("nan"), float("nan"), float("nan"))]),
+            _estimates([("moves", "not reproduced", 1.00, 0.88, 1.15), ("holds", "reproduced", 1.45, 1.35, 1.55),
+                        ("no_ci", "inconclusive", float("nan"), float("nan"), float("nan"))]),
+            _estimates([("moves", "not reproduced", 2.93, 2.5, 3.4), ("holds", "reproduced", 1.38, 1.2, 1.6),
+                        ("no_ci", "inconclusive", float("nan"), float("nan"), float("nan"))])]
+    over = stability.compare_runs(runs).set_index("id")
+    assert over["flipped"].to_dict() == {"moves": False, "holds": False, "no_ci": False}
+    assert over["moved"].to_dict() == {"moves": True, "holds": False, "no_ci": False}
+    settled = stability.settle(runs).set_index("id")
+    assert settled.loc["moves", "verdict"] == "unstable here"
+    assert "estimate moved outside its own interval in 3 evaluations" in settled.loc["moves", "reason"]
+    assert settled.loc["moves", "spread"].startswith("run 1: not reproduced (0.99 [0.82, 1.19]); run 2:")
+    assert settled.loc["holds", "verdict"] == "reproduced" and settled.loc["no_ci", "verdict"] == "inconclusive"
+    table = stability.compare(runs[0], runs[1])
+    table["flipped"] = table["id"].map(over["flipped"])
+    table["moved"] = table["id"].map(over["moved"])
+    text = " ".join(stability.report(table).split())
+    assert "0 verdicts flipped" in text and "1 held verdicts whose estimate moved" in text
+    assert "| moves |" in text and "| holds |" not in text and "bug" not in text
+
+
+def test_intervals_apart_reads_only_finite_intervals():
+    assert stability.intervals_apart([(0.0, 1.0), (1.0, 2.0)]) is False  # touching intervals overlap
+    assert stability.intervals_apart([(0.0, 1.0), None, (1.5, 2.0)]) is True
+    assert stability.intervals_apart([None, (0.0, 1.0)]) is False

@@ -1,9 +1,13 @@
 """Same commit, same verdicts: rerun the measured parts and list every verdict that flips.
 
 A measured verdict counts as decided only if it is the same in ``K`` = 3 evaluations
-(the scorecard, then the measured rules forced to run again, twice): a row whose verdict
-differs between them reads *unstable here*, with the verdicts and the estimates of every
-run (:func:`settle`), in ``paper/scorecard_stable.csv`` and ``.md`` beside the report.  The
+(the scorecard, then the measured rules forced to run again, twice) and its estimate stays
+within reach of its own interval: a row whose verdict differs between them, or whose 95 %
+intervals of two evaluations do not overlap (the estimate moved further between reruns of one
+commit than its interval allows, so the interval does not hold this machine's run-to-run
+variation, even where the verdict happened to hold), reads *unstable here*, with the verdicts
+and the estimates of every run (:func:`settle`), in ``paper/scorecard_stable.csv`` and ``.md``
+beside the report.  The
 settled scorecard's estimates are the last evaluation's, as are the tables and figures left in
 ``paper/``; the first evaluation's scorecard is kept as ``paper/stability_first.csv``.
 
@@ -61,9 +65,27 @@ def compare(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
                                        "first_ours", "second_ours"])
 
 
+def _interval(card: pd.DataFrame, cid: str) -> tuple[float, float] | None:
+    """A claim's interval ``[ci_low, ci_high]`` in one evaluation, or None (no finite interval)."""
+    if cid not in card.index or "ci_low" not in card or "ci_high" not in card:
+        return None
+    lo, hi = pd.to_numeric(card["ci_low"].get(cid), errors="coerce"), pd.to_numeric(card["ci_high"].get(cid),
+                                                                                     errors="coerce")
+    return (float(lo), float(hi)) if pd.notna(lo) and pd.notna(hi) and lo <= hi else None
+
+
+def intervals_apart(intervals: list[tuple[float, float] | None]) -> bool:
+    """Whether two of the evaluations' intervals do not overlap (those without one are skipped):
+    two independent 95 % intervals miss each other with probability well under 1 % when the
+    quantity is the same, so a gap says the reruns measured different quantities."""
+    have = [iv for iv in intervals if iv is not None]
+    return any(a[1] < b[0] or b[1] < a[0] for i, a in enumerate(have) for b in have[i + 1:])
+
+
 def compare_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Claim by claim over ``k`` evaluations: each run's verdict and estimate, and whether they
-    all agree (``flipped`` when not; a claim missing from a run counts as a flip)."""
+    """Claim by claim over ``k`` evaluations: each run's verdict and estimate, whether they all
+    agree (``flipped`` when not; a claim missing from a run counts as a flip) and whether two
+    runs' intervals do not overlap (``moved``, :func:`intervals_apart`)."""
     if len(frames) < 2:
         raise ValueError(f"stability: needs at least 2 evaluations to compare, got {len(frames)}")
     cards = [f.set_index("id") for f in frames]
@@ -75,14 +97,16 @@ def compare_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
         measured = any(bool(c["measured"].get(cid, False)) for c in cards if "measured" in c and cid in c.index)
         paper = next(c["paper"].get(cid) for c in cards if cid in c.index)
         rows.append({"id": cid, "paper": paper, "measured": measured, "verdicts": " | ".join(verdicts),
-                     "flipped": len(set(verdicts)) > 1, "ours": " | ".join(ours)})
-    return pd.DataFrame(rows, columns=["id", "paper", "measured", "verdicts", "flipped", "ours"])
+                     "flipped": len(set(verdicts)) > 1, "moved": intervals_apart([_interval(c, cid) for c in cards]),
+                     "ours": " | ".join(ours)})
+    return pd.DataFrame(rows, columns=["id", "paper", "measured", "verdicts", "flipped", "moved", "ours"])
 
 
 def settle(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """The last evaluation's scorecard (the one whose tables and figures ``paper/`` then holds,
     so that a row's estimate and the tables agree) with every row whose verdict is not the same
-    in all ``frames`` relabelled *unstable here*: the verdicts and the estimates of each run in
+    in all ``frames``, or whose intervals of two of them do not overlap (``moved``), relabelled
+    *unstable here*: the verdicts and the estimates of each run in
     its reason and in its own column ``spread`` (empty for a row that held), its p-values and
     seed count left as the last run's; ``evaluations`` is how many evaluations were compared."""
     table = compare_runs(frames).set_index("id")
@@ -90,13 +114,16 @@ def settle(frames: list[pd.DataFrame]) -> pd.DataFrame:
     out["spread"] = ""
     out["evaluations"] = len(frames)
     for i, cid in enumerate(out["id"]):
-        if not table.at[cid, "flipped"]:
+        flipped, moved = bool(table.at[cid, "flipped"]), bool(table.at[cid, "moved"])
+        if not (flipped or moved):
             continue
         runs = table.at[cid, "verdicts"].split(" | ")
         ours = table.at[cid, "ours"].split(" | ")
         spread = "; ".join(f"run {k + 1}: {v} ({o})" for k, (v, o) in enumerate(zip(runs, ours)))
         out.at[i, "spread"] = spread
-        out.at[i, "reason"] = (f"unstable here: the verdict is not the same in {len(frames)} evaluations of "
+        what = ("the verdict is not the same in" if flipped else
+                "the verdict held but the estimate moved outside its own interval in")
+        out.at[i, "reason"] = (f"unstable here: {what} {len(frames)} evaluations of "
                                f"this commit ({spread}); last run's reason: {out.at[i, 'reason']}")
         out.at[i, "verdict"] = "unstable here"
         if "seeds_needed" in out.columns:
@@ -105,19 +132,29 @@ def settle(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def report(table: pd.DataFrame) -> str:
+    """The comparison's page: the flipped verdicts, then (where ``table`` has ``moved``) the
+    held verdicts whose estimate moved outside its own interval; a claim that is not marked
+    measured doing either is a determinism bug."""
+    moved = table["moved"] if "moved" in table else pd.Series(False, index=table.index)
     flips = table[table["flipped"]]
-    bugs = flips[~flips["measured"]]
+    drift = table[moved & ~table["flipped"]]
+    bugs = table[(table["flipped"] | moved) & ~table["measured"]]
     lines = ["# Stability: the measured parts run again", "",
              f"{len(table)} claims; {len(flips)} verdicts flipped between the runs "
-             f"({int(flips['measured'].sum())} of claims marked measured, {len(bugs)} of claims "
-             "that rest on simulated or deterministic results only).", ""]
+             f"({int(flips['measured'].sum())} of claims marked measured, {len(flips[~flips['measured']])} of claims "
+             "that rest on simulated or deterministic results only); "
+             f"{len(drift)} held verdicts whose estimate moved outside its own interval "
+             "(two runs' 95 % intervals do not overlap).", ""]
     if len(bugs):
         lines += ["**Claims that are not marked measured flipped: their results are not "
                   "deterministic, which is a bug.**", ""]
     if len(flips):
-        lines += [markdown_table(flips.drop(columns=["flipped"])), ""]
+        lines += [markdown_table(flips.drop(columns=["flipped", "moved"], errors="ignore")), ""]
     else:
         lines += ["No verdict flipped.", ""]
+    if len(drift):
+        lines += ["Verdicts that held while their estimate moved outside its own interval (also *unstable "
+                  "here*):", "", markdown_table(drift.drop(columns=["flipped", "moved"], errors="ignore")), ""]
     return "\n".join(lines)
 
 
@@ -151,7 +188,8 @@ def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None 
 
     ``papers``: only those papers' scorecards (``paper/scorecard/<paper>.csv``) and the
     measured rules they depend on; by default the whole scorecard.  Returns the comparison of
-    the first two evaluations with ``flipped`` true for a claim that differed in any of them."""
+    the first two evaluations with ``flipped`` true for a claim whose verdict differed in any of
+    them and ``moved`` for one whose intervals of two of them do not overlap."""
     if k < 2:
         raise ValueError(f"stability: k must be at least 2 evaluations, got {k}")
     cwd = Path(cwd or os.getcwd())
@@ -178,9 +216,11 @@ def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None 
         _snakemake(["--cores", str(cores), *targets, "--forcerun", *rules, *extra], cwd)
         frames.append(read())
     table = compare(frames[0], frames[1])
-    flipped = compare_runs(frames).set_index("id")["flipped"]
-    table["flipped"] = table["id"].map(flipped).fillna(True).astype(bool)
-    text = report(table) + "\n## All evaluations\n\n" + markdown_table(compare_runs(frames).drop(columns=["flipped"]))
+    over = compare_runs(frames).set_index("id")
+    table["flipped"] = table["id"].map(over["flipped"]).fillna(True).astype(bool)
+    table["moved"] = table["id"].map(over["moved"]).fillna(False).astype(bool)
+    text = report(table) + "\n## All evaluations\n\n" + markdown_table(
+        compare_runs(frames).drop(columns=["flipped", "moved"]))
     atomic_write_text(out, text)
     table.to_csv(out.with_suffix(".csv"), index=False)
     settled = settle(frames)
