@@ -117,21 +117,26 @@ def _estimates(rows: list[tuple[str, str, float, float, float]]) -> pd.DataFrame
 def test_a_held_verdict_whose_estimate_leaves_its_interval_is_unstable_here():
     """The verdict held in all three evaluations, but one rerun's interval misses another's: the
     reruns measured different quantities, so the row reads unstable here (with the spread); a row
-    whose intervals overlap, or that has no interval, keeps its verdict."""
+    whose intervals overlap, that has no interval, or whose verdict decides nothing (inconclusive),
+    keeps its verdict."""
     runs = [_estimates([("moves", "not reproduced", 0.99, 0.82, 1.19), ("holds", "reproduced", 1.4, 1.3, 1.5),
-                        ("no_ci", "inconclusive", float("nan"), float("nan"), float("nan"))]),
+                        ("no_ci", "inconclusive", float("nan"), float("nan"), float("nan")),
+                        ("undecided", "inconclusive", 0.5, 0.0, 1.0)]),
             _estimates([("moves", "not reproduced", 1.00, 0.88, 1.15), ("holds", "reproduced", 1.45, 1.35, 1.55),
-                        ("no_ci", "inconclusive", float("nan"), float("nan"), float("nan"))]),
+                        ("no_ci", "inconclusive", float("nan"), float("nan"), float("nan")),
+                        ("undecided", "inconclusive", 0.5, 0.0, 1.0)]),
             _estimates([("moves", "not reproduced", 2.93, 2.5, 3.4), ("holds", "reproduced", 1.38, 1.2, 1.6),
-                        ("no_ci", "inconclusive", float("nan"), float("nan"), float("nan"))])]
+                        ("no_ci", "inconclusive", float("nan"), float("nan"), float("nan")),
+                        ("undecided", "inconclusive", 3.0, 2.0, 4.0)])]
     over = stability.compare_runs(runs).set_index("id")
-    assert over["flipped"].to_dict() == {"moves": False, "holds": False, "no_ci": False}
-    assert over["moved"].to_dict() == {"moves": True, "holds": False, "no_ci": False}
+    assert not over["flipped"].any()
+    assert over["moved"].to_dict() == {"moves": True, "holds": False, "no_ci": False, "undecided": False}
     settled = stability.settle(runs).set_index("id")
     assert settled.loc["moves", "verdict"] == "unstable here"
     assert "estimate moved outside its own interval in 3 evaluations" in settled.loc["moves", "reason"]
     assert settled.loc["moves", "spread"].startswith("run 1: not reproduced (0.99 [0.82, 1.19]); run 2:")
     assert settled.loc["holds", "verdict"] == "reproduced" and settled.loc["no_ci", "verdict"] == "inconclusive"
+    assert settled.loc["undecided", "verdict"] == "inconclusive" and settled.loc["undecided", "spread"] == ""
     table = stability.compare(runs[0], runs[1])
     table["flipped"] = table["id"].map(over["flipped"])
     table["moved"] = table["id"].map(over["moved"])

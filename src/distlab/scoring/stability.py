@@ -2,8 +2,8 @@
 
 A measured verdict counts as decided only if it is the same in ``K`` = 3 evaluations
 (the scorecard, then the measured rules forced to run again, twice) and its estimate stays
-within reach of its own interval: a row whose verdict differs between them, or whose 95 %
-intervals of two evaluations do not overlap (the estimate moved further between reruns of one
+within reach of its own interval: a row whose verdict differs between them, or a reproduced or
+not-reproduced row whose 95 % intervals of two evaluations do not overlap (the estimate moved further between reruns of one
 commit than its interval allows, so the interval does not hold this machine's run-to-run
 variation, even where the verdict happened to hold), reads *unstable here*, with the verdicts
 and the estimates of every run (:func:`settle`), in ``paper/scorecard_stable.csv`` and ``.md``
@@ -36,6 +36,9 @@ import pandas as pd
 from ..results.tables import atomic_write_text, markdown_table, read_table_checked
 
 K = 3  # evaluations a measured verdict must agree in (the first and two reruns of the measured rules)
+# the verdicts an estimate decides: only these read unstable here for an estimate that moved (a row
+# not testable here, reported beside a test or inconclusive decides nothing the estimate could undo)
+DECIDED = ("reproduced", "not reproduced")
 
 # Rules whose outputs are measured on this machine (wall time, memory, a profile).
 MEASURED_RULES = (
@@ -84,8 +87,9 @@ def intervals_apart(intervals: list[tuple[float, float] | None]) -> bool:
 
 def compare_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Claim by claim over ``k`` evaluations: each run's verdict and estimate, whether they all
-    agree (``flipped`` when not; a claim missing from a run counts as a flip) and whether two
-    runs' intervals do not overlap (``moved``, :func:`intervals_apart`)."""
+    agree (``flipped`` when not; a claim missing from a run counts as a flip) and whether a
+    verdict that held and is :data:`DECIDED` has two runs' intervals that do not overlap
+    (``moved``, :func:`intervals_apart`)."""
     if len(frames) < 2:
         raise ValueError(f"stability: needs at least 2 evaluations to compare, got {len(frames)}")
     cards = [f.set_index("id") for f in frames]
@@ -97,7 +101,8 @@ def compare_runs(frames: list[pd.DataFrame]) -> pd.DataFrame:
         measured = any(bool(c["measured"].get(cid, False)) for c in cards if "measured" in c and cid in c.index)
         paper = next(c["paper"].get(cid) for c in cards if cid in c.index)
         rows.append({"id": cid, "paper": paper, "measured": measured, "verdicts": " | ".join(verdicts),
-                     "flipped": len(set(verdicts)) > 1, "moved": intervals_apart([_interval(c, cid) for c in cards]),
+                     "flipped": len(set(verdicts)) > 1, "moved": (len(set(verdicts)) == 1 and verdicts[0] in DECIDED
+                               and intervals_apart([_interval(c, cid) for c in cards])),
                      "ours": " | ".join(ours)})
     return pd.DataFrame(rows, columns=["id", "paper", "measured", "verdicts", "flipped", "moved", "ours"])
 
