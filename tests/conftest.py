@@ -167,10 +167,12 @@ def clean_tree() -> Path:
 NAMED_TARGETS = ("figures", "tables", "paper", "scorecard", "demo_bench", "demo_bench_gpu")
 
 
-def fake_results(work: Path, targets=NAMED_TARGETS + ("all",)) -> int:
+def fake_results(work: Path, targets=NAMED_TARGETS + ("all",), forceall: bool = False) -> int:
     """Every output of ``targets`` written as a placeholder (a data manifest with splits,
     ``{}`` for other JSON, empty otherwise) and marked up to date (``snakemake --touch``):
-    a tree as ``make reproduce`` leaves it, without running a job.  Returns the count."""
+    a tree as ``make reproduce`` leaves it, without running a job.  With ``forceall`` every
+    job is touched, so each records its provenance (params, inputs) as if it had run.
+    Returns the count."""
     import json
 
     env = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
@@ -185,8 +187,8 @@ def fake_results(work: Path, targets=NAMED_TARGETS + ("all",)) -> int:
                                         "splits": {k: {"size": 100} for k in ("train", "val", "test")}}))
         else:
             path.write_text("{}" if path.suffix == ".json" else "")
-    subprocess.run(["snakemake", "--touch", "--cores", "1", *targets], cwd=work, env=env,
-                   capture_output=True, text=True, timeout=600, check=True)
+    subprocess.run(["snakemake", "--touch", "--cores", "1", *(["--forceall"] if forceall else []), *targets],
+                   cwd=work, env=env, capture_output=True, text=True, timeout=900, check=True)
     return len(rows)
 
 
@@ -360,9 +362,11 @@ def pydoc_dir(tmp_path_factory) -> Path:
 # request.getfixturevalue, which the test's fixture names do not show: it is named here.  The
 # spec-completeness test's touched tree shares nothing with the other trees (its own copy, 25 dry
 # runs): a group of its own, so another worker can take it.
+# The atlas test modules' ``atlas`` fixtures (module scope, a minute to train) are built once
+# per worker that runs one of their tests: one group, one worker, each built once.
 _SHARED_FIXTURES = {"tiny_workflow": "tiny", "results_tree": "trees", "target_dry_runs": "trees",
                     "clean_tree": "trees", "tree": "trees", "resnet_gloo_runs": "resnet",
-                    "dry_run_outputs": "dryruns", "touched_tree": "spec"}
+                    "dry_run_outputs": "dryruns", "touched_tree": "spec", "atlas": "atlas"}
 
 
 @pytest.hookimpl(trylast=True)

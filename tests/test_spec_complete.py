@@ -656,10 +656,7 @@ def _matches(wildcards: str, want: str | None) -> bool:
 def touched_tree(tmp_path_factory) -> Path:
     """A fresh copy with every default output present and every job's provenance recorded."""
     work = tracked_copy(tmp_path_factory.mktemp("spec_complete") / "repo")
-    fake_results(work)
-    env = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
-    subprocess.run(["snakemake", "--touch", "--forceall", "--cores", "1"], cwd=work, env=env,
-                   capture_output=True, text=True, timeout=900, check=True)
+    fake_results(work, forceall=True)
     return work
 
 
