@@ -245,7 +245,7 @@ def cmd_stability(a: argparse.Namespace) -> int:
     from .scoring.stability import run
 
     table = run(a.cores, a.out, extra=a.snakemake_args, papers=a.papers)
-    flips, moved = table[table["flipped"]], table[table["moved"] & ~table["flipped"]]
+    flips, moved = table[table["flipped"]], table[table["moved"]]  # moved: the verdict held
     print(f"stability: {len(flips)} of {len(table)} verdicts flipped, {len(moved)} held with the estimate "
           f"outside its own interval; see {a.out}")
     return 1 if len(table[(table["flipped"] | table["moved"]) & ~table["measured"]]) else 0

@@ -2,13 +2,12 @@
 
 A measured verdict counts as decided only if it is the same in ``K`` = 3 evaluations
 (the scorecard, then the measured rules forced to run again, twice) and its estimate stays
-within reach of its own interval: a row whose verdict differs between them, or a reproduced or
-not-reproduced row whose 95 % intervals of two evaluations do not overlap (the estimate moved further between reruns of one
-commit than its interval allows, so the interval does not hold this machine's run-to-run
-variation, even where the verdict happened to hold), reads *unstable here*, with the verdicts
-and the estimates of every run (:func:`settle`), in ``paper/scorecard_stable.csv`` and ``.md``
-beside the report.  The
-settled scorecard's estimates are the last evaluation's, as are the tables and figures left in
+within reach of its own interval: a row whose verdict differs between them, or a reproduced
+or not-reproduced row whose 95 % intervals of two evaluations do not overlap (the estimate
+moved further between reruns of one commit than its interval allows, so the interval does not
+hold this machine's run-to-run variation, even where the verdict happened to hold), reads
+*unstable here*, with the verdicts and the estimates of every run (:func:`settle`), in
+``paper/scorecard_stable.csv`` and ``.md`` beside the report.  The settled scorecard's estimates are the last evaluation's, as are the tables and figures left in
 ``paper/``; the first evaluation's scorecard is kept as ``paper/stability_first.csv``.
 
 Simulated runs are deterministic (seeded, on the spec's own thread count), so
@@ -142,7 +141,7 @@ def report(table: pd.DataFrame) -> str:
     measured doing either is a determinism bug."""
     moved = table["moved"] if "moved" in table else pd.Series(False, index=table.index)
     flips = table[table["flipped"]]
-    drift = table[moved & ~table["flipped"]]
+    drift = table[moved]  # moved: the verdict held (compare_runs), so no row is in both lists
     bugs = table[(table["flipped"] | moved) & ~table["measured"]]
     lines = ["# Stability: the measured parts run again", "",
              f"{len(table)} claims; {len(flips)} verdicts flipped between the runs "
