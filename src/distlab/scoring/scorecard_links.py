@@ -148,16 +148,14 @@ def _directional(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, dci: stats
     p, name = main.p_value, f"paired t ({shown_bound})"
     if p < alpha:
         return p, p_w, "reproduced", f"{name} p = {p:.2g} < {alpha:g}", toward
-    # a zero-width interval (every seed's difference the same) estimates no spread: it decides
-    # against the claim only strictly beyond the bound, not by sitting on it (two tied seeds)
-    degenerate = dci.low == dci.high
-    if test == "less":
-        excluded = dci.low > bound if degenerate else dci.low >= bound
-    else:
-        excluded = dci.high < bound if degenerate else dci.high <= bound
+    # a zero-width interval (every seed gives the same difference) is that value: on the bound or
+    # beyond it, it excludes the strict effect the claim states, so it decides like any other
+    excluded = dci.low >= bound if test == "less" else dci.high <= bound
     if excluded:
         side = "at or above" if test == "less" else "at or below"
-        why = f"CI wholly {side} {_num(bound)}: excludes the claimed effect (p = {p:.2g})"
+        what = ("every seed gives the same difference: the interval is that value, "
+                if dci.low == dci.high else "CI ")
+        why = f"{what}wholly {side} {_num(bound)}: excludes the claimed effect (p = {p:.2g})"
         return p, p_w, "not reproduced", why, toward
     wrong = " (mean in the wrong direction, CI contains the claimed side)" if float(np.mean(toward)) <= 0 else ""
     return p, p_w, "inconclusive", f"{name} p = {p:.2g} ≥ {alpha:g}{wrong}", toward
