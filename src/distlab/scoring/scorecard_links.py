@@ -71,6 +71,7 @@ class _Link:
     seeds_needed: float = math.nan  # seeds that would decide an inconclusive link (power 0.8)
     # the (margin-shifted) differences oriented so that mean > 0 is the claimed direction
     toward: np.ndarray | None = None
+    mean_b: float = math.nan  # the mean of b over the pairs (scales a relative handicap or margin)
 
 
 class _NotRun(Exception):
@@ -227,7 +228,7 @@ def _evaluate_link(claim: dict[str, Any], paired: pd.DataFrame, label: str,
     n_more = seeds_to_decide(toward, cfg.alpha, cfg.confidence)[0] if verdict == "inconclusive" else math.nan
     reason = f"mean a−b = {_num(dci.estimate)} [{_num(dci.low)}, {_num(dci.high)}], {why}"
     ours = fmt_ci(shown.estimate, shown.low, shown.high)
-    return _Link(label, len(a), ours, shown, p, p_w, verdict, reason, n_more, toward)
+    return _Link(label, len(a), ours, shown, p, p_w, verdict, reason, n_more, toward, float(np.mean(b)))
 
 
 def _band_link(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, label: str, cfg: StatsSettings) -> _Link:
