@@ -159,7 +159,8 @@ def test_headroom_blocks_only_an_improvement_it_cannot_hold():
     assert v.loc["placement.inception_v3.hsdag_corrected.speedup_over_cpu"].verdict == "reproduced"
     row = v.loc["placement.inception_v3.hsdag_corrected.speedup_58pct"]
     assert row.verdict == "not testable here", row.reason
-    assert "the ceiling here, at most 27.5 % (worst run), cannot hold the claimed improvement of more than 58.2 %" in row.reason
+    assert ("the ceiling here, at most 27.5 % (worst run), cannot hold the claimed improvement of more than "
+            "58.2 %") in row.reason
     assert "testable with:" in row.reason
 
 
@@ -179,6 +180,8 @@ def test_a_ceiling_on_improvement_blocks_only_a_larger_improvement():
     sized = row(_claim(["toy.headroom"], test="less", higher_is_better=None))   # more than 1.01 % faster
     assert sized.verdict == "not testable here", sized.reason
     assert "cannot hold the claimed improvement of more than 1.01 %" in sized.reason
+    absolute = row(_claim(["toy.headroom"], test="less", higher_is_better=None, margin=1.0, margin_relative=False))
+    assert "cannot hold the claimed improvement of more than 1.01 %" in absolute.reason   # 1 ms of 100
     any_speedup = row({k: v for k, v in _claim(["toy.headroom"], test="less").items()
                        if k not in ("margin", "margin_relative", "higher_is_better", "threshold")})
     assert any_speedup.verdict == "reproduced", any_speedup.reason

@@ -153,6 +153,8 @@ def _claimed_improvement(claim: Mapping[str, Any], links: Sequence[Any]) -> floa
     if m and not claim.get("margin_relative"):
         mean_b = links[0].mean_b if len(links) == 1 else math.nan
         m = m / abs(mean_b) if mean_b else math.nan
+    if math.isnan(m):
+        return math.nan
     return 100.0 * (1.0 / (1.0 - m) - 1.0) if m < 1 else math.inf
 
 
@@ -166,7 +168,9 @@ def _improvement_block(claim: Mapping[str, Any], r: ConditionResult, links: Sequ
                        "bear on a claim that is not one of improvement: not blocking")
     need = _claimed_improvement(claim, links)
     if math.isnan(r.worst) or math.isnan(need):
-        return (True, _with_fix(r, f"precondition {r.name} {r.status}: {r.measured}")) if r.status == "not met" else None
+        if r.status != "not met":
+            return None
+        return True, _with_fix(r, f"precondition {r.name} not met: {r.measured}")
     if r.worst > need:
         if r.status != "not met":
             return None
