@@ -51,9 +51,9 @@ def test_no_headroom_makes_the_speedup_rows_not_testable_with_the_reason():
 
 
 def test_headroom_and_learning_let_the_speedup_row_be_tested():
-    # CPU-only 12.5 ms, GPU-only 15 ms, optimum 8 ms: 56 % headroom; the learner (9 ms) beats its
-    # control (12 ms) and CPU-only
-    t = _summary("cpu_igpu", "resnet50", cpu=12.5, gpu=15.0, opt=8.0, learner=LEARNER, control=CONTROL)
+    # CPU-only 12.5 ms, GPU-only 15 ms, optimum 7.5 ms: 67 % headroom, room for the abstract's 58.2 %;
+    # the learner (9 ms) beats its control (12 ms) and CPU-only
+    t = _summary("cpu_igpu", "resnet50", cpu=12.5, gpu=15.0, opt=7.5, learner=LEARNER, control=CONTROL)
     v = _verdicts(t)
     row = v.loc["placement.resnet50.hsdag_corrected.speedup_over_cpu"]
     assert row.verdict == "reproduced", row.reason

@@ -67,7 +67,7 @@ def _crafted(gap_hsdag: float, gap_fine: float) -> dict[str, pd.DataFrame]:
     space_rows = [{"pair": "cpu_igpu", "model": "inception_v3", "method": m, "seed": k, "gap_rel": g + 0.01 * k}
                   for m, g in (("hsdag", gap_hsdag), ("hsdag_corrected", gap_fine)) for k in range(5)]
     lat = [{"pair": "cpu_igpu", "model": "inception_v3", "method": m, "seed": k, "latency_ms": t + 0.1 * k}
-           for m, t in (("hsdag", 90.0), ("hsdag_corrected", 90.0), ("cpu_only", 126.0)) for k in range(5)]
+           for m, t in (("hsdag", 130.0), ("hsdag_corrected", 90.0), ("cpu_only", 126.0)) for k in range(5)]
     return {"placement_space": pd.DataFrame(space_rows), "placement": pd.DataFrame(lat)}
 
 
@@ -79,7 +79,8 @@ def test_the_shipped_space_precondition_turns_rows_not_testable():
                "a": {"pair": "cpu_igpu", "model": "inception_v3", "method": m},
                "b": {"pair": "cpu_igpu", "model": "inception_v3", "method": "cpu_only"},
                "preconditions": [f"placement.inception_v3.{m}_space"]} for m in ("hsdag", "hsdag_corrected")]
-    # the coarse space misses the best baseline by 75 %; the other holds it (gap <= 0)
+    # the coarse space misses the best baseline by 75 %, more than its learner loses to CPU-only
+    # (3 %), so it could explain the loss; the other holds it (gap <= 0)
     df = scorecard.evaluate_claims(claims, _crafted(0.75, -0.05), STATS, {n: conds[n] for n in names})
     blocked, tested = df.iloc[0], df.iloc[1]
     assert blocked.verdict == "not testable here"

@@ -365,12 +365,12 @@ def test_the_shipped_claims_evaluate_without_tables():
     assert len(listed) >= 5 and len(reported) >= 2
 
 
-def test_tied_seeds_on_the_bound_are_inconclusive_not_a_negative_finding():
-    # two seeds with the same steps for both schemes: d = [0, 0], a zero-width interval at the
-    # bound of "a < b"; strictly beyond it (d = [1, 1]) the claim is excluded
+def test_tied_seeds_on_the_bound_decide_against_a_strict_claim():
+    # every seed the same for both schemes: d = [0, 0], the interval [0, 0] is that value and
+    # excludes "a < b"; strictly beyond the bound (d = [1, 1]) likewise
     tied = _pair_table([0.0, 0.0])
     row = evaluate(claim(a={"scheme": "a"}, b={"scheme": "b"}), tables={"pgc_sim": tied}).iloc[0]
-    assert row.verdict == "inconclusive"
+    assert row.verdict == "not reproduced" and "every seed gives the same difference" in row.reason
     beyond = _pair_table([1.0, 1.0])
     row = evaluate(claim(a={"scheme": "a"}, b={"scheme": "b"}), tables={"pgc_sim": beyond}).iloc[0]
     assert row.verdict == "not reproduced"

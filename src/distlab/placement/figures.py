@@ -97,9 +97,12 @@ def add_optimum_columns(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def optimum_table(df: pd.DataFrame, learners: list[str]) -> pd.DataFrame:
-    """Serial pairs: CPU-only, GPU-only, HEFT (timed serially), the exact optimum over operators
-    and over the co-location groups, the headroom, and each learner's best and final policy with
-    the share of the optimum's gain over CPU-only its final policy reaches (mean over seeds)."""
+    """P2 as a whole, one row per serial pair and model: CPU-only, GPU-only, HEFT (timed serially),
+    the exact optimum over operators and over the co-location groups, the headroom, random search
+    at the learners' budget (its best), and each learner's best and final policy with the share of
+    the optimum's gain over CPU-only its final policy reaches and its final speedup over CPU-only
+    (means over seeds).  The optimum's speedup over CPU-only is the most any placement reaches on
+    the pair: a claimed speedup above it cannot hold there, whatever the learner."""
     out = []
     ser = df[df.scenario == "serial"] if "scenario" in df else df.iloc[:0]
     for (pair, model), s in ser.groupby(["pair", "model"]):
@@ -114,12 +117,17 @@ def optimum_table(df: pd.DataFrame, learners: list[str]) -> pd.DataFrame:
         row["headroom %"] = float(s.headroom_pct.iloc[0])
         row["optimum speedup over CPU-only %"] = float(s.optimum_gain_pct.iloc[0])
         row["no headroom"] = bool(row["headroom %"] < 1.0)
+        if "random" in m.groups:
+            row["random best ms"] = float(m.get_group("random").latency_ms.mean())
         for lr in learners:
             if lr in m.groups:
                 g = m.get_group(lr)
                 row[f"{lr} best ms"] = float(g.latency_ms.mean())
                 row[f"{lr} final policy ms"] = float(g.final_policy_ms.mean())
                 row[f"{lr} share of optimum's gain"] = float(g.frac_of_optimum.mean())
+                if "cpu_only ms" in row:
+                    row[f"{lr} final speedup over CPU-only %"] = (row["cpu_only ms"] / row[f"{lr} final policy ms"]
+                                                                   - 1) * 100
         out.append(row)
     return pd.DataFrame(out)
 

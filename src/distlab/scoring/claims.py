@@ -33,7 +33,13 @@ MODEL_KEYS = ("reason", "x", "table", "metric", "a", "b", "chain", "at")
 COND_KINDS = ("floor", "control", "horizon", "reach", "other")
 COND_TESTS = ("less", "greater", "equivalent", "each_at_least", "each_at_most", "bound_reaches")
 COND_KEYS = ("kind", "statement", "table", "metric", "a", "test", "b", "value", "value_from", "margin",
-             "threshold", "factor", "reach")
+             "threshold", "factor", "reach", "blocks", "released", "testable_with")
+# when a condition not met blocks a claim (docs/conventions.md, "Preconditions"): "always"; "shortfall",
+# a handicap (the worst relative value over the runs, e.g. a search space's gap to the best baseline)
+# that blocks only an outcome against the claim no larger than the handicap x |mean b|; "improvement",
+# a ceiling in % (e.g. the exact optimum's headroom over a single device) that blocks only a claim of
+# an improvement larger than it
+BLOCKS = ("always", "shortfall", "improvement")
 # a/b selections name table columns; `value` compares a with a constant instead of b
 VALUE = "__value__"
 VALUE_FROM = "__value_from__"
@@ -337,7 +343,29 @@ def _check_condition(name: Any, cond: Any) -> dict[str, Any]:
     return {"name": name, "kind": cond["kind"], "statement": cond["statement"], "table": cond["table"],
             "metric": cond["metric"], "test": cond["test"], "a": links[0][0], "b": links[0][1],
             "margin": float(margin), "threshold": str(cond.get("threshold", "")).strip(),
-            **_check_bound(cond, bad)}
+            **_check_bound(cond, bad), **_check_blocks(cond, bad)}
+
+
+def _check_blocks(cond: Mapping[str, Any], bad) -> dict[str, Any]:
+    """``blocks`` (one of :data:`BLOCKS`, default "always"), ``released`` (a control condition on a
+    method run as its source released it, at the source's settings or the largest budget this
+    machine affords: what makes not learning a finding, stated) and ``testable_with`` (what would
+    make a blocked row testable: the budget, device, core count or data)."""
+    blocks = cond.get("blocks", "always")
+    if blocks not in BLOCKS:
+        raise bad("blocks", f"{blocks!r} is not one of {BLOCKS}")
+    need = {"shortfall": "each_at_most", "improvement": "each_at_least"}.get(blocks)
+    if need and cond["test"] != need:
+        raise bad("blocks", f"{blocks!r} reads the worst value over the runs: it needs test {need!r}")
+    released = cond.get("released", "")
+    if released != "" and (not isinstance(released, str) or not released.strip()):
+        raise bad("released", "must state how the method was run as its source released it (a string)")
+    if released and (cond["kind"] != "control" or blocks != "always"):
+        raise bad("released", "only a control condition (kind control, blocks always) takes it")
+    testable_with = cond.get("testable_with", "")
+    if not isinstance(testable_with, str):
+        raise bad("testable_with", "must say what would make a blocked row testable (a string)")
+    return {"blocks": blocks, "released": released.strip(), "testable_with": testable_with.strip()}
 
 
 def _check_bound(cond: Mapping[str, Any], bad) -> dict[str, Any]:

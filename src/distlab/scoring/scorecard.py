@@ -33,8 +33,10 @@ What makes a verdict mean something:
   ``config/claims.yaml``) under which the claim is testable at all -- a
   language model below its data's bigram floor, a learner ahead of its
   negative control of equal budget, an optimizer run past its horizon.  Each
-  is computed from results and shown with its measured value; when one is not
-  met the verdict is *not testable here*, counted apart.
+  is computed from results and shown with its measured value; one not met makes
+  the verdict *not testable here*, counted apart, where its failure could explain
+  the outcome (its ``blocks`` rule; a released method's failed control decides
+  instead: :func:`distlab.scoring.scorecard_conditions.blocking`).
 * ``threshold``: every margin or constant carries the source's numbers and the
   arithmetic that gives it, shown in the row.
 * ``by_construction``: the reason a row holds whatever the data (a string);
@@ -69,7 +71,7 @@ from distlab.results.tables import atomic_write_text, markdown_table, write_tabl
 from .claims import (VALUE, VALUE_FROM, ClaimError, _check_condition, _check_references,  # noqa: F401
                      _normalize, _normalize_conditions, load_claims, load_claims_file, scoped_conditions,
                      validate_claims)
-from .scorecard_conditions import (COND_COLUMNS, ConditionResult, conditions_frame,  # noqa: F401
+from .scorecard_conditions import (COND_COLUMNS, ConditionResult, blocking, conditions_frame,  # noqa: F401
                                    evaluate_condition, evaluate_conditions)
 from .scorecard_links import (POWER, StatsSettings, _evaluate_link, _largest, _link_label,  # noqa: F401
                               _Link, _NotRun, _pair, _resolve, seeds_needed, seeds_to_decide)
@@ -255,8 +257,9 @@ def evaluate_claims(
     The order of judgement: the test's own outcome; Holm within each paper
     (over the claims that are testable, not by construction, not reported); then
     the source's polarity (``expected: fails`` swaps reproduced and not
-    reproduced); then preconditions (one not met: *not testable here*; one
-    not run: *not run*); then ``by_construction``, ``report_only``; last the seeds an
+    reproduced); then preconditions (one not met that could explain the outcome: *not
+    testable here*; a released method's failed control: *not reproduced*; one not run:
+    *not run*); then ``by_construction``, ``report_only``; last the seeds an
     inconclusive row needs, at the level its verdict uses (Holm-adjusted).
     """
     cfg = StatsSettings.from_config(stats_cfg)
@@ -267,8 +270,11 @@ def evaluate_claims(
         condition_results = evaluate_conditions(scoped_conditions(checked, conditions or {}), tables, stats_cfg)
     evaluated = [_evaluate_claim(c, tables, cfg) for c in checked]
     models = {row["id"]: row["_model"] for row, _ in evaluated if row.get("_model")}
+    blocked = {}
+    for c, (row, links) in zip(checked, evaluated):  # a precondition blocks only where it could explain the outcome
+        blocked[c["id"]], note = blocking(c, condition_results, links, cfg.confidence)
+        row["reason"] = f"{row['reason']}; {note}" if note else row["reason"]
     df = pd.DataFrame([row for row, _ in evaluated], columns=list(COLUMNS))
-    blocked = {c["id"]: _blocking(c, condition_results) for c in checked}
     for i, c in enumerate(checked):
         df.at[i, "preconditions"] = "; ".join(condition_results[n].line() for n in c["preconditions"])
     df = _holm_within_papers(df, checked, cfg.alpha, blocked)
@@ -277,16 +283,6 @@ def evaluate_claims(
     df = apply_report_only(_apply_construction(df, checked, models), checked, blocked)
     df = _power_at_level(df, checked, [links for _, links in evaluated], cfg)
     return df.astype({"n_seeds": int})
-
-
-def _blocking(claim: dict[str, Any], results: Mapping[str, ConditionResult]) -> tuple[str, str] | None:
-    """(verdict, reason) when a precondition keeps the claim from being tested, else None."""
-    for status, verdict in (("not run", "not run"), ("not met", "not testable here")):
-        bad = [results[n] for n in claim["preconditions"] if results[n].status == status]
-        if bad:
-            what = "; ".join(f"precondition {r.name} {status}: {r.measured}" for r in bad)
-            return verdict, what
-    return None
 
 
 def _holm_within_papers(df: pd.DataFrame, claims: Sequence[dict[str, Any]], alpha: float,
@@ -394,7 +390,8 @@ def _apply_preconditions(df: pd.DataFrame, claims: Sequence[dict[str, Any]],
         if hit is None or df.at[i, "verdict"] == "not run":
             continue
         verdict, why = hit
-        df.at[i, "reason"] = f"{why} (would have been: {df.at[i, 'verdict']}; {df.at[i, 'reason']})"
+        was = "would have been" if verdict in ("not run", "not testable here") else "the comparison alone gives"
+        df.at[i, "reason"] = f"{why} ({was}: {df.at[i, 'verdict']}; {df.at[i, 'reason']})"
         df.at[i, "verdict"] = verdict
         df.at[i, "seeds_needed"] = math.nan
     return df
@@ -531,7 +528,9 @@ def write_scorecard(
              "Holm-adjusted within each paper over the testable claims, and the verdict uses the "
              "adjusted value. Intervals: Student-t over seeds. A claim is *not testable here* when a "
              "precondition (the method below its data's floor, ahead of its negative control, past "
-             "its horizon) is not met: it is neither reproduced nor not reproduced. *Not reproduced* "
+             "its horizon) is not met where its failure could explain the outcome: it is neither reproduced nor "
+             "not reproduced; a method run as its source released it that does not beat its control is a "
+             "finding (its win claims: not reproduced). *Not reproduced* "
              "needs the interval to exclude the claimed effect (or margin); a mean in the wrong direction "
              "whose interval reaches the claim is inconclusive. Seeds that would decide an inconclusive row "
              "are counted at its Holm-adjusted level; beyond the declared cap (stats.seeds_cap) the row "

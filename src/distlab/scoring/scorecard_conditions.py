@@ -7,7 +7,8 @@ bound, or a bound within reach (``bound_reaches``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,11 @@ class ConditionResult:
     statement: str
     status: str  # "met" | "not met" | "not run"
     measured: str
+    blocks: str = "always"  # when a condition not met blocks a claim (claims.BLOCKS)
+    released: str = ""  # a control of a method run as its source released it: not learning decides
+    testable_with: str = ""  # what would make a blocked row testable
+    worst: float = math.nan  # each_* tests: the worst value over the runs
+    bound: float = math.nan  # each_* tests: the value it is held to
 
     def line(self) -> str:
         return f"{self.name}: {self.status} ({self.measured})"
@@ -40,8 +46,10 @@ class ConditionResult:
 def evaluate_condition(cond: dict[str, Any], tables: Mapping[str, pd.DataFrame],
                        cfg: StatsSettings) -> ConditionResult:
     """Evaluate one validated condition (see :func:`_check_condition`)."""
-    def result(status: str, measured: str) -> ConditionResult:
-        return ConditionResult(cond["name"], cond["kind"], cond["statement"], status, measured)
+    def result(status: str, measured: str, worst: float = math.nan, bound: float = math.nan) -> ConditionResult:
+        return ConditionResult(cond["name"], cond["kind"], cond["statement"], status, measured,
+                               cond.get("blocks", "always"), cond.get("released", ""),
+                               cond.get("testable_with", ""), worst, bound)
 
     table = tables.get(cond["table"])
     if table is None:
@@ -64,7 +72,8 @@ def evaluate_condition(cond: dict[str, Any], tables: Mapping[str, pd.DataFrame],
             sign = "≥" if test == "each_at_least" else "≤"
             what = "min" if test == "each_at_least" else "max"
             text = f"{what} {cond['metric']} over {len(vals)} runs = {_num(worst)}, needs {sign} {_num(bound)}"
-            return result("met" if ok else "not met", text + (f" ({cond['threshold']})" if cond["threshold"] else ""))
+            return result("met" if ok else "not met", text + (f" ({cond['threshold']})" if cond["threshold"] else ""),
+                          worst, bound)
         paired = _pair(table, cond["metric"], cond["a"], b)
     except (_NotRun, stats.EmptySelectionError) as err:
         return result("not run", str(err))
@@ -127,3 +136,108 @@ def conditions_frame(results: Mapping[str, ConditionResult]) -> pd.DataFrame:
     return pd.DataFrame([{"name": r.name, "kind": r.kind, "statement": r.statement,
                           "measured": r.measured, "status": r.status} for r in results.values()],
                         columns=list(COND_COLUMNS))
+
+
+# a claim that the method wins (or is no worse): what a released method's failing its control decides
+WIN_TESTS = ("less", "greater", "noninferior")
+
+
+def _with_fix(r: ConditionResult, text: str) -> str:
+    return f"{text} (testable with: {r.testable_with})" if r.testable_with else text
+
+
+def _claimed_improvement(claim: Mapping[str, Any], links: Sequence[Any]) -> float:
+    """The improvement in % over ``b`` that a ``less`` claim needs: a − b < −m·|b| means
+    b / a − 1 > 1 / (1 − m) − 1 (m relative, or the absolute margin over |mean b|)."""
+    m = claim.get("margin") or 0.0
+    if m and not claim.get("margin_relative"):
+        mean_b = links[0].mean_b if len(links) == 1 else math.nan
+        m = m / abs(mean_b) if mean_b else math.nan
+    if math.isnan(m):
+        return math.nan
+    return 100.0 * (1.0 / (1.0 - m) - 1.0) if m < 1 else math.inf
+
+
+def _improvement_block(claim: Mapping[str, Any], r: ConditionResult, links: Sequence[Any]) -> tuple[bool, str] | None:
+    """A ceiling on the improvement (e.g. the exact optimum's headroom over a single device, in %)
+    blocks only a claim of an improvement it cannot hold."""
+    if claim["test"] != "less":
+        if r.status != "not met":
+            return None
+        return False, (f"precondition {r.name} not met ({r.measured}), but a ceiling on improvement does not "
+                       "bear on a claim that is not one of improvement: not blocking")
+    need = _claimed_improvement(claim, links)
+    if math.isnan(r.worst) or math.isnan(need):
+        if r.status != "not met":
+            return None
+        return True, _with_fix(r, f"precondition {r.name} not met: {r.measured}")
+    if r.worst > need:
+        if r.status != "not met":
+            return None
+        return False, (f"precondition {r.name} not met ({r.measured}), but the ceiling, {_num(r.worst)} %, can hold "
+                       f"the claimed improvement of more than {_num(need)} %: not blocking")
+    return True, _with_fix(r, f"precondition {r.name} {r.status}: {r.measured}; the ceiling here, at most "
+                              f"{_num(r.worst)} % (worst run), cannot hold the claimed improvement of more than "
+                              f"{_num(need)} %")
+
+
+def _shortfall_block(r: ConditionResult, links: Sequence[Any], confidence: float) -> tuple[bool, str]:
+    """A handicap (e.g. a search space's gap to the best baseline, relative) blocks only an outcome
+    against the claim that it could explain: a shortfall, the smallest the row's interval allows,
+    no larger than the handicap x |mean b|.  An outcome that leans toward the claim is decided: a
+    handicap cannot explain a win."""
+    head = f"precondition {r.name} not met: {r.measured}"
+    lk = links[0] if len(links) == 1 else None
+    if lk is None or lk.toward is None or len(lk.toward) < 2 or math.isnan(lk.mean_b) or math.isnan(r.worst):
+        return True, _with_fix(r, f"{head}; the row's shortfall cannot be measured, so the handicap may explain it")
+    handicap = r.worst * abs(lk.mean_b)
+    gap = f"the handicap, {_num(handicap)} (= {_num(r.worst)} × |mean b| {_num(abs(lk.mean_b))})"
+    if float(np.mean(lk.toward)) > 0:
+        return False, (f"precondition {r.name} not met ({r.measured}), but the data lean toward the claim, "
+                       "which a handicap cannot explain: not blocking")
+    ci = stats.t_interval(lk.toward, confidence)
+    shortfall = max(0.0, -ci.high)
+    if handicap >= shortfall:
+        return True, _with_fix(r, f"{head}; {gap}, is at least the row's shortfall, {_num(shortfall)} (the smallest "
+                                  "its interval allows): it could explain the outcome")
+    return False, (f"precondition {r.name} not met ({r.measured}), but {gap}, is smaller than the row's shortfall "
+                   f"of at least {_num(shortfall)}: it cannot explain the outcome, so the row is decided")
+
+
+def blocking(claim: Mapping[str, Any], results: Mapping[str, ConditionResult], links: Sequence[Any],
+             confidence: float) -> tuple[tuple[str, str] | None, str]:
+    """``((verdict, reason) or None, note)`` for a claim whose own test gave ``links``.
+
+    A precondition not run makes the row *not run*.  One not met blocks (*not testable here*) only
+    where its failure could explain the outcome, by its ``blocks`` rule; a control of a method run as
+    its source released it (``released``) that is not met decides a claim that the method wins:
+    *not reproduced*, the learner did not beat its control (unless another precondition blocks).
+    ``note`` says why a precondition not met did not block."""
+    conds = [results[k] for k in claim["preconditions"]]
+    missing = [r for r in conds if r.status == "not run"]
+    if missing:
+        return ("not run", "; ".join(f"precondition {r.name} not run: {r.measured}" for r in missing)), ""
+    blocks, notes, findings = [], [], []
+    for r in conds:
+        if r.blocks == "improvement":
+            hit = _improvement_block(claim, r, links)
+        elif r.status != "not met":
+            continue
+        elif r.blocks == "shortfall":
+            hit = _shortfall_block(r, links, confidence)
+        elif r.released and claim["expected"] == "holds" and claim["test"] in WIN_TESTS:
+            findings.append(r)
+            continue
+        else:
+            hit = True, _with_fix(r, f"precondition {r.name} not met: {r.measured}")
+        if hit is not None:
+            (blocks if hit[0] else notes).append(hit[1])
+    note = "; ".join(notes)
+    if blocks:
+        return ("not testable here", "; ".join(blocks)), note
+    if findings:
+        why = "; ".join(f"decided by precondition {r.name} not met: {r.measured}; the method as its source released "
+                        f"it ({r.released}) did not beat its control, a finding: a claim that it wins is not "
+                        "reproduced" for r in findings)
+        return ("not reproduced", why), note
+    return None, note

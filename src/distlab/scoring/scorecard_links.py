@@ -71,6 +71,7 @@ class _Link:
     seeds_needed: float = math.nan  # seeds that would decide an inconclusive link (power 0.8)
     # the (margin-shifted) differences oriented so that mean > 0 is the claimed direction
     toward: np.ndarray | None = None
+    mean_b: float = math.nan  # the mean of b over the pairs (scales a relative handicap or margin)
 
 
 class _NotRun(Exception):
@@ -148,16 +149,14 @@ def _directional(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, dci: stats
     p, name = main.p_value, f"paired t ({shown_bound})"
     if p < alpha:
         return p, p_w, "reproduced", f"{name} p = {p:.2g} < {alpha:g}", toward
-    # a zero-width interval (every seed's difference the same) estimates no spread: it decides
-    # against the claim only strictly beyond the bound, not by sitting on it (two tied seeds)
-    degenerate = dci.low == dci.high
-    if test == "less":
-        excluded = dci.low > bound if degenerate else dci.low >= bound
-    else:
-        excluded = dci.high < bound if degenerate else dci.high <= bound
+    # a zero-width interval (every seed gives the same difference) is that value: on the bound or
+    # beyond it, it excludes the strict effect the claim states, so it decides like any other
+    excluded = dci.low >= bound if test == "less" else dci.high <= bound
     if excluded:
         side = "at or above" if test == "less" else "at or below"
-        why = f"CI wholly {side} {_num(bound)}: excludes the claimed effect (p = {p:.2g})"
+        what = ("every seed gives the same difference: the interval is that value, "
+                if dci.low == dci.high else "CI ")
+        why = f"{what}wholly {side} {_num(bound)}: excludes the claimed effect (p = {p:.2g})"
         return p, p_w, "not reproduced", why, toward
     wrong = " (mean in the wrong direction, CI contains the claimed side)" if float(np.mean(toward)) <= 0 else ""
     return p, p_w, "inconclusive", f"{name} p = {p:.2g} ≥ {alpha:g}{wrong}", toward
@@ -229,7 +228,7 @@ def _evaluate_link(claim: dict[str, Any], paired: pd.DataFrame, label: str,
     n_more = seeds_to_decide(toward, cfg.alpha, cfg.confidence)[0] if verdict == "inconclusive" else math.nan
     reason = f"mean a−b = {_num(dci.estimate)} [{_num(dci.low)}, {_num(dci.high)}], {why}"
     ours = fmt_ci(shown.estimate, shown.low, shown.high)
-    return _Link(label, len(a), ours, shown, p, p_w, verdict, reason, n_more, toward)
+    return _Link(label, len(a), ours, shown, p, p_w, verdict, reason, n_more, toward, float(np.mean(b)))
 
 
 def _band_link(claim: dict[str, Any], a: np.ndarray, b: np.ndarray, label: str, cfg: StatsSettings) -> _Link:
