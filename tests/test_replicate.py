@@ -1,0 +1,146 @@
+"""make stability's replicate: the rows it reruns, their power, its seeds and kernels, its verdicts."""
+
+import json
+import math
+import re
+import subprocess
+
+import pandas as pd
+import pytest
+from conftest import ROOT
+
+from distlab.results import machinekind
+from distlab.scoring import replicate as rep
+
+TINY = "tests/configs/tiny.yaml"
+
+
+def _row(cid, verdict, est, lo, hi, *, test="less", metric="final_test_loss", measured=False, margin=math.nan,
+         n=5, planned=math.nan, paper="P4"):
+    return {"id": cid, "paper": paper, "verdict": verdict, "estimate": est, "ci_low": lo, "ci_high": hi,
+            "test": test, "metric": metric, "measured": measured, "margin": margin, "n_seeds": n,
+            "planned_n": planned, "ours": f"{est} [{lo}, {hi}]", "reason": "r", "seeds_needed": math.nan}
+
+
+def test_the_rows_replicated_are_the_trained_decided_and_the_inconclusive_with_an_interval():
+    card = pd.DataFrame([
+        _row("trained.decided", "reproduced", -1.0, -1.5, -0.5),
+        _row("trained.near", "inconclusive", -0.1, -0.5, 0.3),
+        _row("trained.tie", "inconclusive", 0.0, 0.0, 0.0),                    # no interval: nothing to move
+        _row("measured.decided", "reproduced", -1.0, -1.5, -0.5, metric="time_per_step", measured=True),
+        _row("clock.decided", "reproduced", -1.0, -1.5, -0.5, metric="time_per_step"),
+        _row("trained.untestable", "not testable here", -1.0, -1.5, -0.5),
+        _row("steps.decided", "not reproduced", 2.0, 1.0, 3.0, metric="time_to_target_s")])
+    assert list(rep.chosen(card)["id"]) == ["trained.decided", "trained.near", "steps.decided"]
+
+
+def test_repeat_probability_is_eighty_percent_at_eighty_percent_power_and_the_rule_raises_n():
+    """A verdict decided at 80 % power (estimate (z + 0.84) standard errors from the boundary)
+    repeats with probability 0.8; a closer one gets the n that reaches 0.8, within the cap and
+    the row's planned n; a row that repeats already keeps its n."""
+    from scipy import stats
+
+    z = stats.t.ppf(0.975, 4)
+    se = 1.0
+    at80 = _row("a", "reproduced", -(z + stats.norm.ppf(0.8)) * se, 0, 0)
+    at80["ci_low"], at80["ci_high"] = at80["estimate"] - z * se, at80["estimate"] + z * se
+    assert rep.repeat_probability(at80) == pytest.approx(0.8, abs=1e-9)
+    assert rep.replicate_n(at80, 0.8, 50) == 5
+    close = {**at80, "estimate": -1.1 * z, "ci_low": -2.1 * z, "ci_high": -0.1 * z}
+    p = rep.repeat_probability(close)
+    assert 0.5 < p < 0.8
+    n = rep.replicate_n(close, 0.8, 50)
+    # at that n the expected interval (standard error / sqrt(n / 5)) repeats it with 0.8
+    shrink = math.sqrt(5 / n)
+    assert stats.norm.cdf(1.1 * z / shrink - z) >= 0.8 > stats.norm.cdf(1.1 * z / math.sqrt(5 / (n - 1)) - z)
+    assert rep.replicate_n(close, 0.8, 7) == 7
+    assert rep.replicate_n({**close, "planned_n": 6}, 0.8, 50) == 6
+    near = _row("b", "inconclusive", -0.1, -0.5, 0.3)
+    assert 0 < rep.repeat_probability(near) < 1 and rep.replicate_n(near, 0.8, 50) == 5
+
+
+def test_a_row_the_replicate_does_not_repeat_reads_unstable_with_both_estimates():
+    card = pd.DataFrame([
+        _row("held", "reproduced", -1.0, -1.5, -0.5),
+        _row("flips", "reproduced", -0.6, -1.1, -0.1),
+        _row("gone", "not reproduced", 0.7, 0.2, 1.2),
+        _row("measured", "reproduced", -1.0, -1.5, -0.5, metric="time_per_step", measured=True),
+        _row("far", "not testable here", math.nan, math.nan, math.nan)])
+    again = pd.DataFrame([
+        _row("held", "reproduced", -0.9, -1.4, -0.4),
+        _row("flips", "inconclusive", -0.2, -0.7, 0.3)])
+    out = rep.judge(card, again, ["held", "flips", "gone"], "seeds shifted by 1000, MKL_CBWR=COMPATIBLE")
+    got = out.set_index("id")
+    assert got.at["held", "verdict"] == "reproduced" and got.at["held", "replicated"].startswith("held: reproduced")
+    assert got.at["flips", "verdict"] == "unstable here"
+    assert "-0.6 [-1.1, -0.1]" in got.at["flips", "spread"] and "-0.2 [-0.7, 0.3]" in got.at["flips", "spread"]
+    assert "-0.2 [-0.7, 0.3]" in got.at["flips", "reason"] and got.at["flips", "replicated"].startswith("did not hold")
+    assert got.at["gone", "verdict"] == "unstable here" and "absent" in got.at["gone", "spread"]
+    assert got.at["measured", "replicated"].startswith("no: measured")
+    assert got.at["far", "replicated"] == ""
+    skipped = rep.judge(card, None, ["held"], "x").set_index("id")
+    assert skipped.at["held", "verdict"] == "reproduced" and skipped.at["held", "replicated"].startswith("no:")
+
+
+def test_the_seed_block_is_disjoint_and_keeps_the_lists_relations():
+    config = rep.merged_config(ROOT, [])
+    shifted = rep.seed_lists(rep._merge(config, rep.shifted_seeds(config, 1000)))
+    original = rep.seed_lists(config)
+    assert shifted.keys() == original.keys() and shifted["seeds"] == [s + 1000 for s in original["seeds"]]
+    assert not {s for v in original.values() for s in v} & {s for v in shifted.values() for s in v}
+    rep.check_disjoint(config, int(config["replicate"]["seed_offset"]))
+    with pytest.raises(ValueError, match="replicate.seed_offset: 20 does not give a disjoint seed block"):
+        rep.check_disjoint(config, 20)
+
+
+def test_the_replicate_adds_the_seeds_its_power_asks_for():
+    config = {"seeds": [0, 1], "replicate": {"seed_offset": 1000}, "stats": {"extra_seeds": {"a": 3}}}
+    power = pd.DataFrame([{"id": "a", "n": 5, "replicate_n": 9}, {"id": "b", "n": 5, "replicate_n": 5},
+                          {"id": "c", "n": 5, "replicate_n": 7}])
+    out = rep.overrides(config, power)
+    assert out == {"seeds": [1000, 1001], "stats": {"extra_seeds": {"a": 7, "c": 2}}}
+
+
+def test_configfiles_are_split_from_snakemakes_other_arguments():
+    assert rep.split_configfiles(["--configfile", "a.yaml", "b.yaml", "--keep-going", "--configfile=c.yaml"]) == (
+        ["a.yaml", "b.yaml", "c.yaml"], ["--keep-going"])
+
+
+def test_cpuinfo_reads_the_machine_kind_and_two_kinds_differ_by_their_isa():
+    text = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+            "model name\t: AMD EPYC 7B13\nflags\t\t: fpu sse4_2 avx avx2 fma\n")
+    kind = machinekind.cpuinfo(text)
+    assert kind == {"vendor": "AuthenticAMD", "cpu_family": "25", "cpu_model_number": "1",
+                    "cpu_model": "AMD EPYC 7B13", "isa": ["sse4_2", "avx", "avx2", "fma"]}
+    other = {**kind, "isa": kind["isa"] + ["avx512f"]}
+    assert machinekind.same_kind(kind, other) == ["isa"] and machinekind.same_kind(kind, dict(kind)) == []
+    assert machinekind._versions("Intel(R) oneAPI Math Kernel Library Version 2024.2-Product Build 1\n"
+                                 "  - Intel(R) MKL-DNN v3.12.0 (Git Hash x)") == {"mkl": "2024.2", "onednn": "3.12.0"}
+
+
+@pytest.mark.slow
+def test_the_replicates_jobs_run_on_disjoint_seeds_under_the_other_kernel_set(tmp_path):
+    """On the tiny config: every job of the replicate's dry run is on a seed of the shifted block,
+    none of the comparison's; a run of it records the kernel set it ran with in its manifest."""
+    files, rest = rep.split_configfiles(["--configfile", TINY])
+    config = rep.merged_config(ROOT, files)
+    config["replicate"]["directory"] = str(tmp_path / "replicate")
+    own = rep.prepare(ROOT, config, pd.DataFrame(columns=["id", "n", "replicate_n"]))
+    env = rep.environment(config)
+    dry = subprocess.run(rep.command(ROOT, config, 1, ["foundation"], files, ["-n"], own), cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    outputs = re.findall(r"output: (.*)", dry.stdout)
+    seeds = {int(s) for o in outputs for s in re.findall(r"/seed(\d+)/", o)}
+    comparison = {s for v in rep.seed_lists(config).values() for s in v}
+    assert seeds and min(seeds) >= 1000 and not seeds & comparison
+    manifest = next(o.split(", ")[0] for o in outputs if "baseline/simulated/" in o)
+    done = subprocess.run(rep.command(ROOT, config, 1, [], files, [manifest], own), cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "replicate" / manifest).read_text())
+    assert record["seed"] >= 1000
+    kernels = record["hardware"]["kernels"]
+    assert kernels["ATEN_CPU_CAPABILITY"] == "default" and kernels["MKL_CBWR"] == "COMPATIBLE"
+    assert kernels["cpu_capability"] == "DEFAULT"
+    assert record["hardware"]["kind"]["torch"] and "isa" in record["hardware"]["kind"]
