@@ -144,3 +144,35 @@ def test_the_replicates_jobs_run_on_disjoint_seeds_under_the_other_kernel_set(tm
     assert kernels["ATEN_CPU_CAPABILITY"] == "default" and kernels["MKL_CBWR"] == "COMPATIBLE"
     assert kernels["cpu_capability"] == "DEFAULT"
     assert record["hardware"]["kind"]["torch"] and "isa" in record["hardware"]["kind"]
+
+
+def test_compare_snapshot_asks_digits_of_the_same_kind_and_held_verdicts_of_another():
+    from distlab.scoring.compare_snapshot import compare
+
+    snap = pd.DataFrame([
+        {"id": "trained", "verdict": "reproduced", "ours": "-1.00 [-1.5, -0.5]", "measured": False,
+         "replicated": "held: reproduced"},
+        {"id": "measured", "verdict": "reproduced", "ours": "2.0x", "measured": True, "replicated": "no: measured"},
+        {"id": "unheld", "verdict": "inconclusive", "ours": "0.1 [-0.2, 0.4]", "measured": False, "replicated": ""},
+        {"id": "shaky", "verdict": "unstable here", "ours": "0.3", "measured": False, "replicated": "did not hold"}])
+    digits = pd.DataFrame([
+        {"id": "trained", "verdict": "reproduced", "ours": "-1.01 [-1.5, -0.5]"},
+        {"id": "measured", "verdict": "not reproduced", "ours": "1.1x"},
+        {"id": "unheld", "verdict": "reproduced", "ours": "-0.3 [-0.5, -0.1]"},
+        {"id": "shaky", "verdict": "reproduced", "ours": "0.3"}])
+    same = compare(snap, digits, same_kind=True).set_index("id")["status"]
+    assert same.to_dict() == {"trained": "differs", "measured": "moved (measured)", "unheld": "differs",
+                              "shaky": "not compared (unstable here in the snapshot)"}
+    other = compare(snap, digits, same_kind=False).set_index("id")["status"]
+    assert other["trained"] == "same" and other["unheld"] == "not compared (another machine kind)"
+    flipped = compare(snap, digits.assign(verdict="inconclusive"), same_kind=False).set_index("id")["status"]
+    assert flipped["trained"] == "differs"
+    assert compare(snap, digits.iloc[1:], same_kind=False).set_index("id").at["trained", "status"] == "differs"
+
+
+def test_compare_snapshot_command_runs_on_the_committed_snapshot(tmp_path, capsys):
+    """The committed snapshot against itself: nothing differs (exit 0), whatever the machine kind."""
+    from distlab.scoring.compare_snapshot import main
+
+    assert main(["--snapshot", str(ROOT / "docs/results"), "--card", str(ROOT / "docs/results/scorecard.csv")]) == 0
+    assert "rows:" in capsys.readouterr().out
