@@ -108,7 +108,7 @@ NOT_RUN = "netcheck: not run in this snapshot"
 # what `make stability` writes beside paper/scorecard.csv: the scorecard settled over its k
 # evaluations, and the comparison of the evaluations
 STABLE_CARD = "scorecard_stable.csv"
-STABILITY_FILES = ("stability.md", "stability.csv")
+STABILITY_FILES = ("stability.md", "stability.csv", "replicate_power.csv")  # the last: the replicate's power table
 NO_STABILITY = "make stability: not run for this snapshot (measured verdicts from one evaluation)"
 
 

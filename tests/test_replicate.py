@@ -176,3 +176,16 @@ def test_compare_snapshot_command_runs_on_the_committed_snapshot(tmp_path, capsy
 
     assert main(["--snapshot", str(ROOT / "docs/results"), "--card", str(ROOT / "docs/results/scorecard.csv")]) == 0
     assert "rows:" in capsys.readouterr().out
+
+
+def test_without_the_replicate_every_chosen_row_says_it_was_not_replicated(tmp_path):
+    """replicate.enabled false: nothing runs, the power table is still written and every chosen
+    row's column says the replicate did not run."""
+    off = tmp_path / "off.yaml"
+    off.write_text("replicate: {enabled: false}\n")
+    card = pd.DataFrame([_row("t", "reproduced", -1.0, -1.5, -0.5), _row("u", "not testable here", 0, 0, 0)])
+    judged, power, config = rep.run(card, 1, ROOT, ["--configfile", str(off)])
+    assert config["replicate"]["enabled"] is False and list(power["id"]) == ["t"]
+    got = judged.set_index("id")["replicated"]
+    assert got["t"].startswith("no: the replicate did not run") and got["u"] == ""
+    assert not (tmp_path / "replicate").exists()
