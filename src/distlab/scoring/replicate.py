@@ -156,13 +156,18 @@ def power_table(rows: pd.DataFrame, target: float, cap: int, confidence: float =
 
 # ------------------------------------------------------------------ the replicate's config
 
+def _is_seed_list(key: Any, value: Any) -> bool:
+    return key in SEED_KEYS and isinstance(value, list) and all(
+        isinstance(s, int) and not isinstance(s, bool) for s in value)
+
+
 def seed_lists(config: Any, path: str = "") -> dict[str, list[int]]:
     """Every seed list of the config by its dotted key (lists of integers under :data:`SEED_KEYS`)."""
     out: dict[str, list[int]] = {}
     if isinstance(config, Mapping):
         for k, v in config.items():
             key = f"{path}.{k}" if path else str(k)
-            if k in SEED_KEYS and isinstance(v, list) and all(isinstance(s, int) and not isinstance(s, bool) for s in v):
+            if _is_seed_list(k, v):
                 out[key] = list(v)
             else:
                 out.update(seed_lists(v, key))
@@ -176,7 +181,7 @@ def shifted_seeds(config: Any, offset: int) -> Any:
         return None
     out: dict[str, Any] = {}
     for k, v in config.items():
-        if k in SEED_KEYS and isinstance(v, list) and all(isinstance(s, int) and not isinstance(s, bool) for s in v):
+        if _is_seed_list(k, v):
             out[k] = [s + offset for s in v]
         else:
             sub = shifted_seeds(v, offset)
