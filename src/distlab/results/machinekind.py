@@ -3,7 +3,7 @@
 Two machines of one kind (the same CPU vendor, family and model, the same instruction-set
 extensions, the same torch, MKL and oneDNN) run the same kernels, so a run repeats to the
 printed digit; on another kind the kernels round differently and training carries the
-difference on (docs/conventions.md, "Replication": what is reproducible where).  Each run's
+difference on (docs/replication.md: what is reproducible where).  Each run's
 manifest records both (:func:`distlab.results.runs.hardware`), the snapshot's record the kind,
 and ``python -m distlab.scoring.compare_snapshot`` compares a run with the snapshot of its kind.
 """

@@ -1,6 +1,6 @@
 """Compare a ``make reproduce`` with the committed snapshot, row by row.
 
-What is reproducible depends on the machine kind (docs/conventions.md, "Replication"):
+What is reproducible depends on the machine kind (docs/replication.md):
 
 * on the snapshot's kind (the same CPU vendor, family, model and ISA, the same torch, MKL and
   oneDNN: :func:`distlab.results.machinekind.same_kind`), every row not marked measured repeats

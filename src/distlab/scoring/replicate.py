@@ -23,7 +23,7 @@ replicate (:func:`run`), fixed in config before the run (``replicate:``):
 :func:`judge` then labels the scorecard: a replicated row whose verdict the replicate does not
 repeat reads *unstable here* with both estimates; column ``replicated`` says for every decided row
 whether and how it was replicated.  No pooling: the comparison's estimate stays the row's estimate.
-docs/conventions.md states the rule.
+docs/replication.md states the rule.
 """
 
 from __future__ import annotations
@@ -282,7 +282,7 @@ def report(power: pd.DataFrame, judged: pd.DataFrame, config: Mapping) -> str:
         f"{len(power)} rows rest on trained or seeded quantities and are decided or within one half-width of "
         f"deciding; rerun on {how(config)}; {held} held. The repeat probability is that of a replicate "
         f"of the same n, from the first block's interval; below {rep['power']} the replicate's n is raised to "
-        "the n that reaches it, within stats.seeds_cap and the row's planned_n (docs/conventions.md).", "",
+        "the n that reaches it, within stats.seeds_cap and the row's planned_n (docs/replication.md).", "",
         markdown_table(table) if len(table) else "No row to replicate.", ""])
 
 
