@@ -405,11 +405,12 @@ SPREAD = re.compile(r"(?:not the same|moved outside its own interval) in \d+ eva
 
 def spread_of(row: dict) -> str:
     """An *unstable here* row's spread: each evaluation's verdict and estimate (its ``spread``
-    column, or read from its reason where an older settle wrote none)."""
-    if row.get("verdict") != UNSTABLE:
-        return ""
+    column, or read from its reason where an older settle wrote none); a reported row's finding
+    that did not hold in the replicate has one too (its ``spread`` column)."""
     if row.get("spread"):
         return row["spread"]
+    if row.get("verdict") != UNSTABLE:
+        return ""
     m = SPREAD.search(row.get("reason") or "")
     return m.group(1) if m else ""
 
@@ -539,7 +540,10 @@ def not_held(row: dict) -> str | None:
 
     if chosen(pd.DataFrame([row])).empty or str(row.get("replicated") or "").startswith("held"):
         return None
-    return f"was not replicated ({row.get('replicated') or 'no replicate: run make stability'})"
+    said = str(row.get("replicated") or "")
+    if said.startswith("did not hold"):
+        return f"did not hold in the replicate ({spread_of(row) or said})"
+    return f"was not replicated ({said or 'no replicate: run make stability'})"
 
 
 def check_findings(findings: dict[str, str], rows: list[dict], replicated: bool) -> None:

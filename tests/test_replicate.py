@@ -189,3 +189,20 @@ def test_without_the_replicate_every_chosen_row_says_it_was_not_replicated(tmp_p
     got = judged.set_index("id")["replicated"]
     assert got["t"].startswith("no: the replicate did not run") and got["u"] == ""
     assert not (tmp_path / "replicate").exists()
+
+
+def test_a_reported_finding_is_replicated_and_holds_only_on_the_same_side_of_its_boundary():
+    """A reported row (an estimate beside a test) with an interval is replicated: it keeps its
+    label, and holds only if the replicate's interval lies on the same side (the finding
+    0.058 [0.012, 0.105] above 0 does not hold as 0.023 [-0.010, 0.057])."""
+    reported = "reported (not a test)"
+    card = pd.DataFrame([_row("abl", reported, 0.058, 0.012, 0.105, test="greater"),
+                         _row("same", reported, 0.05, 0.01, 0.09, test="greater")])
+    assert list(rep.chosen(card)["id"]) == ["abl", "same"]
+    assert rep.side(card.iloc[0].to_dict()) == "above 0" and rep.decides(card.iloc[0].to_dict())
+    again = pd.DataFrame([_row("abl", reported, 0.023, -0.010, 0.057, test="greater"),
+                          _row("same", reported, 0.04, 0.005, 0.075, test="greater")])
+    got = rep.judge(card, again, ["abl", "same"], "x").set_index("id")
+    assert got.at["abl", "verdict"] == reported and got.at["abl", "replicated"].startswith("did not hold")
+    assert "0.023 [-0.01, 0.057]" in got.at["abl", "spread"]
+    assert got.at["same", "replicated"].startswith("held")

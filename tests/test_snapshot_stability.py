@@ -236,3 +236,16 @@ def test_the_readme_states_no_finding_whose_row_did_not_hold_in_the_replicate(fa
     page.write_text("<!-- snapshot:finding c.new -->\n<!-- /snapshot -->\n")
     assert snapshot.main(["--root", str(repo)]) == 2
     assert "finding c.new: not stated: it reads unstable here" in capsys.readouterr().err
+
+
+def test_a_reported_finding_that_did_not_hold_in_the_replicate_is_not_stated():
+    row = {"id": "demo.ablation.x", "verdict": "reported (not a test)", "metric": "final_test_loss",
+           "measured": "False", "test": "greater", "margin": "", "estimate": "0.058", "ci_low": "0.012",
+           "ci_high": "0.105", "n_seeds": "5", "planned_n": "",
+           "replicated": "did not hold: reported (not a test) (0.023 [-0.010, 0.057], n = 5) on x",
+           "spread": "comparison: 0.058 [0.012, 0.105]; replicate (x): 0.023 [-0.010, 0.057]"}
+    assert snapshot.not_held(row) == ("did not hold in the replicate (comparison: 0.058 [0.012, 0.105]; "
+                                      "replicate (x): 0.023 [-0.010, 0.057])")
+    with pytest.raises(snapshot.Refused, match="P4: the finding cites `demo.ablation.x`, which did not hold"):
+        snapshot.check_findings({"P4": "The per-index mean ends higher (`demo.ablation.x`)."}, [row], True)
+    assert snapshot.not_held({**row, "replicated": "held: ...", "spread": ""}) is None

@@ -39,6 +39,7 @@ from typing import Any
 import pandas as pd
 
 from .basis import TRAINED, TRAINED_CLOCK, UnknownMetric, basis
+from .reported import REPORTED
 
 DECIDED = ("reproduced", "not reproduced")
 INCONCLUSIVE = "inconclusive"
@@ -96,9 +97,28 @@ def near_deciding(row: Mapping) -> bool:
     return row.get("verdict") == INCONCLUSIVE and interval(row) is not None
 
 
+def side(row: Mapping) -> str:
+    """Where a row's interval lies against its boundaries: what a reported row (an estimate
+    beside a test, no verdict) states, e.g. "above 0"; "across" when it straddles one."""
+    iv = interval(row)
+    if iv is None:
+        return "no interval"
+    lo, hi = _num(row, "ci_low"), _num(row, "ci_high")
+    over = [("below" if hi < b else "above" if lo > b else "across") + f" {b:g}" for b in boundaries(row)]
+    return "across" if any(o.startswith("across") for o in over) else ", ".join(over)
+
+
+def decides(row: Mapping) -> bool:
+    """A decided row, or a reported one whose interval excludes its boundaries (it states a finding)."""
+    return row.get("verdict") in DECIDED or (row.get("verdict") == REPORTED and side(row) not in ("across", "no interval"))
+
+
 def chosen(card: pd.DataFrame) -> pd.DataFrame:
-    """The rows the replicate reruns: trained or seeded, and decided or near deciding."""
-    keep = [trained(r) and (r.get("verdict") in DECIDED or near_deciding(r)) for r in card.to_dict("records")]
+    """The rows the replicate reruns: trained or seeded, and decided or near deciding, or reported
+    beside a test with an interval (a finding may state it)."""
+    keep = [trained(r) and (r.get("verdict") in DECIDED or near_deciding(r)
+                            or (r.get("verdict") == REPORTED and interval(r) is not None))
+            for r in card.to_dict("records")]
     return card[pd.Series(keep, index=card.index, dtype=bool)]
 
 
@@ -121,7 +141,7 @@ def repeat_probability(row: Mapping, confidence: float = 0.95) -> float:
         return math.nan
     _, h, d = iv
     z = _critical(int(_num(row, "n_seeds") or 2), confidence)
-    if row.get("verdict") in DECIDED:
+    if decides(row):
         return float(norm.cdf(z * (d / h - 1)))
     return float(norm.cdf(z * (1 - d / h)) - norm.cdf(-z * (1 + d / h)))
 
@@ -135,7 +155,7 @@ def replicate_n(row: Mapping, target: float, cap: int, confidence: float = 0.95)
     n = int(_num(row, "n_seeds") or 0)
     iv = interval(row)
     p = repeat_probability(row, confidence)
-    if row.get("verdict") not in DECIDED or iv is None or not p < target or n < 2:
+    if not decides(row) or iv is None or not p < target or n < 2:
         return n
     planned = _num(row, "planned_n")
     limit = min(cap, int(planned)) if math.isfinite(planned) else cap
@@ -241,7 +261,8 @@ def not_replicated(row: Mapping) -> str:
 def judge(card: pd.DataFrame, replicate: pd.DataFrame | None, ids: list[str], described: str) -> pd.DataFrame:
     """``card`` with column ``replicated`` and every row of ``ids`` whose verdict the replicate
     does not repeat (or does not have) relabelled *unstable here*, both estimates in its reason
-    and its ``spread``; ``replicate`` None: the replicate did not run, and each chosen row says so."""
+    and its ``spread`` (a reported row keeps its label: it holds when its interval lies on the
+    same side of its boundaries, :func:`side`, and its ``replicated`` says so either way); ``replicate`` None: the replicate did not run, and each chosen row says so."""
     out = card.copy()
     if "spread" not in out:
         out["spread"] = ""
@@ -253,12 +274,15 @@ def judge(card: pd.DataFrame, replicate: pd.DataFrame | None, ids: list[str], de
             out.at[i, "replicated"] = "no: the replicate did not run (replicate.enabled false, or a dry run)"
             continue
         again = rep.get(row["id"])
-        if again is not None and again.get("verdict") == row["verdict"]:
+        if again is not None and again.get("verdict") == row["verdict"] and (
+                row["verdict"] != REPORTED or side(again) == side(row)):
             out.at[i, "replicated"] = f"held: {_ours(again)} on {described}"
             continue
         spread = f"{COMPARISON}: {_ours(row)}; replicate ({described}): {_ours(again)}"
         out.at[i, "replicated"] = f"did not hold: {_ours(again)} on {described}"
         out.at[i, "spread"] = spread
+        if row["verdict"] == REPORTED:  # no verdict to undo: the finding it states did not hold
+            continue
         out.at[i, "reason"] = (f"unstable here: the replicate on another seed block under another kernel set did not "
                                f"repeat the verdict ({spread}); the comparison's reason: {row.get('reason')}")
         out.at[i, "verdict"] = UNSTABLE
