@@ -206,3 +206,38 @@ def test_a_reported_finding_is_replicated_and_holds_only_on_the_same_side_of_its
     assert got.at["abl", "verdict"] == reported and got.at["abl", "replicated"].startswith("did not hold")
     assert "0.023 [-0.01, 0.057]" in got.at["abl", "spread"]
     assert got.at["same", "replicated"].startswith("held")
+
+
+def test_make_stability_ends_with_the_replicate_and_a_verdict_it_does_not_repeat_reads_unstable(tmp_path, monkeypatch):
+    """stability.run with Snakemake stood in for: the replicate's command carries the other kernel
+    set in its environment and the shifted seeds in its config file; its scorecard disagrees on
+    the foundation's trained row, which the settled scorecard then reads unstable here, and the
+    report gains the replicate's section and power table."""
+    from distlab.scoring import stability
+
+    card = pd.read_csv(ROOT / "docs/results/scorecard/foundation.csv")
+    (tmp_path / "paper").mkdir()
+    card.to_csv(tmp_path / "paper/scorecard.csv", index=False)
+    (tmp_path / "config").symlink_to(ROOT / "config")
+    monkeypatch.setattr(stability, "_snakemake", lambda args, cwd: None)
+    monkeypatch.setattr(stability, "dag_rules", lambda cwd, targets, extra: {"baseline_train_dist"})
+    monkeypatch.setattr("distlab.results.tables.record_graded_runs", lambda *a, **k: None)
+    seen = {}
+
+    def snakemake(cmd, cwd, check, env):
+        seen["cmd"], seen["env"] = cmd, env
+        tree = tmp_path / "replicate"
+        seen["config"] = (tree / "replicate.yaml").read_text()
+        (tree / "paper/scorecard").mkdir(parents=True)
+        card.assign(verdict=card["verdict"].replace("reproduced", "inconclusive")).to_csv(
+            tree / "paper/scorecard/foundation.csv", index=False)
+
+    monkeypatch.setattr(rep.subprocess, "run", snakemake)
+    stability.run(1, tmp_path / "paper/stability.md", cwd=tmp_path, k=2)
+    assert seen["env"]["ATEN_CPU_CAPABILITY"] == "default" and seen["env"]["MKL_CBWR"] == "COMPATIBLE"
+    assert "paper/scorecard/foundation.csv" in seen["cmd"] and "- 1000" in seen["config"]
+    settled = pd.read_csv(tmp_path / "paper/scorecard_stable.csv").set_index("id")
+    assert settled.at["baseline.gloo_equals_single", "verdict"] == "unstable here"
+    assert settled.at["baseline.gloo_equals_single", "replicated"].startswith("did not hold: inconclusive")
+    assert "## The replicate" in (tmp_path / "paper/stability.md").read_text()
+    assert list(pd.read_csv(tmp_path / "paper/replicate_power.csv")["id"]) == ["baseline.gloo_equals_single"]
