@@ -110,7 +110,8 @@ def side(row: Mapping) -> str:
 
 def decides(row: Mapping) -> bool:
     """A decided row, or a reported one whose interval excludes its boundaries (it states a finding)."""
-    return row.get("verdict") in DECIDED or (row.get("verdict") == REPORTED and side(row) not in ("across", "no interval"))
+    return row.get("verdict") in DECIDED or (
+        row.get("verdict") == REPORTED and side(row) not in ("across", "no interval"))
 
 
 def chosen(card: pd.DataFrame) -> pd.DataFrame:
@@ -262,7 +263,8 @@ def judge(card: pd.DataFrame, replicate: pd.DataFrame | None, ids: list[str], de
     """``card`` with column ``replicated`` and every row of ``ids`` whose verdict the replicate
     does not repeat (or does not have) relabelled *unstable here*, both estimates in its reason
     and its ``spread`` (a reported row keeps its label: it holds when its interval lies on the
-    same side of its boundaries, :func:`side`, and its ``replicated`` says so either way); ``replicate`` None: the replicate did not run, and each chosen row says so."""
+    same side of its boundaries, :func:`side`, and its ``replicated`` says so either way);
+    ``replicate`` None: the replicate did not run, and each chosen row says so."""
     out = card.copy()
     if "spread" not in out:
         out["spread"] = ""
