@@ -147,7 +147,7 @@ def machine() -> dict:
     from distlab.results.machinekind import machine_kind
 
     # the machine kind (vendor, family, model, ISA; torch, MKL, oneDNN): what a run must share with
-    # this snapshot to repeat its digits (python -m distlab.scoring.compare_snapshot)
+    # this snapshot to repeat its digits (python -m distlab compare-snapshot)
     info["kind"] = machine_kind()
     return info
 

@@ -170,12 +170,26 @@ def test_compare_snapshot_asks_digits_of_the_same_kind_and_held_verdicts_of_anot
     assert compare(snap, digits.iloc[1:], same_kind=False).set_index("id").at["trained", "status"] == "differs"
 
 
-def test_compare_snapshot_command_runs_on_the_committed_snapshot(tmp_path, capsys):
-    """The committed snapshot against itself: nothing differs (exit 0), whatever the machine kind."""
-    from distlab.scoring.compare_snapshot import main
+def test_compare_snapshot_command_runs_on_the_committed_snapshot(tmp_path):
+    """`python -m distlab compare-snapshot`: the committed snapshot against itself passes (exit 0);
+    a card whose held row reads another verdict fails (exit 1), naming the row."""
+    import sys
 
-    assert main(["--snapshot", str(ROOT / "docs/results"), "--card", str(ROOT / "docs/results/scorecard.csv")]) == 0
-    assert "rows:" in capsys.readouterr().out
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    card = pd.read_csv(ROOT / "docs/results/scorecard.csv")
+    card.assign(replicated=["held: x" if v == "reproduced" else "" for v in card["verdict"]]).to_csv(
+        snap / "scorecard.csv", index=False)
+    cmd = [sys.executable, "-m", "distlab", "compare-snapshot", "--snapshot", str(snap)]
+    same = subprocess.run([*cmd, "--card", str(ROOT / "docs/results/scorecard.csv")], capture_output=True,
+                          text=True, timeout=120)
+    assert same.returncode == 0 and "Another machine kind (the snapshot's record names no machine kind)" in same.stdout
+    moved = card.assign(verdict=card["verdict"].replace("reproduced", "inconclusive"))
+    moved.to_csv(tmp_path / "moved.csv", index=False)
+    failed = subprocess.run([*cmd, "--card", str(tmp_path / "moved.csv")], capture_output=True, text=True,
+                            timeout=120)
+    assert failed.returncode == 1 and "| baseline.gloo_equals_single | reproduced | inconclusive |" in " ".join(
+        failed.stdout.split())
 
 
 def test_without_the_replicate_every_chosen_row_says_it_was_not_replicated(tmp_path):

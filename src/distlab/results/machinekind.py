@@ -5,7 +5,7 @@ extensions, the same torch, MKL and oneDNN) run the same kernels, so a run repea
 printed digit; on another kind the kernels round differently and training carries the
 difference on (docs/replication.md: what is reproducible where).  Each run's
 manifest records both (:func:`distlab.results.runs.hardware`), the snapshot's record the kind,
-and ``python -m distlab.scoring.compare_snapshot`` compares a run with the snapshot of its kind.
+and ``python -m distlab compare-snapshot`` compares a run with the snapshot of its kind.
 """
 
 from __future__ import annotations

@@ -11,15 +11,13 @@ What is reproducible depends on the machine kind (docs/replication.md):
 
 A row the snapshot reads *unstable here* states no verdict, so it is not compared.
 
-``python -m distlab.scoring.compare_snapshot`` (after ``make reproduce``; the settled scorecard
+``python -m distlab compare-snapshot`` (after ``make reproduce``; the settled scorecard
 of ``make stability`` when there is one) prints the differing rows and exits 1 when one fails.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -67,28 +65,20 @@ def machine_of_snapshot(snapshot_dir: Path) -> dict:
     return (rec.get("machine") or {}).get("kind") or {}
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(snapshot_dir: Path = Path("docs/results"), card: Path | None = None) -> int:
+    """Print the rows that differ from the snapshot in ``snapshot_dir`` (``card``: this run's
+    scorecard; default paper/scorecard_stable.csv, else paper/scorecard.csv); 1 if one fails."""
     from ..results.machinekind import machine_kind, same_kind
     from ..results.tables import markdown_table
 
-    p = argparse.ArgumentParser(prog="python -m distlab.scoring.compare_snapshot", description=__doc__.split("\n")[0])
-    p.add_argument("--snapshot", type=Path, default=Path("docs/results"), help="the committed snapshot's folder")
-    p.add_argument("--card", type=Path, default=None,
-                   help="this run's scorecard (default: paper/scorecard_stable.csv, else paper/scorecard.csv)")
-    a = p.parse_args(argv)
-    card = a.card or next((c for c in (Path("paper/scorecard_stable.csv"), Path("paper/scorecard.csv"))
-                           if c.exists()), Path("paper/scorecard.csv"))
-    theirs = machine_of_snapshot(a.snapshot)
+    card = card or next((c for c in (Path("paper/scorecard_stable.csv"), Path("paper/scorecard.csv"))
+                         if c.exists()), Path("paper/scorecard.csv"))
+    theirs = machine_of_snapshot(snapshot_dir)
     differ = same_kind(theirs, machine_kind()) if theirs else ["the snapshot's record names no machine kind"]
-    table = compare(pd.read_csv(a.snapshot / "scorecard.csv"), pd.read_csv(card), not differ)
+    table = compare(pd.read_csv(snapshot_dir / "scorecard.csv"), pd.read_csv(card), not differ)
     print(("Same machine kind as the snapshot: every row not marked measured must repeat its digits."
            if not differ else f"Another machine kind ({', '.join(differ)}): the replicated verdicts must repeat."))
     shown = table[table["status"] != "same"]
     print(markdown_table(shown) if len(shown) else "Every compared row is the same.")
-    failed = int((table["status"] == "differs").sum())
     print(f"{len(table)} rows: " + ", ".join(f"{(table['status'] == s).sum()} {s}" for s in STATUS))
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return 1 if (table["status"] == "differs").any() else 0
