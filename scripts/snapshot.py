@@ -677,12 +677,14 @@ def unstable_block(paper: str, dest: Path) -> str:
     if not st.get("run"):
         return f"{NO_STABILITY}.\n"
     rows = [r for r in _card_rows(dest, paper) if r["verdict"] == UNSTABLE]
+    # the replicate's: a trained verdict another seed block under another kernel set did not repeat
+    also = " and the replicate" if (st.get("replicate") or {}).get("run") else ""
     if not rows:
-        return (f"No measured verdict of {'any paper' if paper == 'all' else paper} changed over the "
-                f"{st.get('evaluations') or 'k'} evaluations of `make stability` (`docs/results/scorecard.csv`).\n")
+        return (f"No verdict of {'any paper' if paper == 'all' else paper} changed over the "
+                f"{st.get('evaluations') or 'k'} evaluations{also} of `make stability` (`docs/results/scorecard.csv`).\n")
     return (_md_table(["claim", "spread: each evaluation's verdict (estimate)"],
                       [[f"`{r['id']}`", spread_of(r).replace("|", "\\|")] for r in rows])
-            + f"\n\n({len(rows)} {UNSTABLE}, settled over {st.get('evaluations') or 'k'} evaluations by "
+            + f"\n\n({len(rows)} {UNSTABLE}, settled over {st.get('evaluations') or 'k'} evaluations{also} by "
               "`make stability`; `docs/results/scorecard.csv`)\n")
 
 

@@ -225,8 +225,12 @@ def test_the_readme_states_no_finding_whose_row_did_not_hold_in_the_replicate(fa
     assert "P3: the finding cites no scorecard row" in capsys.readouterr().err
     _findings(repo, {"P1": "PGC needs more steps (`a.one`)."})
     page = repo / "docs/pgc.md"
-    page.write_text("<!-- snapshot:finding a.one -->\n<!-- /snapshot -->\n")
+    page.write_text("<!-- snapshot:finding a.one -->\n<!-- /snapshot -->\n\n"
+                    "<!-- snapshot:unstable all -->\n<!-- /snapshot -->\n")
     assert snapshot.main(["--root", str(repo)]) == 0
+    assert "| `c.new` | comparison: reproduced (-1.0 [-1.5, -0.5], n = 5); replicate (seeds shifted by 1000): " \
+           "inconclusive (-0.3 [-0.8, 0.2], n = 5) |" in page.read_text()
+    assert "(1 unstable here, settled over 2 evaluations and the replicate by `make stability`" in page.read_text()
     readme = (repo / "README.md").read_text()
     assert "2 held, 1 did not (unstable here); the findings cite only rows that held" in readme
     assert "`a.one`: 1.0 [0.5, 1.5], not reproduced (held: not reproduced (0.9 [0.4, 1.4], n = 5)" in page.read_text()
