@@ -681,7 +681,8 @@ def unstable_block(paper: str, dest: Path) -> str:
     also = " and the replicate" if (st.get("replicate") or {}).get("run") else ""
     if not rows:
         return (f"No verdict of {'any paper' if paper == 'all' else paper} changed over the "
-                f"{st.get('evaluations') or 'k'} evaluations{also} of `make stability` (`docs/results/scorecard.csv`).\n")
+                f"{st.get('evaluations') or 'k'} evaluations{also} of `make stability` "
+                "(`docs/results/scorecard.csv`).\n")
     return (_md_table(["claim", "spread: each evaluation's verdict (estimate)"],
                       [[f"`{r['id']}`", spread_of(r).replace("|", "\\|")] for r in rows])
             + f"\n\n({len(rows)} {UNSTABLE}, settled over {st.get('evaluations') or 'k'} evaluations{also} by "
