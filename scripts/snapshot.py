@@ -108,7 +108,7 @@ NOT_RUN = "netcheck: not run in this snapshot"
 # what `make stability` writes beside paper/scorecard.csv: the scorecard settled over its k
 # evaluations, and the comparison of the evaluations
 STABLE_CARD = "scorecard_stable.csv"
-STABILITY_FILES = ("stability.md", "stability.csv")
+STABILITY_FILES = ("stability.md", "stability.csv", "replicate_power.csv")  # the last: the replicate's power table
 NO_STABILITY = "make stability: not run for this snapshot (measured verdicts from one evaluation)"
 
 
@@ -144,6 +144,11 @@ def machine() -> dict:
         info["memory_gb"] = round(int(m.group(1)) / 2**20, 1) if m else None
     except OSError:
         pass
+    from distlab.results.machinekind import machine_kind
+
+    # the machine kind (vendor, family, model, ISA; torch, MKL, oneDNN): what a run must share with
+    # this snapshot to repeat its digits (python -m distlab compare-snapshot)
+    info["kind"] = machine_kind()
     return info
 
 
@@ -380,7 +385,16 @@ def check_stability(rec: dict, paper: Path, without: bool) -> tuple[dict, Path |
     unstable = [r for r in rows if r["verdict"] == UNSTABLE]
     return {"run": True, "evaluations": k, "unstable": len(unstable),
             "unstable_by_paper": dict(Counter(r.get("paper", "") for r in unstable)),
-            "written_utc": utc(written)}, stable
+            "replicate": replicate_record(rows), "written_utc": utc(written)}, stable
+
+
+def replicate_record(rows: list[dict]) -> dict:
+    """The replicate's outcome over the settled scorecard's column ``replicated``: whether it ran,
+    how many rows held and how many did not (distlab.scoring.replicate)."""
+    outcomes = [str(r.get("replicated") or "") for r in rows]
+    held = sum(o.startswith("held") for o in outcomes)
+    failed = sum(o.startswith("did not hold") for o in outcomes)
+    return {"run": bool(held or failed), "held": held, "did_not_hold": failed}
 
 
 # ------------------------------------------------------------------ verdicts
@@ -391,11 +405,12 @@ SPREAD = re.compile(r"(?:not the same|moved outside its own interval) in \d+ eva
 
 def spread_of(row: dict) -> str:
     """An *unstable here* row's spread: each evaluation's verdict and estimate (its ``spread``
-    column, or read from its reason where an older settle wrote none)."""
-    if row.get("verdict") != UNSTABLE:
-        return ""
+    column, or read from its reason where an older settle wrote none); a reported row's finding
+    that did not hold in the replicate has one too (its ``spread`` column)."""
     if row.get("spread"):
         return row["spread"]
+    if row.get("verdict") != UNSTABLE:
+        return ""
     m = SPREAD.search(row.get("reason") or "")
     return m.group(1) if m else ""
 
@@ -508,9 +523,55 @@ def decided_basis(card: Path) -> dict[str, int]:
     return {k: c[k] for k in KINDS}
 
 
-def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict) -> None:
+# ------------------------------------------------------------------ findings that held
+
+CITED = re.compile(r"`([A-Za-z0-9_][A-Za-z0-9_.\-]*\.[A-Za-z0-9_.\-]+)`")  # a claim id in backticks
+
+
+def not_held(row: dict) -> str | None:
+    """Why a finding may not rest on ``row`` (None: the row held): it reads *unstable here* (its
+    spread named), or it rests on trained or seeded quantities and the replicate on another seed
+    block under another kernel set did not repeat it (distlab.scoring.replicate)."""
+    from distlab.scoring.replicate import chosen
+
+    if row.get("verdict") == UNSTABLE:
+        return f"reads {UNSTABLE} ({spread_of(row) or 'no spread recorded'})"
+    import pandas as pd
+
+    if chosen(pd.DataFrame([row])).empty or str(row.get("replicated") or "").startswith("held"):
+        return None
+    said = str(row.get("replicated") or "")
+    if said.startswith("did not hold"):
+        return f"did not hold in the replicate ({spread_of(row) or said})"
+    return f"was not replicated ({said or 'no replicate: run make stability'})"
+
+
+def check_findings(findings: dict[str, str], rows: list[dict], replicated: bool) -> None:
+    """The README's findings state only rows that held: every claim a finding cites (a scorecard
+    id in backticks) must hold (:func:`not_held`); once the replicate has run, a finding that
+    cites no row is refused too, since whether it held cannot be checked.  Refused, naming each."""
+    by_id = {r["id"]: r for r in rows}
+    problems = []
+    for paper, text in findings.items():
+        cited = [c for c in CITED.findall(text or "") if c in by_id]
+        if replicated and (text or "").strip() and not cited:
+            problems.append(f"{paper}: the finding cites no scorecard row (`id`), so whether it held cannot be checked")
+        for cid in cited:
+            why = not_held(by_id[cid])
+            if why:
+                problems.append(f"{paper}: the finding cites `{cid}`, which {why}")
+    if problems:
+        raise Refused("README.md: findings that did not hold are not stated; rewrite them (the last column):\n  "
+                      + "\n  ".join(problems))
+
+
+def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict, rows: list[dict] | None = None) -> None:
+    """The README's verdict table from the snapshot's counts, its findings checked against the
+    snapshot's rows (``rows``: :func:`check_findings`) and its summary line."""
     text = readme.read_text(encoding="utf-8")
     _, findings = parse_table(text)
+    replicate = (rec.get("stability") or {}).get("replicate") or {}
+    check_findings(findings, rows or [], bool(replicate.get("run")))
     before, rest = text.split(BEGIN, 1)
     marker_line, _ = rest.split("\n", 1)
     after = rest.split(END, 1)[1]
@@ -521,6 +582,10 @@ def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict) -> None:
     settled = (f"; measured verdicts settled over {st.get('evaluations') or 'k'} evaluations by `make stability` "
                f"({st.get('unstable', 0)} {UNSTABLE}, each with its spread in `docs/results/scorecard.csv`)"
                if st.get("run") else f"; {NO_STABILITY}")
+    if replicate.get("run"):
+        settled += (f"; trained verdicts replicated on another seed block under another kernel set: "
+                    f"{replicate['held']} held, {replicate['did_not_hold']} did not ({UNSTABLE}); the findings "
+                    "cite only rows that held")
     basis = ""
     if rec.get("decided_basis") is not None:
         from distlab.scoring.basis import sentence
@@ -563,8 +628,23 @@ def block_text(kind: str, arg: str, dest: Path) -> str:
         return atlas_block(dest)
     if kind == "run" and arg == "reproduce":
         return run_block(dest)
+    if kind == "finding":
+        return finding_block(arg, dest)
     raise Refused(f"unknown generated block kind {kind!r} (counts, unstable, table, netcheck, run reproduce, "
-                  "atlas query_bench)")
+                  "atlas query_bench, finding)")
+
+
+def finding_block(cid: str, dest: Path) -> str:
+    """``finding ID``: a row's estimate and verdict, stated only if it held (:func:`not_held`);
+    refused otherwise, naming why and the spread."""
+    row = next((r for r in _rows(dest / "scorecard.csv") if r["id"] == cid), None)
+    if row is None:
+        raise Refused(f"finding {cid}: no such claim in {dest / 'scorecard.csv'}")
+    why = not_held(row)
+    if why:
+        raise Refused(f"finding {cid}: not stated: it {why}")
+    how = row.get("replicated") or "not replicated: it rests on no trained or seeded quantity"
+    return f"`{cid}`: {row.get('ours')}, {row['verdict']} ({how}; `docs/results/scorecard.csv`)\n"
 
 
 def _stability(dest: Path) -> dict:
@@ -597,12 +677,15 @@ def unstable_block(paper: str, dest: Path) -> str:
     if not st.get("run"):
         return f"{NO_STABILITY}.\n"
     rows = [r for r in _card_rows(dest, paper) if r["verdict"] == UNSTABLE]
+    # the replicate's: a trained verdict another seed block under another kernel set did not repeat
+    also = " and the replicate" if (st.get("replicate") or {}).get("run") else ""
     if not rows:
-        return (f"No measured verdict of {'any paper' if paper == 'all' else paper} changed over the "
-                f"{st.get('evaluations') or 'k'} evaluations of `make stability` (`docs/results/scorecard.csv`).\n")
+        return (f"No verdict of {'any paper' if paper == 'all' else paper} changed over the "
+                f"{st.get('evaluations') or 'k'} evaluations{also} of `make stability` "
+                "(`docs/results/scorecard.csv`).\n")
     return (_md_table(["claim", "spread: each evaluation's verdict (estimate)"],
                       [[f"`{r['id']}`", spread_of(r).replace("|", "\\|")] for r in rows])
-            + f"\n\n({len(rows)} {UNSTABLE}, settled over {st.get('evaluations') or 'k'} evaluations by "
+            + f"\n\n({len(rows)} {UNSTABLE}, settled over {st.get('evaluations') or 'k'} evaluations{also} by "
               "`make stability`; `docs/results/scorecard.csv`)\n")
 
 
@@ -865,7 +948,7 @@ def snapshot(args: argparse.Namespace) -> dict:
             "netcheck": netcheck, "stability": stability, "atlas": atlas}
     (dest / "snapshot.json").write_text(json.dumps(snap, indent=2) + "\n")
     if args.readme:
-        rewrite_readme(root / args.readme, counts(new), snap)
+        rewrite_readme(root / args.readme, counts(new), snap, _rows(dest / "scorecard.csv"))
     rewrite_blocks(root, dest)
     return snap
 

@@ -34,12 +34,12 @@ SECOND = [("a.one", "P1", "reproduced"), ("a.two", "P1", "inconclusive"),
           ("b.one", "P2", "not testable here"), ("c.new", "P3", "inconclusive")]
 
 
-def _settle(repo, frames=None):
+def _settle(repo, frames=None, settled=None):
     """paper/scorecard_stable.csv (and the comparison) as `make stability` writes them, after
-    paper/scorecard.csv."""
+    paper/scorecard.csv (``settled``: that scorecard, as the replicate judged it)."""
     frames = frames or [_card(FIRST), _card(SECOND, ours=["1.5 [1, 2]", "1.0 [0, 1]", "", "0.2 [-1, 1]"]),
                         _card(FIRST)]
-    settled = stability.settle(frames)
+    settled = stability.settle(frames) if settled is None else settled
     paper = repo / "paper"
     time.sleep(0.01)
     settled.to_csv(paper / "scorecard_stable.csv", index=False)
@@ -173,3 +173,83 @@ def test_a_scorecard_grading_a_vanished_run_never_reaches_the_snapshot(fake_repo
     card.write_text(card.read_text().replace("not reproduced", "reproduced"))
     assert snapshot.main(["--root", str(repo)]) == 2
     assert "not the table its rule wrote" in capsys.readouterr().err
+
+
+def _trained(rows, estimates):
+    """One evaluation's scorecard of trained rows (losses, a one-sided test at 0)."""
+    card = _card(rows, ours=[f"{e} [{e - 0.5}, {e + 0.5}]" for e in estimates])
+    return card.assign(measured=False, metric="final_test_loss", test="less", margin=float("nan"), n_seeds=5,
+                       planned_n=float("nan"), estimate=estimates, ci_low=[e - 0.5 for e in estimates],
+                       ci_high=[e + 0.5 for e in estimates])
+
+
+def _replicated(repo):
+    """paper/scorecard_stable.csv with the replicate's verdicts: a.one (not reproduced) and a.two
+    (inconclusive, within one half-width of deciding) held, c.new (reproduced) came out
+    inconclusive on the other seed block; b.one (no estimate) was not replicated."""
+    from distlab.scoring import replicate
+
+    first = _trained(FIRST, [1.0, 0.2, float("nan"), -1.0])
+    settled = stability.settle([first, first])
+    again = _trained([FIRST[0], FIRST[1], FIRST[3][:2] + ("inconclusive",)], [0.9, 0.1, -0.3])
+    judged = replicate.judge(settled, again, list(replicate.chosen(settled)["id"]), "seeds shifted by 1000")
+    _settle(repo, [first, first], settled=judged)
+    return judged
+
+
+def _findings(repo, cells: dict[str, str]):
+    """The README table's last column: ``cells`` by paper label prefix, every other one empty."""
+    readme = repo / "README.md"
+    lines = []
+    for line in readme.read_text().splitlines():
+        if line.startswith("| ["):
+            parts = line.split("|")
+            label = parts[1].strip()
+            parts[-2] = " " + next((t for k, t in cells.items() if label.startswith(f"[{k} ")), "") + " "
+            line = "|".join(parts)
+        lines.append(line)
+    readme.write_text("\n".join(lines) + "\n")
+
+
+def test_the_readme_states_no_finding_whose_row_did_not_hold_in_the_replicate(fake_repo, capsys):
+    repo, _, _ = fake_repo
+    judged = _replicated(repo).set_index("id")
+    assert judged.at["c.new", "verdict"] == "unstable here" and judged.at["a.one", "replicated"].startswith("held")
+    _findings(repo, {"P1": "PGC needs more steps (`a.one`).", "P3": "RC is reproduced (`c.new`)."})
+    assert snapshot.main(["--root", str(repo)]) == 2
+    err = capsys.readouterr().err
+    assert "`c.new`, which reads unstable here" in err and "replicate (seeds shifted by 1000)" in err
+    assert "`a.one`" not in err
+    _findings(repo, {"P1": "PGC needs more steps (`a.one`).", "P3": "Not stated."})
+    assert snapshot.main(["--root", str(repo)]) == 2
+    assert "P3: the finding cites no scorecard row" in capsys.readouterr().err
+    _findings(repo, {"P1": "PGC needs more steps (`a.one`)."})
+    page = repo / "docs/pgc.md"
+    page.write_text("<!-- snapshot:finding a.one -->\n<!-- /snapshot -->\n\n"
+                    "<!-- snapshot:unstable all -->\n<!-- /snapshot -->\n")
+    assert snapshot.main(["--root", str(repo)]) == 0
+    assert "| `c.new` | comparison: reproduced (-1.0 [-1.5, -0.5], n = 5); replicate (seeds shifted by 1000): " \
+           "inconclusive (-0.3 [-0.8, 0.2], n = 5) |" in page.read_text()
+    assert "(1 unstable here, settled over 2 evaluations and the replicate by `make stability`" in page.read_text()
+    readme = (repo / "README.md").read_text()
+    assert "2 held, 1 did not (unstable here); the findings cite only rows that held" in readme
+    assert "`a.one`: 1.0 [0.5, 1.5], not reproduced (held: not reproduced (0.9 [0.4, 1.4], n = 5)" in page.read_text()
+    snap = json.loads((repo / "docs/results/snapshot.json").read_text())
+    assert snap["stability"]["replicate"] == {"run": True, "held": 2, "did_not_hold": 1}
+    assert snap["machine"]["kind"]["torch"]
+    page.write_text("<!-- snapshot:finding c.new -->\n<!-- /snapshot -->\n")
+    assert snapshot.main(["--root", str(repo)]) == 2
+    assert "finding c.new: not stated: it reads unstable here" in capsys.readouterr().err
+
+
+def test_a_reported_finding_that_did_not_hold_in_the_replicate_is_not_stated():
+    row = {"id": "demo.ablation.x", "verdict": "reported (not a test)", "metric": "final_test_loss",
+           "measured": "False", "test": "greater", "margin": "", "estimate": "0.058", "ci_low": "0.012",
+           "ci_high": "0.105", "n_seeds": "5", "planned_n": "",
+           "replicated": "did not hold: reported (not a test) (0.023 [-0.010, 0.057], n = 5) on x",
+           "spread": "comparison: 0.058 [0.012, 0.105]; replicate (x): 0.023 [-0.010, 0.057]"}
+    assert snapshot.not_held(row) == ("did not hold in the replicate (comparison: 0.058 [0.012, 0.105]; "
+                                      "replicate (x): 0.023 [-0.010, 0.057])")
+    with pytest.raises(snapshot.Refused, match="P4: the finding cites `demo.ablation.x`, which did not hold"):
+        snapshot.check_findings({"P4": "The per-index mean ends higher (`demo.ablation.x`)."}, [row], True)
+    assert snapshot.not_held({**row, "replicated": "held: ...", "spread": ""}) is None

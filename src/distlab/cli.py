@@ -14,6 +14,7 @@ Commands:
   scorecard      evaluate config/claims.yaml against the summary tables
   report         the reproduction write-up (paper/README.md) from the tables
   stability      rerun the measured parts of the workflow and list every verdict that flips
+  compare-snapshot   a make reproduce against the committed snapshot, row by row
   calibrate, allreduce, netcheck, techerror   the benchmarks (distlab.bench.cli): unit compute
                  cost, all-reduce bandwidth, collectives and the simulator's error on shaped links
   check-config   config files as snakemake --configfile reads them, each problem naming its file or key
@@ -251,6 +252,12 @@ def cmd_stability(a: argparse.Namespace) -> int:
     return 1 if len(table[(table["flipped"] | table["moved"]) & ~table["measured"]]) else 0
 
 
+def cmd_compare_snapshot(a: argparse.Namespace) -> int:
+    from .scoring.compare_snapshot import run
+
+    return run(a.snapshot, a.card)
+
+
 def cmd_report(a: argparse.Namespace) -> int:
     from .scoring.report import write_report
 
@@ -414,6 +421,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only these papers' scorecards (foundation P1 P2 P3 P4; default: the whole scorecard)")
     q.add_argument("snakemake_args", nargs="*", help="passed on to snakemake (e.g. --configfile X)")
     q.set_defaults(func=cmd_stability)
+
+    q = sub.add_parser("compare-snapshot", help="a make reproduce against the committed snapshot, row by row")
+    q.add_argument("--snapshot", type=Path, default=Path("docs/results"), help="the committed snapshot's folder")
+    q.add_argument("--card", type=Path, default=None,
+                   help="this run's scorecard (default: paper/scorecard_stable.csv, else paper/scorecard.csv)")
+    q.set_defaults(func=cmd_compare_snapshot)
 
     command(sub, "report", cmd_report, "the reproduction write-up", out=OUT, scorecard=PATH, meta=JSON_OPT)
 

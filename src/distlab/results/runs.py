@@ -93,7 +93,11 @@ def hardware() -> dict:
         pass
     if torch.cuda.is_available():
         info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    return info
+    from .machinekind import kernel_set, machine_kind
+
+    # the machine kind (CPU vendor, family, model, ISA; torch, MKL, oneDNN) and the kernel set the
+    # run ran with (the environment that chooses it, and the capability torch dispatches to)
+    return {**info, "kind": machine_kind(), "kernels": kernel_set()}
 
 
 def provenance(manifest: dict) -> dict:

@@ -19,6 +19,11 @@ rule to run again, evaluates it once more and writes the comparison:
 claim by claim, both verdicts, and whether the claim is marked ``measured``.
 A flip of a claim that is not marked measured is a determinism bug.
 
+Then the replicate (:mod:`distlab.scoring.replicate`): every decided trained row (and every
+inconclusive one with an interval) rerun on a disjoint seed block under the other kernel set; a
+verdict it does not repeat reads *unstable here* too, and column ``replicated`` of the settled
+scorecard says for every decided row whether and how it was replicated.
+
 ``python -m distlab stability --cores 2`` (``make stability``) drives it.
 """
 
@@ -186,14 +191,16 @@ def dag_rules(cwd: Path, targets: list[str], extra: list[str]) -> set[str]:
 
 
 def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None = None,
-        papers: list[str] | None = None, k: int = K) -> pd.DataFrame:
+        papers: list[str] | None = None, k: int = K, replicate: bool = True) -> pd.DataFrame:
     """Scorecard, then ``k - 1`` reruns of every measured rule, each followed by the scorecard;
     the comparison in ``out``, the settled scorecard (:func:`settle`) beside it.
 
     ``papers``: only those papers' scorecards (``paper/scorecard/<paper>.csv``) and the
     measured rules they depend on; by default the whole scorecard.  Returns the comparison of
     the first two evaluations with ``flipped`` true for a claim whose verdict differed in any of
-    them and ``moved`` for one whose intervals of two of them do not overlap."""
+    them and ``moved`` for one whose intervals of two of them do not overlap.  ``replicate``: then
+    the replicate (:mod:`distlab.scoring.replicate`, when ``replicate.enabled``) judges the settled
+    scorecard, and its section joins the report."""
     if k < 2:
         raise ValueError(f"stability: k must be at least 2 evaluations, got {k}")
     cwd = Path(cwd or os.getcwd())
@@ -225,16 +232,23 @@ def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None 
     table["moved"] = table["id"].map(over["moved"]).fillna(False).astype(bool)
     text = report(table) + "\n## All evaluations\n\n" + markdown_table(
         compare_runs(frames).drop(columns=["flipped", "moved"]))
+    settled = settle(frames)
+    if replicate:  # every decided trained row again, on other seeds under other kernels
+        from . import replicate as rep
+
+        settled, power, config = rep.run(settled, cores, cwd, extra)
+        text += "\n" + rep.report(power, settled, config)
+        power.to_csv(out.with_name("replicate_power.csv"), index=False)
     atomic_write_text(out, text)
     table.to_csv(out.with_suffix(".csv"), index=False)
-    settled = settle(frames)
     settled.to_csv(out.with_name("scorecard_stable.csv"), index=False)
     from .scorecard import write_scorecard
 
     from ..results.tables import record_graded_runs
 
     write_scorecard(settled, out.with_name("scorecard_stable.md"), out.with_name("scorecard_stable.csv"),
-                    title=f"Reproduction scorecard, settled over {k} evaluations of the measured parts")
+                    title=f"Reproduction scorecard, settled over {k} evaluations of the measured parts"
+                    + (" and the replicate" if replicate else ""))
     # its record: the runs the evaluated scorecards graded (the snapshot refuses it once one is gone)
     record_graded_runs(out.with_name("scorecard_stable.csv"), settled, cards)
     return table

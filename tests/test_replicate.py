@@ -1,0 +1,257 @@
+"""make stability's replicate: the rows it reruns, their power, its seeds and kernels, its verdicts."""
+
+import json
+import math
+import re
+import subprocess
+
+import pandas as pd
+import pytest
+from conftest import ROOT
+
+from distlab.results import machinekind
+from distlab.scoring import replicate as rep
+
+TINY = "tests/configs/tiny.yaml"
+
+
+def _row(cid, verdict, est, lo, hi, *, test="less", metric="final_test_loss", measured=False, margin=math.nan,
+         n=5, planned=math.nan, paper="P4"):
+    return {"id": cid, "paper": paper, "verdict": verdict, "estimate": est, "ci_low": lo, "ci_high": hi,
+            "test": test, "metric": metric, "measured": measured, "margin": margin, "n_seeds": n,
+            "planned_n": planned, "ours": f"{est} [{lo}, {hi}]", "reason": "r", "seeds_needed": math.nan}
+
+
+def test_the_rows_replicated_are_the_trained_decided_and_the_inconclusive_with_an_interval():
+    card = pd.DataFrame([
+        _row("trained.decided", "reproduced", -1.0, -1.5, -0.5),
+        _row("trained.near", "inconclusive", -0.1, -0.5, 0.3),
+        _row("trained.tie", "inconclusive", 0.0, 0.0, 0.0),                    # no interval: nothing to move
+        _row("measured.decided", "reproduced", -1.0, -1.5, -0.5, metric="time_per_step", measured=True),
+        _row("clock.decided", "reproduced", -1.0, -1.5, -0.5, metric="time_per_step"),
+        _row("trained.untestable", "not testable here", -1.0, -1.5, -0.5),
+        _row("steps.decided", "not reproduced", 2.0, 1.0, 3.0, metric="time_to_target_s")])
+    assert list(rep.chosen(card)["id"]) == ["trained.decided", "trained.near", "steps.decided"]
+
+
+def test_repeat_probability_is_eighty_percent_at_eighty_percent_power_and_the_rule_raises_n():
+    """A verdict decided at 80 % power (estimate (z + 0.84) standard errors from the boundary)
+    repeats with probability 0.8; a closer one gets the n that reaches 0.8, within the cap and
+    the row's planned n; a row that repeats already keeps its n."""
+    from scipy import stats
+
+    z = stats.t.ppf(0.975, 4)
+    se = 1.0
+    at80 = _row("a", "reproduced", -(z + stats.norm.ppf(0.8)) * se, 0, 0)
+    at80["ci_low"], at80["ci_high"] = at80["estimate"] - z * se, at80["estimate"] + z * se
+    assert rep.repeat_probability(at80) == pytest.approx(0.8, abs=1e-9)
+    assert rep.replicate_n(at80, 0.8, 50) == 5
+    close = {**at80, "estimate": -1.1 * z, "ci_low": -2.1 * z, "ci_high": -0.1 * z}
+    p = rep.repeat_probability(close)
+    assert 0.5 < p < 0.8
+    n = rep.replicate_n(close, 0.8, 50)
+    # at that n the expected interval (standard error / sqrt(n / 5)) repeats it with 0.8
+    shrink = math.sqrt(5 / n)
+    assert stats.norm.cdf(1.1 * z / shrink - z) >= 0.8 > stats.norm.cdf(1.1 * z / math.sqrt(5 / (n - 1)) - z)
+    assert rep.replicate_n(close, 0.8, 7) == 7
+    assert rep.replicate_n({**close, "planned_n": 6}, 0.8, 50) == 6
+    near = _row("b", "inconclusive", -0.1, -0.5, 0.3)
+    assert 0 < rep.repeat_probability(near) < 1 and rep.replicate_n(near, 0.8, 50) == 5
+
+
+def test_a_row_the_replicate_does_not_repeat_reads_unstable_with_both_estimates():
+    card = pd.DataFrame([
+        _row("held", "reproduced", -1.0, -1.5, -0.5),
+        _row("flips", "reproduced", -0.6, -1.1, -0.1),
+        _row("gone", "not reproduced", 0.7, 0.2, 1.2),
+        _row("measured", "reproduced", -1.0, -1.5, -0.5, metric="time_per_step", measured=True),
+        _row("far", "not testable here", math.nan, math.nan, math.nan)])
+    again = pd.DataFrame([
+        _row("held", "reproduced", -0.9, -1.4, -0.4),
+        _row("flips", "inconclusive", -0.2, -0.7, 0.3)])
+    out = rep.judge(card, again, ["held", "flips", "gone"], "seeds shifted by 1000, MKL_CBWR=COMPATIBLE")
+    got = out.set_index("id")
+    assert got.at["held", "verdict"] == "reproduced" and got.at["held", "replicated"].startswith("held: reproduced")
+    assert got.at["flips", "verdict"] == "unstable here"
+    assert "-0.6 [-1.1, -0.1]" in got.at["flips", "spread"] and "-0.2 [-0.7, 0.3]" in got.at["flips", "spread"]
+    assert "-0.2 [-0.7, 0.3]" in got.at["flips", "reason"] and got.at["flips", "replicated"].startswith("did not hold")
+    assert got.at["gone", "verdict"] == "unstable here" and "absent" in got.at["gone", "spread"]
+    assert got.at["measured", "replicated"].startswith("no: measured")
+    assert got.at["far", "replicated"] == ""
+    skipped = rep.judge(card, None, ["held"], "x").set_index("id")
+    assert skipped.at["held", "verdict"] == "reproduced" and skipped.at["held", "replicated"].startswith("no:")
+
+
+def test_the_seed_block_is_disjoint_and_keeps_the_lists_relations():
+    config = rep.merged_config(ROOT, [])
+    shifted = rep.seed_lists(rep._merge(config, rep.shifted_seeds(config, 1000)))
+    original = rep.seed_lists(config)
+    assert shifted.keys() == original.keys() and shifted["seeds"] == [s + 1000 for s in original["seeds"]]
+    assert not {s for v in original.values() for s in v} & {s for v in shifted.values() for s in v}
+    rep.check_disjoint(config, int(config["replicate"]["seed_offset"]))
+    with pytest.raises(ValueError, match="replicate.seed_offset: 20 does not give a disjoint seed block"):
+        rep.check_disjoint(config, 20)
+
+
+def test_the_replicate_adds_the_seeds_its_power_asks_for():
+    config = {"seeds": [0, 1], "replicate": {"seed_offset": 1000}, "stats": {"extra_seeds": {"a": 3}}}
+    power = pd.DataFrame([{"id": "a", "n": 5, "replicate_n": 9}, {"id": "b", "n": 5, "replicate_n": 5},
+                          {"id": "c", "n": 5, "replicate_n": 7}])
+    out = rep.overrides(config, power)
+    assert out == {"seeds": [1000, 1001], "stats": {"extra_seeds": {"a": 7, "c": 2}}}
+
+
+def test_configfiles_are_split_from_snakemakes_other_arguments():
+    assert rep.split_configfiles(["--configfile", "a.yaml", "b.yaml", "--keep-going", "--configfile=c.yaml"]) == (
+        ["a.yaml", "b.yaml", "c.yaml"], ["--keep-going"])
+
+
+def test_cpuinfo_reads_the_machine_kind_and_two_kinds_differ_by_their_isa():
+    text = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\n"
+            "model name\t: AMD EPYC 7B13\nflags\t\t: fpu sse4_2 avx avx2 fma\n")
+    kind = machinekind.cpuinfo(text)
+    assert kind == {"vendor": "AuthenticAMD", "cpu_family": "25", "cpu_model_number": "1",
+                    "cpu_model": "AMD EPYC 7B13", "isa": ["sse4_2", "avx", "avx2", "fma"]}
+    other = {**kind, "isa": kind["isa"] + ["avx512f"]}
+    assert machinekind.same_kind(kind, other) == ["isa"] and machinekind.same_kind(kind, dict(kind)) == []
+    assert machinekind._versions("Intel(R) oneAPI Math Kernel Library Version 2024.2-Product Build 1\n"
+                                 "  - Intel(R) MKL-DNN v3.12.0 (Git Hash x)") == {"mkl": "2024.2", "onednn": "3.12.0"}
+
+
+@pytest.mark.slow
+def test_the_replicates_jobs_run_on_disjoint_seeds_under_the_other_kernel_set(tmp_path):
+    """On the tiny config: every job of the replicate's dry run is on a seed of the shifted block,
+    none of the comparison's; a run of it records the kernel set it ran with in its manifest."""
+    files, rest = rep.split_configfiles(["--configfile", TINY])
+    config = rep.merged_config(ROOT, files)
+    config["replicate"]["directory"] = str(tmp_path / "replicate")
+    own = rep.prepare(ROOT, config, pd.DataFrame(columns=["id", "n", "replicate_n"]))
+    env = rep.environment(config)
+    dry = subprocess.run(rep.command(ROOT, config, 1, ["foundation"], files, ["-n"], own), cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    outputs = re.findall(r"output: (.*)", dry.stdout)
+    seeds = {int(s) for o in outputs for s in re.findall(r"/seed(\d+)/", o)}
+    comparison = {s for v in rep.seed_lists(config).values() for s in v}
+    assert seeds and min(seeds) >= 1000 and not seeds & comparison
+    manifest = next(o.split(", ")[0] for o in outputs if "baseline/simulated/" in o)
+    done = subprocess.run(rep.command(ROOT, config, 1, [], files, [manifest], own), cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "replicate" / manifest).read_text())
+    assert record["seed"] >= 1000
+    kernels = record["hardware"]["kernels"]
+    assert kernels["ATEN_CPU_CAPABILITY"] == "default" and kernels["MKL_CBWR"] == "COMPATIBLE"
+    assert kernels["cpu_capability"] == "DEFAULT"
+    assert record["hardware"]["kind"]["torch"] and "isa" in record["hardware"]["kind"]
+
+
+def test_compare_snapshot_asks_digits_of_the_same_kind_and_held_verdicts_of_another():
+    from distlab.scoring.compare_snapshot import compare
+
+    snap = pd.DataFrame([
+        {"id": "trained", "verdict": "reproduced", "ours": "-1.00 [-1.5, -0.5]", "measured": False,
+         "replicated": "held: reproduced"},
+        {"id": "measured", "verdict": "reproduced", "ours": "2.0x", "measured": True, "replicated": "no: measured"},
+        {"id": "unheld", "verdict": "inconclusive", "ours": "0.1 [-0.2, 0.4]", "measured": False, "replicated": ""},
+        {"id": "shaky", "verdict": "unstable here", "ours": "0.3", "measured": False, "replicated": "did not hold"}])
+    digits = pd.DataFrame([
+        {"id": "trained", "verdict": "reproduced", "ours": "-1.01 [-1.5, -0.5]"},
+        {"id": "measured", "verdict": "not reproduced", "ours": "1.1x"},
+        {"id": "unheld", "verdict": "reproduced", "ours": "-0.3 [-0.5, -0.1]"},
+        {"id": "shaky", "verdict": "reproduced", "ours": "0.3"}])
+    same = compare(snap, digits, same_kind=True).set_index("id")["status"]
+    assert same.to_dict() == {"trained": "differs", "measured": "moved (measured)", "unheld": "differs",
+                              "shaky": "not compared (unstable here in the snapshot)"}
+    other = compare(snap, digits, same_kind=False).set_index("id")["status"]
+    assert other["trained"] == "same" and other["unheld"] == "not compared (another machine kind)"
+    flipped = compare(snap, digits.assign(verdict="inconclusive"), same_kind=False).set_index("id")["status"]
+    assert flipped["trained"] == "differs"
+    assert compare(snap, digits.iloc[1:], same_kind=False).set_index("id").at["trained", "status"] == "differs"
+
+
+def test_compare_snapshot_command_runs_on_the_committed_snapshot(tmp_path):
+    """`python -m distlab compare-snapshot`: the committed snapshot against itself passes (exit 0);
+    a card whose held row reads another verdict fails (exit 1), naming the row."""
+    import sys
+
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    card = pd.read_csv(ROOT / "docs/results/scorecard.csv")
+    card.assign(replicated=["held: x" if v == "reproduced" else "" for v in card["verdict"]]).to_csv(
+        snap / "scorecard.csv", index=False)
+    cmd = [sys.executable, "-m", "distlab", "compare-snapshot", "--snapshot", str(snap)]
+    same = subprocess.run([*cmd, "--card", str(ROOT / "docs/results/scorecard.csv")], capture_output=True,
+                          text=True, timeout=120)
+    assert same.returncode == 0 and "Another machine kind (the snapshot's record names no machine kind)" in same.stdout
+    moved = card.assign(verdict=card["verdict"].replace("reproduced", "inconclusive"))
+    moved.to_csv(tmp_path / "moved.csv", index=False)
+    failed = subprocess.run([*cmd, "--card", str(tmp_path / "moved.csv")], capture_output=True, text=True,
+                            timeout=120)
+    assert failed.returncode == 1 and "| baseline.gloo_equals_single | reproduced | inconclusive |" in " ".join(
+        failed.stdout.split())
+
+
+def test_without_the_replicate_every_chosen_row_says_it_was_not_replicated(tmp_path):
+    """replicate.enabled false: nothing runs, the power table is still written and every chosen
+    row's column says the replicate did not run."""
+    off = tmp_path / "off.yaml"
+    off.write_text("replicate: {enabled: false}\n")
+    card = pd.DataFrame([_row("t", "reproduced", -1.0, -1.5, -0.5), _row("u", "not testable here", 0, 0, 0)])
+    judged, power, config = rep.run(card, 1, ROOT, ["--configfile", str(off)])
+    assert config["replicate"]["enabled"] is False and list(power["id"]) == ["t"]
+    got = judged.set_index("id")["replicated"]
+    assert got["t"].startswith("no: the replicate did not run") and got["u"] == ""
+    assert not (tmp_path / "replicate").exists()
+
+
+def test_a_reported_finding_is_replicated_and_holds_only_on_the_same_side_of_its_boundary():
+    """A reported row (an estimate beside a test) with an interval is replicated: it keeps its
+    label, and holds only if the replicate's interval lies on the same side (the finding
+    0.058 [0.012, 0.105] above 0 does not hold as 0.023 [-0.010, 0.057])."""
+    reported = "reported (not a test)"
+    card = pd.DataFrame([_row("abl", reported, 0.058, 0.012, 0.105, test="greater"),
+                         _row("same", reported, 0.05, 0.01, 0.09, test="greater")])
+    assert list(rep.chosen(card)["id"]) == ["abl", "same"]
+    assert rep.side(card.iloc[0].to_dict()) == "above 0" and rep.decides(card.iloc[0].to_dict())
+    again = pd.DataFrame([_row("abl", reported, 0.023, -0.010, 0.057, test="greater"),
+                          _row("same", reported, 0.04, 0.005, 0.075, test="greater")])
+    got = rep.judge(card, again, ["abl", "same"], "x").set_index("id")
+    assert got.at["abl", "verdict"] == reported and got.at["abl", "replicated"].startswith("did not hold")
+    assert "0.023 [-0.01, 0.057]" in got.at["abl", "spread"]
+    assert got.at["same", "replicated"].startswith("held")
+
+
+def test_make_stability_ends_with_the_replicate_and_a_verdict_it_does_not_repeat_reads_unstable(tmp_path, monkeypatch):
+    """stability.run with Snakemake stood in for: the replicate's command carries the other kernel
+    set in its environment and the shifted seeds in its config file; its scorecard disagrees on
+    the foundation's trained row, which the settled scorecard then reads unstable here, and the
+    report gains the replicate's section and power table."""
+    from distlab.scoring import stability
+
+    card = pd.read_csv(ROOT / "docs/results/scorecard/foundation.csv")
+    (tmp_path / "paper").mkdir()
+    card.to_csv(tmp_path / "paper/scorecard.csv", index=False)
+    (tmp_path / "config").symlink_to(ROOT / "config")
+    monkeypatch.setattr(stability, "_snakemake", lambda args, cwd: None)
+    monkeypatch.setattr(stability, "dag_rules", lambda cwd, targets, extra: {"baseline_train_dist"})
+    monkeypatch.setattr("distlab.results.tables.record_graded_runs", lambda *a, **k: None)
+    seen = {}
+
+    def snakemake(cmd, cwd, check, env):
+        seen["cmd"], seen["env"] = cmd, env
+        tree = tmp_path / "replicate"
+        seen["config"] = (tree / "replicate.yaml").read_text()
+        (tree / "paper/scorecard").mkdir(parents=True)
+        card.assign(verdict=card["verdict"].replace("reproduced", "inconclusive")).to_csv(
+            tree / "paper/scorecard/foundation.csv", index=False)
+
+    monkeypatch.setattr(rep.subprocess, "run", snakemake)
+    stability.run(1, tmp_path / "paper/stability.md", cwd=tmp_path, k=2)
+    assert seen["env"]["ATEN_CPU_CAPABILITY"] == "default" and seen["env"]["MKL_CBWR"] == "COMPATIBLE"
+    assert "paper/scorecard/foundation.csv" in seen["cmd"] and "- 1000" in seen["config"]
+    settled = pd.read_csv(tmp_path / "paper/scorecard_stable.csv").set_index("id")
+    assert settled.at["baseline.gloo_equals_single", "verdict"] == "unstable here"
+    assert settled.at["baseline.gloo_equals_single", "replicated"].startswith("did not hold: inconclusive")
+    assert "## The replicate" in (tmp_path / "paper/stability.md").read_text()
+    assert list(pd.read_csv(tmp_path / "paper/replicate_power.csv")["id"]) == ["baseline.gloo_equals_single"]
