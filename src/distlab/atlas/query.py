@@ -435,7 +435,7 @@ def format_ranking(df: pd.DataFrame, info: dict | None = None) -> str:
     known here, apart, with their time per step and the step ratio each would need to match the
     leader; then what the numbers rest on."""
     head = (f"{'rank':>4}  {'technique':<12} {'s/step':>9} {'[interval]':>19} x {'steps/DDP':>9} {'[interval]':>13} "
-            f"{'basis':<9} = {'time to target':>14} {'[interval]':>21}  tie  against DDP")
+            f"{'basis':<9} = {'time to target':>14} {'[interval]':>21}  tie  break-even against DDP")
     lines = [head]
     ranked = df[df["ranked"]] if "ranked" in df else df
     for i, r in ranked.iterrows():
