@@ -299,7 +299,7 @@ def register(sub) -> None:
                 buckets={"type": int, "default": None, "help": "all-reduce buckets (default: 25 MB each)"},
                 link_fraction={"default": None,
                                "help": "the link's achieved fraction of its nominal bandwidth: X or LO..HI "
-                                       "(default 0.4..1, measured over tc-shaped TCP: docs/atlas.md)"},
+                                       "(default 0.5..1, measured over tc-shaped TCP: docs/atlas.md)"},
                 efficiency={"default": None,
                             "help": "steps-to-target ratios against DDP: name=ratio,... or a YAML file, or "
                                     "'published' (the shipped ones with their citations)"},
