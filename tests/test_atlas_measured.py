@@ -70,3 +70,12 @@ def test_a_bad_measured_file_is_refused_naming_its_row(tmp_path):
     bad.write_text("\n".join(text[:i] + [",".join(cells)] + text[i + 1:]) + "\n")
     with pytest.raises(SpecError, match="row 1 .*cu_measured"):
         load_points(bad)
+
+
+def test_overlap_and_latency_move_no_point_by_more_than_the_docs_say(points):
+    from distlab.atlas.measured import clock_cu
+
+    for _, r in points.iterrows():
+        on = clock_cu(r)
+        assert 1 <= on / clock_cu(r, overlap=False) <= 1.05
+        assert 1 <= on / clock_cu(r, latency=1e-3) <= 1.02

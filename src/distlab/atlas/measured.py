@@ -114,3 +114,23 @@ def summary(cmp: pd.DataFrame) -> pd.DataFrame:
     out["inside"] = g["inside"].all()
     out["first_sync"] = g["first_sync"].all()
     return out.reset_index()
+
+
+def markdown(cmp: pd.DataFrame) -> str:
+    """The summary as the docs print it (``python -m distlab.atlas.measured``)."""
+    from .query import fmt_bits
+
+    lines = ["| technique | H | shaped rate | runs | measured CU | clock CU at the shaped rate | clock over "
+             f"{LINK_RANGE[0]:g}..{LINK_RANGE[1]:g} of it | clock / measured | achieved fraction | inside |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in summary(cmp).itertuples():
+        lines.append(f"| {'DDP' if r.algorithm == 'ddp' else 'DiLoCo'} | {r.H} | {fmt_bits(r.bandwidth_bps)} | "
+                     f"{r.repeats} | {100 * r.cu_measured:.3g} % | {100 * r.cu_clock:.3g} % | "
+                     f"[{100 * r.cu_clock_lo:.3g}, {100 * r.cu_clock_hi:.3g}] % | {r.error:.2f}x | "
+                     f"{r.achieved_fraction:.2f} | {'yes' if r.inside else 'no'}"
+                     + (" (window holds the first sync)" if r.first_sync else "") + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown(compare(load_points())))

@@ -64,10 +64,10 @@ MFU_SOURCE = ("Chowdhery et al. 2022, PaLM (arXiv 2204.02311), Table 3: model FL
 # * the link's achieved fraction of its nominal bandwidth for a ring all-reduce (the clock's
 #   central value is the nominal rate, the range's top):
 LINK_RANGE = (0.5, 1.0)
-LINK_SOURCE = ("Adnan082/diloco-measured, 4 L40S over tc-shaped TCP at 50 Mbit/s..5 Gbit/s: the clock's ring "
-               "all-reduce at the shaped rate against the measured seconds blocked per synchronisation gives an "
-               "achieved fraction of 0.55..0.75 (DDP) and 0.77..0.97 (DiLoCo) where the window holds no run's first "
-               "synchronisation (data/atlas/diloco_measured.csv, docs/atlas.md); rounded out to 0.5..1")
+LINK_SOURCE = ("Adnan082/diloco-measured, DDP and DiLoCo on 4 L40S over tc-shaped TCP at 50 Mbit/s..5 Gbit/s: "
+               "the clock's ring all-reduce at the shaped rate against the seconds blocked per synchronisation "
+               "there implies an achieved fraction within 0.5..1 wherever the window holds no run's first "
+               "synchronisation (data/atlas/diloco_measured.csv, docs/atlas_answer.md)")
 
 
 @dataclass(frozen=True)
