@@ -266,6 +266,38 @@ def _projected_rows(recs, a, names, params, workers, bandwidth, latency, straggl
     return rows
 
 
+def _replay_rows(grid, params, workers, bandwidth, latency, straggler, target, cells, fits, sizes, nws, user_eff,
+                 use_published, be_eff) -> list[dict]:
+    """The rows of the replay at a measured size and N: the seeds' simulated time to target and
+    its interval, the measured ratio and what it rests on."""
+    rows = []
+    sub = [r for r in grid if (r.n_params, r.n) == (int(params), workers)]
+    bws = np.concatenate([[bandwidth], BE_GRID])
+    with np.errstate(invalid="ignore"):
+        sim = simulated_cells(sub, target, bws, [latency], {"query": straggler})
+    if sim.empty:
+        raise QueryError("--runs: no recordings at this size and N")
+    for t, g in sim.groupby("technique", sort=True):
+        g = g.reset_index(drop=True)
+        valid = g["valid"].to_numpy()
+        tt = np.where(valid, g["time_s"].to_numpy(), np.nan)
+        be_eff[t] = tt[1:]
+        e = efficiency_at(t, params, workers, cells, fits, sizes, nws, user_eff, use_published)
+        own = [r for r in sub if r.technique == t and r.straggler.get("model") == "none"]
+        ks = [r.steps_to_target(target) for r in own]
+        k = float(np.mean(ks)) if ks and all(x is not None for x in ks) else np.nan
+        # the compute no step can avoid: per step the least-charged worker's, summed to the target
+        comp = (float(np.mean([r.compute()[:kk].min(axis=1).sum() for r, kk in zip(own, ks)]))
+                if np.isfinite(k) else np.nan)
+        rows.append({"technique": t, "per_step_s": g["time_s"].iloc[0] / k if np.isfinite(k) and k > 0 else np.nan,
+                     "ratio": e.ratio, "ratio_lo": e.lo, "ratio_hi": e.hi, "ratio_spread": e.spread,
+                     "basis": e.basis, "rests_on": e.detail, "ranked": e.basis != "none",
+                     "time_s": g["time_s"].iloc[0], "lo_s": g["lo_s"].iloc[0], "hi_s": g["hi_s"].iloc[0],
+                     "steps": k, "compute_to_target_s": comp, "valid": bool(valid[0]), "label": "simulated",
+                     "note": "" if valid[0] else "trajectory differs on this cluster: not ranked"})
+    return rows
+
+
 def _order(df: pd.DataFrame, K: float, be_eff: dict, per_step: frozenset) -> pd.DataFrame:
     """Ranked rows first, fastest first (then the unranked by time per step), the tie flags, the
     step ratio each row would need to match the leader, the phrase against DDP."""
@@ -350,30 +382,8 @@ def rank(recs: list[Recording], a: dict, params: float, workers: int, bandwidth:
         if not measured_cell:
             raise QueryError("--flops-per-s/--device: a size or worker count that was not measured needs the "
                              "projected clock")
-        sub = [r for r in grid if (r.n_params, r.n) == (int(params), workers)]
-        bws = np.concatenate([[bandwidth], BE_GRID])
-        with np.errstate(invalid="ignore"):
-            sim = simulated_cells(sub, target, bws, [latency], {"query": straggler})
-        if sim.empty:
-            raise QueryError("--runs: no recordings at this size and N")
-        for t, g in sim.groupby("technique", sort=True):
-            g = g.reset_index(drop=True)
-            valid = g["valid"].to_numpy()
-            tt = np.where(valid, g["time_s"].to_numpy(), np.nan)
-            be_eff[t] = tt[1:]
-            e = efficiency_at(t, params, workers, cells, fits, sizes, nws, user_eff, use_published)
-            own = [r for r in sub if r.technique == t and r.straggler.get("model") == "none"]
-            ks = [r.steps_to_target(target) for r in own]
-            k = float(np.mean(ks)) if ks and all(x is not None for x in ks) else np.nan
-            # the compute no step can avoid: per step the least-charged worker's, summed to the target
-            comp = (float(np.mean([r.compute()[:kk].min(axis=1).sum() for r, kk in zip(own, ks)]))
-                    if np.isfinite(k) else np.nan)
-            rows.append({"technique": t, "per_step_s": g["time_s"].iloc[0] / k if np.isfinite(k) and k > 0 else np.nan,
-                         "ratio": e.ratio, "ratio_lo": e.lo, "ratio_hi": e.hi, "ratio_spread": e.spread,
-                         "basis": e.basis, "rests_on": e.detail, "ranked": e.basis != "none",
-                         "time_s": g["time_s"].iloc[0], "lo_s": g["lo_s"].iloc[0], "hi_s": g["hi_s"].iloc[0],
-                         "steps": k, "compute_to_target_s": comp, "valid": bool(valid[0]), "label": "simulated",
-                         "note": "" if valid[0] else "trajectory differs on this cluster: not ranked"})
+        rows = _replay_rows(grid, params, workers, bandwidth, latency, straggler, target, cells, fits, sizes,
+                            nws, user_eff, use_published, be_eff)
     else:
         rows = _projected_rows(recs, a, names, params, workers, bandwidth, latency, straggler, s, clock, K, cells,
                                fits, sizes, nws, user_eff, use_published, be_eff)
