@@ -159,3 +159,26 @@ def test_a_technique_without_a_ratio_is_compared_at_ddps_steps_and_says_so():
     ddp = _times(1.0, 1e9)
     out = _break_even({"ddp": ddp, "x": _times(1.2, 1e6)}, per_step=frozenset({"x"}))["x"]
     assert out.startswith("at DDP's steps, faster below")
+
+
+def test_a_tie_compares_the_techniques_at_the_same_mfu_and_link():
+    from distlab.atlas.query import overlaps_leader
+
+    def row(p_lo, p_hi, r=1.0, r_lo=1.0, r_hi=1.0):
+        return {"ranked": True, "valid": True, "per_step_lo_s": p_lo, "per_step_hi_s": p_hi, "ratio": r,
+                "ratio_lo": r_lo, "ratio_hi": r_hi, "lo_s": p_lo * r_lo, "hi_s": p_hi * r_hi}
+
+    lead = row(0.9, 1.8)
+    slower = row(1.0, 2.0)       # slower at both corners: not a tie, though the intervals overlap
+    assert slower["lo_s"] <= lead["hi_s"] and not overlaps_leader(slower, lead)
+    assert overlaps_leader(row(1.0, 1.7), lead)              # faster at the slow corner: the order flips
+    assert overlaps_leader(row(1.0, 2.0, r_lo=0.8), lead)     # the ratio's interval reaches the leader
+    assert not overlaps_leader({**row(0.5, 0.6), "ranked": False}, lead)
+
+
+def test_the_shipped_answer_at_1gbit_ranks_demo_before_ddp_without_a_tie(shipped):
+    df, _ = _rank(shipped, 1e9, mfu_range=MFU_RANGE, link_range=LINK_RANGE)
+    ranked = df[df["ranked"]]
+    assert list(ranked["technique"][:2]) == ["demo", "ddp"]
+    ddp = ranked.iloc[1]
+    assert ddp["lo_s"] <= ranked.iloc[0]["hi_s"] and not ddp["tie"]   # the clock's spread is common to both

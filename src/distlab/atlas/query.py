@@ -298,6 +298,25 @@ def _replay_rows(grid, params, workers, bandwidth, latency, straggler, target, c
     return rows
 
 
+def _finite(x) -> bool:
+    return x is not None and bool(np.isfinite(float(x)))
+
+
+def overlaps_leader(r, lead) -> bool:
+    """Whether a ranked row's time to target can reach the leader's (``tie``).  MFU and the link's
+    achieved fraction are the cluster's, common to every technique: at the clock's fast corner and
+    at its slow one, the row's time with its ratio's lower end against the leader's with its
+    ratio's upper end.  Without the clock's corners (the replay) the two intervals themselves."""
+    if not (bool(r.get("ranked", r.get("valid", True))) and bool(r.get("valid", True))):
+        return False
+    corners = ("per_step_lo_s", "per_step_hi_s")
+    if all(_finite(x.get(c)) for x in (r, lead) for c in corners):
+        r_lo = r["ratio_lo"] if _finite(r.get("ratio_lo")) else r["ratio"]
+        l_hi = lead["ratio_hi"] if _finite(lead.get("ratio_hi")) else lead["ratio"]
+        return any(float(r[c]) * float(r_lo) <= float(lead[c]) * float(l_hi) for c in corners)
+    return bool(r["lo_s"] <= lead["hi_s"])
+
+
 def _order(df: pd.DataFrame, K: float, be_eff: dict, per_step: frozenset) -> pd.DataFrame:
     """Ranked rows first, fastest first (then the unranked by time per step), the tie flags, the
     step ratio each row would need to match the leader, the phrase against DDP."""
@@ -314,7 +333,7 @@ def _order(df: pd.DataFrame, K: float, be_eff: dict, per_step: frozenset) -> pd.
     df["break_even_ratio"] = np.nan
     if lead["ranked"] and np.isfinite(lead["time_s"]):
         if np.isfinite(lead.get("hi_s", np.nan)):
-            df["tie"] = df["ranked"] & (df.index > 0) & (df["lo_s"] <= lead["hi_s"])
+            df["tie"] = [bool(i > 0 and overlaps_leader(r, lead)) for i, r in df.iterrows()]
             if df["tie"].any():
                 df.loc[0, "tie"] = True
         if "per_step_s" in df:
@@ -498,5 +517,6 @@ def _footer(df: pd.DataFrame, info: dict) -> list[str]:
     lines.append("against DDP: where the technique's time to target beats DDP's on 8 kbit/s..80 Tbit/s at this "
                  "latency, by the same clock (central values)")
     if df["tie"].any():
-        lines.append("tie: the interval reaches the leader's; the order among the tied is not decided")
+        lines.append("tie: the interval reaches the leader's (for the projected clock, at the same MFU and link "
+                     "fraction: those are the cluster's); the order among the tied is not decided")
     return lines
