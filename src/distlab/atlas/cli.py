@@ -135,7 +135,7 @@ def _query(a) -> int:
     from .profile import DEFAULT_PATH
     from .profile import apply as apply_profile
     from .profile import mode as compute_mode
-    from .projection import DTYPES, PRESETS, ClockSettings, measured_flops_per_s
+    from .projection import DTYPES, LINK_RANGE, MFU_RANGE, PRESETS, ClockSettings, measured_flops_per_s
     from .query import (QueryError, check_complete, format_ranking, parse_bandwidth, parse_latency,
                         parse_stragglers, rank)
 
@@ -151,6 +151,7 @@ def _query(a) -> int:
         raise QueryError(f"--mfu: must be in (0, 1], got {a.mfu:g}")
     if a.workers < 2:
         raise QueryError(f"--workers: need at least 2, got {a.workers}")
+    link = _link_fraction(a.link_fraction, LINK_RANGE)
     if a.s is not None and not 0 <= a.s < a.workers:
         raise QueryError(f"--s: need 0 <= s < workers = {a.workers}, got {a.s}")
     if a.buckets is not None and a.buckets < 1:
@@ -189,7 +190,7 @@ def _query(a) -> int:
                          f"size ({cap:g}), even with --efficiency")
     # the clock: the replay at a measured size and N on this machine, unless a device or a
     # clock setting is asked for; else the projected clock
-    asked = any(x is not None for x in (a.device, a.flops_per_s, a.mfu, a.tokens, a.buckets)) or \
+    asked = any(x is not None for x in (a.device, a.flops_per_s, a.mfu, a.tokens, a.buckets, a.link_fraction)) or \
         a.dtype != "fp32" or a.overlap != "on"
     measured = (float(a.params) == int(a.params)) and (int(a.params), a.workers) in {(r.n_params, r.n) for r in recs}
     clock = None
@@ -207,9 +208,12 @@ def _query(a) -> int:
         else:
             rate, device = measured_flops_per_s(recs), (PRESETS["cpu"][1] if compute_mode(cfg) == "measured" else
                                                         "FLOPs / the stored compute profile's seconds of the DDP runs")
-        mfu = a.mfu if a.mfu is not None else (0.5 if a.device not in (None, "cpu") else 1.0)
+        preset = a.device not in (None, "cpu") and a.flops_per_s is None
+        mfu = a.mfu if a.mfu is not None else (MFU_RANGE[1] if preset else 1.0)
+        # a preset's datasheet peak carries the published MFU range; --mfu (or an achieved rate) is exact
         clock = ClockSettings(flops_per_s=float(rate), mfu=mfu, tokens=int(a.tokens or tokens_cfg), dtype=a.dtype,
-                              overlap=a.overlap == "on", buckets=a.buckets)
+                              overlap=a.overlap == "on", buckets=a.buckets,
+                              mfu_range=MFU_RANGE if preset and a.mfu is None else None, link_range=link)
         device = (f"{device}; {rate:.4g} FLOP/s x MFU {mfu:g}" + (" (assumed for a preset's peak; --mfu)"
                                                                    if a.mfu is None and mfu != 1.0 else ""))
     df, info = rank(recs, cfg, a.params, a.workers, bw, lat, strag, s, clock, eff,
@@ -230,6 +234,21 @@ def _query(a) -> int:
               f"the master's link shared by its N sends and N - s receives")
     print(format_ranking(df, info))
     return 0
+
+
+def _link_fraction(text: str | None, default: tuple[float, float]) -> tuple[float, float]:
+    """``--link-fraction``: X or LO..HI, the link's achieved fraction of its nominal bandwidth, in (0, 1]."""
+    from .query import QueryError
+
+    if text is None:
+        return default
+    try:
+        lo, hi = (float(x) for x in text.split("..")) if ".." in text else (float(text),) * 2
+    except ValueError:
+        raise QueryError(f"--link-fraction: cannot read {text!r}; write e.g. 0.9 or 0.5..1") from None
+    if not (0 < lo <= hi <= 1):
+        raise QueryError(f"--link-fraction: need 0 < LO <= HI <= 1, got {text!r}")
+    return lo, hi
 
 
 # the query's numbers may be negative (then refused by its own check, naming the option):
@@ -278,6 +297,9 @@ def register(sub) -> None:
                 dtype={"default": "fp32", "help": "dense message dtype: fp32 or bf16"},
                 overlap={"default": "on", "help": "overlap the bucketed all-reduce with the backward pass: on/off"},
                 buckets={"type": int, "default": None, "help": "all-reduce buckets (default: 25 MB each)"},
+                link_fraction={"default": None,
+                               "help": "the link's achieved fraction of its nominal bandwidth: X or LO..HI "
+                                       "(default 0.5..1, measured over tc-shaped TCP: docs/atlas.md)"},
                 efficiency={"default": None,
                             "help": "steps-to-target ratios against DDP: name=ratio,... or a YAML file, or "
                                     "'published' (the shipped ones with their citations)"},

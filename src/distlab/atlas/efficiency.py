@@ -23,7 +23,8 @@ measured range of sizes and of worker counts):
   file of the same mapping), or, where opted into or beyond 10x but within ``FAR``
   (100x), a published ratio shipped with its citation (:func:`published`,
   data/atlas/published_efficiency.yaml); a
-  technique with neither is ranked by its time per step alone (ratio 1, labelled);
+  technique with neither is not ranked: the query lists it apart with its time per step and the
+  step ratio it would need to beat the leader (basis ``none``);
 * beyond ``FAR`` the query refuses unless ``--efficiency`` is given.
 """
 
@@ -277,8 +278,9 @@ class Efficiency:
     ratio: float
     lo: float
     hi: float
-    basis: str          # measured cell / fit / user / published / none (time per step alone)
+    basis: str          # measured cell / fit / user / published / none (steps unknown: not ranked)
     detail: str
+    spread: str = "95 % prediction interval"   # what [lo, hi] is, or why there is none
 
 
 def efficiency_at(technique: str, P: float, N: int, cells: list[CellRatio], fits: dict[str, RatioFit],
@@ -286,10 +288,10 @@ def efficiency_at(technique: str, P: float, N: int, cells: list[CellRatio], fits
     """The ratio for ``technique`` at (P, N) by the rules of the module docstring (the caller has
     already refused a query beyond FAR without ``--efficiency``)."""
     if technique == "ddp":
-        return Efficiency(1.0, 1.0, 1.0, "reference", "DDP itself: the ratio's denominator")
+        return Efficiency(1.0, 1.0, 1.0, "reference", "DDP itself: the ratio's denominator", "exact: the reference")
     if technique in user:
         r = user[technique]
-        return Efficiency(r, r, r, "user", "given with --efficiency")
+        return Efficiency(r, r, r, "user", "given with --efficiency", "none: given without one")
     own = [c for c in cells if c.technique == technique]
     if own:  # the technique's own evidence: the sizes and N where its ratio was measured
         sizes, workers = sorted({c.n_params for c in own}), sorted({c.N for c in own})
@@ -309,9 +311,13 @@ def efficiency_at(technique: str, P: float, N: int, cells: list[CellRatio], fits
                                                 f"{dP:.2g} decades outside the sizes, {dN:.2g} outside N")
         if any(c.technique == technique and not np.isfinite(c.ratio) for c in cells):
             return Efficiency(np.inf, np.inf, np.inf, "measured", "did not reach the target within the horizon "
-                                                                   "at a measured cell")
+                                                                   "at a measured cell", "none: never reached")
     shipped = published()
     if technique in shipped and (use_published or d <= FAR):
         p = shipped[technique]
-        return Efficiency(p["ratio"], p["lo"], p["hi"], "published", p["source"])
-    return Efficiency(1.0, np.nan, np.nan, "none", "no ratio this far from the runs: time per step alone")
+        one = p["lo"] == p["ratio"] == p["hi"]
+        return Efficiency(p["ratio"], p["lo"], p["hi"], "published", p["source"],
+                          "none: a published ratio from one run" if one else "the source's range")
+    # ratio 1 is no evidence: the query does not rank on it (the map's extrapolated cells label it)
+    return Efficiency(1.0, np.nan, np.nan, "none", "no ratio this far from the runs: steps to target unknown",
+                      "none: steps to target unknown")

@@ -33,7 +33,7 @@ comes out of it: ``tests/test_atlas_clock.py``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -55,6 +55,20 @@ DTYPES = {"fp32": 1.0, "bf16": 0.5}
 OWN_PAYLOAD = ("demo", "is-demo", "diloco-demo")        # their message format is their own
 OVERLAPPED = ("ddp", "diloco")                         # collectives released during the backward pass
 
+# The spread a projected time per step carries (its interval), each range with its source:
+# * MFU, the fraction of a preset's datasheet peak a training run achieves (a preset's default 0.5
+#   is the range's top; ``--mfu`` replaces the range by the value given);
+MFU_RANGE = (0.2, 0.5)
+MFU_SOURCE = ("Chowdhery et al. 2022, PaLM (arXiv 2204.02311), Table 3: model FLOPs utilisation of GPT-3 "
+              "21.3 %, Gopher 32.5 %, Megatron-Turing NLG 30.2 %, PaLM 46.2 %; rounded out to 0.2..0.5")
+# * the link's achieved fraction of its nominal bandwidth for a ring all-reduce (the clock's
+#   central value is the nominal rate, the range's top):
+LINK_RANGE = (0.5, 1.0)
+LINK_SOURCE = ("Adnan082/diloco-measured, DDP and DiLoCo on 4 L40S over tc-shaped TCP at 50 Mbit/s..5 Gbit/s: "
+               "the clock's ring all-reduce at the shaped rate against the seconds blocked per synchronisation "
+               "there implies an achieved fraction within 0.5..1 wherever the window holds no run's first "
+               "synchronisation (data/atlas/diloco_measured.csv, docs/atlas_answer.md)")
+
 
 @dataclass(frozen=True)
 class ClockSettings:
@@ -66,9 +80,30 @@ class ClockSettings:
     bucket_bytes: float = 25e6   # PyTorch DDP's default bucket_cap_mb
     buckets: int | None = None   # a fixed bucket count instead (e.g. one per layer)
     backward_frac: float = 2.0 / 3.0
+    mfu_range: tuple[float, float] | None = None   # the MFU's stated range (None: ``mfu`` exactly)
+    link_range: tuple[float, float] = (1.0, 1.0)   # the achieved fraction of the nominal bandwidth
 
     def compute_s(self, P: float, passes: int = 1) -> float:
         return passes * 6.0 * P * self.tokens / (self.flops_per_s * self.mfu)
+
+    def bounds(self) -> tuple[tuple["ClockSettings", float], tuple["ClockSettings", float]]:
+        """((settings, link fraction) of the fastest step, (settings, link fraction) of the slowest)
+        within the stated ranges: the highest MFU and link fraction, and the lowest."""
+        lo_m, hi_m = self.mfu_range if self.mfu_range is not None else (self.mfu, self.mfu)
+        fast = replace(self, mfu=hi_m, mfu_range=None)
+        slow = replace(self, mfu=lo_m, mfu_range=None)
+        return (fast, float(self.link_range[1])), (slow, float(self.link_range[0]))
+
+    def assumptions(self) -> str:
+        """The ranges the interval of a time per step rests on, in words."""
+        if self.mfu_range is None:
+            m = f"MFU {self.mfu:g} exactly (given, or the rate is an achieved one)"
+        else:
+            m = f"MFU {self.mfu_range[0]:g}..{self.mfu_range[1]:g} ({MFU_SOURCE})"
+        lo, hi = self.link_range
+        link = (f"the link at {lo:g}..{hi:g} of its nominal bandwidth ({LINK_SOURCE})" if (lo, hi) == LINK_RANGE
+                else f"the link at {lo:g}..{hi:g} of its nominal bandwidth")
+        return f"{m}; {link}"
 
 
 def passes_per_step(technique: str, s: int) -> int:
@@ -188,6 +223,17 @@ def step_seconds(pat: Pattern, P: float, N: int, s: int, cs: ClockSettings, lat,
             now = arrival[:, wait - 1]
             ready = finish
     return now / steps
+
+
+def step_interval(pat: Pattern, P: float, N: int, s: int, cs: ClockSettings, lat: float, bw: float,
+                  straggler: dict | None = None) -> tuple[float, float]:
+    """(fastest, slowest) mean seconds per step at one (lat, bw) over the stated ranges of
+    ``cs`` (:meth:`ClockSettings.bounds`): the step time rises as MFU or the link's achieved
+    fraction falls, so the two corners bound it."""
+    (fast, f_hi), (slow, f_lo) = cs.bounds()
+    lo = step_seconds(pat, P, N, s, fast, [lat], [bw * f_hi], straggler)[0]
+    hi = step_seconds(pat, P, N, s, slow, [lat], [bw * f_lo], straggler)[0]
+    return float(lo), float(hi)
 
 
 def utilisation_curve(compute_s: float, payload_bytes: float, replicas: int, h: int, bw, lat: float = 0.0,

@@ -23,7 +23,7 @@ import pandas as pd
 from ..config.specs import SpecError
 from .efficiency import FAR, Efficiency, efficiency_at, evidence_distance, fit_log_ratio, measured_ratios
 from .grid import simulated_cells
-from .projection import ClockSettings, passes_per_step, pattern_of, step_seconds
+from .projection import ClockSettings, passes_per_step, pattern_of, step_interval, step_seconds
 from .record import Recording
 from .spec import arrival_dependent, kind
 
@@ -177,8 +177,44 @@ def check_complete(a: dict, runs_dir) -> list[Recording]:
 BE_GRID = np.geomspace(1e3, 1e13, 81)  # bytes/s: 8 kbit/s .. 80 Tbit/s, for the break-even bandwidths
 
 
-def _break_even(eff: dict[str, np.ndarray], grid=BE_GRID) -> dict[str, str]:
-    """Per technique, where its time to target crosses DDP's on the bandwidth grid (bit/s)."""
+def fmt_bits(x: float) -> str:
+    """A rate in bit/s with its SI prefix, e.g. ``52 Gbit/s``."""
+    for f, u in ((1e12, "Tbit/s"), (1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
+        if x >= f * (1 - 1e-9):
+            return f"{x / f:.3g} {u}"
+    return f"{x:.3g} bit/s"
+
+
+def break_even_phrase(faster, grid=BE_GRID) -> str:
+    """One phrase for where ``faster`` (a bool per bandwidth of ``grid``, bytes/s ascending) holds:
+    ``always faster in``/``never faster in`` the grid's span, else ``faster below X``, ``faster
+    above X``, ``faster between X and Y`` (joined by ``and`` where it holds on several spans); a
+    crossing is read at the geometric middle of the two grid points around it."""
+    faster = np.asarray(faster, dtype=bool)
+    span = f"{fmt_bits(grid[0] * 8)}..{fmt_bits(grid[-1] * 8)}"
+    if faster.all():
+        return f"always faster in {span}"
+    if not faster.any():
+        return f"never faster in {span}"
+
+    def edge(i: int) -> str:  # between grid points i and i + 1
+        return fmt_bits(float(np.sqrt(grid[i] * grid[i + 1])) * 8)
+
+    d = np.diff(np.concatenate([[0], faster.astype(int), [0]]))
+    parts = []
+    for a, b in zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1) - 1):
+        if a == 0:
+            parts.append(f"below {edge(b)}")
+        elif b == faster.size - 1:
+            parts.append(f"above {edge(a - 1)}")
+        else:
+            parts.append(f"between {edge(a - 1)} and {edge(b)}")
+    return "faster " + " and ".join(parts)
+
+
+def _break_even(eff: dict[str, np.ndarray], grid=BE_GRID, per_step: frozenset = frozenset()) -> dict[str, str]:
+    """Per technique, its phrase against DDP from its time to target on the bandwidth grid (of
+    ``per_step``'s techniques, their time per step: at DDP's steps, said so)."""
     out = {}
     if "ddp" not in eff:
         return out
@@ -186,25 +222,125 @@ def _break_even(eff: dict[str, np.ndarray], grid=BE_GRID) -> dict[str, str]:
     for t, e in eff.items():
         if t == "ddp":
             continue
-        with np.errstate(invalid="ignore"):
-            better = e < d
-        ok = np.isfinite(e) & np.isfinite(d)
-        if not ok.any():
+        if not (np.isfinite(e) | np.isfinite(d)).any():
             out[t] = "-"
             continue
-        b = better[ok]
-        g = grid[ok]
-        flips = np.flatnonzero(b[1:] != b[:-1])
-        if not flips.size:
-            out[t] = ("faster than DDP at every bandwidth" if b.all() else "never faster than DDP") + \
-                     f" ({g[0] * 8:.2g}..{g[-1] * 8:.2g} bit/s)"
-            continue
-        parts = []
-        for i in flips:
-            x = float(np.sqrt(g[i] * g[i + 1])) * 8
-            parts.append(f"{'faster' if b[i] else 'slower'} than DDP below {x:.3g} bit/s")
-        out[t] = "; ".join(parts)
+        with np.errstate(invalid="ignore"):
+            faster = ~np.isnan(e) & ~np.isnan(d) & (e < d)
+        out[t] = ("at DDP's steps, " if t in per_step else "") + break_even_phrase(faster, grid)
     return out
+
+
+def _projected_rows(recs, a, names, params, workers, bandwidth, latency, straggler, s, clock, K, cells, fits,
+                    sizes, nws, user_eff, use_published, be_eff) -> list[dict]:
+    """The rows of the projected clock: time per step and its interval over the clock's stated
+    ranges, the ratio and what it rests on; a technique without a ratio is not ranked."""
+    rows = []
+    lat_grid = np.full(BE_GRID.size + 1, latency)
+    for t in names:
+        if kind(t) == "master" and t in ("gc-fr", "pgc-fr") and workers % (s + 1):
+            rows.append({"technique": t, "valid": False, "ranked": False, "label": "projected", "time_s": np.nan,
+                         "basis": "-", "rests_on": "not run: N not divisible by s + 1", "ratio_spread": "-",
+                         "note": f"needs N divisible by s + 1 = {s + 1}"})
+            continue
+        pat = pattern_of(recs, t, workers)
+        per = step_seconds(pat, params, workers, s, clock, lat_grid, np.concatenate([[bandwidth], BE_GRID]), straggler)
+        p_lo, p_hi = step_interval(pat, params, workers, s, clock, latency, bandwidth, straggler)
+        e = efficiency_at(t, params, workers, cells, fits, sizes, nws, user_eff, use_published)
+        ranked = e.basis != "none"
+        r = e.ratio if ranked else np.nan
+        r_lo = e.lo if np.isfinite(e.lo) else r
+        r_hi = e.hi if np.isfinite(e.hi) else r
+        be_eff[t] = per[1:] * (r if ranked else 1.0)
+        note = []
+        if arrival_dependent(t) and straggler.get("model") != "none":
+            note.append("ratio from the no-straggler runs")
+        if kind(t) == "master" and s != int(a.get("s", s)):
+            note.append(f"ratio measured at s = {a.get('s')}")
+        rows.append({"technique": t, "per_step_s": per[0], "per_step_lo_s": p_lo, "per_step_hi_s": p_hi,
+                     "ratio": r, "ratio_lo": e.lo, "ratio_hi": e.hi, "ratio_spread": e.spread, "basis": e.basis,
+                     "rests_on": e.detail, "time_s": per[0] * r * K, "lo_s": p_lo * r_lo * K,
+                     "hi_s": p_hi * r_hi * K, "steps": r * K,
+                     "compute_to_target_s": clock.compute_s(params, passes_per_step(t, s)) * r * K, "valid": True,
+                     "ranked": ranked, "label": "projected", "note": "; ".join(note)})
+    return rows
+
+
+def _replay_rows(grid, params, workers, bandwidth, latency, straggler, target, cells, fits, sizes, nws, user_eff,
+                 use_published, be_eff) -> list[dict]:
+    """The rows of the replay at a measured size and N: the seeds' simulated time to target and
+    its interval, the measured ratio and what it rests on."""
+    rows = []
+    sub = [r for r in grid if (r.n_params, r.n) == (int(params), workers)]
+    bws = np.concatenate([[bandwidth], BE_GRID])
+    with np.errstate(invalid="ignore"):
+        sim = simulated_cells(sub, target, bws, [latency], {"query": straggler})
+    if sim.empty:
+        raise QueryError("--runs: no recordings at this size and N")
+    for t, g in sim.groupby("technique", sort=True):
+        g = g.reset_index(drop=True)
+        valid = g["valid"].to_numpy()
+        tt = np.where(valid, g["time_s"].to_numpy(), np.nan)
+        be_eff[t] = tt[1:]
+        e = efficiency_at(t, params, workers, cells, fits, sizes, nws, user_eff, use_published)
+        own = [r for r in sub if r.technique == t and r.straggler.get("model") == "none"]
+        ks = [r.steps_to_target(target) for r in own]
+        k = float(np.mean(ks)) if ks and all(x is not None for x in ks) else np.nan
+        # the compute no step can avoid: per step the least-charged worker's, summed to the target
+        comp = (float(np.mean([r.compute()[:kk].min(axis=1).sum() for r, kk in zip(own, ks)]))
+                if np.isfinite(k) else np.nan)
+        rows.append({"technique": t, "per_step_s": g["time_s"].iloc[0] / k if np.isfinite(k) and k > 0 else np.nan,
+                     "ratio": e.ratio, "ratio_lo": e.lo, "ratio_hi": e.hi, "ratio_spread": e.spread,
+                     "basis": e.basis, "rests_on": e.detail, "ranked": e.basis != "none",
+                     "time_s": g["time_s"].iloc[0], "lo_s": g["lo_s"].iloc[0], "hi_s": g["hi_s"].iloc[0],
+                     "steps": k, "compute_to_target_s": comp, "valid": bool(valid[0]), "label": "simulated",
+                     "note": "" if valid[0] else "trajectory differs on this cluster: not ranked"})
+    return rows
+
+
+def _finite(x) -> bool:
+    return x is not None and bool(np.isfinite(float(x)))
+
+
+def overlaps_leader(r, lead) -> bool:
+    """Whether a ranked row's time to target can reach the leader's (``tie``).  MFU and the link's
+    achieved fraction are the cluster's, common to every technique: at the clock's fast corner and
+    at its slow one, the row's time with its ratio's lower end against the leader's with its
+    ratio's upper end.  Without the clock's corners (the replay) the two intervals themselves."""
+    if not (bool(r.get("ranked", r.get("valid", True))) and bool(r.get("valid", True))):
+        return False
+    corners = ("per_step_lo_s", "per_step_hi_s")
+    if all(_finite(x.get(c)) for x in (r, lead) for c in corners):
+        r_lo = r["ratio_lo"] if _finite(r.get("ratio_lo")) else r["ratio"]
+        l_hi = lead["ratio_hi"] if _finite(lead.get("ratio_hi")) else lead["ratio"]
+        return any(float(r[c]) * float(r_lo) <= float(lead[c]) * float(l_hi) for c in corners)
+    return bool(r["lo_s"] <= lead["hi_s"])
+
+
+def _order(df: pd.DataFrame, K: float, be_eff: dict, per_step: frozenset) -> pd.DataFrame:
+    """Ranked rows first, fastest first (then the unranked by time per step), the tie flags, the
+    step ratio each row would need to match the leader, the phrase against DDP."""
+    df["time_s"] = df["time_s"].astype(float).where(np.isfinite(df["time_s"].astype(float)), np.inf)
+    if "ranked" not in df:
+        df["ranked"] = df["valid"]
+    df["ranked"] = df["ranked"].fillna(False).astype(bool) & df["valid"].astype(bool)
+    key = np.where(df["ranked"], df["time_s"], df.get("per_step_s", pd.Series(np.nan, index=df.index)).astype(float))
+    df = df.assign(_key=np.where(np.isfinite(key), key, np.inf))
+    df = df.sort_values(["ranked", "valid", "_key"], ascending=[False, False, True], kind="stable")
+    df = df.drop(columns="_key").reset_index(drop=True)
+    lead = df.iloc[0]
+    df["tie"] = False
+    df["break_even_ratio"] = np.nan
+    if lead["ranked"] and np.isfinite(lead["time_s"]):
+        if np.isfinite(lead.get("hi_s", np.nan)):
+            df["tie"] = [bool(i > 0 and overlaps_leader(r, lead)) for i, r in df.iterrows()]
+            if df["tie"].any():
+                df.loc[0, "tie"] = True
+        if "per_step_s" in df:
+            df["break_even_ratio"] = lead["time_s"] / (df["per_step_s"].astype(float) * K)
+    be = _break_even(be_eff, per_step=per_step)
+    df["break_even"] = [be.get(t, "") for t in df["technique"]]
+    return df
 
 
 def rank(recs: list[Recording], a: dict, params: float, workers: int, bandwidth: float, latency: float,
@@ -265,70 +401,22 @@ def rank(recs: list[Recording], a: dict, params: float, workers: int, bandwidth:
         if not measured_cell:
             raise QueryError("--flops-per-s/--device: a size or worker count that was not measured needs the "
                              "projected clock")
-        sub = [r for r in grid if (r.n_params, r.n) == (int(params), workers)]
-        bws = np.concatenate([[bandwidth], BE_GRID])
-        with np.errstate(invalid="ignore"):
-            sim = simulated_cells(sub, target, bws, [latency], {"query": straggler})
-        if sim.empty:
-            raise QueryError("--runs: no recordings at this size and N")
-        for t, g in sim.groupby("technique", sort=True):
-            g = g.reset_index(drop=True)
-            valid = g["valid"].to_numpy()
-            tt = np.where(valid, g["time_s"].to_numpy(), np.nan)
-            be_eff[t] = tt[1:]
-            e = efficiency_at(t, params, workers, cells, fits, sizes, nws, user_eff, use_published)
-            own = [r for r in sub if r.technique == t and r.straggler.get("model") == "none"]
-            ks = [r.steps_to_target(target) for r in own]
-            k = float(np.mean(ks)) if ks and all(x is not None for x in ks) else np.nan
-            # the compute no step can avoid: per step the least-charged worker's, summed to the target
-            comp = (float(np.mean([r.compute()[:kk].min(axis=1).sum() for r, kk in zip(own, ks)]))
-                    if np.isfinite(k) else np.nan)
-            rows.append({"technique": t, "per_step_s": g["time_s"].iloc[0] / k if np.isfinite(k) and k > 0 else np.nan,
-                         "ratio": e.ratio, "ratio_lo": e.lo, "ratio_hi": e.hi, "basis": e.basis, "rests_on": e.detail,
-                         "time_s": g["time_s"].iloc[0], "lo_s": g["lo_s"].iloc[0], "hi_s": g["hi_s"].iloc[0],
-                         "steps": k, "compute_to_target_s": comp, "valid": bool(valid[0]), "label": "simulated",
-                         "note": "" if valid[0] else "trajectory differs on this cluster: not ranked"})
+        rows = _replay_rows(grid, params, workers, bandwidth, latency, straggler, target, cells, fits, sizes,
+                            nws, user_eff, use_published, be_eff)
     else:
-        for t in names:
-            if kind(t) == "master" and t in ("gc-fr", "pgc-fr") and workers % (s + 1):
-                rows.append({"technique": t, "valid": False, "label": "projected", "time_s": np.nan,
-                             "basis": "-", "rests_on": "not run: N not divisible by s + 1",
-                             "note": f"needs N divisible by s + 1 = {s + 1}"})
-                continue
-            pat = pattern_of(recs, t, workers)
-            per = step_seconds(pat, params, workers, s, clock, np.concatenate([[latency], np.full(BE_GRID.size, latency)]),
-                               np.concatenate([[bandwidth], BE_GRID]), straggler)
-            e = efficiency_at(t, params, workers, cells, fits, sizes, nws, user_eff, use_published)
-            r = e.ratio
-            be_eff[t] = per[1:] * r
-            note = []
-            if arrival_dependent(t) and straggler.get("model") != "none":
-                note.append("ratio from the no-straggler runs")
-            if kind(t) == "master" and s != int(a.get("s", s)):
-                note.append(f"ratio measured at s = {a.get('s')}")
-            rows.append({"technique": t, "per_step_s": per[0], "ratio": r, "ratio_lo": e.lo, "ratio_hi": e.hi,
-                         "basis": e.basis, "rests_on": e.detail, "time_s": per[0] * r * K,
-                         "lo_s": per[0] * e.lo * K, "hi_s": per[0] * e.hi * K, "steps": r * K,
-                         "compute_to_target_s": clock.compute_s(params, passes_per_step(t, s)) * r * K, "valid": True,
-                         "label": "projected", "note": "; ".join(note)})
+        rows = _projected_rows(recs, a, names, params, workers, bandwidth, latency, straggler, s, clock, K, cells,
+                               fits, sizes, nws, user_eff, use_published, be_eff)
     df = pd.DataFrame(rows)
-    df["time_s"] = df["time_s"].astype(float).where(np.isfinite(df["time_s"].astype(float)), np.inf)
-    df = df.sort_values(["valid", "time_s"], ascending=[False, True], kind="stable").reset_index(drop=True)
-    lead = df.iloc[0]
-    df["tie"] = False
-    if lead["valid"] and np.isfinite(lead.get("hi_s", np.nan)):
-        df["tie"] = df["valid"] & (df.index > 0) & (df["lo_s"] <= lead["hi_s"])
-        if df["tie"].any():
-            df.loc[0, "tie"] = True
-    be = _break_even(be_eff)
-    df["break_even"] = [be.get(t, "") for t in df["technique"]]
+    unknown = frozenset(df.loc[df["basis"] == "none", "technique"])
+    df = _order(df, K, be_eff, unknown)
     info = {"K": K, "K_basis": k_basis, "sizes": sizes, "workers": nws, "dP": dP, "dN": dN, "target": target,
             "cells": cells, "clock": clock, "measured_cell": measured_cell and clock is None}
     return df, info
 
 
-QUERY_COLUMNS = ("technique", "per_step_s", "ratio", "ratio_lo", "ratio_hi", "basis", "steps", "compute_to_target_s",
-                 "time_s", "lo_s", "hi_s", "valid", "tie", "label", "break_even", "note")
+QUERY_COLUMNS = ("technique", "per_step_s", "per_step_lo_s", "per_step_hi_s", "ratio", "ratio_lo", "ratio_hi",
+                 "ratio_spread", "basis", "steps", "compute_to_target_s", "time_s", "lo_s", "hi_s", "valid", "ranked",
+                 "tie", "break_even_ratio", "label", "break_even", "note")
 
 
 def ranking_csv(df: pd.DataFrame, info: dict) -> str:
@@ -348,36 +436,87 @@ def _fmt(x: float, unit: str = "", digits: int = 3) -> str:
     return f"{x:.{digits}g}{unit}"
 
 
+def _ratio_cell(r) -> tuple[str, str]:
+    """(ratio, its interval or why it has none) as printed."""
+    spread = str(r.get("ratio_spread", "") or "")
+    if r.get("basis") in ("none", "-"):
+        return "?", "-"
+    ratio = _fmt(r.get("ratio", np.nan))
+    if spread.startswith("exact"):
+        return ratio, "exact"
+    if spread.startswith("none: a published"):
+        return ratio, "(one run)"
+    if spread.startswith("none: given"):
+        return ratio, "(given)"
+    if not np.isfinite(r.get("ratio_hi", np.nan)):
+        return ratio, "-"
+    return ratio, f"[{_fmt(r['ratio_lo'])}, {_fmt(r['ratio_hi'])}]"
+
+
+def _span(lo, hi, unit: str = "") -> str:
+    if not (lo is not None and hi is not None and np.isfinite(lo) and np.isfinite(hi)):
+        return "-"
+    return f"[{_fmt(lo)}, {_fmt(hi)}]{unit}"
+
+
 def format_ranking(df: pd.DataFrame, info: dict | None = None) -> str:
-    head = (f"{'rank':>4}  {'technique':<12} {'s/step':>9} x {'steps/DDP':>9} {'[95 % pred.]':>15} {'basis':<9}"
-            f" = {'time to target':>14} {'[interval]':>21}  tie  break-even against DDP")
+    """The ranked techniques (each naming its basis), then those whose steps to target are not
+    known here, apart, with their time per step and the step ratio each would need to match the
+    leader; then what the numbers rest on."""
+    head = (f"{'rank':>4}  {'technique':<12} {'s/step':>9} {'[interval]':>19} x {'steps/DDP':>9} {'[interval]':>13} "
+            f"{'basis':<9} = {'time to target':>14} {'[interval]':>21}  tie  break-even against DDP")
     lines = [head]
-    for i, r in df.iterrows():
-        iv = "-" if not (np.isfinite(r.get("lo_s", np.nan)) and np.isfinite(r.get("hi_s", np.nan))) else \
-            f"[{_fmt(r['lo_s'])}, {_fmt(r['hi_s'])}] s"
-        riv = "-" if not np.isfinite(r.get("ratio_hi", np.nan)) else f"[{_fmt(r['ratio_lo'])}, {_fmt(r['ratio_hi'])}]"
-        ratio = "?" if r.get("basis") == "none" else _fmt(r.get("ratio", np.nan))
+    ranked = df[df["ranked"]] if "ranked" in df else df
+    for i, r in ranked.iterrows():
+        ratio, riv = _ratio_cell(r)
         tie = "tie" if r.get("tie") else ""
         note = r.get("note", "") or ""
-        if not r.get("valid", True):
-            note = note or "not ranked"
-        lines.append(f"{i + 1:>4}  {r['technique']:<12} {_fmt(r.get('per_step_s', np.nan), ' s'):>9} x "
-                     f"{ratio:>9} {riv:>15} {str(r.get('basis', '')):<9} = "
-                     f"{_fmt(r['time_s'], ' s', 4):>14} {iv:>21}  {tie:<3}  {r.get('break_even', '')}"
+        lines.append(f"{i + 1:>4}  {r['technique']:<12} {_fmt(r.get('per_step_s', np.nan), ' s'):>9} "
+                     f"{_span(r.get('per_step_lo_s'), r.get('per_step_hi_s'), ' s'):>19} x {ratio:>9} {riv:>13} "
+                     f"{str(r.get('basis', '')):<9} = {_fmt(r['time_s'], ' s', 4):>14} "
+                     f"{_span(r.get('lo_s'), r.get('hi_s'), ' s'):>21}  {tie:<3}  {r.get('break_even', '')}"
                      + (f"  ({note})" if note else ""))
-    if info is not None:
+    rest = df[~df.index.isin(ranked.index)]
+    lead = df.iloc[0] if len(ranked) else None
+    if len(rest):
         lines.append("")
-        lines.append(f"steps to target = ratio x DDP's steps, DDP's steps = {info['K']:.4g} ({info['K_basis']})")
-        lines.append("intervals: the ratio's 95 % prediction interval against DDP (paired by seed; DDP's own is "
-                     "exact by definition) times the time per step")
-        lines.append(f"evidence: measured sizes {info['sizes']} parameters, N {info['workers']}; the query is "
-                     f"{10 ** info['dP']:.3g}x outside the sizes and {10 ** info['dN']:.3g}x outside N "
-                     f"(1x = inside)")
-        for t, g in sorted(df.groupby("basis")):
-            lines.append(f"basis {t}: " + "; ".join(f"{x.technique}: {x.rests_on}" for x in g.itertuples()))
-        if (df["basis"] == "none").any():
-            lines.append("ranked by time per step alone where the basis is none: no step-efficiency evidence "
-                         "this far from the runs (give --efficiency)")
-        if (df["tie"]).any():
-            lines.append("tie: the interval reaches the leader's; the order among the tied is not decided")
+        lines.append("not ranked: " + ("steps to target unknown this far from the runs (no measured, fitted, "
+                                       "published or given ratio: --efficiency gives one), or not run here"))
+        for _, r in rest.iterrows():
+            need = r.get("break_even_ratio", np.nan)
+            beat = (f"matches {lead['technique']} if its steps/DDP <= {_fmt(need)}"
+                    if lead is not None and np.isfinite(need) else "")
+            why = r.get("note", "") or ("" if r.get("valid", True) else "not ranked")
+            lines.append(f"      {r['technique']:<12} {_fmt(r.get('per_step_s', np.nan), ' s'):>9} "
+                         f"{_span(r.get('per_step_lo_s'), r.get('per_step_hi_s'), ' s'):>19} per step"
+                         + (f"; {beat}" if beat else "") + (f"; {r['break_even']}" if r.get("break_even") else "")
+                         + (f"  ({why})" if why else ""))
+    if info is not None:
+        lines += _footer(df, info)
     return "\n".join(lines)
+
+
+def _footer(df: pd.DataFrame, info: dict) -> list[str]:
+    lines = ["", f"steps to target = ratio x DDP's steps, DDP's steps = {info['K']:.4g} ({info['K_basis']})"]
+    clock = info.get("clock")
+    if clock is None:
+        lines.append("intervals: the replay's over the seeds; the ratio's 95 % prediction interval against DDP "
+                     "(paired by seed; DDP's own is exact by definition)")
+    else:
+        lines.append(f"intervals: the time per step over {clock.assumptions()}; times the ratio's interval where it "
+                     f"has one")
+    if (df.get("ratio_spread", pd.Series(dtype=str)) == "none: a published ratio from one run").any():
+        lines.append("(one run): a published ratio taken from one run has no interval of its own; its time "
+                     "interval carries the clock's spread only")
+    if (df.get("ratio_spread", pd.Series(dtype=str)) == "none: given without one").any():
+        lines.append("(given): a ratio given with --efficiency carries no interval; its time interval is the clock's")
+    lines.append(f"evidence: measured sizes {info['sizes']} parameters, N {info['workers']}; the query is "
+                 f"{10 ** info['dP']:.3g}x outside the sizes and {10 ** info['dN']:.3g}x outside N (1x = inside)")
+    for t, g in sorted(df.groupby("basis")):
+        lines.append(f"basis {t}: " + "; ".join(f"{x.technique}: {x.rests_on}" for x in g.itertuples()))
+    lines.append("against DDP: where the technique's time to target beats DDP's on 8 kbit/s..80 Tbit/s at this "
+                 "latency, by the same clock (central values)")
+    if df["tie"].any():
+        lines.append("tie: the interval reaches the leader's (for the projected clock, at the same MFU and link "
+                     "fraction: those are the cluster's); the order among the tied is not decided")
+    return lines
