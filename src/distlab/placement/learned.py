@@ -116,6 +116,17 @@ def _learning(net: nn.Module, opts: dict[str, Any]):
     return optim, float(opts.get("baseline_decay", 0.9)), _constant(opts)
 
 
+def rnn_update(net: RNNPlacer, optim, x: torch.Tensor, problem: Problem, samples: int,
+               baseline: float | None, decay: float, seen) -> tuple[np.ndarray, float]:
+    """One update of the RNN placer: ``samples`` placements drawn without autograd, evaluated,
+    scored in one teacher-forced pass, one REINFORCE step; their latencies and the next baseline."""
+    with torch.no_grad():  # sampling builds no graph: the sampled placements are scored below
+        acts, _ = net.sample(x, samples)
+    lat = problem.evaluate_groups(acts.numpy())
+    r = torch.from_numpy(seen(1.0 / lat)).float()
+    return lat, _reinforce(optim, net.log_prob(x, acts), r, baseline, decay)
+
+
 def rnn(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[str, Any]:
     torch.manual_seed(seed)
     x = torch.from_numpy(coarse_features(problem.graph, problem.group, problem.cedges))
@@ -125,12 +136,7 @@ def rnn(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[str
     baseline = None
     updates = 0
     while problem.left > 0:
-        with torch.no_grad():  # sampling builds no graph: the sampled placements are scored below
-            acts, _ = net.sample(x, min(samples, problem.left))
-        lat = problem.evaluate_groups(acts.numpy())
-        logp = net.log_prob(x, acts)
-        r = torch.from_numpy(seen(1.0 / lat)).float()
-        baseline = _reinforce(optim, logp, r, baseline, decay)
+        lat, baseline = rnn_update(net, optim, x, problem, min(samples, problem.left), baseline, decay, seen)
         updates += 1
         if log:
             log(f"update {updates}: best {problem.best * 1e3:.3f} ms, batch mean {np.mean(lat) * 1e3:.3f} ms, "
