@@ -118,7 +118,7 @@ def _hsdag_stepwise(p, opts, seed):
     x0 = torch.from_numpy(coarse_features(p.graph, p.group, p.cedges))
     adj = hsdag._dense_adj(p.n_groups, p.cedges)
     net = hsdag.HSDAGNet(x0.shape[1], p.n_devices, hidden=opts["hidden"], max_levels=opts["max_levels"])
-    optim = torch.optim.Adam(net.parameters(), lr=opts["lr"])
+    optim = torch.optim.Adam(net.parameters(), lr=opts["lr"], fused=True)
     explore, state, first = opts.get("explore", 0.0), {}, []
     while p.left > 0:
         x, logps, rewards = x0.clone(), [], []

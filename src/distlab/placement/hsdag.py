@@ -217,7 +217,7 @@ class HSDAGNet(nn.Module):
             onehot[j, torch.arange(m), torch.from_numpy(lv["label"])] = 1.0
             dom[j, :m] = lv["dom"]
             scored[j, :m] = ~lv["alone"]
-        pair = hg * torch.gather(hg, 1, dom[..., None].expand(-1, -1, hg.shape[2]))
+        pair = hg * hg[torch.arange(S)[:, None], dom]
         score = torch.sigmoid(self.edge_net(pair)).squeeze(-1)
         dom_score = torch.where(scored, score, torch.ones(()))
         count = onehot.sum(1).clamp(min=1.0)
@@ -328,7 +328,7 @@ def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[s
     net = HSDAGNet(x0.shape[1], problem.n_devices, hidden=int(opts.get("hidden", 128)),
                    gcn_layers=int(opts.get("gcn_layers", 2)), max_levels=_levels(opts.get("max_levels", 8)),
                    pooling=bool(opts.get("pooling", True)), self_loops=bool(opts.get("self_loops", True)))
-    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
+    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)), fused=True)
     samples = int(opts.get("samples", 20))
     state_update = bool(opts.get("state_update", True))
     explore = float(opts.get("explore", 0.0))

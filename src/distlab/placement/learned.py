@@ -110,9 +110,9 @@ def _constant(opts: dict[str, Any]):
 
 
 def _learning(net: nn.Module, opts: dict[str, Any]):
-    """A learner's optimizer (Adam at ``lr``), its baseline's ``baseline_decay`` and the
+    """A learner's optimizer (Adam at ``lr``, the fused kernel), its baseline's ``baseline_decay`` and the
     rewards it sees (:func:`_constant`)."""
-    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
+    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)), fused=True)
     return optim, float(opts.get("baseline_decay", 0.9)), _constant(opts)
 
 
