@@ -125,7 +125,8 @@ def _hsdag_stepwise(p, opts, seed):
         for _ in range(min(opts["samples"], p.left)):
             logits, assign, emb = net(x, adj)
             probs = (1 - explore) * torch.softmax(logits, dim=-1) + explore / logits.shape[-1]
-            d = torch.distributions.Categorical(probs=probs) if explore else torch.distributions.Categorical(logits=logits)
+            cat = torch.distributions.Categorical
+            d = cat(probs=probs) if explore else cat(logits=logits)
             a = d.sample()
             logps.append(d.log_prob(a).sum())
             rewards.append(hsdag._reward(float(p.evaluate_groups(a.numpy()[assign])[0]), opts, first))

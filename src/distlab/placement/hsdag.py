@@ -171,7 +171,6 @@ class HSDAGNet(nn.Module):
             h = self.gnn(h, _norm_adj(adj)) if not self.pooling else h
         return self.policy(h), assign, self.out_trans(h)
 
-
     def log_prob(self, xs: torch.Tensor, adj: torch.Tensor, parsings: list[dict], acts: list[torch.Tensor],
                  explore: float = 0.0) -> torch.Tensor:
         """Log-probabilities ``[S]`` of the placements ``acts`` (one device per cluster) that
@@ -188,7 +187,7 @@ class HSDAGNet(nn.Module):
         active, sizes, level = list(range(S)), [n] * S, 0
         while active:
             depth = [len(parsings[s]["levels"]) for s in active]
-            if any(d == level and parsings[s]["broke"] for s, d in zip(active, depth)) or any(d > level for d in depth):
+            if any(d > level or parsings[s]["broke"] for s, d in zip(active, depth)):  # hg is read
                 hg = self.gnn(h, _norm_adj(adj))
             on = [j for j, d in enumerate(depth) if d > level]
             for j, (s, d) in enumerate(zip(active, depth)):
