@@ -12,7 +12,7 @@ def test_a_run_keeps_its_load_and_cpu_time():
     watch = LoadWatch()
     sum(i * i for i in range(200_000))  # some CPU work of this process
     got = watch.summary()
-    assert set(got) == {"load_start", "load_end", "load_window_min", "cpu_s", "wall_s", "cpu_per_wall"}
+    assert set(got) == {"cores", "load_start", "load_end", "load_window_min", "cpu_s", "wall_s", "cpu_per_wall"}
     assert got["load_window_min"] == 1          # a run this short reads the 1-minute average
     assert got["cpu_s"] > 0 and got["load_start"] >= 0 and got["load_end"] >= 0
 
@@ -22,6 +22,8 @@ def test_a_run_above_its_cores_is_marked():
     assert saw_load_above_cores({"load_start": 3.1, "load_end": 1.0}, 2)
     assert not saw_load_above_cores({"load_start": 1.9, "load_end": 2.0}, 2)  # its own 2 threads
     assert not saw_load_above_cores(None, 2)                                 # no record kept
+    assert saw_load_above_cores({"cores": 2, "load_start": 2.5, "load_end": 2.0})   # the record's cores
+    assert not saw_load_above_cores({"cores": 4, "load_start": 2.5, "load_end": 2.0})
 
 
 def _workflow(cores, plugin="local"):

@@ -5,6 +5,7 @@ rule therefore holds every core of ``--cores`` while it runs (:func:`exclusive_t
 Snakemake ``threads``; its own thread count is the spec's), and its run keeps, in its
 manifest's ``load``, what it saw (:class:`LoadWatch`):
 
+* ``cores``: the CPUs its process could run on;
 * ``load_start``: the 1-minute load average when it started;
 * ``load_end``: the load average at its end over the window nearest its wall time (1, 5 or
   15 minutes; ``load_window_min`` names it), so a run of several minutes reads its own span;
@@ -36,6 +37,7 @@ class LoadWatch:
     def __init__(self) -> None:
         self.t0, self.cpu0 = time.monotonic(), _cpu_s()
         self.load0 = os.getloadavg()[0]
+        self.cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
     def summary(self) -> dict[str, float]:
         wall = time.monotonic() - self.t0
@@ -43,7 +45,7 @@ class LoadWatch:
         loads = os.getloadavg()
         # the window nearest the run's length (in minutes, on a log scale)
         k = min(range(len(WINDOWS_MIN)), key=lambda i: abs(_log(WINDOWS_MIN[i]) - _log(max(wall, 1.0) / 60)))
-        return {"load_start": round(self.load0, 2), "load_end": round(loads[k], 2),
+        return {"cores": self.cores, "load_start": round(self.load0, 2), "load_end": round(loads[k], 2),
                 "load_window_min": WINDOWS_MIN[k], "cpu_s": round(cpu, 3), "wall_s": round(wall, 3),
                 "cpu_per_wall": round(cpu / wall, 3) if wall > 0 else float("nan")}
 
@@ -54,11 +56,13 @@ def _log(x: float) -> float:
     return math.log(max(x, 1e-9))
 
 
-def saw_load_above_cores(load: dict | None, cores: int) -> bool:
+def saw_load_above_cores(load: dict | None, cores: int | None = None) -> bool:
     """Whether a run whose manifest's ``load`` is ``load`` saw a load average above the
-    ``cores`` it held, at its start or over its run (False for a run that kept no record)."""
+    ``cores`` it held (by default the CPUs its process could run on, ``load["cores"]``), at its
+    start or over its run (False for a run that kept no record)."""
     if not load:
         return False
+    cores = int(load.get("cores", 1)) if cores is None else cores
     return max(float(load.get("load_start", 0.0)), float(load.get("load_end", 0.0))) > cores
 
 
