@@ -104,7 +104,7 @@ def test_a_signalled_or_killed_client_takes_its_job_with_it(server, tmp_path, di
 
 
 def test_what_measures_its_own_process_runs_fresh():
-    assert forkserver.needs_fresh(["train", "--experiment", "local", "--spec", "{}"], {})
+    assert forkserver.needs_fresh(["train", "--experiment", "local", "--spec", "{}"], {}) is None  # P3's runs fork
     assert forkserver.needs_fresh(["-v", "local-bench", "throughput"], {})
     assert forkserver.needs_fresh(["pgc", "coding-profile"], {})
     assert forkserver.needs_fresh(["train", "--experiment", "demo"], {"DISTLAB_CPU_ISA": "avx2"})
@@ -132,9 +132,9 @@ def test_the_server_returns_its_commands_status_and_forks_its_jobs(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_tiny_workflow_ran_its_jobs_forked_but_what_measures_itself_fresh(tiny_workflow):
+def test_the_tiny_workflow_ran_its_jobs_forked(tiny_workflow):
     """The suite's end-to-end run goes through the fork server as `make reproduce` does: its
-    runs' manifests say which, and P3's (whose memory is measured) ran fresh."""
+    runs' manifests say which, P3's training runs among the forked."""
     work, r = tiny_workflow
     assert r.returncode == 0
     assert "runs in a fresh process" not in r.stderr  # no job fell back for its environment
@@ -143,7 +143,7 @@ def test_the_tiny_workflow_ran_its_jobs_forked_but_what_measures_itself_fresh(ti
         doc = json.loads(m.read_text())
         if "process" in doc:
             seen.setdefault(m.relative_to(work / "results").parts[0], set()).add(doc["process"])
-    assert seen.get("local") == {"fresh"}, seen
+    assert "forked" in seen.get("local", set()), seen
     assert "forked" in seen.get("demo", set()) and "forked" in seen.get("pgc", set()), seen
 
 

@@ -15,7 +15,7 @@ wildcard_constraints:
 from distlab.local import workflow as local_wf
 
 # the paths, runs and specs of the rules below (named functions of a job's wildcards among them)
-LOCAL_WF = local_wf.LocalRules(LOCAL, config["seeds"], RESULTS, PAPER, EXTRA_SEED_REQUESTS)
+LOCAL_WF = local_wf.LocalRules(LOCAL, config["seeds"], RESULTS, PAPER, EXTRA_SEED_REQUESTS, workflow)
 SHARED.register("P3", LOCAL_WF.summary_tables, LOCAL_WF.outputs)
 
 
@@ -29,6 +29,7 @@ rule local_train:
         **run_files(LOCAL_WF.run),
     params:
         **train_params(LOCAL_WF.timed_spec),
+        threads=LOCAL_WF.timed_threads,
     conda:
         ENV
     wildcard_constraints:
@@ -38,12 +39,14 @@ rule local_train:
         log_path("local/{lgroup}/{lmethod}/seed{seed}"),
     benchmark:
         benchmark_path("local/{lgroup}/{lmethod}/seed{seed}")
-    threads: LOCAL["threads"]
+    # a timed run holds every core of --cores while it runs (no other job shares them); it
+    # runs params.threads threads, its manifest's load says what the machine did meanwhile
+    threads: LOCAL_WF.timed_cores
     priority: 10  # P3's sweep -> comparison chain is the workflow's longest: started first
     resources:
         **SHARED.train_resources("local_train", LOCAL_WF.timed_spec),
     shell:
-        "OMP_NUM_THREADS={threads} python -m distlab train --experiment local --spec {params.spec:q} "
+        "OMP_NUM_THREADS={params.threads} python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
@@ -58,11 +61,12 @@ use rule local_train as local_train_extra with:
         seed="|".join(str(k) for k in LOCAL_WF.extra_seeds) or "none",
     params:
         spec=LOCAL_WF.extra_spec,
+        threads=LOCAL_WF.extra_own_threads,
     log:
         log_path("local/{lgroup}/{lmethod}/seed{seed}_extra"),
     benchmark:
         benchmark_path("local/{lgroup}/{lmethod}/seed{seed}_extra")
-    threads: LOCAL_WF.extra_threads
+    threads: LOCAL_WF.extra_cores
     priority: 0
     resources:
         **SHARED.train_resources("local_train", LOCAL_WF.extra_spec),
@@ -228,7 +232,7 @@ rule local_bench_throughput:
         log_path("local/bench_throughput"),
     benchmark:
         benchmark_path("local/bench_throughput")
-    threads: LOCAL["threads"]
+    threads: LOCAL_WF.timed_cores  # timed: alone on --cores
     resources:
         mem_mb=LOCAL_WF.throughput_mem_mb,
     shell:
@@ -330,7 +334,7 @@ rule local_bench_pc_cost:
         log_path("local/bench_pc_cost"),
     benchmark:
         benchmark_path("local/bench_pc_cost")
-    threads: LOCAL["threads"]  # timed: nothing else runs beside it (it uses one thread)
+    threads: LOCAL_WF.timed_cores  # timed: alone on --cores (it uses one thread)
     resources:
         mem_mb=LOCAL_WF.pc_cost_mem_mb,
     shell:

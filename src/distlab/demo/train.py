@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -138,11 +139,24 @@ def evaluate(model: torch.nn.Module, evals, device) -> float:
 
 # ------------------------------------------------------------------ runs
 
+_PARAMS: "weakref.WeakKeyDictionary[torch.nn.Module, list]" = weakref.WeakKeyDictionary()
+
+
+def grads_to_none(model: torch.nn.Module) -> None:
+    """``model.zero_grad(set_to_none=True)`` without walking its modules every pass: the
+    parameter list is built once per model (as the techniques' steps do)."""
+    params = _PARAMS.get(model)
+    if params is None:
+        params = _PARAMS[model] = list(model.parameters())
+    for p in params:
+        p.grad = None
+
+
 def _worker_grad(method, w: int, worker_id: int, train, spec, block, bs, seed, step, device) -> float:
     t0 = devices.timer(device)  # on CUDA: this worker's kernels only (the queue drained before and after)
     model = method.model_for(w)
     x, y = text_batch(train, block, bs, seed, worker_id, step)
-    model.zero_grad(set_to_none=True)
+    grads_to_none(model)
     loss = lm_loss(model(x.to(device)), y.to(device))
     loss.backward()
     method.after_backward(w, loss.detach())

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..results.runs import write_csv
+from ..runtime.machine_load import saw_load_above_cores
 
 
 def collect(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -49,6 +50,7 @@ def collect_all(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
             **{k: float(v) for k, v in manifest["memory"].items()},
             "processes": int(manifest.get("processes", 1)),
             "timed": timed,
+            "loaded": saw_load_above_cores(manifest.get("load")),  # its run saw a load above its cores
             "feedback_T": int(spec["feedback"]["T"]) if "feedback" in spec else -1,
             "steps": int(spec["steps"]),
             "tokens": int(metrics["tokens"].iloc[-1]),

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from ..results.runs import Checkpointer, RunRecorder
+from ..runtime.machine_load import LoadWatch
 from ..config.specs import each_seed, runtime_defaults
 from ..results.tables import atomic_output
 from . import pc as pcmod
@@ -173,6 +174,7 @@ def _run_seeds(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: d
 def _run_one(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dict | None,
              shared: bool = False) -> Path:
     rec = RunRecorder(out_dir, spec, backend="measured", clock="measured")
+    watch = LoadWatch()  # the load average and CPU time over the run (manifest: load)
     res, final, split = run(spec, data_dir, runtime, out_dir)
     if spec.get("save_model"):
         with atomic_output(Path(out_dir) / "model.pt") as tmp:
@@ -185,6 +187,6 @@ def _run_one(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dic
                       memory_per_process=[{k: round(v, 1) for k, v in p.items()} for p in res.per_process],
                       processes=res.processes, staleness=res.staleness,
                       # a job of several seeds: the process's peak so far, earlier seeds included
-                      peak_rss_scope="job" if shared else "run")
+                      peak_rss_scope="job" if shared else "run", load=watch.summary())
     Checkpointer(Path(out_dir) / "checkpoint.pt").clear()  # and the one before it
     return path

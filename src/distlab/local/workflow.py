@@ -10,6 +10,7 @@ import os
 
 from ..clihelp import as_json
 from ..pipeline.workflow import mem_for
+from ..runtime.machine_load import exclusive_threads, own_threads
 
 GROUPS = ("rc", "pc")
 
@@ -405,8 +406,9 @@ class LocalRules:
     are one and the same (one function, built once a job)."""
 
     def __init__(self, c: dict, seeds: list[int], results: str = "results", paper: str = "paper",
-                 reqs: list | None = None) -> None:
+                 reqs: list | None = None, workflow=None) -> None:
         self.c, self.seeds = c, seeds
+        self.workflow = workflow  # Snakemake's: the --cores a timed job holds (distlab.runtime.machine_load)
         self.run = f"{results}/local/{{lgroup}}/{{lmethod}}/seed{{seed}}"  # a one-seed run's folder
         self.report = "Local credit assignment"  # the report's category of P3's figures and tables
         self.figures = {name: f"{paper}/figures/local_{name}.png"
@@ -471,6 +473,19 @@ class LocalRules:
 
     def extra_threads(self, w) -> int:
         return extra_threads(self.c, w.lgroup, w.lmethod)
+
+    # a timed job alone on its cores: its rule's threads hold all of --cores, it runs its own
+    def timed_cores(self, w) -> int:
+        return exclusive_threads(self.workflow, int(self.c["threads"]))
+
+    def timed_threads(self, w) -> int:
+        return own_threads(self.workflow, int(self.c["threads"]))
+
+    def extra_cores(self, w) -> int:
+        return exclusive_threads(self.workflow, self.extra_threads(w))
+
+    def extra_own_threads(self, w) -> int:
+        return own_threads(self.workflow, self.extra_threads(w))
 
     # -- local_train_seeds (and the hybrid's): an untimed method's seeds in one job
     def job_sweep(self, w) -> list[str]:

@@ -53,27 +53,29 @@ def _dense_adj(n: int, edges) -> torch.Tensor:
 
 
 def _norm_adj(a: torch.Tensor) -> torch.Tensor:
-    a = a + torch.eye(a.shape[0])
-    d = a.sum(1).rsqrt()
-    return d[:, None] * a * d[None, :]
+    """D^-1/2 (A + I) D^-1/2 of an adjacency ``[n, n]`` or a batch of them ``[S, n, n]``."""
+    a = a + torch.eye(a.shape[-1])
+    d = a.sum(-1).rsqrt()
+    return d[..., :, None] * a * d[..., None, :]
 
 
 def _components(n: int, pairs: np.ndarray) -> np.ndarray:
-    """Connected-component label (0..C-1, in order of first node) of each node."""
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for u, v in np.asarray(pairs, dtype=np.int64).reshape(-1, 2).tolist():
-        ru, rv = find(u), find(v)
-        if ru != rv:
-            parent[max(ru, rv)] = min(ru, rv)
-    label: dict[int, int] = {}
-    return np.array([label.setdefault(find(i), len(label)) for i in range(n)], dtype=np.int64)
+    """Connected-component label (0..C-1, in order of first node) of each node: every node
+    takes the least label across its edges, then its label's label (pointer jumping), until
+    nothing moves; the least node of a component is its first."""
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    u, v = pairs[:, 0], pairs[:, 1]
+    lab = np.arange(n)
+    while True:
+        m = np.minimum(lab[u], lab[v])
+        new = lab.copy()
+        np.minimum.at(new, u, m)
+        np.minimum.at(new, v, m)
+        new = new[new]
+        if np.array_equal(new, lab):
+            break
+        lab = new
+    return np.unique(lab, return_inverse=True)[1].astype(np.int64)
 
 
 class MLP(nn.Module):
@@ -122,6 +124,9 @@ class HSDAGNet(nn.Module):
         # least two clusters, so it is reached within n levels
         levels = (x.shape[0] if self.max_levels is None else self.max_levels) if self.pooling else 0
         self.merged_levels = 0  # levels that merged something (the last forward pass)
+        # the last pass's parsing: each merging level's clusters and dominant edges, and whether
+        # it ended on a level that merged nothing (what :meth:`log_prob` replays)
+        self.parsing = {"levels": [], "broke": False}
         for _ in range(levels):
             n = h.shape[0]
             hg = self.gnn(h, _norm_adj(adj))
@@ -150,7 +155,9 @@ class HSDAGNet(nn.Module):
             c = int(label.max()) + 1
             if c == n:
                 h = hg
+                self.parsing["broke"] = True
                 break
+            self.parsing["levels"].append({"label": label, "dom": dom, "alone": alone})
             lab = torch.from_numpy(label)
             s = torch.zeros(n, c).index_put_((torch.arange(n), lab), torch.tensor(1.0))
             node_score = torch.zeros(c).index_add(0, lab, dom_score) / s.sum(0)
@@ -163,6 +170,75 @@ class HSDAGNet(nn.Module):
         else:
             h = self.gnn(h, _norm_adj(adj)) if not self.pooling else h
         return self.policy(h), assign, self.out_trans(h)
+
+    def log_prob(self, xs: torch.Tensor, adj: torch.Tensor, parsings: list[dict], acts: list[torch.Tensor],
+                 explore: float = 0.0) -> torch.Tensor:
+        """Log-probabilities ``[S]`` of the placements ``acts`` (one device per cluster) that
+        :meth:`forward` sampled from the inputs ``xs [S, n, F]``, its ``parsing`` replayed:
+        all S samples in one batched pass (clusters padded, each sample's own adjacency), the
+        same graph for autograd as S separate passes.  The parsing's choices (argmaxes of
+        detached scores) carry no gradient; the dominant edges' scores do, as there."""
+        S, n = xs.shape[:2]
+        h = self.input_trans(xs)
+        adj = adj.expand(S, n, n)
+        if not self.pooling:
+            return self._policy_log_prob(list(self.gnn(h, _norm_adj(adj))), acts, explore)
+        finals: list = [None] * S
+        active, sizes, level = list(range(S)), [n] * S, 0
+        while active:
+            depth = [len(parsings[s]["levels"]) for s in active]
+            if any(d > level or parsings[s]["broke"] for s, d in zip(active, depth)):  # hg is read
+                hg = self.gnn(h, _norm_adj(adj))
+            on = [j for j, d in enumerate(depth) if d > level]
+            for j, (s, d) in enumerate(zip(active, depth)):
+                if d == level:
+                    finals[s] = (hg[j] if parsings[s]["broke"] else h[j])[: sizes[s]]
+            if not on:
+                break
+            active = [active[j] for j in on]
+            h, adj = self._pool(hg[on], adj[on], [parsings[s]["levels"][level] for s in active])
+            sizes = [0] * S
+            for s in active:
+                sizes[s] = int(parsings[s]["levels"][level]["label"].max()) + 1
+            level += 1
+        return self._policy_log_prob(finals, acts, explore)
+
+    def _pool(self, hg: torch.Tensor, adj: torch.Tensor, levels: list[dict]) -> tuple[torch.Tensor, torch.Tensor]:
+        """One parsing level for a batch, its clusters given: sum pooling scaled by the mean
+        score of each cluster's dominant edges, and the clusters' adjacency (padded)."""
+        S, n = hg.shape[:2]
+        c = max(int(lv["label"].max()) + 1 for lv in levels)
+        onehot = torch.zeros(S, n, c)
+        dom = torch.arange(n).repeat(S, 1)
+        scored = torch.zeros(S, n, dtype=torch.bool)
+        for j, lv in enumerate(levels):
+            m = len(lv["label"])
+            onehot[j, torch.arange(m), torch.from_numpy(lv["label"])] = 1.0
+            dom[j, :m] = lv["dom"]
+            scored[j, :m] = ~lv["alone"]
+        pair = hg * hg[torch.arange(S)[:, None], dom]
+        score = torch.sigmoid(self.edge_net(pair)).squeeze(-1)
+        dom_score = torch.where(scored, score, torch.ones(()))
+        count = onehot.sum(1).clamp(min=1.0)
+        node_score = (onehot.transpose(1, 2) @ dom_score[..., None]).squeeze(-1) / count
+        pooled = onehot.transpose(1, 2) @ self.pre(hg)
+        h = self.post_norm(pooled + self.post(torch.relu(pooled))) * node_score[..., None]
+        adj = ((onehot.transpose(1, 2) @ adj @ onehot) > 0).float()
+        adj = adj * (1.0 - torch.eye(c))
+        return h, adj
+
+    def _policy_log_prob(self, finals: list[torch.Tensor], acts: list[torch.Tensor], explore: float) -> torch.Tensor:
+        """Σ over each sample's clusters of log π(device), the policy run once on the padded batch."""
+        h = nn.utils.rnn.pad_sequence(finals, batch_first=True)
+        a = nn.utils.rnn.pad_sequence(acts, batch_first=True)
+        mask = nn.utils.rnn.pad_sequence([torch.ones(len(f)) for f in finals], batch_first=True)
+        logits = self.policy(h)
+        if explore > 0:
+            probs = (1 - explore) * torch.softmax(logits, dim=-1) + explore / logits.shape[-1]
+            logp = torch.log(probs / probs.sum(-1, keepdim=True))
+        else:
+            logp = torch.log_softmax(logits, dim=-1)
+        return (logp.gather(-1, a[..., None]).squeeze(-1) * mask).sum(1)
 
 
 def _levels(v) -> int | None:
@@ -251,7 +327,7 @@ def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[s
     net = HSDAGNet(x0.shape[1], problem.n_devices, hidden=int(opts.get("hidden", 128)),
                    gcn_layers=int(opts.get("gcn_layers", 2)), max_levels=_levels(opts.get("max_levels", 8)),
                    pooling=bool(opts.get("pooling", True)), self_loops=bool(opts.get("self_loops", True)))
-    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
+    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)), fused=True)
     samples = int(opts.get("samples", 20))
     state_update = bool(opts.get("state_update", True))
     explore = float(opts.get("explore", 0.0))
@@ -268,22 +344,25 @@ def train(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[s
     episode = 0
     while problem.left > reserve:
         x = x0.clone()
-        logps, rewards = [], []
+        xs, parsings, acts, rewards = [], [], [], []
         for _ in range(min(samples, problem.left - reserve)):
-            logits, assign, emb = net(x, adj)
-            if explore > 0:  # the exploration floor: every device keeps probability >= explore / D
-                probs = (1 - explore) * torch.softmax(logits, dim=-1) + explore / logits.shape[-1]
-                dist = torch.distributions.Categorical(probs=probs)
-            else:
-                dist = torch.distributions.Categorical(logits=logits)
-            act = dist.sample()
-            logps.append(dist.log_prob(act).sum())
+            with torch.no_grad():  # sampling builds no graph: the samples are scored below, in one pass
+                logits, assign, emb = net(x, adj)
+                if explore > 0:  # the exploration floor: every device keeps probability >= explore / D
+                    probs = (1 - explore) * torch.softmax(logits, dim=-1) + explore / logits.shape[-1]
+                    act = torch.distributions.Categorical(probs=probs).sample()
+                else:
+                    act = torch.distributions.Categorical(logits=logits).sample()
+            xs.append(x)
+            parsings.append(net.parsing)
+            acts.append(act)
             lat = float(problem.evaluate_groups(act.numpy()[assign])[0])
             rewards.append(_reward(lat, opts, first))
             clusters_seen.append(int(logits.shape[0]))
             if state_update:
-                x = x + emb.detach()[torch.from_numpy(assign)]
-        loss = loss_of(torch.stack(logps), rewards, opts, state)
+                x = x + emb[torch.from_numpy(assign)]
+        logps = net.log_prob(torch.stack(xs), adj, parsings, acts, explore)
+        loss = loss_of(logps, rewards, opts, state)
         if "advantages" in state:
             advantages.append(float(np.mean(np.abs(state["advantages"]))))
         optim.zero_grad()

@@ -24,6 +24,15 @@ from .features import coarse_features
 from .problem import Problem
 
 
+def categorical(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One draw per row of ``logits [batch, k]`` and its log-probability: the draw and the
+    value of ``torch.distributions.Categorical(logits=logits)``'s ``sample`` and ``log_prob``
+    (the same normalisation, the same ``multinomial`` call), without building the object."""
+    logits = logits - logits.logsumexp(dim=-1, keepdim=True)
+    a = torch.multinomial(torch.softmax(logits, dim=-1), 1, True).squeeze(-1)
+    return a, logits.gather(-1, a.unsqueeze(-1)).squeeze(-1)
+
+
 class RNNPlacer(nn.Module):
     def __init__(self, in_dim: int, n_devices: int, hidden: int = 64):
         super().__init__()
@@ -35,23 +44,43 @@ class RNNPlacer(nn.Module):
         self.out = nn.Linear(4 * hidden, n_devices)
         self.n_devices = n_devices
 
-    def sample(self, x: torch.Tensor, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``batch`` placements of the groups and their log-probabilities."""
+    def _encode(self, x: torch.Tensor, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
         enc, _ = self.encoder(self.embed(x).unsqueeze(0).expand(batch, -1, -1).contiguous())
+        return enc, self.attn(enc)
+
+    def sample(self, x: torch.Tensor, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``batch`` placements of the groups and their log-probabilities, one group at a
+        time; call it under ``torch.no_grad()`` and score the placements with :meth:`log_prob`."""
+        enc, keys = self._encode(x, batch)
         h = enc.mean(1)
         prev = torch.full((batch,), self.n_devices, dtype=torch.long)
         acts, logp = [], torch.zeros(batch)
-        keys = self.attn(enc)
         for t in range(x.shape[0]):
             h = self.decoder(self.dev_embed(prev), h)
             w = torch.softmax((keys @ h.unsqueeze(-1)).squeeze(-1), dim=1)
             ctx = (w.unsqueeze(-1) * enc).sum(1)
-            dist = torch.distributions.Categorical(logits=self.out(torch.cat([h, ctx], -1)))
-            a = dist.sample()
-            logp = logp + dist.log_prob(a)
+            a, lp = categorical(self.out(torch.cat([h, ctx], -1)))
+            logp = logp + lp
             acts.append(a)
             prev = a
         return torch.stack(acts, 1), logp
+
+    def log_prob(self, x: torch.Tensor, acts: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities ``[batch]`` of given placements ``acts [batch, groups]``, teacher
+        forced: the decoder reads the given previous devices, so its steps run as one GRU over
+        the sequence (the cell's weights) and the attention and output layers as one batched
+        pass each.  The same quantity :meth:`sample` returns, in one graph for autograd."""
+        batch = acts.shape[0]
+        enc, keys = self._encode(x, 1)  # every placement reads the same groups: encoded once
+        enc, keys = enc.expand(batch, -1, -1), keys.expand(batch, -1, -1)
+        start = torch.full((batch, 1), self.n_devices, dtype=torch.long)
+        inp = self.dev_embed(torch.cat([start, acts[:, :-1]], 1))
+        d = self.decoder
+        hs, _ = torch._VF.gru(inp, enc.mean(1).unsqueeze(0), [d.weight_ih, d.weight_hh, d.bias_ih, d.bias_hh],
+                              True, 1, 0.0, self.training, False, True)
+        w = torch.softmax(hs @ keys.transpose(1, 2), dim=-1)      # [batch, step, group]
+        logits = self.out(torch.cat([hs, w @ enc], -1))
+        return torch.log_softmax(logits, -1).gather(-1, acts.unsqueeze(-1)).squeeze(-1).sum(1)
 
 
 def _reinforce(optim, logp: torch.Tensor, reward: torch.Tensor, baseline: float | None, decay: float) -> float:
@@ -81,10 +110,21 @@ def _constant(opts: dict[str, Any]):
 
 
 def _learning(net: nn.Module, opts: dict[str, Any]):
-    """A learner's optimizer (Adam at ``lr``), its baseline's ``baseline_decay`` and the
+    """A learner's optimizer (Adam at ``lr``, the fused kernel), its baseline's ``baseline_decay`` and the
     rewards it sees (:func:`_constant`)."""
-    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)))
+    optim = torch.optim.Adam(net.parameters(), lr=float(opts.get("lr", 1e-3)), fused=True)
     return optim, float(opts.get("baseline_decay", 0.9)), _constant(opts)
+
+
+def rnn_update(net: RNNPlacer, optim, x: torch.Tensor, problem: Problem, samples: int,
+               baseline: float | None, decay: float, seen) -> tuple[np.ndarray, float]:
+    """One update of the RNN placer: ``samples`` placements drawn without autograd, evaluated,
+    scored in one teacher-forced pass, one REINFORCE step; their latencies and the next baseline."""
+    with torch.no_grad():  # sampling builds no graph: the sampled placements are scored below
+        acts, _ = net.sample(x, samples)
+    lat = problem.evaluate_groups(acts.numpy())
+    r = torch.from_numpy(seen(1.0 / lat)).float()
+    return lat, _reinforce(optim, net.log_prob(x, acts), r, baseline, decay)
 
 
 def rnn(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[str, Any]:
@@ -96,10 +136,7 @@ def rnn(problem: Problem, opts: dict[str, Any], seed: int, log=None) -> dict[str
     baseline = None
     updates = 0
     while problem.left > 0:
-        acts, logp = net.sample(x, min(samples, problem.left))
-        lat = problem.evaluate_groups(acts.numpy())
-        r = torch.from_numpy(seen(1.0 / lat)).float()
-        baseline = _reinforce(optim, logp, r, baseline, decay)
+        lat, baseline = rnn_update(net, optim, x, problem, min(samples, problem.left), baseline, decay, seen)
         updates += 1
         if log:
             log(f"update {updates}: best {problem.best * 1e3:.3f} ms, batch mean {np.mean(lat) * 1e3:.3f} ms, "

@@ -39,10 +39,12 @@ import sys
 ENV = "DISTLAB_FORKSERVER"
 CHILD_ENV = "DISTLAB_FORKED"  # set in a forked child: its manifest says so
 
-# argv prefixes that always run in a fresh process: they measure the process's memory
-# (P3's runs record every process's RSS/PSS; the DeMo bench reads peak RSS) or time the machine
+# argv prefixes that always run in a fresh process: they measure the process's memory for a
+# claim (P3's throughput and memory benchmark, the DeMo bench's peak RSS) or time the machine.
+# P3's training runs are forked like the others: their loss and throughput do not depend on
+# the process; the memory they record beside them (table local's run columns, not a claim)
+# then includes their share of the server's imports, and the manifest says "forked".
 FRESH = (
-    ("train", "--experiment", "local"),
     ("local-bench",), ("demo-bench",), ("placement-bench",), ("placement-profile",),
     ("placement-real",), ("calibrate",), ("allreduce",), ("netcheck",), ("techerror",),
     ("pgc", "coding-profile"), ("stability",), ("forkserver",),

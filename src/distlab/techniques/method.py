@@ -58,7 +58,7 @@ def adamw(params, spec: dict) -> torch.optim.AdamW:
     """AdamW at ``spec["lr"]`` with the spec's ``adamw`` options (betas, eps, weight decay)."""
     o = spec.get("adamw", {})
     return torch.optim.AdamW(params, lr=float(spec["lr"]), betas=tuple(o.get("betas", (0.9, 0.95))),
-                             eps=float(o.get("eps", 1e-8)), weight_decay=float(o.get("weight_decay", 0.0)))
+                             eps=float(o.get("eps", 1e-8)), weight_decay=float(o.get("weight_decay", 0.0)), fused=True)
 
 
 class Method:
