@@ -374,3 +374,17 @@ def test_tied_seeds_on_the_bound_decide_against_a_strict_claim():
     beyond = _pair_table([1.0, 1.0])
     row = evaluate(claim(a={"scheme": "a"}, b={"scheme": "b"}), tables={"pgc_sim": beyond}).iloc[0]
     assert row.verdict == "not reproduced"
+
+
+def test_a_measured_row_names_the_runs_it_read_under_load():
+    """A timed run that saw a load above its cores is named in its measured row's reason; the
+    same table without a loaded run, or a row not marked measured, says nothing of load."""
+    t = _table()
+    t["loaded"] = False
+    pick = (t["scheme"] == "pgc") & (t["s"] == 2) & (t["seed"].isin([1, 4]))
+    t.loc[pick, "loaded"] = True
+    row = evaluate(claim(measured=True), tables={"pgc_sim": t}).iloc[0]
+    assert "measured under load: 2 of 16 runs" in row["reason"]
+    assert "under load" not in evaluate(claim(), tables={"pgc_sim": t}).iloc[0]["reason"]
+    t["loaded"] = False
+    assert "under load" not in evaluate(claim(measured=True), tables={"pgc_sim": t}).iloc[0]["reason"]

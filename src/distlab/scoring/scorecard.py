@@ -168,6 +168,20 @@ def _predicted_at(grid: np.ndarray, worst: np.ndarray, at: float) -> bool | None
     return bool(np.interp(at, grid, worst) > 0)
 
 
+def _under_load(claim: Mapping[str, Any], table: pd.DataFrame, resolved) -> str:
+    """For a measured row, the runs it read that saw a load above the cores they held (a
+    table's ``loaded`` column, from each run's load record): its timing is not this machine's
+    alone.  Empty for a row that is not measured or a table without the column."""
+    if not claim.get("measured") or "loaded" not in table.columns:
+        return ""
+    rows = [stats.select(table, side) for a, b in resolved for side in (a, b) if VALUE not in side]
+    runs = pd.concat(rows).drop_duplicates() if rows else table.iloc[:0]
+    loaded = int(runs["loaded"].fillna(False).astype(bool).sum())
+    if not loaded:
+        return ""
+    return f"; measured under load: {loaded} of {len(runs)} runs saw a load above the cores they held"
+
+
 def _evaluate_claim(claim: dict[str, Any], tables: Mapping[str, pd.DataFrame],
                     cfg: StatsSettings) -> tuple[dict[str, Any], list[_Link]]:
     """The claim's row and its links (whose oriented differences the power step reuses)."""
@@ -212,6 +226,7 @@ def _evaluate_claim(claim: dict[str, Any], tables: Mapping[str, pd.DataFrame],
         ok = verdicts.count("reproduced")
         reason = f"{ok}/{len(links)} links hold; {key.label}: {reason}"
     shown = key.shown
+    reason += _under_load(claim, table, resolved)
     undecided = [lk.seeds_needed for lk in links if lk.verdict == "inconclusive"]
     n_min = min(lk.n for lk in links)
     planned = claim.get("planned_n")
