@@ -91,11 +91,31 @@ def paper_schemas(papers, schema_dir: str | Path) -> dict[str, Path]:
     return {p.section: root / p.schema for p in _papers(papers) if p.schema}
 
 
+def _registered(node):
+    """``node`` with each ``x-registry: <name>`` replaced by the enum of that registry's names
+    (:data:`distlab.techniques.catalogue.REGISTRIES`): a schema names no technique by hand."""
+    if isinstance(node, dict):
+        out = {k: _registered(v) for k, v in node.items() if k != "x-registry"}
+        if "x-registry" in node:
+            from ..techniques.catalogue import REGISTRIES
+
+            out["enum"] = REGISTRIES[node["x-registry"]].names()
+        return out
+    if isinstance(node, list):
+        return [_registered(v) for v in node]
+    return node
+
+
+def load_schema(path: str | Path) -> dict:
+    """A schema file as every validation here reads it (the registries' enums filled in)."""
+    return _registered(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
+
+
 def config_schema(schema_dir: str | Path, papers=None) -> dict:
     """The whole configuration's schema, assembled: config.schema.yaml (the shared sections)
     with each paper's section a ``$ref`` to its own schema file (:func:`paper_schemas`)."""
     path = Path(schema_dir) / "config.schema.yaml"
-    main = yaml.safe_load(path.read_text(encoding="utf-8"))
+    main = load_schema(path)
     main["$id"] = path.resolve().as_uri()
     for section, schema in paper_schemas(papers, schema_dir).items():
         main.setdefault("properties", {})[section] = {"$ref": schema.resolve().as_uri()}
@@ -133,7 +153,7 @@ def validate_defaults(config: dict, schema_dir: str | Path, papers=None) -> None
         from urllib.parse import urlparse
         from urllib.request import url2pathname
 
-        contents = yaml.safe_load(Path(url2pathname(urlparse(uri).path)).read_text(encoding="utf-8"))
+        contents = load_schema(url2pathname(urlparse(uri).path))
         return Resource.from_contents(contents, default_specification=DRAFT202012)
 
     registry = Registry(retrieve=retrieve).with_resource(uri=str(Path(schema_dir) / "config.schema.yaml"),
@@ -161,7 +181,7 @@ def _strict_validator(schema_dir: Path, papers=None) -> jsonschema.protocols.Val
     # validator class across $refs instead of switching to the stock one
     resources = []
     for path in sorted(schema_dir.glob("*.yaml")) + sorted(paper_schemas(papers, schema_dir).values()):
-        contents = yaml.safe_load(path.read_text(encoding="utf-8"))
+        contents = load_schema(path)
         contents.pop("$schema", None)
         resource = Resource(contents=contents, specification=DRAFT202012)
         resources += [(path.resolve().as_uri(), resource), (path.name, resource)]
