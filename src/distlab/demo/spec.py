@@ -132,7 +132,8 @@ def check(config: dict[str, Any]) -> list[str]:
     model = d.get("model", {}) or {}
     if model.get("d_model", 128) % model.get("n_head", 4):
         out.append("demo.model.n_head: must divide demo.model.d_model")
-    H = (d.get("diloco") or {}).get("H", 1)
+    H = (d.get("diloco") or {}).get("H")
+    H = 1 if H is None else H  # absent: the schema names it; no sync for a run to end on
     for key, steps, methods in (("demo.steps", d.get("steps", 0), d.get("methods", []) + more.get("methods", [])),
                                 ("demo.sweep.steps", sweep.get("steps", 0), sweep.get("methods", [])),
                                 ("demo.real.steps", real.get("steps", 0),
