@@ -57,20 +57,21 @@ METHODS = Registry("method", [
 ])
 
 
-def _atlas(name, kind, what, order, builder, payload="dense", sweep_key=None, options=(), dep=False, **args):
+def _atlas(name, kind, what, order, builder, payload="dense", sweep_key=None, options=(), dep=False,
+           overlapped=False, **args):
     return technique(name=name, kind=kind, options=options, builder=f"{_M}.{builder}", label=name, order=order,
                      payload=payload, sweep_key=sweep_key, args=args, what=what, arrival_dependent=dep,
-                     overlapped=name in ("ddp", "diloco"))
+                     overlapped=overlapped)
 
 
 _WRAPPED, _CODED = "step:Wrapped", "step:Coded"
 # the coded techniques' ``scheme`` is their gradient-coding scheme (distlab.techniques.gradient_codes)
 TECHNIQUES = Registry("technique", [
-    _atlas("ddp", "sync", "AdamW on the all-reduced mean gradient", 0, _WRAPPED, method="adamw"),
+    _atlas("ddp", "sync", "AdamW on the all-reduced mean gradient", 0, _WRAPPED, overlapped=True, method="adamw"),
     _atlas("demo", "sync", "DeMo: top-k DCT of decoupled momentum, all-gather", 1, _WRAPPED, "own", _DEMO_SWEEP,
            ("demo",), method="demo"),
     _atlas("diloco", "sync", "DiLoCo: H local AdamW steps, outer Nesterov on the mean delta", 2, _WRAPPED,
-           sweep_key=("diloco", "H"), options=("diloco",), method="diloco"),
+           sweep_key=("diloco", "H"), options=("diloco",), overlapped=True, method="diloco"),
     _atlas("powersgd", "sync", "PowerSGD rank r with error feedback, two all-reduces", 3, _WRAPPED,
            sweep_key=("powersgd", "rank"), options=("powersgd",), method="powersgd"),
     _atlas("is-sgd", "master", "AdamW on the mean of the fastest n-s gradients", 4, _CODED, dep=True, scheme="is-sgd"),
