@@ -30,7 +30,6 @@ adds nothing); nothing here imports torch.
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 from collections.abc import Mapping
@@ -49,22 +48,11 @@ def paper_checks(papers=None) -> dict[str, Any]:
     """Each paper's config check (``check(config) -> list of "key: why"``), by config section.
 
     ``papers``: the registry's (``distlab.papers.papers()``; a shared module names no paper, so
-    its callers hand them in), each checked against the ConfigCheck protocol.  Without them (a
-    caller that has no registry at hand, the tests of one check), found, not named: every
-    package ``distlab.<name>`` whose ``spec`` module defines ``CONFIG_SECTION`` and ``check``."""
-    if papers is not None:
-        return {p.section: mod.check for p in papers if (mod := p.config_checker()) is not None}
-    import distlab
+    its callers hand them in), each checked against the ConfigCheck protocol; None: the paper
+    packages found by their ``paper.py`` (:func:`_papers`), the same papers."""
+    return {p.section: mod.check for p in _papers(papers) if (mod := p.config_checker()) is not None}
 
-    found: dict[str, Any] = {}
-    # folders, not pkgutil.iter_modules: a package without __init__.py is one too
-    names = sorted({d.name for root in distlab.__path__ for d in Path(root).iterdir()
-                    if d.is_dir() and d.name.isidentifier() and (d / "spec.py").is_file()})
-    for name in names:
-        mod = importlib.import_module(f"distlab.{name}.spec")
-        if hasattr(mod, "CONFIG_SECTION") and callable(getattr(mod, "check", None)):
-            found[mod.CONFIG_SECTION] = mod.check
-    return found
+
 IMAGE_MODELS = ("cnn", "resnet18", "logreg", "mlp")
 TEXT_MODELS = ("gpt",)
 

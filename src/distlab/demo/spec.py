@@ -18,7 +18,7 @@ from ..config import specs
 from ..techniques.catalogue import METHODS
 from ..techniques.options import SECTIONS, demo_errors, section_schema, value
 
-CONFIG_SECTION = "demo"  # distlab.config.checks.paper_checks finds check() by it
+CONFIG_SECTION = "demo"  # the ConfigCheck protocol (distlab.pipeline.paper): the section check() reads
 
 
 SPEC_SCHEMA = {
