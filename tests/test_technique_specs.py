@@ -231,3 +231,48 @@ def test_each_default_is_stated_once_and_the_topk_rule_checked_once():
         tree = ast.parse(f.read_text())
         compares = [n for n in ast.walk(tree) if isinstance(n, ast.Compare) and "chunk" in ast.unparse(n)]
         assert compares == [], [ast.unparse(n) for n in compares]
+
+
+def _git(tree, *args):
+    return subprocess.run(["git", *args], cwd=tree, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.slow
+def test_a_new_variant_and_a_new_atlas_technique_are_their_spec_and_config_lines(tmp_path):
+    """As a user adds them: one spec line each in the catalogue, and the config naming them
+    (a variant whose encoding and mean exist needs no code; a new one adds its code).  The
+    dry run plans their jobs, and nothing else was edited."""
+    from conftest import bin_path, tracked_copy
+
+    tree = tracked_copy(tmp_path / "repo")
+    _git(tree, "init", "-q")
+    _git(tree, "add", "-A")
+    _git(tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "as it is")
+    cat = tree / "src/distlab/techniques/catalogue.py"
+    text = cat.read_text()
+    last_method = '              label="PowerSGD", order=5, payload="dense", sweep_key=("powersgd", "rank")),\n'
+    last_tech = '"relayed", _DEMO_SWEEP, ("demo",), dep=True, method="demo"),\n'
+    assert last_method in text and last_tech in text
+    text = text.replace(last_method, last_method + '    _demo("demo-cheap", "DeMo (compact, plain mean)", 6, '
+                                                   'encoding="compact", mean="all"),\n')
+    text = text.replace(last_tech, last_tech + '    _atlas("ddp-twin", "sync", "DDP again", 12, _WRAPPED, '
+                                               'method="adamw"),\n')
+    cat.write_text(text)
+    cfg = tree / "tests/configs/tiny.yaml"
+    lines = cfg.read_text().replace("  methods: [adamw, demo, demo-compact, demo-allmean, diloco, powersgd]\n",
+                                    "  methods: [adamw, demo-cheap]\n")
+    lines = lines.replace("  lr: {adamw: 0.003,", "  lr: {demo-cheap: 0.001, adamw: 0.003,")
+    lines = lines.replace("  lr_follows: {", "  lr_follows: {demo-cheap: demo, ")
+    lines = lines.replace("  techniques: [ddp, demo, diloco, is-sgd, gc-fr, pgc-cr]\n", "  techniques: [ddp, ddp-twin]\n")
+    cfg.write_text(lines)
+
+    env = {**__import__("os").environ, "PATH": bin_path(), "PYTHONPATH": str(tree / "src")}
+    r = subprocess.run(["snakemake", "demo", "atlas", "-n", "--quiet", "rules", "--configfile", "tests/configs/tiny.yaml"],
+                       cwd=tree, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", r.stdout, re.M))
+    # DeMo: adamw and the variant at each N (more_workers keeps its own three), the atlas: two
+    # techniques and the reference
+    assert int(jobs["demo_train_sim"]) == 2 + 3 and int(jobs["atlas_job"]) == 3, r.stdout
+    changed = sorted(line[3:] for line in _git(tree, "status", "--porcelain").splitlines())
+    assert changed == ["src/distlab/techniques/catalogue.py", "tests/configs/tiny.yaml"]
