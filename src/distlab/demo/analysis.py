@@ -233,8 +233,9 @@ def bytes_rows(model, topks=(32, 1), chunk: int = 64) -> list[dict]:
         n1, n2 = tile_shape(p.shape, chunk)
         groups[(n1, n2)] = groups.get((n1, n2), 0) + max(1, p.numel()) // (n1 * n2)
         n_params += p.numel()
-    rows = [{"method": "AdamW-DDP", "k": None, "encoding": "fp32 gradients", "bytes": 4 * n_params},
-            {"method": "AdamW-DDP", "k": None, "encoding": "bf16 gradients", "bytes": 2 * n_params}]
+    ddp, demo = METHODS.label("adamw"), METHODS.label("demo")
+    rows = [{"method": ddp, "k": None, "encoding": "fp32 gradients", "bytes": 4 * n_params},
+            {"method": ddp, "k": None, "encoding": "bf16 gradients", "bytes": 2 * n_params}]
     for k in topks:
         for enc in ("reference", "compact"):
             total = 0
@@ -242,7 +243,7 @@ def bytes_rows(model, topks=(32, 1), chunk: int = 64) -> list[dict]:
                 kk = clamp_topk(k, n1 * n2)
                 cnt = tiles * kk
                 total += pl.index_nbytes(cnt, enc, n1 * n2) + (4 * cnt if enc == "reference" else 2 * cnt)
-            rows.append({"method": "DeMo", "k": k,
+            rows.append({"method": demo, "k": k,
                          "encoding": "int64 index + fp32 value" if enc == "reference"
                          else "12-bit index + bf16 value", "bytes": total})
     return [{**r, "params": n_params} for r in rows]
