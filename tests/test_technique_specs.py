@@ -110,6 +110,7 @@ def test_the_wildcards_and_tables_are_the_registries():
     # the catalogue's tables, read from the specs
     assert catalogue.CODED["is-gc"] == "is-gc-cr" and catalogue.OURS == ("diloco-demo", "is-demo")
     assert catalogue.option_sections("diloco-demo") == ("demo", "diloco") and catalogue.kind("gc-fr") == "master"
+    assert [t for t in TECHNIQUES if catalogue.in_groups(t)] == ["gc-fr", "pgc-fr"]
     for rule in ("demo.smk", "atlas.smk"):
         text = (ROOT / "workflow" / "rules" / rule).read_text()
         assert "demo-compact|" not in text and "techniques/[a-z" not in text, rule

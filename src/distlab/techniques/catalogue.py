@@ -113,6 +113,12 @@ def reads_s(technique: str) -> bool:
     return kind(technique) == "master"
 
 
+def in_groups(technique: str) -> bool:
+    """Whether its code is a fractional repetition: the workers form groups of s + 1, so N must
+    be a multiple of s + 1 (distlab.techniques.gradient_codes)."""
+    return CODED.get(technique, "").endswith("-fr")
+
+
 def setting_key(technique: str) -> tuple[str, str] | None:
     """The (section, option) of the technique's natural sweep, or None."""
     return TECHNIQUES[technique].sweep_key
