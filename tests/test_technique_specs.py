@@ -202,10 +202,14 @@ def test_an_unknown_variant_is_refused_not_run_as_the_reference():
 
 
 def test_an_unknown_atlas_technique_is_refused_by_name():
+    from distlab.atlas.workflow import techniques
     from distlab.techniques.catalogue import kind
 
     with pytest.raises(UnknownTechnique, match="unknown technique 'gc-xx'; known: ddp, demo"):
         kind("gc-xx")
+    assert techniques({"techniques": ["is-demo", "ddp"]}) == ["is-demo", "ddp"]
+    with pytest.raises(UnknownTechnique, match="'gc-xx'"):
+        techniques({"techniques": ["ddp", "gc-xx"]})
 
 
 def test_each_default_is_stated_once_and_the_topk_rule_checked_once():

@@ -230,7 +230,8 @@ def map_config(a: dict) -> dict:
 
 
 def techniques(a: dict) -> list[str]:
-    return [t for t in a["techniques"] if t in TECHNIQUES]
+    """The section's techniques; one the catalogue does not hold is refused by name, not left out."""
+    return [TECHNIQUES[t].name for t in a["techniques"]]
 
 
 class AtlasRules:
