@@ -26,13 +26,18 @@ from conftest import ROOT
 from distlab.config.checks import load_schema
 from distlab.techniques import catalogue
 from distlab.techniques.catalogue import METHODS, TECHNIQUES
-from distlab.techniques.spec import REQUIRED, IncompleteSpec, UnknownTechnique, technique
+from distlab.techniques.spec import REQUIRED, IncompleteSpec, Registry, UnknownTechnique, technique
 
 ROOT = Path(ROOT)
 SCHEMAS = ROOT / "workflow" / "schemas"
 TOY = dict(name="demo-toy", kind="sync", options=("demo",), builder="distlab.techniques.demo.method:DeMoMethod",
            label="DeMo (toy)", order=6, payload="own", sweep_key=("demo", "topk"),
            args={"encoding": "compact", "mean": "all"})
+
+
+def _with(*specs):
+    """A test-only registry: the methods and ``specs`` (the shipped one is left as it is)."""
+    return Registry("method", [*METHODS.values(), *specs])
 
 
 @pytest.mark.parametrize("part", REQUIRED)
@@ -48,9 +53,9 @@ def test_a_spec_with_a_wrong_part_or_a_name_twice_is_refused():
     with pytest.raises(IncompleteSpec, match="payload"):
         technique(**{**TOY, "payload": "sign"})
     with pytest.raises(IncompleteSpec, match="'demo' is registered twice"):
-        METHODS.with_(technique(**{**TOY, "name": "demo"}))
+        _with(technique(**{**TOY, "name": "demo"}))
     with pytest.raises(IncompleteSpec, match="plot order 1"):
-        METHODS.with_(technique(**{**TOY, "order": 1}))
+        _with(technique(**{**TOY, "order": 1}))
 
 
 def test_the_workflow_parses_without_torch():
@@ -137,7 +142,7 @@ def test_a_toy_variant_in_a_test_registry_goes_through_jobs_table_and_figure(tmp
     from distlab.demo.figures import figure
     from distlab.demo.workflow import SIM, DemoWorkflow
 
-    reg = METHODS.with_(technique(**TOY))
+    reg = _with(technique(**TOY))
     wf = DemoWorkflow(_toy_config(), methods=reg)
     runs = wf.runs(SIM)
     toy = [r for r in runs if "/demo-toy/" in r]
@@ -193,11 +198,11 @@ def test_an_unknown_variant_is_refused_not_run_as_the_reference():
     with pytest.raises(ValueError, match="'demo-sign': its spec gives no mean"):
         DeMoMethod(model, 2, spec, comm=None, encoding="compact")
     # an argument the builder does not take is refused, naming it
-    reg = METHODS.with_(technique(**{**TOY, "name": "demo-sign", "args": {"encoding": "compact", "mean": "all",
+    reg = _with(technique(**{**TOY, "name": "demo-sign", "args": {"encoding": "compact", "mean": "all",
                                                                           "sign": True}}))
     with pytest.raises(TypeError, match="sign"):
         make_method(model, 2, spec, comm=None, registry=reg)
-    built = make_method(model, 2, {**spec, "method": "demo-toy"}, comm=None, registry=METHODS.with_(technique(**TOY)))
+    built = make_method(model, 2, {**spec, "method": "demo-toy"}, comm=None, registry=_with(technique(**TOY)))
     assert built.opts[0].encoding == "compact" and built.opts[0].mean == "all"
 
 

@@ -102,10 +102,6 @@ class Registry(Mapping):
         self._specs = dict(sorted(self._specs.items(), key=lambda kv: kv[1].order))
         return spec
 
-    def with_(self, *specs: TechniqueSpec) -> Registry:
-        """A copy with ``specs`` added (a test's registry; this one is left as it is)."""
-        return Registry(self.what, [*self._specs.values(), *specs])
-
     def __getitem__(self, name: str) -> TechniqueSpec:
         try:
             return self._specs[name]
@@ -121,9 +117,6 @@ class Registry(Mapping):
     def names(self) -> list[str]:
         return list(self._specs)
 
-    def labels(self) -> dict[str, str]:
-        return {n: s.label for n, s in self._specs.items()}
-
     def label(self, name: str) -> str:
         return self[name].label
 
@@ -136,7 +129,3 @@ class Registry(Mapping):
         """A wildcard constraint matching exactly the registered names (a name is ``[a-z0-9-]``
         only, and Snakemake anchors the whole path, so the names need no escaping)."""
         return "|".join(self._specs)
-
-    def enum(self) -> dict:
-        """The JSON-Schema of one registered name."""
-        return {"type": "string", "enum": self.names()}
