@@ -23,7 +23,7 @@ rule atlas_job:
     output:
         done=f"{ATLAS_OUT}/{{job}}/done.json",
     wildcard_constraints:
-        job=r"techniques/[a-z-]+|reference",
+        job=ATLAS_WF.job_pattern(),
     params:
         cfg=ATLAS_WF.config_json,
         data=subpath(input.data, parent=True),

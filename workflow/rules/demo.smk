@@ -11,7 +11,7 @@ SHARED.register("P4", P4.summary_tables(), P4.outputs())
 
 
 wildcard_constraints:
-    dmethod=r"adamw|demo|demo-compact|demo-allmean|diloco|powersgd",
+    dmethod=P4.method_pattern(),
     dbackend=r"simulated|gloo|nccl",
     nw=r"\d+",
     lr=r"[0-9.e-]+",

@@ -39,7 +39,7 @@ import numpy as np
 
 from ..runtime.stragglers import StragglerModel
 from .record import Recording
-from .spec import kind
+from .spec import TECHNIQUES, kind
 
 SYNTH_STEPS = 200   # steps simulated per cell; the mean step over them is the time per step
 
@@ -52,8 +52,8 @@ PRESETS: dict[str, tuple[float | None, str]] = {
     "h200": (989e12, "NVIDIA H200 SXM datasheet: 1,979 TFLOPS BF16 tensor core with sparsity, 989 dense"),
 }
 DTYPES = {"fp32": 1.0, "bf16": 0.5}
-OWN_PAYLOAD = ("demo", "is-demo", "diloco-demo")        # their message format is their own
-OVERLAPPED = ("ddp", "diloco")                         # collectives released during the backward pass
+OWN_PAYLOAD = tuple(t for t, spec in TECHNIQUES.items() if spec.payload != "dense")  # their own message format
+OVERLAPPED = tuple(t for t, spec in TECHNIQUES.items() if spec.overlapped)  # collectives released in the backward
 
 # The spread a projected time per step carries (its interval), each range with its source:
 # * MFU, the fraction of a preset's datasheet peak a training run achieves (a preset's default 0.5
@@ -211,7 +211,7 @@ def step_seconds(pat: Pattern, P: float, N: int, s: int, cs: ClockSettings, lat,
         else:
             wait = N - s
             msg = pat.msg * P * dense
-            bcast = (wait * msg) if t == "is-demo" else pat.bcast * P * dense
+            bcast = (wait * msg) if TECHNIQUES[t].payload == "relayed" else pat.bcast * P * dense
             model_at = now + lat + N * bcast / bw            # the master's link shared by N sends
             start = np.maximum(model_at[:, None], ready)
             finish = (start + comp * f) + d

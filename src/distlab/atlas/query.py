@@ -25,6 +25,7 @@ from .efficiency import FAR, Efficiency, efficiency_at, evidence_distance, fit_l
 from .grid import simulated_cells
 from .projection import ClockSettings, passes_per_step, pattern_of, step_interval, step_seconds
 from .record import Recording
+from ..techniques.catalogue import in_groups
 from .spec import arrival_dependent, kind
 
 _BW = {"b/s": 1 / 8, "kb/s": 1e3 / 8, "mb/s": 1e6 / 8, "gb/s": 1e9 / 8, "tb/s": 1e12 / 8}
@@ -238,7 +239,7 @@ def _projected_rows(recs, a, names, params, workers, bandwidth, latency, straggl
     rows = []
     lat_grid = np.full(BE_GRID.size + 1, latency)
     for t in names:
-        if kind(t) == "master" and t in ("gc-fr", "pgc-fr") and workers % (s + 1):
+        if kind(t) == "master" and in_groups(t) and workers % (s + 1):
             rows.append({"technique": t, "valid": False, "ranked": False, "label": "projected", "time_s": np.nan,
                          "basis": "-", "rests_on": "not run: N not divisible by s + 1", "ratio_spread": "-",
                          "note": f"needs N divisible by s + 1 = {s + 1}"})

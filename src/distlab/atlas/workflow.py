@@ -22,8 +22,8 @@ import os
 from .profile import DEFAULT_PATH, mode, spec_compute
 from .spec import TECHNIQUES, arrival_dependent, option_sections, reads_s
 
-SETTING_KEY = {"diloco": ("diloco", "H"), "diloco-demo": ("diloco", "H"), "powersgd": ("powersgd", "rank"),
-               "demo": ("demo", "topk"), "is-demo": ("demo", "topk")}
+# each technique's natural setting, (section, option): its spec's sweep key
+SETTING_KEY = {t: spec.sweep_key for t, spec in TECHNIQUES.items() if spec.sweep_key}
 
 
 def _sorted(value):
@@ -230,7 +230,8 @@ def map_config(a: dict) -> dict:
 
 
 def techniques(a: dict) -> list[str]:
-    return [t for t in a["techniques"] if t in TECHNIQUES]
+    """The section's techniques; one the catalogue does not hold is refused by name, not left out."""
+    return [TECHNIQUES[t].name for t in a["techniques"]]
 
 
 class AtlasRules:
@@ -249,6 +250,11 @@ class AtlasRules:
         self.outputs = [*(f"{paper}/figures/atlas_{name}.png"
                           for name in ("winners_bandwidth_straggler", "winners_bandwidth_size", "time_vs_bandwidth")),
                         f"{paper}/tables/atlas_winners.md", *self.query_files] if default else None
+
+    @staticmethod
+    def job_pattern() -> str:
+        """atlas_job's ``job`` wildcard: a registered technique's job, or the DDP reference."""
+        return f"techniques/(?:{TECHNIQUES.pattern()})|reference"
 
     @property
     def query_files(self) -> list[str]:

@@ -30,7 +30,6 @@ adds nothing); nothing here imports torch.
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 from collections.abc import Mapping
@@ -49,22 +48,11 @@ def paper_checks(papers=None) -> dict[str, Any]:
     """Each paper's config check (``check(config) -> list of "key: why"``), by config section.
 
     ``papers``: the registry's (``distlab.papers.papers()``; a shared module names no paper, so
-    its callers hand them in), each checked against the ConfigCheck protocol.  Without them (a
-    caller that has no registry at hand, the tests of one check), found, not named: every
-    package ``distlab.<name>`` whose ``spec`` module defines ``CONFIG_SECTION`` and ``check``."""
-    if papers is not None:
-        return {p.section: mod.check for p in papers if (mod := p.config_checker()) is not None}
-    import distlab
+    its callers hand them in), each checked against the ConfigCheck protocol; None: the paper
+    packages found by their ``paper.py`` (:func:`_papers`), the same papers."""
+    return {p.section: mod.check for p in _papers(papers) if (mod := p.config_checker()) is not None}
 
-    found: dict[str, Any] = {}
-    # folders, not pkgutil.iter_modules: a package without __init__.py is one too
-    names = sorted({d.name for root in distlab.__path__ for d in Path(root).iterdir()
-                    if d.is_dir() and d.name.isidentifier() and (d / "spec.py").is_file()})
-    for name in names:
-        mod = importlib.import_module(f"distlab.{name}.spec")
-        if hasattr(mod, "CONFIG_SECTION") and callable(getattr(mod, "check", None)):
-            found[mod.CONFIG_SECTION] = mod.check
-    return found
+
 IMAGE_MODELS = ("cnn", "resnet18", "logreg", "mlp")
 TEXT_MODELS = ("gpt",)
 
@@ -91,11 +79,31 @@ def paper_schemas(papers, schema_dir: str | Path) -> dict[str, Path]:
     return {p.section: root / p.schema for p in _papers(papers) if p.schema}
 
 
+def _registered(node):
+    """``node`` with each ``x-registry: <name>`` replaced by the enum of that registry's names
+    (:data:`distlab.techniques.catalogue.REGISTRIES`): a schema names no technique by hand."""
+    if isinstance(node, dict):
+        out = {k: _registered(v) for k, v in node.items() if k != "x-registry"}
+        if "x-registry" in node:
+            from ..techniques.catalogue import REGISTRIES
+
+            out["enum"] = REGISTRIES[node["x-registry"]].names()
+        return out
+    if isinstance(node, list):
+        return [_registered(v) for v in node]
+    return node
+
+
+def load_schema(path: str | Path) -> dict:
+    """A schema file as every validation here reads it (the registries' enums filled in)."""
+    return _registered(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
+
+
 def config_schema(schema_dir: str | Path, papers=None) -> dict:
     """The whole configuration's schema, assembled: config.schema.yaml (the shared sections)
     with each paper's section a ``$ref`` to its own schema file (:func:`paper_schemas`)."""
     path = Path(schema_dir) / "config.schema.yaml"
-    main = yaml.safe_load(path.read_text(encoding="utf-8"))
+    main = load_schema(path)
     main["$id"] = path.resolve().as_uri()
     for section, schema in paper_schemas(papers, schema_dir).items():
         main.setdefault("properties", {})[section] = {"$ref": schema.resolve().as_uri()}
@@ -133,7 +141,7 @@ def validate_defaults(config: dict, schema_dir: str | Path, papers=None) -> None
         from urllib.parse import urlparse
         from urllib.request import url2pathname
 
-        contents = yaml.safe_load(Path(url2pathname(urlparse(uri).path)).read_text(encoding="utf-8"))
+        contents = load_schema(url2pathname(urlparse(uri).path))
         return Resource.from_contents(contents, default_specification=DRAFT202012)
 
     registry = Registry(retrieve=retrieve).with_resource(uri=str(Path(schema_dir) / "config.schema.yaml"),
@@ -161,7 +169,7 @@ def _strict_validator(schema_dir: Path, papers=None) -> jsonschema.protocols.Val
     # validator class across $refs instead of switching to the stock one
     resources = []
     for path in sorted(schema_dir.glob("*.yaml")) + sorted(paper_schemas(papers, schema_dir).values()):
-        contents = yaml.safe_load(path.read_text(encoding="utf-8"))
+        contents = load_schema(path)
         contents.pop("$schema", None)
         resource = Resource(contents=contents, specification=DRAFT202012)
         resources += [(path.resolve().as_uri(), resource), (path.name, resource)]

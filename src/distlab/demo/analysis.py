@@ -17,14 +17,11 @@ import numpy as np
 import pandas as pd
 
 from ..results.runs import write_csv
+from ..techniques.catalogue import METHODS
 from ..scoring.stats import t_interval
 from ..results.summarize import collect
 from ..results.tables import atomic_write_text, markdown_table, read_table_checked
 
-METHOD_ORDER = ["adamw", "demo", "demo-compact", "demo-allmean", "diloco", "powersgd"]
-LABELS = {"adamw": "AdamW-DDP", "demo": "DeMo", "demo-compact": "DeMo (compact)",
-          "demo-allmean": "DeMo (plain mean, ablation)",
-          "diloco": "DiLoCo", "powersgd": "PowerSGD"}
 RUN_KEYS = ["method", "n_workers", "backend", "seed", "lr"]
 
 
@@ -131,12 +128,12 @@ def _ci(values) -> str:
     return f"{ci.estimate:.4g} [{ci.low:.4g}, {ci.high:.4g}]" if ci.low != ci.high else f"{ci.estimate:.4g}"
 
 
-def results_table(summary: str | Path, out_csv, out_md, networks: dict) -> pd.DataFrame:
+def results_table(summary: str | Path, out_csv, out_md, networks: dict, methods=METHODS) -> pd.DataFrame:
     """One row per (method, N): final validation loss, bytes, times (mean [95 % t CI] over seeds)."""
     s = read_table_checked(summary)
     rows = []
     for (n, method), g in s.groupby(["n_workers", "method"], sort=True):
-        row = {"N": int(n), "method": LABELS.get(method, method), "seeds": len(g),
+        row = {"N": int(n), "method": methods.label(method), "seeds": len(g),
                "lr": float(g["lr"].iloc[0]),
                "steps": int(g["steps"].iloc[0]),
                "final test loss": _ci(g["final_test_loss"]) if "final_test_loss" in g else "n/a",
@@ -150,7 +147,7 @@ def results_table(summary: str | Path, out_csv, out_md, networks: dict) -> pd.Da
             row[f"time, {net['label']} (s)"] = _ci(g[f"time_{name}"])
         rows.append(row)
     df = pd.DataFrame(rows)
-    df["_o"] = df["method"].map({LABELS[m]: i for i, m in enumerate(METHOD_ORDER)})
+    df["_o"] = df["method"].map({m.label: m.order for m in methods.values()})
     df = df.sort_values(["N", "_o"]).drop(columns="_o")
     write_csv(df, out_csv)
     atomic_write_text(out_md, "# DeMo and baselines (simulated cluster; times simulated)\n\n"
@@ -162,7 +159,7 @@ def results_table(summary: str | Path, out_csv, out_md, networks: dict) -> pd.Da
     return df
 
 
-def real_table(real_summary, sim_summary, out_md) -> pd.DataFrame:
+def real_table(real_summary, sim_summary, out_md, methods=METHODS) -> pd.DataFrame:
     """Measured step time on real processes beside the simulated prediction of the same runs
     (``sim_summary``: each real setting's simulated twin, the same seeds, steps and lr)."""
     r = read_table_checked(real_summary)
@@ -170,7 +167,7 @@ def real_table(real_summary, sim_summary, out_md) -> pd.DataFrame:
     rows = []
     for (n, method), g in r.groupby(["n_workers", "method"], sort=True):
         sim = s[(s["n_workers"] == n) & (s["method"] == method) & s["seed"].isin(g["seed"])]
-        rows.append({"N": int(n), "method": LABELS.get(method, method), "seeds": len(g),
+        rows.append({"N": int(n), "method": methods.label(method), "seeds": len(g),
                      "measured step (s, median)": _ci(g["step_time_median"]),
                      "vs AdamW-DDP (measured)": _ci(g["step_time_vs_adamw"]),
                      "simulated step (s, median)": _ci(sim["step_time_median"]) if len(sim) else "n/a",
@@ -186,7 +183,7 @@ def real_table(real_summary, sim_summary, out_md) -> pd.DataFrame:
     return df
 
 
-def sweep_table(summary, out_md, choice_out=None, follows: dict | None = None) -> pd.DataFrame:
+def sweep_table(summary, out_md, choice_out=None, follows: dict | None = None, methods=METHODS) -> pd.DataFrame:
     """Final loss on the validation split per method and learning rate (mean [95 % t CI] over the
     sweep's seeds); the lowest mean per method is its choice, written to ``choice_out`` as
     ``{method: lr}`` with each follower (``follows``: {follower: leader}) at its leader's value."""
@@ -209,7 +206,7 @@ def sweep_table(summary, out_md, choice_out=None, follows: dict | None = None) -
     df.loc[df["best"] & (lo < hi) & (df["lr"] == lo), "edge"] = "lower"
     df.loc[df["best"] & (lo < hi) & (df["lr"] == hi), "edge"] = "upper"
     edges = {str(m): e for m, e in df.loc[df["edge"] != "", ["method", "edge"]].itertuples(index=False)}
-    df["method"] = df["method"].map(lambda m: LABELS.get(m, m))
+    df["method"] = df["method"].map(methods.label)
     df = df.drop(columns="_mean")
     if choice_out is not None:
         atomic_write_text(choice_out, json.dumps(chosen, indent=1, sort_keys=True) + "\n")
@@ -236,8 +233,9 @@ def bytes_rows(model, topks=(32, 1), chunk: int = 64) -> list[dict]:
         n1, n2 = tile_shape(p.shape, chunk)
         groups[(n1, n2)] = groups.get((n1, n2), 0) + max(1, p.numel()) // (n1 * n2)
         n_params += p.numel()
-    rows = [{"method": "AdamW-DDP", "k": None, "encoding": "fp32 gradients", "bytes": 4 * n_params},
-            {"method": "AdamW-DDP", "k": None, "encoding": "bf16 gradients", "bytes": 2 * n_params}]
+    ddp, demo = METHODS.label("adamw"), METHODS.label("demo")
+    rows = [{"method": ddp, "k": None, "encoding": "fp32 gradients", "bytes": 4 * n_params},
+            {"method": ddp, "k": None, "encoding": "bf16 gradients", "bytes": 2 * n_params}]
     for k in topks:
         for enc in ("reference", "compact"):
             total = 0
@@ -245,7 +243,7 @@ def bytes_rows(model, topks=(32, 1), chunk: int = 64) -> list[dict]:
                 kk = clamp_topk(k, n1 * n2)
                 cnt = tiles * kk
                 total += pl.index_nbytes(cnt, enc, n1 * n2) + (4 * cnt if enc == "reference" else 2 * cnt)
-            rows.append({"method": "DeMo", "k": k,
+            rows.append({"method": demo, "k": k,
                          "encoding": "int64 index + fp32 value" if enc == "reference"
                          else "12-bit index + bf16 value", "bytes": total})
     return [{**r, "params": n_params} for r in rows]

@@ -29,6 +29,7 @@ from ..models import lm_loss
 from ..results.runs import write_csv
 from ..results.tables import atomic_write_text, markdown_table
 from ..techniques.demo.optim import DeMo
+from ..techniques.options import value
 from .train import build_lm
 
 
@@ -208,8 +209,7 @@ def main_bench(spec: dict, data: Path, out: Path, threads: int) -> pd.DataFrame:
     "parts" (default all three: "optimizer", "whole step", "ops" (:func:`count_step_ops`); "compile"
     (:func:`_compile_rows`, on request: inductor's cost) joins where named), "backend" ("gloo", the default, or "nccl": one
     process per GPU, see :func:`gpu_processes`), "nprocs" (gloo: default 2), "rounds" (default 2)}."""
-    d = spec.get("demo", {})
-    topk, chunk = int(d.get("topk", 32)), int(d.get("chunk", 64))
+    topk, chunk = int(value(spec, "demo", "topk")), int(value(spec, "demo", "chunk"))
     parts = spec.get("parts", ["optimizer", "whole step", "ops"])
     backend = spec.get("backend", "gloo")
     models = [("default", spec["model"])] + ([("large", spec["large_model"])] if "large_model" in spec else [])

@@ -9,7 +9,8 @@ import pandas as pd
 
 from ..scoring.stats import t_interval
 from ..results.tables import read_table_checked
-from .analysis import LABELS, LATE, METHOD_ORDER
+from ..techniques.catalogue import METHODS
+from .analysis import LATE
 
 
 def _plt():
@@ -43,7 +44,15 @@ def _eval_rows(steps: pd.DataFrame) -> pd.DataFrame:
     return steps[steps["val_loss"].notna()]
 
 
-def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
+def _methods(steps: pd.DataFrame, methods) -> list[str]:
+    """The methods in ``steps``, in plot order; one the registry does not know is refused by name
+    (left out, the figure would look complete without it)."""
+    for m in sorted(set(steps["method"])):
+        methods[m]  # raises naming it and the methods known
+    return [m for m in methods if m in set(steps["method"])]
+
+
+def figure(kind: str, steps_csv, out, networks: dict, note: str = "", methods=METHODS) -> None:
     """``loss_steps``, ``loss_bytes`` or ``loss_time`` (validation loss against steps,
     cumulative wire bytes per worker, or simulated time under each network).
 
@@ -53,7 +62,7 @@ def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
     plots, plt = _plt()
     steps = _eval_rows(read_table_checked(steps_csv))
     ns = sorted(steps["n_workers"].unique())
-    methods = [m for m in METHOD_ORDER if m in set(steps["method"])]
+    shown = _methods(steps, methods)
     rows = list(networks) if kind == "loss_time" else [None]
     # against steps the curves end within a few hundredths of each other: a second row zooms on the
     # last third, where they are told apart
@@ -67,12 +76,12 @@ def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
     for i, net in enumerate(rows):
         for j, n in enumerate(ns):
             ax = axes[i][j]
-            for m in methods:
+            for m in shown:
                 d = steps[(steps["n_workers"] == n) & (steps["method"] == m)]
                 if net == "zoom":
                     d = d[d["step"] >= late]
                 x = {"loss_steps": "step", "loss_bytes": "cum_bytes"}.get(kind, f"time_{net}")
-                _band(ax, d, x, "val_loss", LABELS[m], color=f"C{METHOD_ORDER.index(m)}", band=net != "zoom")
+                _band(ax, d, x, "val_loss", methods.label(m), color=f"C{methods.position(m)}", band=net != "zoom")
             if kind == "loss_bytes":
                 ax.set_xscale("log")
                 ax.set_xlabel("cumulative bytes sent per worker (ring collectives)")
@@ -84,22 +93,22 @@ def figure(kind: str, steps_csv, out, networks: dict, note: str = "") -> None:
             if net == "zoom":
                 ax.set_title(f"N = {n}: zoom on steps {late:g}+ (means)", fontsize=9)
                 z = steps[(steps["n_workers"] == n) & (steps["step"] >= late)].assign(
-                    method=lambda t: t["method"].map(LABELS))
+                    method=lambda t: t["method"].map(methods.label))
                 plots.note_coinciding(ax, plots.coinciding(z, "step", "val_loss", "method"), "means", wrap=50)
             else:
                 ax.set_title(f"N = {n} workers" + (f", {networks[net]['label']}" if net else ""), fontsize=9)
-    shown = {}  # each method once, from whichever panel drew it
+    drawn = {}  # each method once, from whichever panel drew it
     for ax in axes.flat:
         for h, lab in zip(*ax.get_legend_handles_labels()):
-            shown.setdefault(lab, h)
-    handles, labels = list(shown.values()), list(shown)
+            drawn.setdefault(lab, h)
+    handles, labels = list(drawn.values()), list(drawn)
     fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 3), fontsize=7)
     what = {"loss_steps": "steps", "loss_bytes": "wire bytes", "loss_time": "simulated time"}[kind]
     fig.suptitle(f"Validation loss against {what} ({plots.provenance_text('simulated', note)})", fontsize=9)
     plots.save(fig, out)
 
 
-def gap_figure(steps_csv, out, note: str = "") -> None:
+def gap_figure(steps_csv, out, note: str = "", methods=METHODS) -> None:
     """Each method's validation-loss gap to AdamW-DDP (paired by seed, same N) against steps."""
     plots, plt = _plt()
     steps = _eval_rows(read_table_checked(steps_csv))
@@ -111,10 +120,10 @@ def gap_figure(steps_csv, out, note: str = "") -> None:
     fig, axes = plt.subplots(1, max(1, len(ns)), figsize=(4.2 * max(1, len(ns)), 3.2), squeeze=False, sharey=True)
     for j, n in enumerate(ns):
         ax = axes[0][j]
-        for m in METHOD_ORDER:
+        for m in _methods(d, methods):
             sel = d[(d["n_workers"] == n) & (d["method"] == m)]
             if len(sel):  # one colour per method in every panel
-                _band(ax, sel, "step", "gap", LABELS[m], color=f"C{METHOD_ORDER.index(m)}")
+                _band(ax, sel, "step", "gap", methods.label(m), color=f"C{methods.position(m)}")
         ax.axhline(0.0, color="black", linewidth=0.8)
         ax.axvline(LATE * d["step"].max(), color="grey", linewidth=0.8, linestyle=":")
         ax.set_xlabel("step (dotted: start of the last third)")
@@ -127,7 +136,7 @@ def gap_figure(steps_csv, out, note: str = "") -> None:
     plots.save(fig, out)
 
 
-def real_figure(real_summary, sim_summary, out) -> None:
+def real_figure(real_summary, sim_summary, out, methods=METHODS) -> None:
     """Measured step time of each method on real processes, with the simulated prediction of the
     same runs (``sim_summary``: the real settings' simulated twins, same seeds, steps and lr)."""
     plots, plt = _plt()
@@ -136,7 +145,7 @@ def real_figure(real_summary, sim_summary, out) -> None:
     s = s[s["method"].isin(r["method"]) & s["n_workers"].isin(r["n_workers"]) & s["seed"].isin(r["seed"])]
     s = s.assign(source="simulated prediction", t=s["step_time_median"])  # the same statistic both sides
     d = pd.concat([r, s], ignore_index=True)
-    d["setting"] = d["method"].map(LABELS) + ", N=" + d["n_workers"].astype(str)
+    d["setting"] = d["method"].map(methods.label) + ", N=" + d["n_workers"].astype(str)
     fig, ax = plt.subplots(figsize=(5.5, 3.2))
     plots.bar_with_ci(d, "setting", "t", "source", ax=ax, positive=True)
     ax.set_ylabel("time per step (s)")

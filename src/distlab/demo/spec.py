@@ -5,15 +5,9 @@
 key); ``check(config)`` returns one ``"key: why"`` string per problem of the ``demo:``
 config section, which the Snakefile's ``distlab.config.checks.check_config`` runs before any job.
 
-The methods' option sections are named constants of :mod:`distlab.techniques.options`
-(re-exported here), for any spec that carries the same options:
-
-* ``DECAY_FACTOR``: a factor in [0, 1) (a momentum or a decay);
-* ``DEMO_COMPRESSION``: DeMo's ``topk``, ``chunk`` and ``decay`` (the properties), and
-  ``DEMO_OPTIONS`` the ``demo`` section (those plus ``weight_decay``, ``value_dtype``);
-* ``DILOCO_OPTIONS``: DiLoCo's ``H``, ``outer_lr``, ``outer_momentum``;
-* ``POWERSGD_OPTIONS``: PowerSGD's ``rank``;
-* ``ADAMW_OPTIONS``: AdamW's ``betas``, ``eps``, ``weight_decay``.
+The methods are the registry :data:`distlab.techniques.catalogue.METHODS` (each one's option
+sections, label, order and builder); their options' defaults, bounds and the rule between
+DeMo's are :mod:`distlab.techniques.options`.
 """
 
 from __future__ import annotations
@@ -21,18 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import specs
-from ..techniques.options import (ADAMW_OPTIONS, DECAY_FACTOR, DEMO_COMPRESSION, DEMO_OPTIONS,  # noqa: F401
-                                  DILOCO_OPTIONS, POWERSGD_OPTIONS)
+from ..techniques.catalogue import METHODS
+from ..techniques.options import SECTIONS, demo_errors, section_schema, value
 
-CONFIG_SECTION = "demo"  # distlab.config.checks.paper_checks finds check() by it
-
-# the methods a run trains with (distlab.techniques.methods.make_method builds each)
-METHODS = ("adamw", "demo", "demo-compact", "demo-allmean", "diloco", "powersgd")
-# the option sections each method reads (distlab.demo.methods): a run's spec holds these only, so
-# that changing another method's options reruns none of its jobs
-OPTIONS_OF = {"adamw": ("adamw",), "demo": ("demo",), "demo-compact": ("demo",), "demo-allmean": ("demo",),
-              "diloco": ("adamw", "diloco"), "powersgd": ("adamw", "powersgd")}
-
+CONFIG_SECTION = "demo"  # the ConfigCheck protocol (distlab.pipeline.paper): the section check() reads
 
 
 SPEC_SCHEMA = {
@@ -69,10 +55,7 @@ SPEC_SCHEMA = {
         "eval_every": specs.POS_INT,
         "eval_batches": specs.POS_INT,
         "dtype": specs.DTYPE,
-        "demo": DEMO_OPTIONS,
-        "adamw": ADAMW_OPTIONS,
-        "diloco": DILOCO_OPTIONS,
-        "powersgd": POWERSGD_OPTIONS,
+        **{section: section_schema(section) for section in SECTIONS},
         "cluster": specs.CLUSTER,
     },
 }
@@ -90,13 +73,11 @@ def check_spec(spec: dict) -> None:
         raise specs.SpecError("demo spec: key 'reuse': only simulated runs are taken from the sweep")
     if spec["backend"] == "simulated" and "cluster" not in spec:
         raise specs.SpecError("demo spec: key 'cluster': a simulated run needs its cluster (compute, network)")
-    if spec["method"] == "diloco" and spec["steps"] % int(spec.get("diloco", {}).get("H", 10)):
+    if spec["method"] == "diloco" and spec["steps"] % int(value(spec, "diloco", "H")):
         raise specs.SpecError("demo spec: key 'diloco.H': steps must be a multiple of H, so the run "
                               "ends on a synchronisation")
-    dd = spec.get("demo") or {}
-    if "topk" in dd and "chunk" in dd and int(dd["topk"]) > int(dd["chunk"]) ** 2:
-        raise specs.SpecError(f"demo spec: key 'demo.topk': {dd['topk']} is larger than a chunk x chunk "
-                              f"tile ({dd['chunk']}^2); the optimizer would silently cap it")
+    for key, why in demo_errors(spec.get("demo") or {}):
+        raise specs.SpecError(f"demo spec: key 'demo.{key}': {why}")
     if "n_head" in spec["model"] and spec["model"].get("d_model", 128) % spec["model"]["n_head"]:
         raise specs.SpecError("demo spec: key 'model.n_head': must divide model.d_model")
 
@@ -151,7 +132,8 @@ def check(config: dict[str, Any]) -> list[str]:
     model = d.get("model", {}) or {}
     if model.get("d_model", 128) % model.get("n_head", 4):
         out.append("demo.model.n_head: must divide demo.model.d_model")
-    H = (d.get("diloco") or {}).get("H", 1)
+    H = (d.get("diloco") or {}).get("H")
+    H = 1 if H is None else H  # absent: the schema names it; no sync for a run to end on
     for key, steps, methods in (("demo.steps", d.get("steps", 0), d.get("methods", []) + more.get("methods", [])),
                                 ("demo.sweep.steps", sweep.get("steps", 0), sweep.get("methods", [])),
                                 ("demo.real.steps", real.get("steps", 0),
@@ -159,11 +141,7 @@ def check(config: dict[str, Any]) -> list[str]:
         if "diloco" in methods and not _divides(int(steps), int(H)):
             out.append(f"{key}: DiLoCo synchronises every demo.diloco.H = {H} steps; the run must end on "
                        f"a synchronisation (steps a multiple of H)")
-    dd = d.get("demo") or {}
-    topk, chunk = dd.get("topk"), dd.get("chunk")
-    if isinstance(topk, int) and isinstance(chunk, int) and chunk > 0 and topk > chunk * chunk:
-        out.append(f"demo.demo.topk: {topk} is larger than a chunk x chunk tile ({chunk}^2 = {chunk * chunk}); "
-                   f"the optimizer would silently cap it at the tile's size")
+    out += [f"demo.demo.{key}: {why}" for key, why in demo_errors(d.get("demo") or {})]
     every = d.get("eval_every", 1)
     if d.get("steps", 0) and every > d.get("steps", 0):
         out.append("demo.eval_every: larger than demo.steps (the run would evaluate only at the start and end)")

@@ -8,7 +8,8 @@ import json
 
 from ..clihelp import as_json
 from ..pipeline.extra_seeds import for_setting
-from .spec import OPTIONS_OF
+from ..techniques.catalogue import METHODS
+from ..techniques.options import SECTIONS
 
 SIM = "simulated"
 SIM_REAL = "simulated_real"  # the real runs' simulated twins: same methods, N, seeds, steps and lr
@@ -16,8 +17,9 @@ SIM_REAL = "simulated_real"  # the real runs' simulated twins: same methods, N, 
 
 class DemoWorkflow:
     def __init__(self, config: dict, results: str = "results", paper: str = "paper",
-                 extra_seeds: list | None = None) -> None:
+                 extra_seeds: list | None = None, methods=METHODS) -> None:
         self.config = config
+        self.methods = methods  # the methods' specs: each one's option sections, the wildcard's values
         self.d = d = config["demo"]
         self.extra = list(extra_seeds or [])  # stats.extra_seeds requests (distlab.pipeline.extra_seeds.requests)
         self.results, self.paper = results, paper
@@ -45,6 +47,10 @@ class DemoWorkflow:
         # the figures drawn from the simulated steps table, one job a figure: (kind, label)
         self.step_figures = (("loss_steps", "loss vs steps"), ("gap_steps", "gap to AdamW vs steps"),
                              ("loss_bytes", "loss vs bytes"))
+
+    def method_pattern(self) -> str:
+        """The ``dmethod`` wildcard's constraint: the registered methods."""
+        return self.methods.pattern()
 
     # ------------------------------------------------------------ registered
     def summary(self, group: str) -> str:
@@ -161,7 +167,7 @@ class DemoWorkflow:
         the run computes and nothing else (the option sections of its own method, the cluster
         on the simulated backend only; ``full``: every section, the benchmark's)."""
         d = self.d
-        own = set(OPTIONS_OF[method]) if not full else {"demo", "adamw", "diloco", "powersgd"}
+        own = set(self.methods[method].options) if not full else set(SECTIONS)
         spec = {
             "experiment": "demo", "method": method, "backend": backend,
             **({"seeds": [int(k) for k in seeds]} if seeds is not None else {"seed": int(seed)}),
@@ -169,7 +175,7 @@ class DemoWorkflow:
             "lr": self.lr(method, lr),
             "steps": int(steps or d["steps"]), "eval_every": d["eval_every"],
             "eval_batches": d["eval_batches"], "dtype": d.get("dtype", "float32"),
-            **{k: d[k] for k in ("demo", "adamw", "diloco", "powersgd") if k in own},
+            **{k: d[k] for k in SECTIONS if k in own},
             **({"cluster": {"compute": d["compute"], "network": self.config["cluster"]["network"],
                             "straggler": {"model": "none"}}} if backend == SIM or full else {}),
             **({"reuse": reuse} if reuse else {}),

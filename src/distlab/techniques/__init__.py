@@ -15,9 +15,11 @@ never imports another paper's package for them.
   worker's gradient state and message;
 * :mod:`.combinations` — DiLoCo-DeMo and IS-DeMo;
 * :mod:`.step` — every technique behind one step interface for a simulated or gloo driver
-  (:func:`~.registry.make_technique`), and :mod:`.catalogue` (torch-free) their names, kinds
-  and which are arrival-dependent;
-* :mod:`.options` (torch-free) — the JSON-Schemas of the techniques' option sections.
+  (:func:`~.registry.make_technique`);
+* :mod:`.catalogue` (torch-free) — every technique declared once, a :mod:`.spec` each (name,
+  kind, option sections, builder, label, order, payload model, sweep key), from which the
+  schemas, the rules, the tables and the figures read;
+* :mod:`.options` (torch-free) — the option sections: each option's default and bounds.
 
 :data:`EVAL_SEED` is the seed of the validation windows a run is evaluated on: one fixed
 set of windows for every run of every technique, so that two techniques' validation losses

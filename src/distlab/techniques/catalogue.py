@@ -1,4 +1,11 @@
-"""Torch-free: the catalogue of the data-parallel techniques, their kinds and properties.
+"""Torch-free: every technique, declared once (:func:`distlab.techniques.spec.technique`).
+
+Two registries:
+
+* :data:`METHODS` — the synchronous methods DeMo's comparison trains
+  (:func:`distlab.techniques.methods.make_method` builds one by its name);
+* :data:`TECHNIQUES` — the atlas's techniques, each behind the step interface of
+  :mod:`distlab.techniques.step` (:func:`distlab.techniques.registry.make_technique`).
 
 A technique's *kind* says how the cluster clock times its step:
 
@@ -17,54 +24,101 @@ from any n-s arrivals, so their trajectory is the same under every straggler
 model; the sync techniques wait for everyone.  An arrival-dependent technique
 is trained under each straggler model of the map's straggler axis.
 
-:data:`TECHNIQUES` names every technique of :mod:`distlab.techniques` a driver can run
-(:func:`distlab.techniques.registry.make_technique`); :data:`CODED` maps a coded technique to its
-gradient-coding scheme (:mod:`distlab.techniques.gradient_codes`).
+Adding a technique is one entry here and its code; the schemas' enums, the rules' wildcard
+constraints, the option tables, the figures' labels and orders read these registries.
 """
 
 from __future__ import annotations
 
-# One technique a line: name, kind, whether its trajectory depends on who arrives first, what.
-# The last two are combinations none of the anchors measured.
-_TABLE = """
-ddp          sync    no   AdamW on the all-reduced mean gradient
-demo         sync    no   DeMo: top-k DCT of decoupled momentum, all-gather
-diloco       sync    no   DiLoCo: H local AdamW steps, outer Nesterov on the mean delta
-powersgd     sync    no   PowerSGD rank r with error feedback, two all-reduces
-is-sgd       master  yes  AdamW on the mean of the fastest n-s gradients
-gc-fr        master  no   gradient coding, fractional repetition (exact decode)
-gc-cr        master  no   gradient coding, cyclic repetition (exact decode)
-pgc-fr       master  no   pipelined gradient coding, FR (exact pipelined decode)
-pgc-cr       master  yes  pipelined gradient coding, CR (scaled arrived sum)
-is-gc        master  yes  ignore-straggler gradient coding, CR, c = 2
-diloco-demo  sync    no   ours: DiLoCo whose outer step is DeMo (top-k DCT, momentum as error feedback)
-is-demo      master  yes  ours: DeMo payloads of the fastest n-s workers only
-"""
-# name -> (kind, arrival_dependent, what)
-TECHNIQUES: dict[str, tuple[str, bool, str]] = {
-    name: (k, dep == "yes", what) for name, k, dep, what in (ln.split(None, 3) for ln in _TABLE.strip().splitlines())}
-CODED = {"is-sgd": "is-sgd", "gc-fr": "gc-fr", "gc-cr": "gc-cr", "pgc-fr": "pgc-fr", "pgc-cr": "pgc-cr",
-         "is-gc": "is-gc-cr"}
-OURS = ("diloco-demo", "is-demo")
-# the option sections of a run spec a technique reads (the rest it ignores); ``s`` (the stragglers
-# tolerated) only the master kind reads
-OPTION_SECTIONS: dict[str, tuple[str, ...]] = {"demo": ("demo",), "is-demo": ("demo",), "diloco": ("diloco",),
-                                               "diloco-demo": ("demo", "diloco"), "powersgd": ("powersgd",)}
+from .spec import Registry, technique
+
+_M = "distlab.techniques"
+_DEMO_SWEEP = ("demo", "topk")
+
+
+def _demo(name: str, label: str, order: int, **args) -> object:
+    """A variant of DeMo as a method: DeMo's options, its own payload; ``args`` its encoding
+    and how the gathered payloads are averaged (:class:`distlab.techniques.demo.method.DeMoMethod`)."""
+    return technique(name=name, kind="sync", options=("demo",), builder=f"{_M}.demo.method:DeMoMethod",
+                     label=label, order=order, payload="own", sweep_key=_DEMO_SWEEP, args=args)
+
+
+METHODS = Registry("method", [
+    technique(name="adamw", kind="sync", options=("adamw",), builder=f"{_M}.ddp:AdamWDDP", label="AdamW-DDP",
+              order=0, payload="dense", sweep_key=None),
+    _demo("demo", "DeMo", 1, encoding="reference", mean="senders"),
+    _demo("demo-compact", "DeMo (compact)", 2, encoding="compact", mean="senders"),
+    # Algorithm 1's "synchronize" read literally: the plain mean over all N workers at each index
+    _demo("demo-allmean", "DeMo (plain mean, ablation)", 3, encoding="reference", mean="all"),
+    technique(name="diloco", kind="sync", options=("adamw", "diloco"), builder=f"{_M}.diloco:DiLoCo",
+              label="DiLoCo", order=4, payload="dense", sweep_key=("diloco", "H")),
+    technique(name="powersgd", kind="sync", options=("adamw", "powersgd"), builder=f"{_M}.powersgd:PowerSGD",
+              label="PowerSGD", order=5, payload="dense", sweep_key=("powersgd", "rank")),
+])
+
+
+def _atlas(name, kind, what, order, builder, payload="dense", sweep_key=None, options=(), dep=False,
+           overlapped=False, **args):
+    return technique(name=name, kind=kind, options=options, builder=f"{_M}.{builder}", label=name, order=order,
+                     payload=payload, sweep_key=sweep_key, args=args, what=what, arrival_dependent=dep,
+                     overlapped=overlapped)
+
+
+_WRAPPED, _CODED = "step:Wrapped", "step:Coded"
+# the coded techniques' ``scheme`` is their gradient-coding scheme (distlab.techniques.gradient_codes)
+TECHNIQUES = Registry("technique", [
+    _atlas("ddp", "sync", "AdamW on the all-reduced mean gradient", 0, _WRAPPED, overlapped=True, method="adamw"),
+    _atlas("demo", "sync", "DeMo: top-k DCT of decoupled momentum, all-gather", 1, _WRAPPED, "own", _DEMO_SWEEP,
+           ("demo",), method="demo"),
+    _atlas("diloco", "sync", "DiLoCo: H local AdamW steps, outer Nesterov on the mean delta", 2, _WRAPPED,
+           sweep_key=("diloco", "H"), options=("diloco",), overlapped=True, method="diloco"),
+    _atlas("powersgd", "sync", "PowerSGD rank r with error feedback, two all-reduces", 3, _WRAPPED,
+           sweep_key=("powersgd", "rank"), options=("powersgd",), method="powersgd"),
+    _atlas("is-sgd", "master", "AdamW on the mean of the fastest n-s gradients", 4, _CODED, dep=True, scheme="is-sgd"),
+    _atlas("gc-fr", "master", "gradient coding, fractional repetition (exact decode)", 5, _CODED, scheme="gc-fr"),
+    _atlas("gc-cr", "master", "gradient coding, cyclic repetition (exact decode)", 6, _CODED, scheme="gc-cr"),
+    _atlas("pgc-fr", "master", "pipelined gradient coding, FR (exact pipelined decode)", 7, _CODED, scheme="pgc-fr"),
+    _atlas("pgc-cr", "master", "pipelined gradient coding, CR (scaled arrived sum)", 8, _CODED, dep=True,
+           scheme="pgc-cr"),
+    _atlas("is-gc", "master", "ignore-straggler gradient coding, CR, c = 2", 9, _CODED, dep=True, scheme="is-gc-cr"),
+    # the last two are combinations none of the anchors measured (ours)
+    _atlas("diloco-demo", "sync", "ours: DiLoCo whose outer step is DeMo (top-k DCT, momentum as error feedback)",
+           10, "combinations:DiLoCoDeMo", "own", ("diloco", "H"), ("demo", "diloco"), method="diloco"),
+    _atlas("is-demo", "master", "ours: DeMo payloads of the fastest n-s workers only", 11, "combinations:ISDeMo",
+           "relayed", _DEMO_SWEEP, ("demo",), dep=True, method="demo"),
+])
+
+# by the name a schema's ``x-registry`` gives (distlab.config.checks.load_schema)
+REGISTRIES = {"methods": METHODS, "techniques": TECHNIQUES}
+CODED = {n: s.args["scheme"] for n, s in TECHNIQUES.items() if "scheme" in s.args}
+OURS = tuple(n for n, s in TECHNIQUES.items() if s.what.startswith("ours:"))
+OPTION_SECTIONS = {n: s.options for n, s in TECHNIQUES.items() if s.options}
 
 
 def kind(technique: str) -> str:
-    return TECHNIQUES[technique][0]
+    return TECHNIQUES[technique].kind
 
 
 def arrival_dependent(technique: str) -> bool:
-    return TECHNIQUES[technique][1]
+    return TECHNIQUES[technique].arrival_dependent
 
 
 def option_sections(technique: str) -> tuple[str, ...]:
     """The option sections (``demo``, ``diloco``, ``powersgd``) whose settings change the technique's run."""
-    return OPTION_SECTIONS.get(technique, ())
+    return TECHNIQUES[technique].options
 
 
 def reads_s(technique: str) -> bool:
     """Whether the technique's run depends on ``s``, the stragglers tolerated (the master kind)."""
     return kind(technique) == "master"
+
+
+def in_groups(technique: str) -> bool:
+    """Whether its code is a fractional repetition: the workers form groups of s + 1, so N must
+    be a multiple of s + 1 (distlab.techniques.gradient_codes)."""
+    return CODED.get(technique, "").endswith("-fr")
+
+
+def setting_key(technique: str) -> tuple[str, str] | None:
+    """The (section, option) of the technique's natural sweep, or None."""
+    return TECHNIQUES[technique].sweep_key

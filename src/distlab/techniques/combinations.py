@@ -15,6 +15,7 @@ import torch
 
 from .demo.optim import DeMo
 from .method import trainable_params
+from .options import value
 from .step import Wrapped
 
 
@@ -23,15 +24,13 @@ class DiLoCoDeMo(Wrapped):
     'gradient' of a per-worker DeMo state (decoupled momentum = error feedback, top-k
     of the DCT), payloads all-gathered every H steps, a sign step of ``outer_lr``."""
 
-    METHOD = {"diloco-demo": "diloco"}
-
-    def __init__(self, name, model, n, local, spec, comm, *a):
-        super().__init__(name, model, n, local, spec, comm, *a)
-        d, o = spec.get("demo", {}), spec.get("diloco", {})
+    def __init__(self, name, model, n, local, spec, comm, *a, method: str):
+        super().__init__(name, model, n, local, spec, comm, *a, method=method)
         gp = self.method.global_params
-        self.outer = [DeMo(gp, lr=float(o.get("outer_lr", 0.7)) * float(spec["lr"]),
-                           compression_decay=float(d.get("decay", 0.999)), compression_topk=int(d.get("topk", 32)),
-                           compression_chunk=int(d.get("chunk", 64))) for _ in self.local]
+        self.outer = [DeMo(gp, lr=float(value(spec, "diloco", "outer_lr")) * float(spec["lr"]),
+                           compression_decay=float(value(spec, "demo", "decay")),
+                           compression_topk=int(value(spec, "demo", "topk")),
+                           compression_chunk=int(value(spec, "demo", "chunk"))) for _ in self.local]
 
     def update(self, step, received=None):
         me = self.method
@@ -57,10 +56,8 @@ class ISDeMo(Wrapped):
     """Ours: DeMo where the master applies the payloads of the fastest n-s workers only
     (mean over the senders among them) and broadcasts them (master kind)."""
 
-    METHOD = {"is-demo": "demo"}
-
-    def __init__(self, name, model, n, local, spec, comm, *a):
-        super().__init__(name, model, n, local, spec, comm, *a)
+    def __init__(self, name, model, n, local, spec, comm, *a, method: str):
+        super().__init__(name, model, n, local, spec, comm, *a, method=method)
         self.s = int(spec.get("s", 1))
 
     def update(self, step, received):

@@ -9,18 +9,18 @@ import copy
 import torch
 
 from .method import Method, adamw, trainable_params
+from .options import value
 
 
 class DiLoCo(Method):
     def __init__(self, model, n_local, spec, comm):
         super().__init__(model, n_local, spec, comm)
-        d = spec.get("diloco", {})
-        self.H = int(d.get("H", 10))
+        self.H = int(value(spec, "diloco", "H"))
         self.workers = [copy.deepcopy(model) for _ in range(n_local)]
         self.inner = [adamw(trainable_params(m), spec) for m in self.workers]
         self.global_params = trainable_params(model)
-        self.outer = torch.optim.SGD(self.global_params, lr=float(d.get("outer_lr", 0.7)),
-                                     momentum=float(d.get("outer_momentum", 0.9)), nesterov=True)
+        self.outer = torch.optim.SGD(self.global_params, lr=float(value(spec, "diloco", "outer_lr")),
+                                     momentum=float(value(spec, "diloco", "outer_momentum")), nesterov=True)
 
     def model_for(self, w):
         return self.workers[w]

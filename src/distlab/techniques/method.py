@@ -40,6 +40,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .options import value
+
 
 def trainable_params(model: nn.Module) -> list[nn.Parameter]:
     """The parameters a method updates (those that require a gradient), in model order."""
@@ -56,9 +58,9 @@ def flat_grad(params, extra: torch.Tensor | None = None, dtype: torch.dtype | No
 
 def adamw(params, spec: dict) -> torch.optim.AdamW:
     """AdamW at ``spec["lr"]`` with the spec's ``adamw`` options (betas, eps, weight decay)."""
-    o = spec.get("adamw", {})
-    return torch.optim.AdamW(params, lr=float(spec["lr"]), betas=tuple(o.get("betas", (0.9, 0.95))),
-                             eps=float(o.get("eps", 1e-8)), weight_decay=float(o.get("weight_decay", 0.0)), fused=True)
+    return torch.optim.AdamW(params, lr=float(spec["lr"]), betas=tuple(value(spec, "adamw", "betas")),
+                             eps=float(value(spec, "adamw", "eps")), weight_decay=float(value(spec, "adamw", "weight_decay")),
+                             fused=True)
 
 
 class Method:

@@ -8,6 +8,7 @@ import torch
 
 from .demo.transforms import matrix_shape
 from .method import Method, adamw, flat_grad, trainable_params
+from .options import value
 
 
 class PowerSGD(Method):
@@ -15,7 +16,7 @@ class PowerSGD(Method):
 
     def __init__(self, model, n_local, spec, comm):
         super().__init__(model, n_local, spec, comm)
-        self.rank = int(spec.get("powersgd", {}).get("rank", 4))
+        self.rank = int(value(spec, "powersgd", "rank"))
         self.params = trainable_params(model)
         self.opt = adamw(self.params, spec)
         self.mat, self.vec = [], []

@@ -1,19 +1,16 @@
 """Every technique by its name behind the step interface of :mod:`distlab.techniques.step`:
 :func:`make_technique` builds any technique of :data:`distlab.techniques.catalogue.TECHNIQUES`
-(the atlas's drivers call it); the synchronous methods alone are
+(the atlas's drivers call it) from its spec; the synchronous methods alone are
 :func:`distlab.techniques.methods.make_method`."""
 
 from __future__ import annotations
 
-from .catalogue import CODED
-from .combinations import DiLoCoDeMo, ISDeMo
-from .step import Coded, Technique, Wrapped
+from .catalogue import TECHNIQUES
+from .step import Technique
 
 
-def make_technique(name, model, n, local, spec, comm, train, block, bs, device) -> Technique:
-    """The technique ``name`` (:data:`distlab.techniques.catalogue.TECHNIQUES`) over ``n`` workers,
-    ``local`` of them in this process."""
-    cls = {"diloco-demo": DiLoCoDeMo, "is-demo": ISDeMo}.get(name)
-    if cls is None:
-        cls = Coded if name in CODED else Wrapped
-    return cls(name, model, n, local, spec, comm, train, block, bs, device)
+def make_technique(name, model, n, local, spec, comm, train, block, bs, device, registry=TECHNIQUES) -> Technique:
+    """The technique ``name`` over ``n`` workers, ``local`` of them in this process: its spec's
+    builder with the spec's fixed arguments (a sync method's name, a code's scheme)."""
+    tech = registry[name]
+    return tech.build()(name, model, n, local, spec, comm, train, block, bs, device, **tech.args)

@@ -33,19 +33,19 @@ import torch
 
 from ..data import text_batch
 from ..models import lm_loss
-from .catalogue import CODED, kind
+from .catalogue import kind
 from .coded_worker import CodedWorker
 from .gradient_codes import make_scheme
 from .method import adamw, flat_grad, trainable_params
 from .methods import make_method
+from .options import defaults, value
 
 
 def _demo_spec(spec: dict, method: str) -> dict:
-    d = spec.get("demo", {})
-    return {"method": method, "lr": spec["lr"], "seed": spec["seed"],
-            "adamw": {"betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.0},
-            "demo": {"topk": int(d.get("topk", 32)), "chunk": int(d.get("chunk", 64)),
-                     "decay": float(d.get("decay", 0.999)), "weight_decay": 0.0, "value_dtype": "bfloat16"},
+    """The method spec of a wrapped technique: the atlas sets DeMo's compression only, AdamW's
+    and DeMo's other options keep their defaults."""
+    demo = {**defaults("demo"), **{k: value(spec, "demo", k) for k in ("topk", "chunk", "decay")}}
+    return {"method": method, "lr": spec["lr"], "seed": spec["seed"], "adamw": defaults("adamw"), "demo": demo,
             "diloco": spec.get("diloco", {}), "powersgd": spec.get("powersgd", {})}
 
 
@@ -80,13 +80,12 @@ class Technique:
 
 
 class Wrapped(Technique):
-    """A :class:`distlab.techniques.method.Method` (sync kind), unchanged."""
+    """A :class:`distlab.techniques.method.Method` (sync kind), unchanged: ``method`` is its name
+    (the technique's spec gives it)."""
 
-    METHOD = {"ddp": "adamw", "demo": "demo", "diloco": "diloco", "powersgd": "powersgd"}
-
-    def __init__(self, name, model, n, local, spec, comm, *a):
+    def __init__(self, name, model, n, local, spec, comm, *a, method: str):
         super().__init__(name, model, n, local, spec, comm, *a)
-        self.method = make_method(model, len(self.local), _demo_spec(spec, self.METHOD[name]), comm)
+        self.method = make_method(model, len(self.local), _demo_spec(spec, method), comm)
 
     def compute(self, i, w, step):
         m = self.method.model_for(i)
@@ -107,9 +106,9 @@ class Wrapped(Technique):
 class Coded(Technique):
     """Gradient codes (GC, PGC, IS-SGD, IS-GC): master kind, AdamW on the decoded gradient."""
 
-    def __init__(self, name, model, n, local, spec, comm, *a):
+    def __init__(self, name, model, n, local, spec, comm, *a, scheme: str):
         super().__init__(name, model, n, local, spec, comm, *a)
-        self.scheme = make_scheme(CODED[name], n, int(spec.get("s", 1)), seed=self.seed)
+        self.scheme = make_scheme(scheme, n, int(spec.get("s", 1)), seed=self.seed)
         self.params = trainable_params(model)
         self.opt = adamw(self.params, _demo_spec(spec, "adamw"))
         self.P = sum(p.numel() for p in self.params)

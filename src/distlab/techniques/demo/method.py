@@ -1,26 +1,29 @@
 """DeMo as a data-parallel method: one :class:`~distlab.techniques.demo.optim.DeMo` state
 (momentum) per worker over the same parameters; the workers' payloads (the step's loss
-appended, 4 bytes) are all-gathered and applied once.  ``demo-compact`` sends the compact
-payload, ``demo-allmean`` is the ablation with the plain mean over all workers."""
+appended, 4 bytes) are all-gathered and applied once.  A variant (its spec in
+:data:`distlab.techniques.catalogue.METHODS`) names its ``encoding`` (``demo-compact`` sends the
+compact payload) and its ``mean`` (``demo-allmean``: the plain mean over all workers)."""
 
 from __future__ import annotations
 
 import torch
 
 from ..method import Method, trainable_params
+from ..options import value
 from .optim import DeMo
 
 
 class DeMoMethod(Method):
-    def __init__(self, model, n_local, spec, comm):
+    def __init__(self, model, n_local, spec, comm, encoding=None, mean=None):
         super().__init__(model, n_local, spec, comm)
-        d = spec.get("demo", {})
-        kw = dict(lr=float(spec["lr"]), compression_decay=float(d.get("decay", 0.999)),
-                  compression_topk=int(d.get("topk", 32)), compression_chunk=int(d.get("chunk", 64)),
-                  weight_decay=float(d.get("weight_decay", 0.0)),
-                  encoding="compact" if spec["method"] == "demo-compact" else "reference",
-                  value_dtype=d.get("value_dtype", "bfloat16"),
-                  mean="all" if spec["method"] == "demo-allmean" else "senders")
+        # a variant says how it encodes and averages (DeMo checks the values); none is assumed for it
+        if encoding is None or mean is None:
+            raise ValueError(f"DeMo method {spec.get('method')!r}: its spec gives no "
+                             f"{'encoding' if encoding is None else 'mean'} (distlab.techniques.catalogue)")
+        kw = dict(lr=float(spec["lr"]), compression_decay=float(value(spec, "demo", "decay")),
+                  compression_topk=int(value(spec, "demo", "topk")), compression_chunk=int(value(spec, "demo", "chunk")),
+                  weight_decay=float(value(spec, "demo", "weight_decay")), encoding=encoding,
+                  value_dtype=value(spec, "demo", "value_dtype"), mean=mean)
         # one DeMo state (momentum) per worker over the same parameters
         self.opts = [DeMo(trainable_params(model), **kw) for _ in range(n_local)]
         self.payloads: list[torch.Tensor | None] = [None] * n_local

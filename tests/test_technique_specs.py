@@ -1,0 +1,288 @@
+"""A technique is declared once (distlab.techniques.spec, distlab.techniques.catalogue).
+
+* a spec lacking a part is refused where it is declared, naming the part; a name twice, too;
+* the schemas' enums, the rules' wildcard constraints, the option tables, the figures' labels
+  and orders and the atlas catalogue are the registries', not written again;
+* a toy DeMo variant in a test-only registry goes through the workflow's jobs and specs, a
+  summary table and a figure;
+* nothing unknown passes silently: an unknown method, a variant without its encoding, a
+  method in a figure's data that no registry knows are each refused by name;
+* each option's default lives in one place, and DeMo's ``topk <= chunk^2`` is one check.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT
+
+from distlab.config.checks import load_schema
+from distlab.techniques import catalogue
+from distlab.techniques.catalogue import METHODS, TECHNIQUES
+from distlab.techniques.spec import REQUIRED, IncompleteSpec, Registry, UnknownTechnique, technique
+
+ROOT = Path(ROOT)
+SCHEMAS = ROOT / "workflow" / "schemas"
+TOY = dict(name="demo-toy", kind="sync", options=("demo",), builder="distlab.techniques.demo.method:DeMoMethod",
+           label="DeMo (toy)", order=6, payload="own", sweep_key=("demo", "topk"),
+           args={"encoding": "compact", "mean": "all"})
+
+
+def _with(*specs):
+    """A test-only registry: the methods and ``specs`` (the shipped one is left as it is)."""
+    return Registry("method", [*METHODS.values(), *specs])
+
+
+@pytest.mark.parametrize("part", REQUIRED)
+def test_a_spec_missing_a_part_is_refused_naming_it(part):
+    parts = {k: v for k, v in TOY.items() if k != part}
+    with pytest.raises(IncompleteSpec, match=re.escape(repr(part))):
+        technique(**parts)
+
+
+def test_a_spec_with_a_wrong_part_or_a_name_twice_is_refused():
+    with pytest.raises(IncompleteSpec, match="kind 'async'"):
+        technique(**{**TOY, "kind": "async"})
+    with pytest.raises(IncompleteSpec, match="payload"):
+        technique(**{**TOY, "payload": "sign"})
+    with pytest.raises(IncompleteSpec, match="'demo' is registered twice"):
+        _with(technique(**{**TOY, "name": "demo"}))
+    with pytest.raises(IncompleteSpec, match="plot order 1"):
+        _with(technique(**{**TOY, "order": 1}))
+
+
+def test_the_workflow_parses_without_torch():
+    """The registries, the schemas and the workflow helpers import no torch (the Snakefile
+    imports them before any job)."""
+    code = ("import sys; import distlab.techniques.catalogue, distlab.demo.workflow, distlab.atlas.workflow, "
+            "distlab.config.checks, distlab.demo.spec; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def _enums(node, found):
+    if isinstance(node, dict):
+        if "enum" in node:
+            found.append(list(node["enum"]))
+        for v in node.values():
+            _enums(v, found)
+    elif isinstance(node, list):
+        for v in node:
+            _enums(v, found)
+    return found
+
+
+def test_the_schemas_enums_are_the_registries():
+    """The schema files name no technique; loaded, each registry's names are the enum."""
+    demo, atlas = load_schema(SCHEMAS / "demo.schema.yaml"), load_schema(SCHEMAS / "atlas.schema.yaml")
+    assert demo["definitions"]["method"]["enum"] == list(METHODS)
+    assert atlas["definitions"]["technique"]["enum"] == list(TECHNIQUES)
+    for name in ("demo", "atlas"):
+        text = (SCHEMAS / f"{name}.schema.yaml").read_text()
+        assert not re.search(r"\b(demo-compact|powersgd|pgc-fr|is-demo)\b.*\b(diloco|adamw|ddp)\b", text), name
+    assert all(set(e) != set(METHODS) for e in _enums(load_schema(SCHEMAS / "config.schema.yaml"), []))
+
+
+def test_a_config_naming_an_unknown_method_is_refused_by_the_schema():
+    from distlab.config.checks import schema_errors
+    from distlab.papers import papers
+
+    import yaml
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["demo"]["methods"] = [*config["demo"]["methods"], "demo-sign"]
+    errors = schema_errors(config, SCHEMAS, papers())
+    assert any(e.startswith("demo.methods") and "'demo-sign' is not one of" in e for e in errors), errors
+
+
+def test_the_wildcards_and_tables_are_the_registries():
+    from distlab.atlas.workflow import SETTING_KEY, AtlasRules
+    from distlab.demo import spec as demo_spec
+
+    assert set(METHODS.pattern().split("|")) == set(METHODS)
+    assert re.fullmatch(AtlasRules.job_pattern(), "techniques/is-demo")
+    assert not re.fullmatch(AtlasRules.job_pattern(), "techniques/is-sign")
+    assert re.fullmatch(AtlasRules.job_pattern(), "reference")
+    assert SETTING_KEY == {t: s.sweep_key for t, s in TECHNIQUES.items() if s.sweep_key}
+    assert demo_spec.SPEC_SCHEMA["properties"]["method"]["enum"] == list(METHODS)
+    # the catalogue's tables, read from the specs
+    assert catalogue.CODED["is-gc"] == "is-gc-cr" and catalogue.OURS == ("diloco-demo", "is-demo")
+    assert catalogue.option_sections("diloco-demo") == ("demo", "diloco") and catalogue.kind("gc-fr") == "master"
+    assert [t for t in TECHNIQUES if catalogue.in_groups(t)] == ["gc-fr", "pgc-fr"]
+    for rule in ("demo.smk", "atlas.smk"):
+        text = (ROOT / "workflow" / "rules" / rule).read_text()
+        assert "demo-compact|" not in text and "techniques/[a-z" not in text, rule
+
+
+def _toy_config():
+    import yaml
+
+    config = yaml.safe_load((ROOT / "tests" / "configs" / "tiny.yaml").read_text())
+    base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    demo = {**base["demo"], **(config.get("demo") or {})}
+    demo["methods"] = ["adamw", "demo-toy"]
+    demo["lr"] = {**demo["lr"], "demo-toy": 0.001}
+    demo["lr_from_sweep"] = False
+    return {**base, **config, "demo": demo}
+
+
+def test_a_toy_variant_in_a_test_registry_goes_through_jobs_table_and_figure(tmp_path):
+    """The variant is its spec only: the workflow plans its jobs with its option sections,
+    its path matches the rules' wildcard, the summary table and the figure label and order it."""
+    import json
+
+    from distlab.demo.analysis import results_table
+    from distlab.demo.figures import figure
+    from distlab.demo.workflow import SIM, DemoWorkflow
+
+    reg = _with(technique(**TOY))
+    wf = DemoWorkflow(_toy_config(), methods=reg)
+    runs = wf.runs(SIM)
+    toy = [r for r in runs if "/demo-toy/" in r]
+    assert toy and {n for n, m in wf.sim_settings() if m == "demo-toy"} == {int(n) for n in wf.d["n_workers"]}
+    method = re.search(r"/n\d+/([^/]+)/seed", toy[0]).group(1)
+    assert re.fullmatch(wf.method_pattern(), method)
+    spec = json.loads(wf.spec("demo-toy", 2, 0, SIM))
+    assert spec["method"] == "demo-toy" and "demo" in spec and "adamw" not in spec
+    with pytest.raises(UnknownTechnique, match="demo-toy"):
+        DemoWorkflow(_toy_config()).spec("demo-toy", 2, 0, SIM)
+
+    summary = pd.DataFrame([{"n_workers": 2, "method": m, "seed": s, "lr": 0.001, "steps": 4,
+                             "gap_shrink_late": 0.0, "final_val_loss": 2.0 + s, "bytes_per_step": 10.0,
+                             "payload_bytes_per_step": 5.0, "bytes_reduction": 1.0, "time_dc": 1.0}
+                            for m in ("demo-toy", "adamw") for s in (0, 1)])
+    summary.to_csv(tmp_path / "summary.csv", index=False)
+    df = results_table(tmp_path / "summary.csv", tmp_path / "r.csv", tmp_path / "r.md", {"dc": {"label": "dc"}},
+                       methods=reg)
+    assert list(df["method"]) == ["AdamW-DDP", "DeMo (toy)"]
+    steps = pd.DataFrame([{"method": m, "n_workers": 2, "seed": s, "step": k, "val_loss": 3.0 - 0.1 * k,
+                           "cum_bytes": 10 * k} for m in ("adamw", "demo-toy") for s in (0, 1) for k in range(4)])
+    steps.to_csv(tmp_path / "steps.csv", index=False)
+    figure("loss_bytes", tmp_path / "steps.csv", tmp_path / "f.png", {}, methods=reg)
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(UnknownTechnique, match="demo-toy"):
+        figure("loss_bytes", tmp_path / "steps.csv", tmp_path / "g.png", {})
+
+
+def test_a_method_in_a_figures_data_without_a_label_is_refused(tmp_path):
+    from distlab.demo.figures import figure, gap_figure
+
+    steps = pd.DataFrame([{"method": m, "n_workers": 2, "backend": "simulated", "seed": 0, "step": k,
+                           "val_loss": 3.0 - 0.1 * k, "cum_bytes": 10 * k}
+                          for m in ("adamw", "demo-renamed") for k in range(3)])
+    steps.to_csv(tmp_path / "steps.csv", index=False)
+    for draw in (lambda: figure("loss_steps", tmp_path / "steps.csv", tmp_path / "a.png", {}),
+                 lambda: gap_figure(tmp_path / "steps.csv", tmp_path / "b.png")):
+        with pytest.raises(UnknownTechnique, match="unknown method 'demo-renamed'; known: adamw, demo"):
+            draw()
+
+
+def test_an_unknown_variant_is_refused_not_run_as_the_reference():
+    torch = pytest.importorskip("torch")
+    from distlab.techniques.demo.method import DeMoMethod
+    from distlab.techniques.methods import make_method
+
+    model = torch.nn.Linear(4, 4)
+    spec = {"method": "demo-sign", "lr": 0.01}
+    with pytest.raises(UnknownTechnique, match="unknown method 'demo-sign'"):
+        make_method(model, 2, spec, comm=None)
+    with pytest.raises(ValueError, match="'demo-sign': its spec gives no encoding"):
+        DeMoMethod(model, 2, spec, comm=None)
+    with pytest.raises(ValueError, match="'demo-sign': its spec gives no mean"):
+        DeMoMethod(model, 2, spec, comm=None, encoding="compact")
+    # an argument the builder does not take is refused, naming it
+    reg = _with(technique(**{**TOY, "name": "demo-sign", "args": {"encoding": "compact", "mean": "all",
+                                                                          "sign": True}}))
+    with pytest.raises(TypeError, match="sign"):
+        make_method(model, 2, spec, comm=None, registry=reg)
+    built = make_method(model, 2, {**spec, "method": "demo-toy"}, comm=None, registry=_with(technique(**TOY)))
+    assert built.opts[0].encoding == "compact" and built.opts[0].mean == "all"
+
+
+def test_an_unknown_atlas_technique_is_refused_by_name():
+    from distlab.atlas.workflow import techniques
+    from distlab.techniques.catalogue import kind
+
+    with pytest.raises(UnknownTechnique, match="unknown technique 'gc-xx'; known: ddp, demo"):
+        kind("gc-xx")
+    assert techniques({"techniques": ["is-demo", "ddp"]}) == ["is-demo", "ddp"]
+    with pytest.raises(UnknownTechnique, match="'gc-xx'"):
+        techniques({"techniques": ["ddp", "gc-xx"]})
+
+
+def test_each_default_is_stated_once_and_the_topk_rule_checked_once():
+    """No module of the techniques or the DeMo paper restates an option's default; the
+    ``topk <= chunk^2`` rule is :func:`distlab.techniques.options.demo_errors`, both callers use it."""
+    from distlab.demo.spec import check, check_spec
+    from distlab.techniques.options import SECTIONS, demo_errors
+
+    assert SECTIONS["demo"]["topk"].default == 32
+    pattern = re.compile(r"""\.get\(["'](topk|chunk|decay|H|outer_lr|outer_momentum|rank|betas|eps)["'],""")
+    files = [*sorted((ROOT / "src/distlab/techniques").rglob("*.py")), *sorted((ROOT / "src/distlab/demo").glob("*.py"))]
+    offenders = [f"{f.relative_to(ROOT)}:{i}" for f in files for i, line in enumerate(f.read_text().splitlines(), 1)
+                 if pattern.search(line)]
+    assert offenders == [], offenders
+    assert demo_errors({"topk": 4097, "chunk": 64})[0][0] == "topk" and demo_errors({"topk": 4096, "chunk": 64}) == []
+    spec = {"experiment": "demo", "method": "demo", "backend": "gloo", "seed": 0, "model": {"name": "gpt"},
+            "n_workers": 2, "batch_size": 2, "lr": 0.01, "steps": 4, "demo": {"topk": 4097, "chunk": 64}}
+    from distlab.config.specs import SpecError
+
+    with pytest.raises(SpecError, match="key 'demo.topk': 4097 is larger than a chunk x chunk tile"):
+        check_spec(spec)
+    assert any(e.startswith("demo.demo.topk: 4097") for e in check({"demo": {"demo": {"topk": 4097, "chunk": 64}}}))
+    for f in (ROOT / "src/distlab/demo/spec.py",):
+        tree = ast.parse(f.read_text())
+        compares = [n for n in ast.walk(tree) if isinstance(n, ast.Compare) and "chunk" in ast.unparse(n)]
+        assert compares == [], [ast.unparse(n) for n in compares]
+
+
+def _git(tree, *args):
+    return subprocess.run(["git", *args], cwd=tree, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.slow
+def test_a_new_variant_and_a_new_atlas_technique_are_their_spec_and_config_lines(tmp_path):
+    """As a user adds them: one spec line each in the catalogue, and the config naming them
+    (a variant whose encoding and mean exist needs no code; a new one adds its code).  The
+    dry run plans their jobs, and nothing else was edited."""
+    from conftest import bin_path, tracked_copy
+
+    tree = tracked_copy(tmp_path / "repo")
+    _git(tree, "init", "-q")
+    _git(tree, "add", "-A")
+    _git(tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "as it is")
+    cat = tree / "src/distlab/techniques/catalogue.py"
+    text = cat.read_text()
+    last_method = '              label="PowerSGD", order=5, payload="dense", sweep_key=("powersgd", "rank")),\n'
+    last_tech = '"relayed", _DEMO_SWEEP, ("demo",), dep=True, method="demo"),\n'
+    assert last_method in text and last_tech in text
+    text = text.replace(last_method, last_method + '    _demo("demo-cheap", "DeMo (compact, plain mean)", 6, '
+                                                   'encoding="compact", mean="all"),\n')
+    text = text.replace(last_tech, last_tech + '    _atlas("ddp-twin", "sync", "DDP again", 12, _WRAPPED, '
+                                               'method="adamw"),\n')
+    cat.write_text(text)
+    cfg = tree / "tests/configs/tiny.yaml"
+    lines = cfg.read_text().replace("  methods: [adamw, demo, demo-compact, demo-allmean, diloco, powersgd]\n",
+                                    "  methods: [adamw, demo-cheap]\n")
+    lines = lines.replace("  lr: {adamw: 0.003,", "  lr: {demo-cheap: 0.001, adamw: 0.003,")
+    lines = lines.replace("  lr_follows: {", "  lr_follows: {demo-cheap: demo, ")
+    lines = lines.replace("  techniques: [ddp, demo, diloco, is-sgd, gc-fr, pgc-cr]\n", "  techniques: [ddp, ddp-twin]\n")
+    cfg.write_text(lines)
+
+    env = {**__import__("os").environ, "PATH": bin_path(), "PYTHONPATH": str(tree / "src")}
+    r = subprocess.run(["snakemake", "demo", "atlas", "-n", "--quiet", "rules", "--configfile", "tests/configs/tiny.yaml"],
+                       cwd=tree, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", r.stdout, re.M))
+    # DeMo: adamw and the variant at each N (more_workers keeps its own three), the atlas: two
+    # techniques and the reference
+    assert int(jobs["demo_train_sim"]) == 2 + 3 and int(jobs["atlas_job"]) == 3, r.stdout
+    changed = sorted(line[3:] for line in _git(tree, "status", "--porcelain").splitlines())
+    assert changed == ["src/distlab/techniques/catalogue.py", "tests/configs/tiny.yaml"]
