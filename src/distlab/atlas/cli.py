@@ -86,6 +86,7 @@ def _profile(a) -> int:
     import yaml
 
     from ..config.specs import SpecError
+    from ..config.yamlio import YamlLimitError, load_user_file
     from ..results.tables import atomic_write_text
     from .profile import ROOT, merge, validate
     from .profiler import check_covers, measure
@@ -104,9 +105,11 @@ def _profile(a) -> int:
     sections = []
     for path in a.config:
         try:
-            over = yaml.safe_load(Path(path).read_text())
+            over = load_user_file(path, "config file")
             section = merge(base, over if isinstance(over, dict) else {})["atlas"]
             section["sizes"], section["n_workers"], section["batch_size"]  # noqa: B018 (what a profile needs)
+        except YamlLimitError as e:  # over a bound, not a regular file, not YAML: one line naming it
+            raise SpecError(f"--config: {e}") from None
         except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
             raise SpecError(f"--config: {path} gives no atlas section over config/config.yaml "
                             f"({type(e).__name__}: {e})") from None
@@ -131,6 +134,7 @@ def _query(a) -> int:
     import yaml
 
     from ..config.specs import SpecError
+    from ..config.yamlio import YamlLimitError, load_user_file
     from .efficiency import parse_efficiency
     from .profile import DEFAULT_PATH
     from .profile import apply as apply_profile
@@ -170,12 +174,17 @@ def _query(a) -> int:
     published = (a.efficiency or "").strip() == "published"
     eff = {} if published else parse_efficiency(a.efficiency)
     try:
-        cfg = yaml.safe_load(Path(a.config).read_text())["atlas"]
+        cfg = load_user_file(a.config, "config file")
+        if not isinstance(cfg, dict):
+            raise TypeError("not keys at its top level")
+        cfg = cfg["atlas"]
         if not isinstance(cfg, dict):
             raise TypeError("atlas: is not a mapping")
         target, s_cfg = float(cfg["target_loss"]), int(cfg["s"])
         tokens_cfg = int(cfg["batch_size"]) * int(next(iter(cfg["sizes"].values())).get("block_size", 32))
         rate_cfg = cfg.get("extrapolate", {}).get("flops_per_s", "measured")
+    except YamlLimitError as e:
+        raise SpecError(f"--config: {e}") from None
     except (OSError, KeyError, TypeError, ValueError, AttributeError, StopIteration, yaml.YAMLError) as e:
         raise SpecError(f"--config: {a.config} has no readable atlas: section ({type(e).__name__}: {e})") from None
     del target

@@ -35,6 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..config.specs import SpecError
+from ..config.yamlio import YamlLimitError, loads_json_bounded
 from .record import Recording
 
 FORMAT = "distlab atlas query pack"
@@ -131,7 +132,10 @@ def read_pack(path) -> tuple[dict, dict[str, list[Recording]]]:
         with gzip.open(p, "rb") as gz:
             raw = gz.read(MAX_BYTES + 1)  # a bounded read: a small file may unfold without end
         big = len(raw) > MAX_BYTES
-        doc = None if big else json.loads(raw)
+        doc = None if big else loads_json_bounded(raw.decode("utf-8"), str(p), allow_nonfinite=True,
+                                                  max_chars=MAX_BYTES)
+    except YamlLimitError as e:  # nested too deep, an integer too long, not JSON: one line
+        raise PackError(f"{e}; {hint}") from None
     except FileNotFoundError:
         raise PackError(f"{p}: missing; {hint}") from None
     except (OSError, EOFError, ValueError) as e:  # not gzip, cut short (gzip's CRC), not JSON

@@ -279,12 +279,12 @@ def _dataset_refs(node: Any, path: tuple) -> list[str]:
 def config_file_errors(path: str | os.PathLike[str]) -> list[str]:
     """A config file that holds no mapping at its top (empty, comments only, a list): one
     line naming the file (a loader would read it as nothing, or fail without the name)."""
-    import yaml
+    from .yamlio import YamlLimitError, load_user_file
 
     try:
-        data = yaml.safe_load(open(path, encoding="utf-8").read())
-    except (OSError, yaml.YAMLError):
-        return []  # unreadable or not YAML: the duplicate-key pass names the file
+        data = load_user_file(path, "config file")
+    except YamlLimitError:
+        return []  # over a bound, unreadable or not YAML: the duplicate-key pass names the file
     if data is None:
         return [f"{path}: the file holds no settings (empty or comments only); write keys at its top "
                 f"level (e.g. 'seeds: [0, 1]') or leave the file out"]

@@ -35,6 +35,7 @@ import pandas as pd
 import psutil
 
 from ..config.specs import SpecError
+from ..config.yamlio import YamlLimitError, loads_json_bounded
 from .tables import atomic_output, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -363,10 +364,10 @@ def read_checkpoint_file(path: str | Path, spec_hash: str | None = None) -> tupl
                 raise CheckpointDamaged(f"header longer than {HEADER_MAX} bytes")
             raise CheckpointDamaged(f"truncated to {len(head)} bytes, inside its header")
         try:
-            header = json.loads(line)
+            header = loads_json_bounded(line.decode("utf-8"), "checkpoint header")
             expected, size = str(header["sha256"]), int(header["bytes"])
             fmt = header.get("format", "torch")
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, YamlLimitError) as e:
             raise CheckpointDamaged(f"unreadable header ({type(e).__name__})") from None
         if spec_hash is not None and header.get("spec_hash") != spec_hash:
             raise SpecMismatch(str(header.get("spec_hash")))
@@ -388,7 +389,8 @@ def read_checkpoint_file(path: str | Path, spec_hash: str | None = None) -> tupl
 
             raw = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
         else:
-            raw = json.loads(payload)
+            raw = loads_json_bounded(payload.decode("utf-8"), "checkpoint payload", allow_nonfinite=True,
+                                     max_chars=len(payload))
         state = decode_state(raw)
     except Exception as e:  # noqa: BLE001 - the checksum held, the content still does not load
         raise CheckpointDamaged(f"checksum verified but it does not load as tensors and plain data: "
