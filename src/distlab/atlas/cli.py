@@ -139,7 +139,7 @@ def _query(a) -> int:
     from .profile import DEFAULT_PATH
     from .profile import apply as apply_profile
     from .profile import mode as compute_mode
-    from .projection import DTYPES, PRESETS, ClockSettings, measured_flops_per_s
+    from .projection import DTYPES, MAX_WORKERS, PRESETS, ClockSettings, measured_flops_per_s
     from .query import (QueryError, check_complete, format_ranking, parse_bandwidth, parse_latency,
                         parse_stragglers, rank)
 
@@ -153,8 +153,9 @@ def _query(a) -> int:
     positive("ddp-steps", a.ddp_steps)
     if a.mfu is not None and not (math.isfinite(a.mfu) and 0 < a.mfu <= 1):
         raise QueryError(f"--mfu: must be in (0, 1], got {a.mfu:g}")
-    if a.workers < 2:
-        raise QueryError(f"--workers: need at least 2, got {a.workers}")
+    if not 2 <= a.workers <= MAX_WORKERS:
+        raise QueryError(f"--workers: need 2 .. {MAX_WORKERS:,} (the projection simulates each worker), "
+                         f"got {a.workers:,}")
     if a.s is not None and not 0 <= a.s < a.workers:
         raise QueryError(f"--s: need 0 <= s < workers = {a.workers}, got {a.s}")
     if a.buckets is not None and a.buckets < 1:

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ MAX_BYTES = 1 << 20          # config/claims.yaml, the largest, is 150 KB
 MAX_DEPTH = 64               # the configs nest at most 6 deep
 MAX_NODES = 200_000          # scalars and collections, every alias expanded
 MAX_INT_DIGITS = 100         # an integer's digits: a count or a seed has at most 20
-_INT_LIKE = __import__("re").compile(r"[-+]?(0[xob])?[0-9_a-fA-F:]+")
+_INT_LIKE = re.compile(r"[-+]?(0[xob])?[0-9_a-fA-F:]+")
 
 
 class DuplicateKeyError(yaml.constructor.ConstructorError):
@@ -140,7 +141,7 @@ def _check_scalar(ev, name: str) -> None:
                              f"over the limit of {MAX_INT_DIGITS} digits")
 
 
-def check_tree_limits(obj: Any, name: str = "the configuration") -> None:
+def check_tree_limits(obj: Any, name: str = "the configuration", max_nodes: int = MAX_NODES) -> None:
     """The caps of :func:`check_yaml_limits` on data already loaded (Snakemake's own reading
     of a config file, ``--config`` overrides): a walk that stops at :data:`MAX_NODES` nodes
     (objects shared by aliases counted each time) or :data:`MAX_DEPTH` levels, so its cost
@@ -150,17 +151,17 @@ def check_tree_limits(obj: Any, name: str = "the configuration") -> None:
     while todo:
         x, depth = todo.pop()
         seen += 1
-        if seen > MAX_NODES:
-            raise YamlLimitError(f"{name}: more than the limit of {MAX_NODES:,} values")
+        if seen > max_nodes:
+            raise YamlLimitError(f"{name}: more than the limit of {max_nodes:,} values")
         if depth > MAX_DEPTH:
             raise YamlLimitError(f"{name}: nested deeper than the limit of {MAX_DEPTH} levels")
         if isinstance(x, dict):
-            if len(x) > MAX_NODES:
-                raise YamlLimitError(f"{name}: more than the limit of {MAX_NODES:,} values")
+            if len(x) > max_nodes:
+                raise YamlLimitError(f"{name}: more than the limit of {max_nodes:,} values")
             todo.extend((v, depth + 1) for v in x.values())
         elif isinstance(x, (list, tuple)):
-            if len(x) > MAX_NODES:
-                raise YamlLimitError(f"{name}: more than the limit of {MAX_NODES:,} values")
+            if len(x) > max_nodes:
+                raise YamlLimitError(f"{name}: more than the limit of {max_nodes:,} values")
             todo.extend((v, depth + 1) for v in x)
 
 
@@ -213,31 +214,24 @@ def read_yaml_text(path: str | os.PathLike[str]) -> str:
         raise YamlLimitError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
 def check_json_limits(text: str, name: str = "<text>") -> None:
-    """Nesting deeper than :data:`MAX_DEPTH`, found by one linear scan (strings skipped) before
-    any parser recurses into it: :class:`YamlLimitError`, one line."""
-    depth, in_str, esc = 0, False, False
-    for i, ch in enumerate(text):
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise YamlLimitError(f"{name}: nested deeper than the limit of {MAX_DEPTH} levels "
-                                     f"(character {i + 1})")
-        elif ch in "]}":
-            depth -= 1
+    """Nesting deeper than :data:`MAX_DEPTH`, found before any parser recurses into it (strings
+    removed, then the brackets' running depth; linear):
+    :class:`YamlLimitError`, one line."""
+    import numpy as np
+
+    brackets = np.frombuffer(_NOT_BRACKET.sub("", _JSON_STRING.sub("", text)).encode("ascii"), np.uint8)
+    opens = (brackets == ord("[")) | (brackets == ord("{"))
+    if brackets.size and int(np.cumsum(np.where(opens, 1, -1)).max()) > MAX_DEPTH:
+        raise YamlLimitError(f"{name}: nested deeper than the limit of {MAX_DEPTH} levels")
 
 
 def loads_json_bounded(text: str, name: str = "<text>", allow_nonfinite: bool = False,
-                       max_chars: int = MAX_BYTES * 64) -> Any:
+                       max_chars: int = MAX_BYTES * 64, max_nodes: int = MAX_NODES) -> Any:
     """``json.loads`` within the caps: depth (:func:`check_json_limits`), integer length, values
     (:func:`check_tree_limits`), and NaN or Infinity refused by name unless ``allow_nonfinite``."""
     import json
@@ -260,7 +254,7 @@ def loads_json_bounded(text: str, name: str = "<text>", allow_nonfinite: bool = 
         data = json.loads(text, parse_int=integer, parse_constant=constant)
     except json.JSONDecodeError as e:
         raise YamlLimitError(f"{name}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    check_tree_limits(data, name)
+    check_tree_limits(data, name, max_nodes)
     return data
 
 
