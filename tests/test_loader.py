@@ -110,7 +110,7 @@ ALLOWED = {
     "placement/workflow.py": (3, REPO + "; " + TEXT), "placement/api.py": (1, REPO),
     "placement/graphfile.py": (1, OURS + " (graphs the extraction rule wrote)"),
     "placement/figures.py": (2, OURS), "placement/space.py": (1, OURS), "placement/realexec.py": (2, OURS),
-    "results/tables.py": (2, OURS), "results/summarize.py": (1, OURS), "results/sweeps.py": (4, OURS),
+    "results/tables.py": (2, OURS), "results/runs.py": (1, TEXT + " (a manifest's digest)"), "results/summarize.py": (1, OURS), "results/sweeps.py": (4, OURS),
     "data/store.py": (2, OURS + "; " + TEXT), "gpu/runner.py": (4, OURS + "; " + TEXT),
     "gpu/plan.py": (3, REPO + "; " + TEXT), "demo/bench.py": (1, OURS), "demo/workflow.py": (1, TEXT),
     "demo/train.py": (2, OURS), "local/bench.py": (2, TEXT), "local/nonident.py": (1, OURS),

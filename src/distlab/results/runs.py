@@ -53,6 +53,67 @@ def write_csv(df: pd.DataFrame, path: str | Path) -> None:
         df.to_csv(tmp, index=False)
 
 
+# ---- the seal: a finished run's content hashes --------------------------------------------
+
+SEAL = "sealed"   # the manifest's key: {"files": {name: sha256}, "manifest": sha256 of the rest}
+
+
+class RunEdited(SpecError):
+    """A run folder whose manifest or sealed files are not what the run wrote; one line naming
+    the file and what to do."""
+
+
+def _sha256_file(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _manifest_digest(manifest: dict, files: dict) -> str:
+    """The digest of a manifest's content (its seal left out) with its sealed files' hashes, over
+    the JSON text as it is stored (a value written with ``default=str`` reads back as its text)."""
+    import hashlib
+
+    body = json.loads(json.dumps({k: v for k, v in manifest.items() if k != SEAL}, default=str))
+    text = json.dumps({"manifest": body, "files": files}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def seal(manifest: dict, run_dir: str | Path, files: list[str]) -> dict:
+    """``manifest`` with its seal: the content hash of each of ``files`` in ``run_dir`` (written
+    before the manifest) and of the manifest itself, which :func:`check_sealed` verifies."""
+    hashes = {name: _sha256_file(Path(run_dir) / name) for name in files}
+    body = {k: v for k, v in manifest.items() if k != SEAL}
+    return {**body, SEAL: {"files": hashes, "manifest": _manifest_digest(body, hashes)}}
+
+
+def check_sealed(run_dir: str | Path, manifest: dict) -> dict:
+    """``manifest`` (read from ``run_dir``) when it and every file it sealed are as the run wrote
+    them; else :class:`RunEdited` naming the file: edited after the run finished, missing, or
+    never sealed."""
+    d = Path(run_dir)
+    fix = f"rerun the run (snakemake --forcerun the rule that writes {d}) or remove {d}"
+    s = manifest.get(SEAL) if isinstance(manifest, dict) else None
+    if not (isinstance(s, dict) and isinstance(s.get("files"), dict) and isinstance(s.get("manifest"), str)):
+        raise RunEdited(f"{d / 'manifest.json'}: not sealed (no content hashes: written by hand or by an older "
+                        f"distlab); {fix}")
+    for name, want in s["files"].items():
+        path = d / str(name)
+        if not path.is_file():
+            raise RunEdited(f"{path}: missing beside its manifest, which sealed it; {fix}")
+        if _sha256_file(path) != want:
+            raise RunEdited(f"{path}: edited after the run finished (its content hash is not the one the "
+                            f"manifest sealed); {fix}")
+    if _manifest_digest(manifest, s["files"]) != s["manifest"]:
+        raise RunEdited(f"{d / 'manifest.json'}: edited after the run finished (its content hash is not the "
+                        f"one it sealed); {fix}")
+    return manifest
+
+
 def git_revision(cwd: str | Path | None = None) -> dict:
     """The source tree's commit and whether it has uncommitted changes."""
     cwd = cwd or Path(__file__).resolve().parent
@@ -586,5 +647,5 @@ class RunRecorder:
             **self.extra,
             **extra,
         }
-        write_json(manifest, self.out_dir / "manifest.json")
+        write_json(seal(manifest, self.out_dir, [metrics_name]), self.out_dir / "manifest.json")
         return self.out_dir / "manifest.json"
