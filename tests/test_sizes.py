@@ -108,3 +108,21 @@ def test_a_timeout_past_thirty_days_is_one_line_not_an_overflow(value):
     with pytest.raises(SpecError, match="runtime.job_timeout_s"):
         run_forked(lambda: None, 2, 1, value)  # refused before any rank is forked
     assert check_timeout(MAX_TIMEOUT_S) == MAX_TIMEOUT_S and math.isfinite(check_timeout(60))
+
+
+def test_a_batch_above_the_datas_training_rows_is_refused_at_config_check():
+    import yaml
+
+    from distlab.config import bounds
+    from distlab.config.checks import ConfigError, check_config
+
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    rows = bounds.train_rows(cfg, cfg["baseline"]["dataset"])
+    assert rows is not None and bounds.data_size_errors(cfg) == []  # the shipped config fits its data
+    cfg["baseline"]["batch_size"] = rows + 1
+    cfg["pgc"]["simulation"]["batch_size"] = rows * 2
+    with pytest.raises(ConfigError) as err:
+        check_config(cfg, ROOT / "workflow/schemas", ROOT / "config/claims.yaml")
+    text = str(err.value)
+    assert f"baseline.batch_size = {rows + 1:,}: above the {rows:,} training rows" in text
+    assert "pgc.simulation.batch_size" in text and "partition" in text
