@@ -5,6 +5,8 @@ forward that returns no tensor and a complex model are one line too."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from distlab.cli import main
@@ -92,3 +94,21 @@ def test_a_loop_at_the_top_level_that_swallows_the_timeout_is_killed(capfd, tmp_
 def test_a_factory_that_escapes_or_a_model_that_cannot_be_placed_is_one_line(capfd, tmp_path, factory, words):
     # only the endless factory meets its timeout; the others get time a loaded machine cannot run out of
     assert words in _place(capfd, tmp_path, HEAD, factory, "1" if factory == "stubborn" else "60")
+
+
+@pytest.mark.parametrize("key", ["link.gbps", "devices.1.peak_gflops"])
+def test_an_infinite_or_nan_rate_in_the_pair_is_one_line(key):
+    import copy
+
+    from distlab.placement import api
+
+    pair = copy.deepcopy(api.default_pair())
+    node = pair
+    *head, last = key.split(".")
+    for k in head:
+        node = node[int(k)] if k.isdigit() else node[k]
+    if last not in node:
+        pytest.skip(f"the default pair has no {key}")
+    node[last] = float("inf")
+    with pytest.raises(api.ModelError, match=rf"--pair: {re.escape(key)}: inf is not a finite number"):
+        api.check_pair(pair)

@@ -224,11 +224,27 @@ def check_pair(pair: Any) -> dict[str, Any]:
         raise ModelError(f"--pair: {where}: {' '.join(e.message.split())[:200]} (a pair is "
                          f'{{"devices": [2 to 8 devices], "link": {{"gbps", "latency_us"}}}}, '
                          f"as config/config.yaml's placement.pairs)")
+    bad = _non_finite(pair)
+    if bad:
+        raise ModelError(f"--pair: {bad[0]}: {bad[1]!r} is not a finite number (an infinite or NaN link or "
+                         f"device rate prices nothing); give its value")
     rules = [e for e in pspec.check({"placement": {"pairs": {"user": pair}, "default_pair": "user"}})
              if e.startswith("placement.pairs.user")]
     if rules:
         raise ModelError("--pair: " + rules[0].replace("placement.pairs.user.", ""))
     return pair
+
+
+def _non_finite(x: Any, where: str = "") -> tuple[str, float] | None:
+    """The first number in ``x`` that is infinite or NaN, with its dotted key."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return where or "(top level)", x
+    items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+    for k, v in items:
+        found = _non_finite(v, f"{where}.{k}" if where else str(k))
+        if found:
+            return found
+    return None
 
 
 def default_pair() -> dict[str, Any]:

@@ -44,13 +44,38 @@ LIBRARIES = ("torch", "torchvision", "numpy", "pandas", "scipy", "datasets", "sn
              "distlab")
 
 
+class DiskFull(SpecError):
+    """A run's file could not be written for want of space: one line naming it, nothing half-written."""
+
+
+def _no_space(e: OSError) -> bool:
+    import errno
+
+    return e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+def disk_full(path: str | Path, e: OSError) -> DiskFull:
+    return DiskFull(f"{path}: no space left on its device ({e.strerror}); free space and rerun: the file "
+                    f"was not written (the earlier one, if any, is kept)")
+
+
 def write_json(obj: Any, path: str | Path) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    try:
+        atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    except OSError as e:
+        if _no_space(e):
+            raise disk_full(path, e) from None
+        raise
 
 
 def write_csv(df: pd.DataFrame, path: str | Path) -> None:
-    with atomic_output(path) as tmp:
-        df.to_csv(tmp, index=False)
+    try:
+        with atomic_output(path) as tmp:
+            df.to_csv(tmp, index=False)
+    except OSError as e:
+        if _no_space(e):
+            raise disk_full(path, e) from None
+        raise
 
 
 # ---- the seal: a finished run's content hashes --------------------------------------------
@@ -378,7 +403,12 @@ def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = 
 
     target = Path(path)
     with deadline_deferred():  # a job timeout waits until the file is in place
-        tmp_name = _checkpoint_temp(target, state, spec_hash)
+        try:
+            tmp_name = _checkpoint_temp(target, state, spec_hash)
+        except OSError as e:
+            if _no_space(e):
+                raise disk_full(target, e) from None
+            raise
         try:
             if keep_previous is not None and target.exists():
                 _keep_as(target, Path(keep_previous))
