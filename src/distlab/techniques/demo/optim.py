@@ -85,6 +85,7 @@ import torch
 import torch.distributed as dist
 from torch.optim import Optimizer
 
+from ...config.specs import SpecError
 from . import payload as pl
 from .optim_tiles import (_ORDER_AS, _as_matrix_layout, _Class, _forward, _gather_into,  # noqa: F401
                           _inverse, _inverse_dense, _inverse_sparse, _Member, _segment_length,
@@ -107,6 +108,11 @@ def _check_rates(lr, weight_decay, who: str) -> None:
 MEANS = ("senders", "all")
 SELECTIONS = ("grouped", "topk")
 NONFINITE = ("raise", "skip")
+
+
+class NonFiniteGradient(FloatingPointError, SpecError):
+    """A gradient holding a NaN or an infinity under ``nonfinite="raise"``: a FloatingPointError
+    (what a GradScaler user catches) and, for distlab's commands, a user error of one line."""
 
 
 class DeMo(Optimizer):
@@ -417,7 +423,7 @@ class DeMo(Optimizer):
             tg.tiled.zero_()  # the next step's check sees only its own gradients
         names = [str(m.index) for m, g in zip(self._members, grads)
                  if g is not None and not bool(torch.isfinite(g).all())]
-        raise FloatingPointError(f"DeMo: non-finite gradient (NaN or inf) in parameter(s) {', '.join(names)} "
+        raise NonFiniteGradient(f"DeMo: non-finite gradient (NaN or inf) in parameter(s) {', '.join(names)} "
                                  "(in the optimizer's order); the step is refused, the momentum and parameters "
                                  "are unchanged; lower the learning rate, or pass nonfinite='skip' to skip such steps")
 
