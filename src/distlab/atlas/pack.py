@@ -58,6 +58,9 @@ def _entry(run_dir: str, measured: bool) -> dict:
     d = Path(run_dir)
     rec = json.loads((d / "record.json").read_text())
     man = json.loads((d / "manifest.json").read_text())
+    from ..results.runs import check_sealed
+
+    check_sealed(d, man)  # the pack carries a run only as it was written
     keys = STEP_KEYS + (MEASURED_KEYS if measured else ())
     rle: list[list] = []
     prev = None
