@@ -126,3 +126,13 @@ def test_a_batch_above_the_datas_training_rows_is_refused_at_config_check():
     text = str(err.value)
     assert f"baseline.batch_size = {rows + 1:,}: above the {rows:,} training rows" in text
     assert "pgc.simulation.batch_size" in text and "partition" in text
+
+
+@pytest.mark.parametrize("flag,value,words", [("--steps", "1000000000", "--steps: 1,000,000,000; give 1 .. 1,000,000"),
+                                              ("--repeats", "0", "--repeats: 0; give 1 .. 10,000")])
+def test_atlas_profile_sizes_are_bounded_before_anything_runs(tmp_path, flag, value, words):
+    r = subprocess.run([sys.executable, "-m", "distlab", "atlas", "profile", "--data", str(tmp_path),
+                        "--out", str(tmp_path / "p.json"), flag, value],
+                       env=ENV, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(err) == 1 and words in err[0], r.stderr[-2000:]

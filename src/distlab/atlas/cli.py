@@ -91,8 +91,11 @@ def _profile(a) -> int:
     from .profile import ROOT, merge, validate
     from .profiler import check_covers, measure
 
-    if a.repeats < 1 or a.steps < 1:
-        raise SpecError(f"--repeats/--steps: must be at least 1, got {a.repeats}/{a.steps}")
+    from ..config.specs import COUNT_LIMITS
+
+    for key, v in (("repeats", a.repeats), ("steps", a.steps)):  # bounded before anything runs
+        if not 1 <= v <= COUNT_LIMITS[key]:
+            raise SpecError(f"--{key}: {v:,}; give 1 .. {COUNT_LIMITS[key]:,}")
     techniques = None
     if a.techniques:
         from .spec import TECHNIQUES
