@@ -52,10 +52,17 @@ SNAKEMAKE_CONSOLE ?= --logger distlab
 # a 3,000-line traceback): a file over a bound, not YAML or not keys at its top level is one line
 # naming it and exit 2, in under a second, before Snakemake starts.  The schema checks follow in
 # the workflow (`python -m distlab check-config FILE...` runs both without Snakemake).
+#
+# CONFIG and SNAKEMAKE_ARGS reach the shell as words, never as code: each recipe reads them from
+# the environment and splits them on blanks with globbing off (SMK_WORDS), so a `;`, `$(...)` or
+# `*` in them is part of a word Snakemake gets, never a command the shell runs.
 CONFIG ?=
 SNAKEMAKE_ARGS ?=
-SMK_ARGS = $(SNAKEMAKE_ARGS)$(if $(strip $(CONFIG)), --configfile $(CONFIG))
-PREFLIGHT = $(BIN)/python -c 'import sys; from distlab.config.preflight import main; sys.exit(main())' $(SMK_ARGS) || exit 2
+override CONFIG := $(value CONFIG)
+override SNAKEMAKE_ARGS := $(value SNAKEMAKE_ARGS)
+export CONFIG SNAKEMAKE_ARGS
+SMK_WORDS = set -f; set -- $$SNAKEMAKE_ARGS; if [ -n "$$CONFIG" ]; then set -- "$$@" --configfile $$CONFIG; fi
+PREFLIGHT = $(SMK_WORDS); $(BIN)/python -c 'import sys; from distlab.config.preflight import main; sys.exit(main())' "$$@" || exit 2
 
 # A summary table present and up to date does not make Snakemake look at the runs it was made
 # from: one deleted since, it reports "Nothing to be done".  Each table records its runs
@@ -74,9 +81,9 @@ reproduce: $(STAMP)
 	commit=$$(git rev-parse HEAD 2>/dev/null); \
 	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); rc=0; \
 	force=$$($(BIN)/python -c 'import sys; from distlab.results.recheck import main; sys.exit(main())' results paper) || exit 2; \
-	$(JOBS_VIA) snakemake --cores $(CORES) $(SNAKEMAKE_CONSOLE) $$force $(SMK_ARGS) || rc=$$?; \
+	$(SMK_WORDS); $(JOBS_VIA) snakemake --cores $(CORES) $(SNAKEMAKE_CONSOLE) $$force "$$@" || rc=$$?; \
 	$(BIN)/python scripts/snapshot.py record --out results/reproduce.json --start "$$start" \
-	  --rc $$rc --commit "$$commit" --dirty "$$dirty" --load-start "$$load" --cores $(CORES); \
+	  --rc $$rc --commit "$$commit" --dirty "$$dirty" --load-start "$$load" --cores $(CORES) -- "$$@"; \
 	exit $$rc
 
 # docs/results/ from paper/ and benchmarks/ of the last make reproduce (refused when that run
@@ -86,17 +93,17 @@ snapshot: $(STAMP)
 
 report: $(STAMP)
 	@$(PREFLIGHT)
-	snakemake --cores $(CORES) --report report.html $(SMK_ARGS)
+	@$(SMK_WORDS); snakemake --cores $(CORES) --report report.html "$$@"
 
 # the plan of what make reproduce (with the same CONFIG and SNAKEMAKE_ARGS) would run
 dryrun: $(STAMP)
 	@$(PREFLIGHT)
-	snakemake -n --cores $(CORES) $(SMK_ARGS)
+	@$(SMK_WORDS); snakemake -n --cores $(CORES) "$$@"
 
 # the measured parts (real jobs, timed runs, profiles) run twice; every verdict that flips is listed
 stability: $(STAMP)
 	@$(PREFLIGHT)
-	$(BIN)/python -m distlab stability --cores $(CORES)$(if $(strip $(SMK_ARGS)), -- $(SMK_ARGS))
+	@$(SMK_WORDS); $(BIN)/python -m distlab stability --cores $(CORES) $${1+--} "$$@"
 
 # pytest exits 5 when it collects no test: say so and fail, rather than pass silently.
 test: $(STAMP)

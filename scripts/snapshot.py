@@ -173,6 +173,7 @@ def record(args: argparse.Namespace) -> dict:
         "load_start": [float(x) for x in args.load_start.split()] if args.load_start.strip() else None,
         "load_end": loadavg(),
         "machine": machine(),
+        "config": run_config(args.snakemake_args),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -180,6 +181,44 @@ def record(args: argparse.Namespace) -> dict:
     tmp.write_text(json.dumps(rec, indent=2) + "\n")
     tmp.replace(out)
     return rec
+
+
+def run_config(words: list[str]) -> dict:
+    """The configuration a run was made with: each config file Snakemake read (its path and
+    content hash, None where it could not be read) and the ``--config`` overrides."""
+    import hashlib
+
+    from distlab.config.preflight import configfiles
+
+    files = []
+    for name in configfiles(words):
+        try:
+            digest = hashlib.sha256(Path(name).read_bytes()).hexdigest()
+        except OSError:
+            digest = None
+        files.append({"path": name, "sha256": digest})
+    overrides, taking = [], False
+    for w in words:
+        if w.startswith("-"):
+            taking = w in ("--config", "-C")
+            if w.startswith("--config="):
+                overrides.append(w.split("=", 1)[1])
+            continue
+        if taking:
+            overrides.append(w)
+    return {"files": files, "overrides": overrides}
+
+
+def check_default_config(rec: dict, record_path: Path, allow_other: bool) -> None:
+    """The snapshot publishes the default configuration's results: a run of other config files or
+    overrides (or one whose record does not say) is refused by name."""
+    cfg = rec.get("config")
+    if not isinstance(cfg, dict):
+        raise Refused(f"{record_path}: no config recorded; rerun make reproduce (it records its config files)")
+    other = [f.get("path") for f in cfg.get("files", [])] + [f"--config {o}" for o in cfg.get("overrides", [])]
+    if other and not allow_other:
+        raise Refused(f"{record_path}: make reproduce ran with {', '.join(map(str, other))}, not the default "
+                      "configuration; rerun it without CONFIG, or pass --allow-other-config")
 
 
 # ------------------------------------------------------------------ checks
@@ -901,6 +940,7 @@ def snapshot(args: argparse.Namespace) -> dict:
         raise Refused(f"{record_path}: missing; run make reproduce (it writes this record) first")
     rec = json.loads(record_path.read_text())
     check_made_here(rec, paper, root, args.allow_other_commit, args.allow_failed, record_path)
+    check_default_config(rec, record_path, args.allow_other_config)
     check_runs_present(paper / "scorecard.csv", paper / STABLE_CARD)
     netcheck, netcheck_files = check_netcheck(rec, root / args.netcheck, root / args.benchmarks / "netcheck",
                                               args.allow_other_commit, args.without_netcheck)
@@ -987,6 +1027,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--load-start", default="")
     r.add_argument("--cores", type=int, default=None)
     r.add_argument("--command-line", default="make reproduce")
+    r.add_argument("snakemake_args", nargs="*", default=[],
+                   help="after --: the words make reproduce gave Snakemake (its config files are recorded)")
     sub.add_parser("blocks", help="refill the pages' generated blocks from docs/results/")
     sub.add_parser("atlas", help="the atlas's query files alone into the snapshot of the same run")
     for a in (ap,):
@@ -1002,6 +1044,8 @@ def main(argv: list[str] | None = None) -> int:
         a.add_argument("--readme", default="README.md", help="'' to leave the README alone")
         a.add_argument("--allow-other-commit", action="store_true",
                        help="snapshot a paper/ made by another tree than HEAD's")
+        a.add_argument("--allow-other-config", action="store_true",
+                       help="snapshot a make reproduce run with config files or overrides of its own")
         a.add_argument("--allow-failed", action="store_true",
                        help="snapshot a make reproduce that exited non-zero")
         a.add_argument("--without-netcheck", action="store_true",

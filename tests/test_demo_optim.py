@@ -223,7 +223,8 @@ def test_either_inverse_transform_follows_the_loop_statement(path, monkeypatch):
     (outer products of basis rows) or densely (sum per index, two products), by a cost rule on
     N k; which one the suite meets depends on the tile shapes.  Each, forced on every tile group:
     the per-index mean at N = 2 and 3 (indices sent by several workers), the plain mean at N = 3,
-    a parameter one worker did not send, no host read.  The sparse sum runs in chunks of tiles (a
+    a parameter one worker did not send, no host read (non-finite gradients decided on the device,
+    ``nonfinite="skip"``).  The sparse sum runs in chunks of tiles (a
     cache's worth); here one tile a chunk, so chunk boundaries fall everywhere."""
     from distlab.techniques.demo import optim, optim_tiles
 
@@ -233,7 +234,7 @@ def test_either_inverse_transform_follows_the_loop_statement(path, monkeypatch):
         ref = reference_for(Net, world, steps, mean=mean)
         models, _ = run_replicas(Net, world, steps, mean=mean)
         assert max(_max_diff(m, ref) for m in models) < 1e-9
-    models, opts = run_replicas(Net, 2, 1)
+    models, opts = run_replicas(Net, 2, 1, nonfinite="skip")
     for r, (m, o) in enumerate(zip(models, opts)):
         o.zero_grad()
         _loss(m, *_batch(Net, r, 1)).backward()
@@ -262,8 +263,10 @@ class _NoHostSync(torch.overrides.TorchFunctionMode):
 @pytest.mark.parametrize("mean", ["senders", "all"])
 def test_a_step_reads_no_device_value_on_the_host(mean):
     """On a GPU, ``.item()``, ``.tolist()``, ``bool(t)`` and ``nonzero`` wait for the device; the step
-    must use none of them (CPU check by interception; with a parameter no worker sent as well)."""
-    models, opts = run_replicas(Net, 2, 1, mean=mean)      # layout built, scratch allocated
+    must use none of them (CPU check by interception; with a parameter no worker sent as well).
+    The non-finite check decides on the device under ``nonfinite="skip"``; ``"raise"`` (the
+    default) reads one bool a step, as GradScaler does."""
+    models, opts = run_replicas(Net, 2, 1, mean=mean, nonfinite="skip")  # layout built, scratch allocated
     for m, o in zip(models, opts):
         o.zero_grad()
         _loss(m, *_batch(Net, 0, 1)).backward()
@@ -278,7 +281,7 @@ def test_a_step_reads_no_device_value_on_the_host(mean):
         bool(torch.ones(()) > 0)                            # the interception does fire
     if torch.cuda.is_available():                           # where a GPU exists, CUDA's own check too
         m = _model().cuda()
-        o = DeMo(m.parameters(), lr=LR)
+        o = DeMo(m.parameters(), lr=LR, nonfinite="skip")
         for i in range(2):                                  # the first step builds the layout
             o.zero_grad()
             _loss(m, *(t.cuda() for t in _batch(Net, 0, 0))).backward()
@@ -559,7 +562,11 @@ def test_batched_dct_matches_scipy_and_inverts():
                                       ({"compression_decay": 1.0}, "compression_decay"),
                                       ({"encoding": "zip"}, "encoding"), ({"value_dtype": "int8"}, "value_dtype"),
                                       ({"compression_chunk": -1}, "compression_chunk"),
-                                      ({"selection": "heap"}, "selection")])
+                                      ({"selection": "heap"}, "selection"),
+                                      ({"lr": float("inf")}, "lr"), ({"lr": float("nan")}, "lr"),
+                                      ({"weight_decay": float("nan")}, "weight_decay"),
+                                      ({"weight_decay": float("inf")}, "weight_decay"),
+                                      ({"nonfinite": "ignore"}, "nonfinite")])
 def test_bad_arguments_are_refused_by_name(kw, key):
     with pytest.raises(ValueError, match=key):
         DeMo(_model().parameters(), **{"lr": LR, **kw})
@@ -628,3 +635,75 @@ def test_a_checkpoint_with_the_momentum_tile_by_tile_still_loads():
     _train(m2, opt2, range(3, 4))
     for a, b in zip(m.parameters(), m2.parameters()):
         assert torch.equal(a, b)
+
+
+# ------------------------------------------------------------------ non-finite state
+
+def _poisoned_step(world: int, bad_rank: int, **kw):
+    """Two clean steps, then one where rank ``bad_rank``'s first gradient holds a NaN and an inf."""
+    models, opts = run_replicas(Net, world, 2, **kw)
+    for r, (m, o) in enumerate(zip(models, opts)):
+        o.zero_grad()
+        _loss(m, *_batch(Net, r, 2)).backward()
+        if r == bad_rank:
+            g = next(m.parameters()).grad
+            g.view(-1)[0], g.view(-1)[1] = float("nan"), float("inf")
+    return models, opts
+
+
+def _snapshot(models, opts):
+    return ([p.detach().clone() for m in models for p in m.parameters()],
+            [o.state[p]["delta_dct"].clone() for m, o in zip(models, opts) for p in m.parameters()])
+
+
+def test_a_non_finite_gradient_raises_by_default_and_leaves_everything_as_it_was():
+    models, opts = _poisoned_step(1, 0)
+    params, momenta = _snapshot(models, opts)
+    with pytest.raises(FloatingPointError, match=r"non-finite gradient .* parameter\(s\) 0 .*nonfinite='skip'"):
+        opts[0].step()
+    after_p, after_m = _snapshot(models, opts)
+    assert all(torch.equal(a, b) for a, b in zip(params, after_p))
+    assert all(torch.equal(a, b) for a, b in zip(momenta, after_m))
+    # the next clean step trains on: finite momentum, moved parameters
+    opts[0].zero_grad()
+    _loss(models[0], *_batch(Net, 0, 3)).backward()
+    opts[0].step()
+    _, momenta = _snapshot(models, opts)
+    assert all(torch.isfinite(d).all() for d in momenta)
+    assert not all(torch.equal(a, b) for a, b in zip(after_p, [p for p in models[0].parameters()]))
+
+
+def test_skip_sits_the_worker_out_the_others_still_update_and_nothing_is_poisoned():
+    models, opts = _poisoned_step(2, 1, nonfinite="skip")
+    params, momenta = _snapshot(models, opts)
+    half = len(momenta) // 2
+    gathered = torch.stack([o.encode() for o in opts])
+    for o in opts:
+        o.apply(gathered)
+    after_p, after_m = _snapshot(models, opts)
+    assert all(torch.equal(a, b) for a, b in zip(momenta[half:], after_m[half:]))  # rank 1 kept its momentum
+    assert not all(torch.equal(a, b) for a, b in zip(momenta[:half], after_m[:half]))  # rank 0 stepped
+    assert all(torch.isfinite(t).all() for t in after_p + after_m)
+    assert not all(torch.equal(a, b) for a, b in zip(params, after_p))  # rank 0's payload moved the weights
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(a, b)  # the ranks stay identical
+
+
+def test_skip_at_world_size_one_changes_nothing():
+    models, opts = _poisoned_step(1, 0, nonfinite="skip")
+    params, momenta = _snapshot(models, opts)
+    opts[0].step()
+    after_p, after_m = _snapshot(models, opts)
+    assert all(torch.equal(a, b) for a, b in zip(params + momenta, after_p + after_m))
+
+
+def test_complex_parameters_are_refused_and_zero_size_ones_left_alone():
+    with pytest.raises(ValueError, match="complex128.*view_as_real"):
+        DeMo([nn.Parameter(torch.zeros(4, 4, dtype=torch.complex128))], lr=LR)
+    empty, w = nn.Parameter(torch.zeros(0, 8)), nn.Parameter(torch.ones(8, 8))
+    opt = DeMo([empty, w], lr=LR, compression_chunk=4, compression_topk=2)
+    (w.sum() + empty.sum()).backward()
+    opt.step()
+    assert empty.shape == (0, 8) and not torch.equal(w, torch.ones(8, 8))
+    with pytest.raises(ValueError, match="param group 1: lr"):
+        opt.add_param_group({"params": [nn.Parameter(torch.ones(2))], "lr": float("inf")})

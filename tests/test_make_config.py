@@ -72,8 +72,8 @@ def test_an_alias_bomb_stops_make_in_one_line_before_snakemake(scratch, target, 
     ours = _ours(r.stderr)
     assert len(ours) == 1 and "Traceback" not in r.stderr, r.stderr
     assert ours[0].startswith("make: bomb.yaml: more than the limit of 200,000 values"), ours[0]
-    assert not (work / "snakemake.args").exists()  # Snakemake never started
-    assert took < 20, took
+    assert not (work / "snakemake.args").exists()  # Snakemake never started (the bounds are structural:
+    # the size by stat before reading, the values counted while streaming; no wall clock decides)
 
 
 def test_a_valid_config_reaches_snakemake_last_on_its_line(scratch):
@@ -93,9 +93,7 @@ def test_a_missing_or_oversized_or_deep_config_is_one_line(tmp_path, capsys):
     listed.write_text("- 1\n- 2\n")
     for path, needle in ((tmp_path / "nowhere.yaml", "no such file"), (big, "over the limit of 1,048,576"),
                          (deep, "nested deeper than the limit of 64"), (listed, "not keys at its top level")):
-        t0 = time.monotonic()
         assert main(["--cores", "2", "--configfile", str(path)]) == 2
-        assert time.monotonic() - t0 < 5
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith(f"make: {path}") and needle in err[0], err
 

@@ -64,7 +64,7 @@ def models(tmp_path):
     return tmp_path / "models.py"
 
 
-def _place(capsys, tmp_path, models, factory="ok", *extra):
+def _place(capfd, tmp_path, models, factory="ok", *extra):
     argv = ["place", "--model", f"{models}:{factory}", "--out", str(tmp_path / "placement.json"),
             "--repeats", "1", *extra]
     if "--input-shape" not in extra:
@@ -73,7 +73,7 @@ def _place(capsys, tmp_path, models, factory="ok", *extra):
         rc = main(argv)
     except SystemExit as e:  # argparse's usage errors exit from inside parse_args
         rc = e.code
-    out = capsys.readouterr()
+    out = capfd.readouterr()
     return rc, out.err
 
 
@@ -86,16 +86,16 @@ def _one_line(rc, err, *needles):
     return lines[0]
 
 
-def test_the_method_list_is_the_help_list_and_names_hsdag_corrected(capsys, tmp_path, models):
+def test_the_method_list_is_the_help_list_and_names_hsdag_corrected(capfd, tmp_path, models):
     from distlab.placement import api
 
     with pytest.raises(SystemExit):
         main(["place", "--help"])
-    helptext = " ".join(capsys.readouterr().out.split())
+    helptext = " ".join(capfd.readouterr().out.split())
     listed = re.search(r"--method METHOD one of ([a-z_, ]+) \(default heft\)", helptext).group(1).split(", ")
     assert tuple(listed) == api.METHODS and "hsdag_corrected" in listed
     assert "(default 300;" in helptext  # the timeout's default is stated
-    line = _one_line(*_place(capsys, tmp_path, models, "ok", "--method", "magic"), "magic")
+    line = _one_line(*_place(capfd, tmp_path, models, "ok", "--method", "magic"), "magic")
     assert all(m in line for m in api.METHODS)
 
 
@@ -104,16 +104,16 @@ def test_the_method_list_is_the_help_list_and_names_hsdag_corrected(capsys, tmp_
     ("forty_two", "returned a int, not a torch.nn.Module"),
     ("exits", "called sys.exit(0)"),
 ])
-def test_a_factory_that_fails_exits_or_returns_no_module_is_one_line(capsys, tmp_path, models, factory, needle):
-    line = _one_line(*_place(capsys, tmp_path, models, factory), needle)
+def test_a_factory_that_fails_exits_or_returns_no_module_is_one_line(capfd, tmp_path, models, factory, needle):
+    line = _one_line(*_place(capfd, tmp_path, models, factory), needle)
     if factory == "raises":
         assert "models.py:" in line and "RuntimeError: no weights here" in line
     assert not (tmp_path / "placement.json").exists()
 
 
 @pytest.mark.parametrize("factory", ["loops", "spins"])
-def test_an_endless_factory_or_forward_is_stopped_by_the_timeout(capsys, tmp_path, models, factory):
-    _one_line(*_place(capsys, tmp_path, models, factory, "--timeout-s", "1"), "ran past 1 s and was stopped")
+def test_an_endless_factory_or_forward_is_stopped_by_the_timeout(capfd, tmp_path, models, factory):
+    _one_line(*_place(capfd, tmp_path, models, factory, "--timeout-s", "1"), "ran past 1 s and was stopped")
 
 
 @pytest.mark.parametrize("extra, needle", [
@@ -128,14 +128,14 @@ def test_an_endless_factory_or_forward_is_stopped_by_the_timeout(capsys, tmp_pat
     (("--pair", '{"devices": 3'), "--pair"),
     (("--timeout-s", "-1"), "--timeout-s"),
 ])
-def test_bad_inputs_are_one_line_and_exit_2(capsys, tmp_path, models, extra, needle):
-    _one_line(*_place(capsys, tmp_path, models, "ok", *extra), needle)
+def test_bad_inputs_are_one_line_and_exit_2(capfd, tmp_path, models, extra, needle):
+    _one_line(*_place(capfd, tmp_path, models, "ok", *extra), needle)
 
 
-def test_a_pair_that_breaks_a_placement_rule_is_one_line(capsys, tmp_path, models):
+def test_a_pair_that_breaks_a_placement_rule_is_one_line(capfd, tmp_path, models):
     pair = {"devices": [{"name": "gpu", "kind": "roofline", "peak_gflops": 1.0, "mem_gbps": 1.0},
                         {"name": "cpu", "kind": "profiled"}], "link": {"gbps": 1.0, "latency_us": 1.0}}
-    _one_line(*_place(capsys, tmp_path, models, "ok", "--pair", json.dumps(pair)), "devices[0]")
+    _one_line(*_place(capfd, tmp_path, models, "ok", "--pair", json.dumps(pair)), "devices[0]")
 
 
 def test_the_api_refuses_the_same_values(models):
@@ -151,7 +151,7 @@ def test_the_api_refuses_the_same_values(models):
         api.place(torch.nn.Linear(4, 3), (torch.zeros(2, 4),), pair={"devices": []})
 
 
-def test_a_good_model_still_places(capsys, tmp_path, models):
-    rc, err = _place(capsys, tmp_path, models, "ok")
+def test_a_good_model_still_places(capfd, tmp_path, models):
+    rc, err = _place(capfd, tmp_path, models, "ok")
     assert rc == 0, err
     assert json.loads((tmp_path / "placement.json").read_text())["method"] == "heft"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from distlab.results.runs import seal
 from distlab.results.summarize import ResultError, collect
 from distlab.results.tables import read_table_checked, record_path, table_errors
 
@@ -25,9 +26,9 @@ def _run(folder: Path, seed: int) -> Path:
     pd.DataFrame({"backend": "simulated", "clock": "simulated", "step": [0, 1, 2],
                   "time": [0.1, 0.2, 0.3], "step_time": 0.1, "loss": [2.0, 1.5, 1.2],
                   "bytes": 100.0}).to_csv(folder / "metrics.csv", index=False)
-    (folder / "manifest.json").write_text(json.dumps({
+    (folder / "manifest.json").write_text(json.dumps(seal({
         "spec": {"experiment": "baseline", "method": "dgd", "seed": seed, "n_workers": 2},
-        "seed": seed, "backend": "simulated", "clock": "simulated", "wall_s": 1.0}))
+        "seed": seed, "backend": "simulated", "clock": "simulated", "wall_s": 1.0}, folder, ["metrics.csv"])))
     return folder
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from distlab.results.runs import seal
 from distlab.results.tables import (ResultError, read_table_checked, recorded_runs, record_path,
                                     table_errors, write_table)
 
@@ -50,9 +51,9 @@ def _metrics(folder: Path, **cols) -> None:
 def _pgc_run(folder: Path, seed: int) -> Path:
     folder.mkdir(parents=True)
     _metrics(folder)
-    (folder / "manifest.json").write_text(json.dumps({
+    (folder / "manifest.json").write_text(json.dumps(seal({  # sealed, as a finished run's
         "spec": {"experiment": "pgc", "group": "fig8", "scheme": "pgc", "n": 4, "s": 1, "seed": seed},
-        "seed": seed, "backend": "simulated", "clock": "simulated", "wall_s": 1.0}))
+        "seed": seed, "backend": "simulated", "clock": "simulated", "wall_s": 1.0}, folder, ["metrics.csv"])))
     return folder / "manifest.json"
 
 
@@ -60,11 +61,11 @@ def _demo_run(folder: Path, seed: int, method: str) -> Path:
     folder.mkdir(parents=True)
     _metrics(folder, payload_bytes=80.0, compute_s=0.05, rounds=1,
              val_loss=[2.1, None, 1.5, 1.3])
-    (folder / "manifest.json").write_text(json.dumps({
+    (folder / "manifest.json").write_text(json.dumps(seal({  # sealed, as a finished run's
         "spec": {"experiment": "demo", "method": method, "n_workers": 2, "backend": "simulated",
                  "seed": seed, "lr": 0.001},
         "seed": seed, "backend": "simulated", "clock": "simulated", "wall_s": 1.0,
-        "final": {"val_loss": 1.3 + 0.01 * seed, "test_loss": 1.31 + 0.01 * seed}}))
+        "final": {"val_loss": 1.3 + 0.01 * seed, "test_loss": 1.31 + 0.01 * seed}}, folder, ["metrics.csv"])))
     return folder
 
 

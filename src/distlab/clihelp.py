@@ -31,10 +31,12 @@ def as_json(obj: Any) -> str:
 
 def json_arg(text: str) -> Any:
     """argparse ``type=`` of a JSON argument; invalid JSON is a usage error naming why."""
+    from .config.yamlio import YamlLimitError, loads_json_bounded
+
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
+        return loads_json_bounded(text, "the argument")
+    except YamlLimitError as e:  # not JSON, nested too deep, an integer too long, NaN: one line
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def out_path(text: str) -> Path:

@@ -58,7 +58,8 @@ rule baseline_train_dist:
 
 rule baseline_summarize:
     input:
-        BASE.runs(),
+        runs=BASE.runs(),
+        metrics=BASE.metrics(),
     output:
         steps=BASE.steps,
         summary=BASE.summary,
@@ -72,7 +73,7 @@ rule baseline_summarize:
     resources:
         mem_mb=1000,
     shell:
-        "python -m distlab summarize --runs {input:q} --steps-out {output.steps:q} "
+        "python -m distlab summarize --runs {input.runs:q} --steps-out {output.steps:q} "
         "--summary-out {output.summary:q} > {log:q} 2>&1"
 
 

@@ -130,14 +130,15 @@ use rule demo_train_sim as demo_train_twin with:
 rule demo_summarize:
     """Per-step and run-level tables of one group of DeMo runs (bytes, re-timed columns)."""
     input:
-        P4.group_runs,
+        runs=P4.group_runs,
+        metrics=P4.group_metrics,
     output:
         steps=P4.steps("{dgroup}"),
         summary=P4.summary("{dgroup}"),
     wildcard_constraints:
         dgroup=r"simulated|simulated_real|gloo|nccl|sweep",
     params:
-        runs=input_dirs,
+        runs=run_dirs_of_runs,
         networks=P4.summary_networks,
     conda:
         ENV

@@ -197,7 +197,8 @@ if LOCAL_WF.sweep_runs:
 rule local_summarize:
     """Every local-learning run -> the per-step table and the runs table (the scorecard's input)."""
     input:
-        LOCAL_WF.runs,
+        runs=LOCAL_WF.runs,
+        metrics=LOCAL_WF.metrics,
     output:
         steps=f"{RESULTS}/local/steps.csv",
         runs=f"{RESULTS}/local/runs.csv",
@@ -212,7 +213,7 @@ rule local_summarize:
     resources:
         mem_mb=1000,
     shell:
-        "python -m distlab local-summarize --runs {input:q} --steps-out {output.steps:q} "
+        "python -m distlab local-summarize --runs {input.runs:q} --steps-out {output.steps:q} "
         "--summary-out {output.runs:q} --staleness-out {output.staleness:q} > {log:q} 2>&1"
 
 

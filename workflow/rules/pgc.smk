@@ -131,7 +131,8 @@ use rule pgc_train_sim as pgc_train_sim_real with:
 rule pgc_summarize:
     """Per-step (parquet) and run-level (CSV) tables of one experiment group."""
     input:
-        P1.group_inputs,
+        runs=P1.group_inputs,
+        metrics=P1.group_metrics,
     output:
         steps=P1.steps("{group}"),
         summary=P1.summary("{group}"),
@@ -145,7 +146,7 @@ rule pgc_summarize:
     resources:
         mem_mb=mem_of_inputs(400),  # the metrics CSVs become one frame
     shell:
-        "python -m distlab pgc summarize --runs {input:q} --steps-out {output.steps:q} "
+        "python -m distlab pgc summarize --runs {input.runs:q} --steps-out {output.steps:q} "
         "--summary-out {output.summary:q} > {log:q} 2>&1"
 
 

@@ -86,12 +86,16 @@ def _profile(a) -> int:
     import yaml
 
     from ..config.specs import SpecError
+    from ..config.yamlio import YamlLimitError, load_user_file
     from ..results.tables import atomic_write_text
     from .profile import ROOT, merge, validate
     from .profiler import check_covers, measure
 
-    if a.repeats < 1 or a.steps < 1:
-        raise SpecError(f"--repeats/--steps: must be at least 1, got {a.repeats}/{a.steps}")
+    from ..config.specs import COUNT_LIMITS
+
+    for key, v in (("repeats", a.repeats), ("steps", a.steps)):  # bounded before anything runs
+        if not 1 <= v <= COUNT_LIMITS[key]:
+            raise SpecError(f"--{key}: {v:,}; give 1 .. {COUNT_LIMITS[key]:,}")
     techniques = None
     if a.techniques:
         from .spec import TECHNIQUES
@@ -104,9 +108,11 @@ def _profile(a) -> int:
     sections = []
     for path in a.config:
         try:
-            over = yaml.safe_load(Path(path).read_text())
+            over = load_user_file(path, "config file")
             section = merge(base, over if isinstance(over, dict) else {})["atlas"]
             section["sizes"], section["n_workers"], section["batch_size"]  # noqa: B018 (what a profile needs)
+        except YamlLimitError as e:  # over a bound, not a regular file, not YAML: one line naming it
+            raise SpecError(f"--config: {e}") from None
         except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
             raise SpecError(f"--config: {path} gives no atlas section over config/config.yaml "
                             f"({type(e).__name__}: {e})") from None
@@ -131,11 +137,13 @@ def _query(a) -> int:
     import yaml
 
     from ..config.specs import SpecError
+    from ..config.yamlio import YamlLimitError, load_user_file
     from .efficiency import parse_efficiency
     from .profile import DEFAULT_PATH
     from .profile import apply as apply_profile
     from .profile import mode as compute_mode
-    from .projection import DTYPES, LINK_RANGE, MFU_RANGE, PRESETS, ClockSettings, measured_flops_per_s
+    from .projection import (DTYPES, LINK_RANGE, MAX_WORKERS, MFU_RANGE, PRESETS, ClockSettings,
+                             measured_flops_per_s)
     from .query import (QueryError, check_complete, format_ranking, parse_bandwidth, parse_latency,
                         parse_stragglers, rank)
 
@@ -149,8 +157,9 @@ def _query(a) -> int:
     positive("ddp-steps", a.ddp_steps)
     if a.mfu is not None and not (math.isfinite(a.mfu) and 0 < a.mfu <= 1):
         raise QueryError(f"--mfu: must be in (0, 1], got {a.mfu:g}")
-    if a.workers < 2:
-        raise QueryError(f"--workers: need at least 2, got {a.workers}")
+    if not 2 <= a.workers <= MAX_WORKERS:
+        raise QueryError(f"--workers: need 2 .. {MAX_WORKERS:,} (the projection simulates each worker), "
+                         f"got {a.workers:,}")
     link = _link_fraction(a.link_fraction, LINK_RANGE)
     if a.s is not None and not 0 <= a.s < a.workers:
         raise QueryError(f"--s: need 0 <= s < workers = {a.workers}, got {a.s}")
@@ -171,12 +180,17 @@ def _query(a) -> int:
     published = (a.efficiency or "").strip() == "published"
     eff = {} if published else parse_efficiency(a.efficiency)
     try:
-        cfg = yaml.safe_load(Path(a.config).read_text())["atlas"]
+        cfg = load_user_file(a.config, "config file")
+        if not isinstance(cfg, dict):
+            raise TypeError("not keys at its top level")
+        cfg = cfg["atlas"]
         if not isinstance(cfg, dict):
             raise TypeError("atlas: is not a mapping")
         target, s_cfg = float(cfg["target_loss"]), int(cfg["s"])
         tokens_cfg = int(cfg["batch_size"]) * int(next(iter(cfg["sizes"].values())).get("block_size", 32))
         rate_cfg = cfg.get("extrapolate", {}).get("flops_per_s", "measured")
+    except YamlLimitError as e:
+        raise SpecError(f"--config: {e}") from None
     except (OSError, KeyError, TypeError, ValueError, AttributeError, StopIteration, yaml.YAMLError) as e:
         raise SpecError(f"--config: {a.config} has no readable atlas: section ({type(e).__name__}: {e})") from None
     del target

@@ -239,12 +239,12 @@ def parse_efficiency(text: str | None) -> dict[str, float]:
         return {k: v["ratio"] for k, v in published().items()}  # (the query passes use_published instead)
     p = Path(text)
     if "=" not in text and p.suffix in (".yaml", ".yml", ".json") or p.is_file():
-        import yaml
+        from ..config.yamlio import YamlLimitError, load_user_file
 
         try:
-            raw = yaml.safe_load(p.read_text())
-        except (OSError, yaml.YAMLError) as e:
-            raise SpecError(f"--efficiency: cannot read {text!r} ({type(e).__name__})") from None
+            raw = load_user_file(p, "efficiency file")
+        except YamlLimitError as e:  # over a bound, not a regular file, not YAML or JSON: one line
+            raise SpecError(f"--efficiency: {e}") from None
         if not isinstance(raw, dict):
             raise SpecError(f"--efficiency: {text!r} must hold a mapping technique: ratio")
         items = list(raw.items())

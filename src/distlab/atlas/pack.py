@@ -35,6 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..config.specs import SpecError
+from ..config.yamlio import YamlLimitError, loads_json_bounded
 from .record import Recording
 
 FORMAT = "distlab atlas query pack"
@@ -57,6 +58,9 @@ def _entry(run_dir: str, measured: bool) -> dict:
     d = Path(run_dir)
     rec = json.loads((d / "record.json").read_text())
     man = json.loads((d / "manifest.json").read_text())
+    from ..results.runs import check_sealed
+
+    check_sealed(d, man)  # the pack carries a run only as it was written
     keys = STEP_KEYS + (MEASURED_KEYS if measured else ())
     rle: list[list] = []
     prev = None
@@ -104,15 +108,74 @@ def write_pack(done_files, out, compute: str = "stored") -> dict:
 
 # bounds on what a pack may unfold to (a crafted pack carries a valid checksum too): the default
 # atlas's pack is ~0.1 MB and its longest run 600 steps
-MAX_BYTES = 256 * 2**20   # decompressed JSON
-MAX_STEPS = 10**6         # steps of one run, after the run-length expansion
+MAX_BYTES = 64 * 2**20    # decompressed JSON (the default's: 2.7 MB)
+MAX_NODES = 10**7         # its values (the default's: 404,191)
+MAX_STEPS = 10**5         # steps of one run, after the run-length expansion
+# the pack as a whole (the default's: 204 runs, 61,200 steps): its runs and their steps together,
+# checked before any run is expanded, so a pack of many long runs is refused, not held in memory
+MAX_RUNS = 10_000
+MAX_TOTAL_STEPS = 10**6
+MAX_MESSAGE_BYTES = 2**50   # a message of one step: a PiB is past any model
+MAX_WORKERS = 10_000        # a run's workers (atlas.projection.MAX_WORKERS)
+
+
+def _finite(x, least: float, most: float) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and least <= x <= most  # NaN fails both
+
+
+def _check_body(body: dict, n: int, where: str) -> None:
+    """One run-length body of a run's steps: its byte counts finite and in [0, 1 PiB], its
+    passes and received workers whole numbers for ``n`` workers; ValueError naming the key."""
+    for k in ("msg_bytes", "bcast_bytes"):
+        if k in body and not _finite(body[k], 0, MAX_MESSAGE_BYTES):
+            raise ValueError(f"{where}: {k} = {body[k]!r}, not a byte count in [0, {MAX_MESSAGE_BYTES:.3g}]")
+    for c in body.get("colls") or []:
+        if not (isinstance(c, list) and len(c) == 2 and _finite(c[1], 0, MAX_MESSAGE_BYTES)):
+            raise ValueError(f"{where}: colls entry {c!r} is not [kind, bytes in [0, {MAX_MESSAGE_BYTES:.3g}]]")
+    for k in ("compute_s", "master_s"):
+        v = body.get(k)
+        vals = v if isinstance(v, list) else [] if v is None else [v]
+        if not all(_finite(x, 0, 1e9) for x in vals):
+            raise ValueError(f"{where}: {k} holds {v!r}, not seconds in [0, 1e9]")
+    for k, most in (("passes", 10**6), ("received", n - 1), ("wait_for", n)):
+        v = body.get(k)
+        vals = v if isinstance(v, list) else [] if v is None else [v]
+        if not all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= most for x in vals):
+            raise ValueError(f"{where}: {k} = {v!r}, not whole numbers in [0, {most}]")
+
+
+def check_runs(runs) -> None:
+    """The pack's runs as a whole before any is expanded: how many, their steps together, and
+    each run's header, losses and step bodies; ValueError naming the run and the key."""
+    if not isinstance(runs, list) or len(runs) > MAX_RUNS:
+        raise ValueError(f"runs: {len(runs) if isinstance(runs, list) else runs!r}, not a list of at most "
+                         f"{MAX_RUNS:,} runs")
+    total = 0
+    for i, e in enumerate(runs):
+        where = f"run {i} ({str(e.get('dir', '?'))[-60:]})" if isinstance(e, dict) else f"run {i}"
+        counts = [c for c, _ in e["steps"]]
+        if not all(isinstance(c, int) and not isinstance(c, bool) and 0 < c <= MAX_STEPS for c in counts):
+            raise ValueError(f"{where}: a step count outside 1 .. {MAX_STEPS:,}")
+        steps = sum(counts)
+        total += steps
+        if steps > MAX_STEPS or total > MAX_TOTAL_STEPS:
+            raise ValueError(f"{where}: more than {MAX_STEPS:,} steps a run or {MAX_TOTAL_STEPS:,} in the pack")
+        n = e["n"]
+        if not (isinstance(n, int) and 1 <= n <= MAX_WORKERS):
+            raise ValueError(f"{where}: n = {n!r}, not a worker count in 1 .. {MAX_WORKERS:,}")
+        if not _finite(e["flops_per_pass"], 0, 1e30) or not _finite(e["n_params"], 0, 1e15):
+            raise ValueError(f"{where}: flops_per_pass or n_params is not a finite count")
+        for s, v in e["curve"]:
+            if not (isinstance(s, int) and 0 <= s < steps and _finite(v, 0, 1e6)):
+                raise ValueError(f"{where}: val_loss {v!r} at step {s!r} (a loss is finite and >= 0, "
+                                 f"at a step of the run)")
+        for _, body in e["steps"]:
+            _check_body(body, n, where)
 
 
 def _recording(e: dict) -> Recording:
     steps = []
     val = {s: v for s, v in e["curve"]}
-    if sum(int(count) for count, _ in e["steps"]) > MAX_STEPS:
-        raise ValueError(f"a run of more than {MAX_STEPS} steps")
     for count, body in e["steps"]:
         for _ in range(int(count)):
             i = len(steps)
@@ -131,7 +194,10 @@ def read_pack(path) -> tuple[dict, dict[str, list[Recording]]]:
         with gzip.open(p, "rb") as gz:
             raw = gz.read(MAX_BYTES + 1)  # a bounded read: a small file may unfold without end
         big = len(raw) > MAX_BYTES
-        doc = None if big else json.loads(raw)
+        doc = None if big else loads_json_bounded(raw.decode("utf-8"), str(p), allow_nonfinite=True,
+                                                  max_chars=MAX_BYTES, max_nodes=MAX_NODES)
+    except YamlLimitError as e:  # nested too deep, an integer too long, not JSON: one line
+        raise PackError(f"{e}; {hint}") from None
     except FileNotFoundError:
         raise PackError(f"{p}: missing; {hint}") from None
     except (OSError, EOFError, ValueError) as e:  # not gzip, cut short (gzip's CRC), not JSON
@@ -147,8 +213,11 @@ def read_pack(path) -> tuple[dict, dict[str, list[Recording]]]:
         raise PackError(f"{p}: its content is not what was written (checksum differs: edited); {hint}")
     by_job: dict[str, list[Recording]] = {t: [] for t in body["techniques"]}
     try:
+        check_runs(body["runs"])
         for e in body["runs"]:
             by_job.setdefault(e["job"], []).append(_recording(e))
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError) as e:
         raise PackError(f"{p}: a run entry lacks or misstates {e}; {hint}") from None
+    except ValueError as e:  # a bound or a value out of range, named
+        raise PackError(f"{p}: {e}; {hint}") from None
     return {"compute": body["compute"], "techniques": body["techniques"]}, by_job

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config.specs import SpecError
+from ..config.yamlio import YamlLimitError, loads_json_bounded, read_bounded_bytes
 from .spec import TECHNIQUES, kind
 
 DEFAULT_PATH = "data/atlas/compute_profile.json"
@@ -127,9 +127,11 @@ def validate(prof: dict, where: str = "compute profile") -> dict:
 
 @functools.lru_cache(maxsize=8)
 def _load(path: str, mtime: float) -> tuple[dict, str]:
-    raw = Path(path).read_bytes()
     try:
-        prof = json.loads(raw)
+        raw = read_bounded_bytes(path, what="compute profile")
+        prof = loads_json_bounded(raw.decode("utf-8"), str(path))
+    except YamlLimitError as e:  # over a bound, not a regular file, not JSON: one line naming it
+        raise ProfileError(f"atlas.compute_profile: {e}") from None
     except ValueError as e:
         raise ProfileError(f"atlas.compute_profile: {path} is not JSON ({e})") from None
     return validate(prof, f"atlas.compute_profile {path}"), hashlib.sha256(raw).hexdigest()[:12]

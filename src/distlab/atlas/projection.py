@@ -37,11 +37,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..config.specs import SpecError
 from ..runtime.stragglers import StragglerModel
 from .record import Recording
 from .spec import TECHNIQUES, kind
 
 SYNTH_STEPS = 200   # steps simulated per cell; the mean step over them is the time per step
+# the most workers a projection simulates: its arrays are (cells, N) floats, 82 cells at a query
+# (the break-even grid), so 10,000 workers are 6.6 MB an array and 200 steps seconds a technique;
+# 10**9 would be 611 GiB
+MAX_WORKERS = 10_000
 
 # Accelerator presets: dense BF16 tensor-core peak FLOP/s from the vendors' datasheets (the
 # "with sparsity" figures halved), and this machine's measured rate (``cpu``).
@@ -176,6 +181,8 @@ def _buckets(cs: ClockSettings, nbytes: float) -> int:
 def step_seconds(pat: Pattern, P: float, N: int, s: int, cs: ClockSettings, lat, bw,
                  straggler: dict | None = None, steps: int = SYNTH_STEPS, seed: int = 0) -> np.ndarray:
     """Mean seconds per step over ``steps`` simulated steps, per (lat, bw) cell."""
+    if not 1 <= N <= MAX_WORKERS:  # bounded before anything is allocated
+        raise SpecError(f"--workers: {N} workers, outside 1 .. {MAX_WORKERS:,} (the projection simulates each)")
     lat = np.atleast_1d(np.asarray(lat, float))
     bw = np.atleast_1d(np.asarray(bw, float))
     C = np.broadcast(lat, bw).shape[0]

@@ -28,6 +28,9 @@ class Recording:
         run_dir = Path(run_dir)
         r = json.loads((run_dir / "record.json").read_text())
         man = json.loads((run_dir / "manifest.json").read_text())
+        from ..results.runs import check_sealed
+
+        check_sealed(run_dir, man)  # the record and manifest as the run wrote them, else one line
         return cls(technique=r["technique"], kind=r["kind"], n=int(r["n"]), seed=int(r["seed"]),
                    flops_per_pass=float(r["flops_per_pass"]), straggler=r["straggler"], network=r["network"],
                    steps=r["steps"], n_params=int(man.get("n_params", 0)), spec=man.get("spec"),

@@ -72,7 +72,10 @@ def _write(out_dir: Path, spec: dict, rec: dict, extra: dict) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "record.json.part").write_text(json.dumps(rec))
     (out_dir / "record.json.part").replace(out_dir / "record.json")
-    (out_dir / "manifest.json").write_text(json.dumps({"spec": spec, **extra}, indent=2, sort_keys=True) + "\n")
+    from ..results.runs import seal
+
+    man = seal({"spec": spec, **extra}, out_dir, ["record.json"])
+    (out_dir / "manifest.json").write_text(json.dumps(man, indent=2, sort_keys=True) + "\n")
     return out_dir
 
 

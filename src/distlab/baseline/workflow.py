@@ -38,6 +38,13 @@ class BaselineWorkflow:
             runs += [self._manifest(backend, method, seed) for seed in more]
         return runs
 
+    def metrics(self) -> list[str]:
+        """baseline_summarize's other inputs: each run's metrics (an edit of one remakes the summary,
+        which refuses the edited run by name)."""
+        from ..pipeline.workflow import metrics_beside
+
+        return metrics_beside(self.runs())
+
     def _manifest(self, backend: str, method: str, seed: int) -> str:
         return f"{self.results}/baseline/{backend}/{method}/seed{seed}/manifest.json"
 

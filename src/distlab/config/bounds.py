@@ -274,17 +274,64 @@ def _dataset_refs(node: Any, path: tuple) -> list[str]:
     return out
 
 
+# ---- data sizes ------------------------------------------------------------
+
+def train_rows(config: Mapping[str, Any], name: Any) -> int | None:
+    """Training images of data set ``name`` as the data rule will split it, where that is known
+    before it runs: scikit-learn's digits (read from the copy scikit-learn ships), less the test
+    and validation images held out (:func:`distlab.data.sources._image_splits`' arithmetic);
+    None for a data set from the hub (its size is known once it is downloaded)."""
+    spec = (config.get("datasets") or {}).get(name) if isinstance(name, str) else None
+    if not isinstance(spec, Mapping) or spec.get("source") != "sklearn_digits":
+        return None
+    from sklearn.datasets import load_digits
+
+    if "val_fraction" not in spec or "test_fraction" not in spec:  # the data module's default (it imports torch)
+        from ..data.sources import DEFAULT_FRACTION
+    n = len(load_digits().target)
+    try:
+        val, test = (float(spec.get(k) if k in spec else DEFAULT_FRACTION) for k in ("val_fraction", "test_fraction"))
+    except (TypeError, ValueError):
+        return None  # the schema names the key
+    return n - round(test * n) - round(val * n)
+
+
+def data_size_errors(config: Mapping[str, Any]) -> list[str]:
+    """A batch larger than the training rows it is drawn from (baseline: the whole training split;
+    PGC: batch_size // n a partition of train // n rows): one line naming the key, at config check
+    rather than a ValueError once the job has started."""
+    errors = []
+    b = config.get("baseline")
+    if isinstance(b, Mapping) and isinstance(b.get("batch_size"), int):
+        rows = train_rows(config, b.get("dataset"))
+        if rows is not None and b["batch_size"] > rows:
+            errors.append(f"baseline.batch_size = {b['batch_size']:,}: above the {rows:,} training rows of "
+                          f"{b.get('dataset')}; give at most {rows:,}")
+    p = config.get("pgc")
+    rows = train_rows(config, p.get("dataset")) if isinstance(p, Mapping) else None
+    for group in ("motivating", "simulation", "cloud", "real") if rows is not None else ():
+        g = p.get(group)
+        if not isinstance(g, Mapping) or not isinstance(g.get("batch_size"), int):
+            continue
+        for n in _ints(g.get("n", p.get("n", 1)) if group == "real" else p.get("n", 1)):
+            if n >= 1 and g["batch_size"] // n > rows // n:
+                errors.append(f"pgc.{group}.batch_size = {g['batch_size']:,}: {g['batch_size'] // n:,} a partition "
+                              f"for n = {n}, above the {rows // n:,} rows of each of {p.get('dataset')}'s "
+                              f"partitions; give at most {rows // n * n:,}")
+    return errors
+
+
 # ---- files ---------------------------------------------------------------
 
 def config_file_errors(path: str | os.PathLike[str]) -> list[str]:
     """A config file that holds no mapping at its top (empty, comments only, a list): one
     line naming the file (a loader would read it as nothing, or fail without the name)."""
-    import yaml
+    from .yamlio import YamlLimitError, load_user_file
 
     try:
-        data = yaml.safe_load(open(path, encoding="utf-8").read())
-    except (OSError, yaml.YAMLError):
-        return []  # unreadable or not YAML: the duplicate-key pass names the file
+        data = load_user_file(path, "config file")
+    except YamlLimitError:
+        return []  # over a bound, unreadable or not YAML: the duplicate-key pass names the file
     if data is None:
         return [f"{path}: the file holds no settings (empty or comments only); write keys at its top "
                 f"level (e.g. 'seeds: [0, 1]') or leave the file out"]

@@ -503,7 +503,7 @@ def config_errors(config: Mapping[str, Any], schema_dir: str | Path,
         cross = [e for e in cross if not e.startswith("pgc.coding.source:")]
     errors += [e for e in cross if fresh(e)]
     if not schema:  # memory estimates read well-typed values only
-        errors += bounds.memory_errors(config)
+        errors += bounds.memory_errors(config) + bounds.data_size_errors(config)
     _check_claims(claims_path, errors, papers)
     _check_extra_seeds(config, claims_path, errors)
     seen: set[str] = set()

@@ -58,8 +58,6 @@ def problem(name: str) -> str | None:
     from .yamlio import YamlLimitError, load_file_bounded, yaml_error_line
 
     path = Path(name)
-    if not path.is_file():
-        return f"{name}: no such file (given to --configfile)"
     try:
         data = load_file_bounded(path)
     except YamlLimitError as e:

@@ -24,12 +24,16 @@ RUNTIME_DEFAULTS: dict[str, Any] = {
     "launcher": "fork",
 }
 
+# the longest wait a timeout may set: 30 days (a deadline past it overflows the clocks a job's
+# launcher and its store compute with, e.g. 1e300 s)
+MAX_TIMEOUT_S = 30 * 86400
+
 RUNTIME_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
-        "timeout_s": {"type": "number", "exclusiveMinimum": 0},
-        "job_timeout_s": {"type": "number", "exclusiveMinimum": 0},
+        "timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S},
+        "job_timeout_s": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S},
         "threads": {"type": "integer", "minimum": 1},
         "launcher": {"enum": ["fork", "torchrun"]},
         "checkpoint": {

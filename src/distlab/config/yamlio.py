@@ -9,6 +9,15 @@
   (:func:`check_yaml_limits`).  The check streams the parser's events once, so
   its cost is linear in the file's size, which is capped first (by ``stat``,
   before the file is read).
+* An alias inside the collection it names (``a: &a [*a]``, 25 bytes: a structure that
+  contains itself, whose first walk ends in a RecursionError) and an integer of more than
+  :data:`MAX_INT_DIGITS` digits (Python refuses to read 5,000 as a traceback) are refused in
+  the same pass, by name.
+* JSON files a user hands in (packs, plans, profiles, metadata) go through the same caps
+  (:func:`load_json_bounded`): size before reading, nesting depth in one linear scan before
+  parsing, values, integer length, and NaN or Infinity refused by name.
+* What is not a regular file (a directory, a FIFO, ``/dev/zero``) is said to be so, never "no
+  such file", and is never read.
 * An error never quotes the file's lines (PyYAML's messages do): a config that
   is a link to a secret file is refused without printing the secret.
 """
@@ -16,6 +25,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +34,8 @@ import yaml
 MAX_BYTES = 1 << 20          # config/claims.yaml, the largest, is 150 KB
 MAX_DEPTH = 64               # the configs nest at most 6 deep
 MAX_NODES = 200_000          # scalars and collections, every alias expanded
+MAX_INT_DIGITS = 100         # an integer's digits: a count or a seed has at most 20
+_INT_LIKE = re.compile(r"[-+]?(0[xob])?[0-9_a-fA-F:]+")
 
 
 class DuplicateKeyError(yaml.constructor.ConstructorError):
@@ -92,7 +104,11 @@ def check_yaml_limits(text: str, name: str = "<text>") -> None:
                 total += 1
                 if ev.anchor:
                     sizes[ev.anchor] = 1
+                _check_scalar(ev, name)
             elif isinstance(ev, yaml.AliasEvent):
+                if any(a == ev.anchor for a, _ in stack):
+                    raise YamlLimitError(f"{name}: the alias *{ev.anchor} at line {ev.start_mark.line + 1} "
+                                         f"is inside the &{ev.anchor} it names (a value that contains itself)")
                 total += sizes.get(ev.anchor, 1)
             elif isinstance(ev, yaml.CollectionStartEvent):
                 stack.append((ev.anchor, total))
@@ -117,7 +133,15 @@ def check_yaml_limits(text: str, name: str = "<text>") -> None:
         raise
 
 
-def check_tree_limits(obj: Any, name: str = "the configuration") -> None:
+def _check_scalar(ev, name: str) -> None:
+    """A plain scalar that reads as an integer of more than :data:`MAX_INT_DIGITS` digits."""
+    v = ev.value
+    if not ev.style and len(v) > MAX_INT_DIGITS and _INT_LIKE.fullmatch(v):
+        raise YamlLimitError(f"{name}: an integer of {len(v):,} characters at line {ev.start_mark.line + 1}, "
+                             f"over the limit of {MAX_INT_DIGITS} digits")
+
+
+def check_tree_limits(obj: Any, name: str = "the configuration", max_nodes: int = MAX_NODES) -> None:
     """The caps of :func:`check_yaml_limits` on data already loaded (Snakemake's own reading
     of a config file, ``--config`` overrides): a walk that stops at :data:`MAX_NODES` nodes
     (objects shared by aliases counted each time) or :data:`MAX_DEPTH` levels, so its cost
@@ -127,17 +151,17 @@ def check_tree_limits(obj: Any, name: str = "the configuration") -> None:
     while todo:
         x, depth = todo.pop()
         seen += 1
-        if seen > MAX_NODES:
-            raise YamlLimitError(f"{name}: more than the limit of {MAX_NODES:,} values")
+        if seen > max_nodes:
+            raise YamlLimitError(f"{name}: more than the limit of {max_nodes:,} values")
         if depth > MAX_DEPTH:
             raise YamlLimitError(f"{name}: nested deeper than the limit of {MAX_DEPTH} levels")
         if isinstance(x, dict):
-            if len(x) > MAX_NODES:
-                raise YamlLimitError(f"{name}: more than the limit of {MAX_NODES:,} values")
+            if len(x) > max_nodes:
+                raise YamlLimitError(f"{name}: more than the limit of {max_nodes:,} values")
             todo.extend((v, depth + 1) for v in x.values())
         elif isinstance(x, (list, tuple)):
-            if len(x) > MAX_NODES:
-                raise YamlLimitError(f"{name}: more than the limit of {MAX_NODES:,} values")
+            if len(x) > max_nodes:
+                raise YamlLimitError(f"{name}: more than the limit of {max_nodes:,} values")
             todo.extend((v, depth + 1) for v in x)
 
 
@@ -149,21 +173,116 @@ def _events(text: str, name: str):
         yield ev
 
 
+def _regular_file(path: str | os.PathLike[str], max_bytes: int, what: str) -> Path:
+    """``path`` as a regular file within ``max_bytes``, else one line saying what it is."""
+    import stat
+
+    p = Path(path)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise YamlLimitError(f"{path}: no such file") from None
+    except OSError as e:
+        raise YamlLimitError(f"{path}: cannot be read ({e.strerror or type(e).__name__})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode)
+                else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket or special file")
+        raise YamlLimitError(f"{path}: {kind}, not a regular file; give the path of a {what}")
+    if st.st_size > max_bytes:
+        raise YamlLimitError(f"{path}: {st.st_size:,} bytes, over the limit of {max_bytes:,} bytes for a {what}")
+    return p
+
+
+def read_bounded_bytes(path: str | os.PathLike[str], max_bytes: int = MAX_BYTES, what: str = "config file") -> bytes:
+    """A regular file's bytes, refused (:class:`YamlLimitError`, one line) when it is not a regular
+    file or is over ``max_bytes``, checked before it is read and again while reading."""
+    p = _regular_file(path, max_bytes, what)
+    with open(p, "rb") as f:
+        raw = f.read(max_bytes + 1)
+    if len(raw) > max_bytes:  # it grew since
+        raise YamlLimitError(f"{path}: over the limit of {max_bytes:,} bytes for a {what}")
+    return raw
+
+
 def read_yaml_text(path: str | os.PathLike[str]) -> str:
     """A YAML file's text, refused (:class:`YamlLimitError`) over :data:`MAX_BYTES` before it
     is read, or when it is not a regular file."""
-    p = Path(path)
-    st = p.stat()
-    if not p.is_file():
-        raise YamlLimitError(f"{path}: not a regular file")
-    if st.st_size > MAX_BYTES:
-        raise YamlLimitError(f"{path}: {st.st_size:,} bytes, over the limit of {MAX_BYTES:,} "
-                             f"bytes for a config file")
-    with open(p, "rb") as f:
-        raw = f.read(MAX_BYTES + 1)
-    if len(raw) > MAX_BYTES:  # it grew since
-        raise YamlLimitError(f"{path}: over the limit of {MAX_BYTES:,} bytes for a config file")
-    return raw.decode("utf-8")
+    raw = read_bounded_bytes(path)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise YamlLimitError(f"{path}: not UTF-8 text (byte {e.start})") from None
+
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def check_json_limits(text: str, name: str = "<text>") -> None:
+    """Nesting deeper than :data:`MAX_DEPTH`, found before any parser recurses into it (strings
+    removed, then the brackets' running depth; linear):
+    :class:`YamlLimitError`, one line."""
+    import numpy as np
+
+    brackets = np.frombuffer(_NOT_BRACKET.sub("", _JSON_STRING.sub("", text)).encode("ascii"), np.uint8)
+    opens = (brackets == ord("[")) | (brackets == ord("{"))
+    if brackets.size and int(np.cumsum(np.where(opens, 1, -1)).max()) > MAX_DEPTH:
+        raise YamlLimitError(f"{name}: nested deeper than the limit of {MAX_DEPTH} levels")
+
+
+def loads_json_bounded(text: str, name: str = "<text>", allow_nonfinite: bool = False,
+                       max_chars: int = MAX_BYTES * 64, max_nodes: int = MAX_NODES) -> Any:
+    """``json.loads`` within the caps: depth (:func:`check_json_limits`), integer length, values
+    (:func:`check_tree_limits`), and NaN or Infinity refused by name unless ``allow_nonfinite``."""
+    import json
+
+    if len(text) > max_chars:
+        raise YamlLimitError(f"{name}: {len(text):,} characters, over the limit of {max_chars:,}")
+    check_json_limits(text, name)
+
+    def integer(s: str) -> int:
+        if len(s.lstrip("-")) > MAX_INT_DIGITS:
+            raise YamlLimitError(f"{name}: an integer of {len(s):,} digits, over the limit of {MAX_INT_DIGITS} digits")
+        return int(s)
+
+    def constant(s: str) -> float:
+        if not allow_nonfinite:
+            raise YamlLimitError(f"{name}: holds {s}, not a finite number")
+        return float(s)
+
+    try:
+        data = json.loads(text, parse_int=integer, parse_constant=constant)
+    except json.JSONDecodeError as e:
+        raise YamlLimitError(f"{name}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    check_tree_limits(data, name, max_nodes)
+    return data
+
+
+def load_json_bounded(path: str | os.PathLike[str], max_bytes: int = MAX_BYTES, what: str = "JSON file",
+                      allow_nonfinite: bool = False) -> Any:
+    """A JSON file a user hands in, read within the caps (:func:`read_bounded_bytes`,
+    :func:`loads_json_bounded`); every refusal is a :class:`YamlLimitError` of one line naming it."""
+    raw = read_bounded_bytes(path, max_bytes, what)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise YamlLimitError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    return loads_json_bounded(text, str(path), allow_nonfinite)
+
+
+def load_user_file(path: str | os.PathLike[str], what: str = "file") -> Any:
+    """A YAML or JSON file a user names (``.json``: JSON, else YAML), read within the caps; any
+    problem is one :class:`YamlLimitError` line naming the file (not valid YAML or JSON included)."""
+    if str(path).endswith(".json"):
+        return load_json_bounded(path, what=what)
+    try:
+        return load_file_bounded(path)
+    except YamlLimitError:
+        raise
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
+        raise YamlLimitError(f"{path}: not valid YAML ({yaml_error_line(e)[:160]})") from None
+    except RecursionError:
+        raise YamlLimitError(f"{path}: nested too deeply to read") from None
 
 
 def safe_load_bounded(text: str, name: str = "<text>") -> Any:

@@ -243,6 +243,12 @@ class DemoWorkflow:
         """demo_summarize's inputs: the manifests of the group of runs the ``dgroup`` wildcard names."""
         return self.runs(w.dgroup)
 
+    def group_metrics(self, w) -> list[str]:
+        """demo_summarize's other inputs: the metrics beside the group's run manifests."""
+        from ..pipeline.workflow import metrics_beside
+
+        return metrics_beside(self.group_runs(w))
+
     def bench_spec(self, gpu: bool = False) -> str:
         """demo_bench's spec (``gpu``: demo_bench_gpu's, the whole step on NCCL): the benchmark's
         models and step counts, and a two-worker gloo run's spec."""

@@ -6,23 +6,21 @@ config file, an unreadable calibration) is one line and exit 2.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from ..clihelp import command
 
 
 def _plan(a) -> int:
     from ..config.specs import SpecError
+    from ..config.yamlio import YamlLimitError, load_json_bounded
     from .plan import format_plan, load_config, plan, totals
 
     cfg = load_config(a.configfile, a.root)
     cal = None
     if a.calibration:
         try:
-            cal = json.loads(Path(a.calibration).read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise SpecError(f"--calibration: cannot read {a.calibration}: {e}") from e
+            cal = load_json_bounded(a.calibration, what="calibration file")
+        except YamlLimitError as e:  # over a bound, not a regular file, not JSON: one line naming it
+            raise SpecError(f"--calibration: {e}") from None
     jobs = plan(cfg, cal)
     print(format_plan(jobs, cfg, cal))
     if a.jobs:

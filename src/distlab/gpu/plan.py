@@ -34,6 +34,7 @@ from types import SimpleNamespace
 import yaml
 
 from ..config.specs import SpecError
+from ..config.yamlio import YamlLimitError, load_user_file
 
 ROOT = Path(__file__).resolve().parents[3]
 VOCAB = 256
@@ -55,10 +56,10 @@ def load_config(overlays: list[str | Path], root: str | Path = ROOT) -> dict:
     """config/config.yaml with each overlay merged over it, in order."""
     cfg = yaml.safe_load((Path(root) / "config" / "config.yaml").read_text())
     for path in overlays:
-        p = Path(path)
-        if not p.is_file():
-            raise SpecError(f"--configfile: {path}: no such file")
-        data = yaml.safe_load(p.read_text())
+        try:
+            data = load_user_file(path, "config file")
+        except YamlLimitError as e:  # over a bound, not a regular file, not YAML: one line naming it
+            raise SpecError(f"--configfile: {e}") from None
         if not isinstance(data, dict):
             raise SpecError(f"--configfile: {path}: not keys at its top level")
         cfg = merge(cfg, data)

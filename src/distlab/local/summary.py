@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..results.runs import check_sealed
+
 from ..results.runs import write_csv
 from ..runtime.machine_load import saw_load_above_cores
 
@@ -32,6 +34,7 @@ def collect_all(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
         if d.name == "manifest.json":
             d = d.parent
         manifest = json.loads((d / "manifest.json").read_text())
+        check_sealed(d, manifest)  # manifest and metrics as the run wrote them, else one line naming the file
         spec = manifest["spec"]
         metrics = pd.read_csv(d / "metrics.csv")
         keys = {"group": spec.get("group", ""), "method": manifest["method"], "seed": int(spec["seed"]),

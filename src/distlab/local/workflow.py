@@ -424,6 +424,7 @@ class LocalRules:
                       "pc_cost": f"{results}/local/bench/pc_cost.csv",
                       "map": f"{results}/local/bench/map.csv"}
         self.runs = run_dirs(c, seeds, results, reqs or [])
+        self.metrics = [f"{r.rsplit('/', 1)[0]}/metrics.csv" for r in self.runs]  # local_summarize's too
         self.bp_untimed = untimed_bp_seeds(c, seeds)
         self.extra_seeds = all_extra_seeds(c, reqs or [], seeds)
         self.hybrid_seeds = seeds_of(c, "rc", "rc-pc-T0", seeds)  # rc.hybrid.seeds

@@ -118,6 +118,12 @@ class PGCWorkflow:
         """pgc_summarize's inputs: the run manifests of the group the ``group`` wildcard names."""
         return self.group_runs(w.group)
 
+    def group_metrics(self, w) -> list[str]:
+        """pgc_summarize's other inputs: the metrics beside the group's run manifests."""
+        from ..pipeline.workflow import metrics_beside
+
+        return metrics_beside(self.group_inputs(w))
+
     def group_runs(self, group: str) -> list[str]:
         """Run manifests of one experiment group (simulated, and gloo for `real`)."""
         backends = ["gloo", SIM] if group == "real" else [SIM]

@@ -28,9 +28,10 @@ from typing import Any
 from ..clihelp import as_json
 from . import jobs as _jobs
 
-__all__ = ["RESULTS", "PAPER", "SIM", "ENV", "DATA_SPLITS", "SharedWorkflow", "as_json", "benchmark_path", "seeds_folder",
-           "csv_and_beside", "data_manifest", "floors_table", "input_dirs", "inputs_json", "log_path", "mem_for",
-           "mem_of_inputs", "report_figure", "run_files", "seed_files", "train_params", "with_report_figure"]
+__all__ = ["RESULTS", "PAPER", "SIM", "ENV", "DATA_SPLITS", "SharedWorkflow", "as_json", "benchmark_path",
+           "seeds_folder", "csv_and_beside", "data_manifest", "floors_table", "input_dirs", "inputs_json",
+           "log_path", "mem_for", "mem_of_inputs", "metrics_beside", "report_figure", "run_dirs_of_runs",
+           "run_files", "seed_files", "train_params", "with_report_figure"]
 
 RESULTS, PAPER, SIM = "results", "paper", "simulated"  # the results, the write-up, the simulated backend
 ENV = "../../envs/distlab.yaml"  # every rule's conda environment (relative to workflow/rules/)
@@ -136,6 +137,18 @@ def with_report_figure(files: dict, category: str, caption: str, label: str) -> 
 def inputs_json(wildcards, input) -> str:
     """A figure or summary command's ``--inputs``: the rule's named inputs as JSON."""
     return as_json(dict(input.items()))
+
+
+def metrics_beside(manifests) -> list[str]:
+    """The metrics file beside each run manifest: a summarize rule's inputs with the manifests,
+    so an edit of a run's metrics makes its summary out of date (and the summarizer, checking the
+    run's seal, names the edited file)."""
+    return [os.path.join(os.path.dirname(f), "metrics.csv") for f in manifests]
+
+
+def run_dirs_of_runs(wildcards, input) -> list[str]:
+    """The run folders of a rule's ``runs`` input (its manifests), the metrics beside them left out."""
+    return input_dirs(wildcards, input.runs)
 
 
 def input_dirs(wildcards, input) -> list[str]:

@@ -50,23 +50,53 @@ class _UserCodeTimeout(BaseException):
     swallow it)."""
 
 
+# Where ``place`` runs the user's code in a child process (:func:`run_in_child`): the pipe on
+# which each stretch of user code announces its time limit to the watching parent, which kills
+# the child past it (a file or factory that catches BaseException outlives the child's own alarm).
+_WATCH = None
+
+
+class _UserPhase:
+    """A stretch of the user's code under ``timeout_s`` (SIGALRM in the main thread, and the
+    watching parent's deadline when there is one); ``expired`` says whether the alarm fired."""
+
+    def __init__(self, timeout_s: float | None) -> None:
+        import threading
+
+        self.timeout_s = timeout_s
+        self.timed = bool(timeout_s) and timeout_s > 0 and threading.current_thread() is threading.main_thread()
+
+    def __enter__(self):
+        import signal
+
+        if _WATCH is not None:
+            _WATCH.send(("enter", self.timeout_s))
+        if self.timed:
+            def on_alarm(signum, frame):  # noqa: ARG001
+                raise _UserCodeTimeout()
+
+            self.old = signal.signal(signal.SIGALRM, on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, float(self.timeout_s))
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        import signal
+
+        if self.timed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.old)
+        if _WATCH is not None:
+            _WATCH.send(("leave", None))
+        return False
+
+
 def run_user_code(fn, what: str, timeout_s: float | None = DEFAULT_TIMEOUT_S):
     """``fn()``, the user's code, within ``timeout_s`` wall seconds (SIGALRM, main thread only);
     its exception, a ``sys.exit`` or running past the time is one :class:`ModelError` line naming
     ``what`` and where in the user's code it happened."""
-    import signal
-    import threading
-
-    timed = bool(timeout_s) and timeout_s > 0 and threading.current_thread() is threading.main_thread()
-
-    def on_alarm(signum, frame):  # noqa: ARG001
-        raise _UserCodeTimeout()
-
-    old = signal.signal(signal.SIGALRM, on_alarm) if timed else None
-    if timed:
-        signal.setitimer(signal.ITIMER_REAL, float(timeout_s))
     try:
-        return fn()
+        with _UserPhase(timeout_s):
+            return fn()
     except _UserCodeTimeout:
         raise ModelError(f"{what} ran past {timeout_s:g} s and was stopped (--timeout-s; an endless "
                          f"loop?)") from None
@@ -77,10 +107,88 @@ def run_user_code(fn, what: str, timeout_s: float | None = DEFAULT_TIMEOUT_S):
         raise
     except Exception as e:  # noqa: BLE001 - the user's code: one line, its error named
         raise ModelError(f"{what} failed at {_where(e)}: {type(e).__name__}: {_first_line(e)}") from None
-    finally:
-        if timed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, old)
+
+
+def _watch(parent_end, proc, what: str) -> int | str:
+    """The child's exit status from its ``("done", rc)`` message, or the one line of what went
+    wrong: a stretch of user code past its time plus a grace (the child is killed), or the child
+    ending without a word (``os._exit``, a signal, an exit status of its own)."""
+    import time
+
+    deadline, limit, rc = None, None, None
+    while rc is None:
+        wait = 1.0 if deadline is None else min(1.0, max(0.0, deadline - time.monotonic()))
+        try:
+            if parent_end.poll(wait):
+                kind, value = parent_end.recv()
+                if kind == "enter":
+                    limit = value
+                    deadline = None if not value else time.monotonic() + value + max(5.0, 0.2 * value)
+                elif kind == "leave":
+                    deadline = None
+                else:
+                    rc = int(value)
+                continue
+        except (EOFError, OSError):  # the child closed its end: it has ended
+            break
+        if deadline is not None and time.monotonic() > deadline:
+            proc.kill()
+            proc.join()
+            return (f"{what}: the model's code ran past {limit:g} s and did not stop when told to (does it "
+                    f"catch BaseException?); it was killed (--timeout-s)")
+        if not proc.is_alive():
+            break
+    proc.join()
+    if rc is not None:
+        return rc
+    code = proc.exitcode
+    how = f"signal {-code}" if code is not None and code < 0 else f"exit status {code}"
+    return (f"{what}: the model's code ended the process ({how}{', os._exit?' if code == 0 else ''}) before "
+            f"place finished; the file and factory must return, not exit")
+
+
+def run_in_child(body, what: str) -> int:
+    """``body()`` (the whole of ``place``: the import of the user's file, its factory, tracing,
+    profiling, the forwards; it prints its own lines and returns the exit status) in a forked
+    child that this process watches: each stretch of user code announces its time limit
+    (:class:`_UserPhase`) and is killed past it, and the child's exit is checked (it must say
+    it finished).  Ctrl-C stops the child; every failure is one line on stderr, exit 2 (130 on
+    Ctrl-C)."""
+    import multiprocessing as mp
+    import signal
+    import sys
+
+    ctx = mp.get_context("fork")
+    parent_end, child_end = ctx.Pipe(duplex=False)
+
+    def target() -> None:
+        global _WATCH
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+        parent_end.close()
+        _WATCH = child_end
+        try:
+            rc = body()
+        except Exception as e:  # noqa: BLE001 - outside the user's code: still one line
+            print(f"distlab: {what}: place failed: {type(e).__name__}: {_first_line(e)}", file=sys.stderr)
+            rc = 2
+        sys.stdout.flush()
+        sys.stderr.flush()
+        child_end.send(("done", rc))
+
+    proc = ctx.Process(target=target, daemon=True)
+    proc.start()
+    child_end.close()
+    try:
+        out = _watch(parent_end, proc, what)
+    except KeyboardInterrupt:
+        proc.kill()
+        proc.join()
+        print(f"distlab: {what}: interrupted (Ctrl-C); nothing written", file=sys.stderr)
+        return 130
+    if isinstance(out, str):
+        print(f"distlab: {out}", file=sys.stderr)
+        return 2
+    return out
 
 
 def build_model(factory, ref: str, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> torch.nn.Module:
@@ -90,6 +198,10 @@ def build_model(factory, ref: str, timeout_s: float | None = DEFAULT_TIMEOUT_S) 
     if not isinstance(model, torch.nn.Module):
         raise ModelError(f"--model {ref}: the factory returned a {type(model).__name__}, not a "
                          f"torch.nn.Module; return the model itself")
+    odd = sorted({str(t.dtype) for t in [*model.parameters(), *model.buffers()] if t.is_complex()})
+    if odd:
+        raise ModelError(f"--model {ref}: the model holds {', '.join(odd)} tensors; placement profiles and runs "
+                         f"real floating-point models (convert it, e.g. model.float())")
     return model
 
 
@@ -112,11 +224,27 @@ def check_pair(pair: Any) -> dict[str, Any]:
         raise ModelError(f"--pair: {where}: {' '.join(e.message.split())[:200]} (a pair is "
                          f'{{"devices": [2 to 8 devices], "link": {{"gbps", "latency_us"}}}}, '
                          f"as config/config.yaml's placement.pairs)")
+    bad = _non_finite(pair)
+    if bad:
+        raise ModelError(f"--pair: {bad[0]}: {bad[1]!r} is not a finite number (an infinite or NaN link or "
+                         f"device rate prices nothing); give its value")
     rules = [e for e in pspec.check({"placement": {"pairs": {"user": pair}, "default_pair": "user"}})
              if e.startswith("placement.pairs.user")]
     if rules:
         raise ModelError("--pair: " + rules[0].replace("placement.pairs.user.", ""))
     return pair
+
+
+def _non_finite(x: Any, where: str = "") -> tuple[str, float] | None:
+    """The first number in ``x`` that is infinite or NaN, with its dotted key."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return where or "(top level)", x
+    items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+    for k, v in items:
+        found = _non_finite(v, f"{where}.{k}" if where else str(k))
+        if found:
+            return found
+    return None
 
 
 def default_pair() -> dict[str, Any]:
@@ -263,10 +391,11 @@ class ModelError(ValueError):
     """The user's model cannot be loaded or traced; the message is one line saying what to do."""
 
 
-def load_factory(ref: str):
+def load_factory(ref: str, timeout_s: float | None = None):
     """``path/to/file.py:factory`` or ``package.module:factory`` -> the callable (it returns
     the ``nn.Module``).  A file is imported as a script would be: its folder first on
-    ``sys.path``, so it may import the modules beside it."""
+    ``sys.path``, so it may import the modules beside it; the import (the file's top level is
+    the user's code) runs under ``timeout_s``."""
     import importlib.util
     import sys
 
@@ -287,11 +416,16 @@ def load_factory(ref: str):
             spec = importlib.util.spec_from_file_location(unique, path)
             obj = importlib.util.module_from_spec(spec)
             sys.modules[unique] = obj
-            spec.loader.exec_module(obj)
+            with _UserPhase(timeout_s):
+                spec.loader.exec_module(obj)
         else:
-            obj = importlib.import_module(mod)
+            with _UserPhase(timeout_s):
+                obj = importlib.import_module(mod)
     except ModelError:
         raise
+    except _UserCodeTimeout:
+        raise ModelError(f"--model: importing {mod} ran past {timeout_s:g} s and was stopped (--timeout-s; "
+                         f"a loop at the file's top level?)") from None
     except SystemExit as e:
         raise ModelError(f"--model: importing {mod} called sys.exit({e.code!r}) at {_where(e)}") from None
     except ModuleNotFoundError as e:

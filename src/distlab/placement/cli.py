@@ -118,16 +118,32 @@ def cmd_place(a):
     from . import api
 
     torch.set_num_threads(1)
+    # the user's file runs in a watched child from its first import (a loop at its top level, a
+    # factory that catches BaseException, os._exit: each one line, and nothing left running)
+    return api.run_in_child(lambda: _place_here(a), a.model)
+
+
+def _place_here(a) -> int:
+    import torch
+
+    from . import api
+
     try:
         inputs = api.example_inputs(a.input_shape, a.input_dtype, a.input_high)
         pair = api.default_pair() if a.pair is None else api.check_pair(a.pair)
-        model = api.build_model(api.load_factory(a.model), a.model, a.timeout_s)
+        model = api.build_model(api.load_factory(a.model, a.timeout_s), a.model, a.timeout_s)
         placed = api.place(model, inputs, method=a.method, pair=pair, budget=a.budget, seed=a.seed,
                            repeats=a.repeats, timeout_s=a.timeout_s)
         with torch.no_grad():
             ref = api.run_user_code(lambda: model(*inputs), f"{a.model}: the model's forward", a.timeout_s)
             got = api.run_user_code(lambda: placed.module(*inputs), f"{a.model}: the placed model's forward",
                                     a.timeout_s)
+        leaves = torch.utils._pytree.tree_leaves(ref)
+        if not leaves or not all(isinstance(x, torch.Tensor) for x in leaves):
+            got_what = ("None" if ref is None else f"a {type(ref).__name__} holding non-tensors" if leaves
+                        else f"an empty {type(ref).__name__}")
+            raise api.ModelError(f"the model's forward returned {got_what}; it must return a tensor "
+                                 f"(or a tuple, list or dict of tensors)")
     except api.ModelError as e:
         print(f"distlab: {e}" if str(e).startswith("--") else f"distlab: {a.model}: {e}", file=sys.stderr)
         return 2

@@ -35,6 +35,7 @@ import pandas as pd
 import psutil
 
 from ..config.specs import SpecError
+from ..config.yamlio import YamlLimitError, loads_json_bounded
 from .tables import atomic_output, atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -43,13 +44,99 @@ LIBRARIES = ("torch", "torchvision", "numpy", "pandas", "scipy", "datasets", "sn
              "distlab")
 
 
+class DiskFull(SpecError):
+    """A run's file could not be written for want of space: one line naming it, nothing half-written."""
+
+
+def _no_space(e: OSError) -> bool:
+    import errno
+
+    return e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+
+
+def disk_full(path: str | Path, e: OSError) -> DiskFull:
+    return DiskFull(f"{path}: no space left on its device ({e.strerror}); free space and rerun: the file "
+                    f"was not written (the earlier one, if any, is kept)")
+
+
 def write_json(obj: Any, path: str | Path) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    try:
+        atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    except OSError as e:
+        if _no_space(e):
+            raise disk_full(path, e) from None
+        raise
 
 
 def write_csv(df: pd.DataFrame, path: str | Path) -> None:
-    with atomic_output(path) as tmp:
-        df.to_csv(tmp, index=False)
+    try:
+        with atomic_output(path) as tmp:
+            df.to_csv(tmp, index=False)
+    except OSError as e:
+        if _no_space(e):
+            raise disk_full(path, e) from None
+        raise
+
+
+# ---- the seal: a finished run's content hashes --------------------------------------------
+
+SEAL = "sealed"   # the manifest's key: {"files": {name: sha256}, "manifest": sha256 of the rest}
+
+
+class RunEdited(SpecError):
+    """A run folder whose manifest or sealed files are not what the run wrote; one line naming
+    the file and what to do."""
+
+
+def _sha256_file(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _manifest_digest(manifest: dict, files: dict) -> str:
+    """The digest of a manifest's content (its seal left out) with its sealed files' hashes, over
+    the JSON text as it is stored (a value written with ``default=str`` reads back as its text)."""
+    import hashlib
+
+    body = json.loads(json.dumps({k: v for k, v in manifest.items() if k != SEAL}, default=str))
+    text = json.dumps({"manifest": body, "files": files}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def seal(manifest: dict, run_dir: str | Path, files: list[str]) -> dict:
+    """``manifest`` with its seal: the content hash of each of ``files`` in ``run_dir`` (written
+    before the manifest) and of the manifest itself, which :func:`check_sealed` verifies."""
+    hashes = {name: _sha256_file(Path(run_dir) / name) for name in files}
+    body = {k: v for k, v in manifest.items() if k != SEAL}
+    return {**body, SEAL: {"files": hashes, "manifest": _manifest_digest(body, hashes)}}
+
+
+def check_sealed(run_dir: str | Path, manifest: dict) -> dict:
+    """``manifest`` (read from ``run_dir``) when it and every file it sealed are as the run wrote
+    them; else :class:`RunEdited` naming the file: edited after the run finished, missing, or
+    never sealed."""
+    d = Path(run_dir)
+    fix = f"rerun the run (snakemake --forcerun the rule that writes {d}) or remove {d}"
+    s = manifest.get(SEAL) if isinstance(manifest, dict) else None
+    if not (isinstance(s, dict) and isinstance(s.get("files"), dict) and isinstance(s.get("manifest"), str)):
+        raise RunEdited(f"{d / 'manifest.json'}: not sealed (no content hashes: written by hand or by an older "
+                        f"distlab); {fix}")
+    for name, want in s["files"].items():
+        path = d / str(name)
+        if not path.is_file():
+            raise RunEdited(f"{path}: missing beside its manifest, which sealed it; {fix}")
+        if _sha256_file(path) != want:
+            raise RunEdited(f"{path}: edited after the run finished (its content hash is not the one the "
+                            f"manifest sealed); {fix}")
+    if _manifest_digest(manifest, s["files"]) != s["manifest"]:
+        raise RunEdited(f"{d / 'manifest.json'}: edited after the run finished (its content hash is not the "
+                        f"one it sealed); {fix}")
+    return manifest
 
 
 def git_revision(cwd: str | Path | None = None) -> dict:
@@ -320,7 +407,12 @@ def write_checkpoint_file(path: str | Path, state: Any, spec_hash: str | None = 
 
     target = Path(path)
     with deadline_deferred():  # a job timeout waits until the file is in place
-        tmp_name = _checkpoint_temp(target, state, spec_hash)
+        try:
+            tmp_name = _checkpoint_temp(target, state, spec_hash)
+        except OSError as e:
+            if _no_space(e):
+                raise disk_full(target, e) from None
+            raise
         try:
             if keep_previous is not None and target.exists():
                 _keep_as(target, Path(keep_previous))
@@ -367,10 +459,10 @@ def read_checkpoint_file(path: str | Path, spec_hash: str | None = None) -> tupl
                 raise CheckpointDamaged(f"header longer than {HEADER_MAX} bytes")
             raise CheckpointDamaged(f"truncated to {len(head)} bytes, inside its header")
         try:
-            header = json.loads(line)
+            header = loads_json_bounded(line.decode("utf-8"), "checkpoint header")
             expected, size = str(header["sha256"]), int(header["bytes"])
             fmt = header.get("format", "torch")
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError, YamlLimitError) as e:
             raise CheckpointDamaged(f"unreadable header ({type(e).__name__})") from None
         if spec_hash is not None and header.get("spec_hash") != spec_hash:
             raise SpecMismatch(str(header.get("spec_hash")))
@@ -392,7 +484,8 @@ def read_checkpoint_file(path: str | Path, spec_hash: str | None = None) -> tupl
 
             raw = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
         else:
-            raw = json.loads(payload)
+            raw = loads_json_bounded(payload.decode("utf-8"), "checkpoint payload", allow_nonfinite=True,
+                                     max_chars=len(payload))
         state = decode_state(raw)
     except Exception as e:  # noqa: BLE001 - the checksum held, the content still does not load
         raise CheckpointDamaged(f"checksum verified but it does not load as tensors and plain data: "
@@ -588,5 +681,5 @@ class RunRecorder:
             **self.extra,
             **extra,
         }
-        write_json(manifest, self.out_dir / "manifest.json")
+        write_json(seal(manifest, self.out_dir, [metrics_name]), self.out_dir / "manifest.json")
         return self.out_dir / "manifest.json"

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.errors import DataError, one_line
-from .runs import provenance
+from .runs import RunEdited, check_sealed, provenance
 from .tables import ResultError  # noqa: F401 (part of this module's interface)
 
 SETTING_KEYS = ("experiment", "group", "scheme", "method", "backend", "n", "n_workers", "s",
@@ -182,6 +182,10 @@ def read_run(d: str | Path) -> tuple[dict, pd.DataFrame]:
         raise ResultError(f"{cpath}: no column(s) {', '.join(missing)}; {fix}")
     if metrics.empty:
         raise ResultError(f"{cpath}: no rows; {fix}")
+    try:
+        check_sealed(d, manifest)  # neither file edited since the run finished
+    except RunEdited as e:
+        raise ResultError(str(e)) from None
     return manifest, metrics
 
 

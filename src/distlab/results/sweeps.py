@@ -53,7 +53,10 @@ def _copy_run(src: Path, out: Path, manifest: dict) -> None:
         if (src / name).is_file():
             shutil.copyfile(src / name, out / f"{name}.part")
             (out / f"{name}.part").replace(out / name)
-    # the manifest last, as a finished run's
+    # the manifest last, as a finished run's, sealed over the copies
+    from .runs import seal
+
+    manifest = seal(manifest, out, [n for n in FILES if (out / n).is_file() and n != "manifest.json"])
     atomic_write_text(out / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n")
 
 

@@ -185,6 +185,22 @@ def _blame(rank: int | str, how: str, causes: Sequence[str]) -> list[str]:
     return [f"rank {rank} failed first ({how})", *own, *rest]
 
 
+def check_timeout(timeout_s: float, key: str = "runtime.job_timeout_s") -> float:
+    """``timeout_s`` as a float within (0, 30 days], else SpecError in one line naming ``key``
+    (1e300 would overflow the deadline's clocks: an OverflowError deep in the launch)."""
+    import math
+
+    from ..config.specs import MAX_TIMEOUT_S, SpecError
+
+    try:
+        t = float(timeout_s)
+    except (TypeError, ValueError):
+        t = math.nan
+    if not (math.isfinite(t) and 0 < t <= MAX_TIMEOUT_S):
+        raise SpecError(f"{key}: {timeout_s!r} s; give a number of seconds in (0, {MAX_TIMEOUT_S:,}] (30 days)")
+    return t
+
+
 def run_torchrun(module_args: Sequence[str], nprocs: int, threads: int | None, timeout_s: float,
                  script: str | os.PathLike | None = None, stream: TextIO | None = None,
                  work: int | None = None) -> None:
@@ -196,11 +212,12 @@ def run_torchrun(module_args: Sequence[str], nprocs: int, threads: int | None, t
     default: under Snakemake, the rule's ``log:``), and nowhere else.
     Raises RuntimeError whose first line names the rank that failed first
     and its cause if the job fails, or runs past its deadline (then its
-    whole process tree is killed): ``timeout_s``, or, given ``work`` (the
+    whole process tree is killed): ``timeout_s`` (bounded, :func:`check_timeout`), or, given ``work`` (the
     steps the job runs), the deadline that scales with the ranks' measured
     pace, as :func:`run_forked`'s (each rank counts its steps into a file
     named in ``DISTLAB_STEPS_FILE``).
     """
+    timeout_s = check_timeout(timeout_s)
     cmd = torchrun_command(module_args, nprocs, threads, script)
     # every rank's lines prefixed "[rankK]: ", so a cause can be attributed: by torchrun's
     # --log-line-prefix-template where it has one; else its default prefix "[defaultK]:",
@@ -458,6 +475,8 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
     from torch.distributed import TCPStore
 
     from .deadline import make_pace
+
+    timeout_s = check_timeout(timeout_s)
     from datetime import timedelta
 
     if nprocs < 1:

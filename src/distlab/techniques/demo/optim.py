@@ -37,7 +37,12 @@ DCT coefficients; a checkpoint resumes bit for bit); a parameter whose ``grad`` 
 (the others' contributions still update it, so ranks stay identical); the
 caller's ``.grad`` is left untouched; 0-D and >= 3-D parameters work (see
 :mod:`distlab.techniques.demo.transforms`); all parameters travel in one all-gather; a
-compact encoding (12-bit indices, bf16/fp16 values).
+compact encoding (12-bit indices, bf16/fp16 values); a non-finite gradient never enters the
+momentum: the step raises (``nonfinite="raise"``, the default, as a ``GradScaler`` user expects
+to hear of it) or this worker sits the step out (``nonfinite="skip"``: it sends nothing, its
+momentum is kept, the others' contributions still update the parameters, on the device with no
+host synchronisation); non-finite rates and complex parameters are refused at construction, and
+zero-size parameters are left alone (nothing to update).
 
 Where the work goes.  The coefficients are kept in each parameter's own
 ``(rows, cols)`` layout (tile ``(a, b)`` at rows ``a*n1..``, columns
@@ -73,22 +78,41 @@ distinct the same positions in the same order; ``selection="topk"`` keeps one
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
 import torch.distributed as dist
 from torch.optim import Optimizer
 
+from ...config.specs import SpecError
 from . import payload as pl
 from .optim_tiles import (_ORDER_AS, _as_matrix_layout, _Class, _forward, _gather_into,  # noqa: F401
                           _inverse, _inverse_dense, _inverse_sparse, _Member, _segment_length,
                           _sparse_pays, _TileGroup, _tiles_of, _top_k)
 from .transforms import clamp_topk, dct_matrix, matrix_shape, tile_shape
 
+def _check_rates(lr, weight_decay, who: str) -> None:
+    """A learning rate finite and > 0, a weight decay finite and >= 0 (NaN fails both)."""
+    for key, v, least in (("lr", lr, "> 0"), ("weight_decay", weight_decay, ">= 0")):
+        try:
+            x = float(v)
+        except (TypeError, ValueError, RuntimeError):
+            x = math.nan
+        if not (math.isfinite(x) and (x > 0 if key == "lr" else x >= 0)):
+            raise ValueError(f"{who}: {key} must be a finite number {least}, got {v!r}")
+
+
 # the tile layout and the kernels on tiles live in optim_tiles; _segment_length and _top_k
 # are named here too for the tests that check them
 MEANS = ("senders", "all")
 SELECTIONS = ("grouped", "topk")
+NONFINITE = ("raise", "skip")
+
+
+class NonFiniteGradient(FloatingPointError, SpecError):
+    """A gradient holding a NaN or an infinity under ``nonfinite="raise"``: a FloatingPointError
+    (what a GradScaler user catches) and, for distlab's commands, a user error of one line."""
 
 
 class DeMo(Optimizer):
@@ -114,7 +138,11 @@ class DeMo(Optimizer):
       the same coefficients, 0.69x the time on 64 x 64 tiles) or ``"topk"``
       (one ``torch.topk`` a tile: among equal ``|c|`` at the k-th place, the
       reference's choice on the CPU, e.g. which zeros an all-zero tile sends,
-      which the per-index mean counts as senders).
+      which the per-index mean counts as senders);
+    * ``nonfinite``: a gradient with a NaN or an infinity ``"raise"``s
+      ``FloatingPointError`` naming the parameters (the default; the momentum and
+      parameters untouched) or makes this worker ``"skip"`` the step (it sends
+      nothing and keeps its momentum; decided on the device, no host read).
 
     Use in a data-parallel script.  ``step()`` communicates (one all-gather of
     every rank's compressed momentum); the gradients must stay each rank's
@@ -137,17 +165,15 @@ class DeMo(Optimizer):
                  compression_topk: int = 32, compression_chunk: int = 64, weight_decay: float = 0.0,
                  process_group: dist.ProcessGroup | None = None, *, encoding: str = "reference",
                  value_dtype: str = "bfloat16", bucket_cap_bytes: int | None = None,
-                 ledger=None, mean: str = "senders", selection: str = "grouped") -> None:
-        if not lr > 0:
-            raise ValueError(f"DeMo: lr must be > 0, got {lr}")
+                 ledger=None, mean: str = "senders", selection: str = "grouped",
+                 nonfinite: str = "raise") -> None:
+        _check_rates(lr, weight_decay, "DeMo")
         if compression_topk <= 0:
             raise ValueError(f"DeMo: compression_topk must be positive, got {compression_topk}")
         if compression_chunk <= 0:
             raise ValueError(f"DeMo: compression_chunk must be positive, got {compression_chunk}")
         if not 0 <= compression_decay < 1:
             raise ValueError(f"DeMo: compression_decay must be in [0, 1), got {compression_decay}")
-        if weight_decay < 0:
-            raise ValueError(f"DeMo: weight_decay must be >= 0, got {weight_decay}")
         if encoding not in pl.ENCODINGS:
             raise ValueError(f"DeMo: encoding must be one of {pl.ENCODINGS}, got {encoding!r}")
         if value_dtype not in pl.VALUE_DTYPES:
@@ -156,8 +182,11 @@ class DeMo(Optimizer):
             raise ValueError(f"DeMo: mean must be one of {MEANS}, got {mean!r}")
         if selection not in SELECTIONS:
             raise ValueError(f"DeMo: selection must be one of {SELECTIONS}, got {selection!r}")
+        if nonfinite not in NONFINITE:
+            raise ValueError(f"DeMo: nonfinite must be one of {NONFINITE}, got {nonfinite!r}")
         if bucket_cap_bytes is not None and bucket_cap_bytes < 1:
             raise ValueError(f"DeMo: bucket_cap_bytes must be >= 1 or None, got {bucket_cap_bytes}")
+        self.nonfinite = nonfinite
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
         self.compression_decay = float(compression_decay)
         self.compression_topk = int(compression_topk)
@@ -177,6 +206,13 @@ class DeMo(Optimizer):
     # ------------------------------------------------------------------ layout
     def add_param_group(self, param_group: dict) -> None:
         super().add_param_group(param_group)
+        group = self.param_groups[-1]
+        _check_rates(group["lr"], group["weight_decay"], f"DeMo param group {len(self.param_groups) - 1}")
+        for i, p in enumerate(group["params"]):
+            if p.is_complex():
+                raise ValueError(f"DeMo: parameter {i} of param group {len(self.param_groups) - 1} is {p.dtype}; "
+                                 "the DCT and the sign step are real: optimize torch.view_as_real(p) "
+                                 "or leave it to another optimizer")
         self._layout = None  # rebuilt at the next step
 
     @torch.compiler.disable  # built eagerly once (also under torch.compile): its buffers and views are
@@ -185,7 +221,7 @@ class DeMo(Optimizer):
         found: list[tuple] = []
         for g in self.param_groups:
             for p in g["params"]:
-                if not p.requires_grad:
+                if not p.requires_grad or p.numel() == 0:  # zero-size: nothing to update, nothing sent
                     continue
                 n1, n2 = tile_shape(p.shape, self.compression_chunk)
                 rows, cols = matrix_shape(p.shape)
@@ -340,11 +376,8 @@ class DeMo(Optimizer):
         grads = [self._grad(m.param) for m in self._members]
         present = [g is not None for g in grads]
         for m, g in zip(self._members, grads):
-            if g is None:
-                continue
-            if g.is_sparse:
+            if g is not None and g.is_sparse:
                 raise RuntimeError("DeMo does not support sparse gradients")
-            self.state[m.param]["step"] += 1
         own = [self._grad(p) for p in self._grads_of]
         if all(present):
             if self._grads_to:
@@ -353,9 +386,14 @@ class DeMo(Optimizer):
             pairs = [(v, g) for v, g in zip(self._grads_to, own) if g is not None]
             if pairs:
                 torch._foreach_copy_([v for v, _ in pairs], [g for _, g in pairs])
-        parts = [self._mask_bytes(present, layout[0].device if layout else torch.device("cpu"))]
+        ok = self._finite_staged(layout, grads)
+        for m, g in zip(self._members, grads):
+            if g is not None:
+                self.state[m.param]["step"] += 1
+        mask = self._mask_bytes(present, layout[0].device if layout else torch.device("cpu"))
+        parts = [mask if ok is None else mask * ok.to(mask.device, torch.uint8)]  # skipped: nothing sent
         for tg in layout:
-            idx, val = self._encode_group(tg, present)
+            idx, val = self._encode_group(tg, present, ok)
             parts.append(pl.pack_indices(idx, self.encoding, tg.numel))
             parts.append(pl.pack_values(val, self.encoding, self.value_dtype))
         out = torch.cat([p.to(parts[-1].device) for p in parts]) if len(parts) > 1 else parts[0]
@@ -363,6 +401,31 @@ class DeMo(Optimizer):
             raise AssertionError(f"DeMo payload has {out.numel()} bytes, layout says {self._nbytes}")
         self.last_payload_nbytes = out.numel()
         return out
+
+    def _finite_staged(self, layout: list[_TileGroup], grads: list) -> torch.Tensor | None:
+        """Whether this worker's staged gradients are all finite: raises FloatingPointError naming
+        the parameters (``nonfinite="raise"``, one host read a step, before the momentum is
+        touched; in a torch.compile graph, ``torch._assert_async``'s error instead), or returns the verdict as a 0-D device tensor (``"skip"``; None: no parameters).
+        The staging buffers outside this step's gradients hold the last step's finite scratch."""
+        if not layout:
+            return None
+        ok = torch.stack([torch.isfinite(tg.tiled).all().to(layout[0].device) for tg in layout]).all()
+        if self.nonfinite == "skip":
+            for tg in layout:  # a skipped step stages zeros: its payload values are finite zeros
+                tg.tiled.masked_fill_(~ok.to(tg.device), 0)
+            return ok
+        if torch.compiler.is_compiling():  # no host read inside a graph: the device asserts (one graph kept)
+            torch._assert_async(ok, "DeMo: non-finite gradient (NaN or inf); the step is refused")
+            return None
+        if bool(ok):
+            return None
+        for tg in layout:
+            tg.tiled.zero_()  # the next step's check sees only its own gradients
+        names = [str(m.index) for m, g in zip(self._members, grads)
+                 if g is not None and not bool(torch.isfinite(g).all())]
+        raise NonFiniteGradient(f"DeMo: non-finite gradient (NaN or inf) in parameter(s) {', '.join(names)} "
+                                 "(in the optimizer's order); the step is refused, the momentum and parameters "
+                                 "are unchanged; lower the learning rate, or pass nonfinite='skip' to skip such steps")
 
     def _mask_bytes(self, present: list[bool], device: torch.device) -> torch.Tensor:
         """The payload's presence mask, on the payload's device; built once per pattern (a host
@@ -372,8 +435,10 @@ class DeMo(Optimizer):
             self._masks[key] = pl.pack_mask(present).to(device)
         return self._masks[key]
 
-    def _encode_group(self, tg: _TileGroup, present: list[bool]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _encode_group(self, tg: _TileGroup, present: list[bool],
+                      ok: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         c = tg.coeff
+        kept = None if ok is None else c.clone()  # a skipped step (ok False) keeps the momentum as it was
         absent = [m for m in tg.members if not present[m.index]]
         # a member without a gradient keeps its momentum (not decayed): held aside over the transform
         held = [c[m.span].clone() for m in absent]
@@ -403,6 +468,8 @@ class DeMo(Optimizer):
             val.mul_(keep)
         val = pl.quantize(val, self.encoding, self.value_dtype)
         c.scatter_add_(0, flat.view(-1), val.view(-1).neg())  # what is sent leaves the momentum
+        if kept is not None:
+            torch.where(ok.to(tg.device), c, kept, out=c)
         return idx, val
 
     @torch.no_grad()
