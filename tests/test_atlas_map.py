@@ -124,3 +124,65 @@ def test_winners_on_constructed_cells():
     assert w["apart"] == "diloco (matches ddp if steps/DDP <= 10)"
     cells.loc[2, "ratio_lo"] = 1.0  # now demo can reach DDP's time at the same corner
     assert winners(cells).iloc[0]["tie"]
+
+
+def test_the_colours_follow_the_catalogues_plot_order():
+    from distlab.atlas.figures import COLORS, PALETTE
+    from distlab.techniques.catalogue import TECHNIQUES
+
+    assert len(TECHNIQUES) <= len(PALETTE)  # one colour each, none shared
+    assert list(COLORS) == list(TECHNIQUES)
+    assert [COLORS[t] for t in TECHNIQUES] == PALETTE[:len(TECHNIQUES)]
+    assert len({tuple(np.atleast_1d(c)) for c in COLORS.values()}) == len(TECHNIQUES)
+
+
+def test_the_map_figure_marks_the_cells_with_techniques_apart(shipped, tmp_path, monkeypatch):
+    """The size map: an extrapolated cell whose techniques without a ratio are listed apart carries a
+    dot, keyed once; the simulated cells (every technique's steps measured) carry none."""
+    from distlab.atlas import figures
+    from distlab.atlas.grid import simulated_cells
+
+    recs, a, clock = shipped
+    grid = [r for r in recs if not r.trend]
+    P, N = max((r.n_params, r.n) for r in grid if r.n == max(x.n for x in grid))
+    sim = simulated_cells([r for r in grid if (r.n_params, r.n) == (P, N)], float(a["target_loss"]), BWS, [LAT],
+                          {"none": {"model": "none"}})
+    far = _cells(recs, a, clock, 1e9, N)
+    win = winners(pd.concat([sim, far], ignore_index=True))
+    assert not win.loc[win["label"] == "simulated", "apart"].astype(bool).any()
+    assert win.loc[win["label"] == "extrapolated", "apart"].astype(bool).all()
+    win.to_csv(tmp_path / "winners.csv", index=False)
+    saved = {}
+    monkeypatch.setattr(figures.plots, "save", lambda fig, out: saved.__setitem__(str(out), fig))
+    figures.winner_maps(tmp_path / "winners.csv", ["none"], tmp_path / "strag.png", tmp_path / "size.png")
+    dots = [ln for ln in saved[str(tmp_path / "size.png")].axes[0].lines if ln.get_marker() == "o"]
+    assert len(dots) == BWS.size  # one per extrapolated cell
+    labels = [t.get_text() for t in saved[str(tmp_path / "size.png")].axes[0].get_legend().get_texts()]
+    assert sum(x.startswith("dot:") for x in labels) == 1
+    strag = saved[str(tmp_path / "strag.png")].axes[0]
+    assert not [ln for ln in strag.lines if ln.get_marker() == "o"]
+
+
+def test_the_spec_rules_read_the_catalogue():
+    """check_spec: N divisible by s + 1 for every code whose workers form groups of s + 1 (the
+    catalogue's in_groups), steps a multiple of H for every technique with DiLoCo's options."""
+    from distlab.atlas.spec import check_spec, in_groups, option_sections
+    from distlab.atlas.workflow import run_specs
+    from distlab.config.specs import SpecError
+    from distlab.techniques.catalogue import TECHNIQUES
+
+    a = yaml.safe_load((ROOT / "config/config.yaml").read_text())["atlas"]
+    grouped = [t for t in TECHNIQUES if in_groups(t)]
+    assert set(grouped) == {"gc-fr", "pgc-fr"}
+    for t in TECHNIQUES:
+        spec = run_specs({**a, "compute": "measured"}, t, 1.0, None)[0][1]
+        check_spec(spec)
+        odd = {**spec, "n_workers": 5, "s": 1}
+        if in_groups(t):
+            with pytest.raises(SpecError, match="divisible by s"):
+                check_spec(odd)
+        else:
+            check_spec(odd)
+        if "diloco" in option_sections(t):
+            with pytest.raises(SpecError, match="multiple of H"):
+                check_spec({**spec, "diloco": {**spec.get("diloco", {}), "H": spec["steps"] + 1}})

@@ -94,7 +94,8 @@ def ranked_mask(cells: pd.DataFrame) -> pd.Series:
     a projected row with a step ratio (``ranked``); a projected row without one is listed apart."""
     if "ranked" not in cells:
         return pd.Series(True, index=cells.index)
-    return cells["ranked"].map(lambda v: True if v is None or (isinstance(v, float) and np.isnan(v)) else bool(v)).astype(bool)
+    unset = cells["ranked"].isna()
+    return unset | cells["ranked"].where(~unset, True).astype(bool)
 
 
 def _apart(rows: list[dict], lead: dict) -> str:
