@@ -78,6 +78,30 @@ def replay_benchmark(rec: Recording, target: float, cells: int = 10_000) -> dict
             "technique": rec.technique, "N": rec.n, "seconds": time.perf_counter() - t0}
 
 
+def extrapolated_cells(a: dict, every: list[Recording], recs: list[Recording], target: float, bws,
+                       lats) -> tuple[float, pd.DataFrame]:
+    """(the FLOP rate, the extrapolated cells): the configured sizes x workers x straggler models,
+    every bandwidth, the middle latency: time per step from the projected clock (overlap on, fp32)
+    x the step-efficiency ratio against DDP (:func:`distlab.atlas.grid.projected_cells`)."""
+    ex = a["extrapolate"]
+    rate = measured_flops_per_s(recs) if ex["flops_per_s"] == "measured" else float(ex["flops_per_s"])
+    tokens = int(a["batch_size"]) * int(next(iter(a["sizes"].values())).get("block_size", 32))
+    # the query's clock for the same settings: an achieved rate (measured, or atlas.extrapolate's) is
+    # exact in MFU; the link at its stated achieved fraction of the nominal bandwidth
+    clock = ClockSettings(flops_per_s=rate, tokens=tokens, link_range=LINK_RANGE)
+    lat_mid = np.full(bws.size, lats[len(lats) // 2])
+    xrows = []
+    for P in ex["sizes"]:
+        for n in ex["workers"]:
+            for sname, scfg in a["straggler_axis"].items():
+                df = projected_cells(every, target, float(P), int(n), int(a["s"]), clock, lat_mid, bws,
+                                     straggler_for(scfg, int(n)))
+                if not df.empty:
+                    df["straggler"] = sname
+                    xrows.append(df)
+    return rate, (pd.concat(xrows, ignore_index=True) if xrows else pd.DataFrame())
+
+
 def build_map(a: dict, done_files, ref_done, floors_csv, out: Path) -> dict:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -94,25 +118,7 @@ def build_map(a: dict, done_files, ref_done, floors_csv, out: Path) -> dict:
         strag = {k: straggler_for(v, n) for k, v in axis.items()}
         cells.append(simulated_cells([r for r in recs if r.n == n], target, bws, lats, strag))
     cells = pd.concat(cells, ignore_index=True)
-    # extrapolated: the configured sizes x workers, every bandwidth, the middle latency: time per step
-    # from the projected clock (overlap on, fp32) x the step-efficiency ratio against DDP
-    ex = a["extrapolate"]
-    rate = measured_flops_per_s(recs) if ex["flops_per_s"] == "measured" else float(ex["flops_per_s"])
-    tokens = int(a["batch_size"]) * int(next(iter(a["sizes"].values())).get("block_size", 32))
-    # the query's clock for the same settings: an achieved rate (measured, or atlas.extrapolate's) is
-    # exact in MFU; the link at its stated achieved fraction of the nominal bandwidth
-    clock = ClockSettings(flops_per_s=rate, tokens=tokens, link_range=LINK_RANGE)
-    lat_mid = np.full(bws.size, lats[len(lats) // 2])
-    xrows = []
-    for P in ex["sizes"]:
-        for n in ex["workers"]:
-            for sname, scfg in axis.items():
-                df = projected_cells(every, target, float(P), int(n), int(a["s"]), clock, lat_mid, bws,
-                                     straggler_for(scfg, int(n)))
-                if not df.empty:
-                    df["straggler"] = sname
-                    xrows.append(df)
-    xcells = pd.concat(xrows, ignore_index=True) if xrows else pd.DataFrame()
+    rate, xcells = extrapolated_cells(a, every, recs, target, bws, lats)
     allcells = pd.concat([cells, xcells], ignore_index=True)
     write_table(allcells, out / "cells.csv")
     win = winners(allcells)
