@@ -186,3 +186,10 @@ def test_the_spec_rules_read_the_catalogue():
         if "diloco" in option_sections(t):
             with pytest.raises(SpecError, match="multiple of H"):
                 check_spec({**spec, "diloco": {**spec.get("diloco", {}), "H": spec["steps"] + 1}})
+
+
+def test_the_crossover_pairs_are_the_catalogues_techniques():
+    from distlab.atlas.outputs import CROSSOVER_PAIRS
+    from distlab.techniques.catalogue import TECHNIQUES
+
+    assert CROSSOVER_PAIRS and all(a in TECHNIQUES and b in TECHNIQUES and a != b for a, b in CROSSOVER_PAIRS)

@@ -21,8 +21,9 @@ from .replay import replay
 from .workflow import straggler_for
 
 
-# the pairs crossovers.csv holds, in its order: those the docs and the time-vs-bandwidth figure read
-# (the claims' contrasts), a choice rather than a property of the catalogue
+# the pairs crossovers.csv holds, in its order: the claims' contrasts, which the docs and the
+# time-vs-bandwidth figure read; a choice, not a property of the catalogue (every technique against
+# DDP in plot order would add eight pairs and put IS-SGD before PGC-FR)
 CROSSOVER_PAIRS = (("diloco", "ddp"), ("pgc-fr", "ddp"), ("is-sgd", "ddp"), ("diloco-demo", "diloco"))
 
 
