@@ -152,6 +152,13 @@ def test_the_map_ranks_the_grid_and_tables_the_trend(trend_atlas, tmp_path, pydo
     sim = cells[cells["label"] == "simulated"] if "label" in cells else cells
     assert not {(int(p), int(n)) for p, n in zip(sim["n_params"], sim["N"])} & trend_pn
     assert eff["trend"].any() and not eff["trend"].all()
+    # the winners are ranked entries, each naming its basis; a technique without a ratio is listed apart
+    win = pd.read_csv(tmp_path / "map/winners.csv")
+    ex = cells[cells["label"] == "extrapolated"]
+    assert len(ex) and set(win["basis"]) <= {"replay", "reference", "measured", "fit", "published"}
+    apart = set(ex.loc[~ex["ranked"].astype(bool), "technique"])
+    assert not apart & set(win.loc[win["label"] == "extrapolated", "winner"])
+    assert all(t in str(x) for t in apart for x in win.loc[win["label"] == "extrapolated", "apart"])
     assert {(int(p), int(n)) for p, n in zip(eff.loc[eff["trend"], "n_params"], eff.loc[eff["trend"], "N"])} \
         == trend_pn
 

@@ -23,8 +23,8 @@ measured range of sizes and of worker counts):
   file of the same mapping), or, where opted into or beyond 10x but within ``FAR``
   (100x), a published ratio shipped with its citation (:func:`published`,
   data/atlas/published_efficiency.yaml); a
-  technique with neither is not ranked: the query lists it apart with its time per step and the
-  step ratio it would need to beat the leader (basis ``none``);
+  technique with neither is not ranked: the query and the map list it apart with its time per
+  step and the step ratio it would need to beat the leader (basis ``none``);
 * beyond ``FAR`` the query refuses unless ``--efficiency`` is given.
 """
 
@@ -318,6 +318,6 @@ def efficiency_at(technique: str, P: float, N: int, cells: list[CellRatio], fits
         one = p["lo"] == p["ratio"] == p["hi"]
         return Efficiency(p["ratio"], p["lo"], p["hi"], "published", p["source"],
                           "none: a published ratio from one run" if one else "the source's range")
-    # ratio 1 is no evidence: the query does not rank on it (the map's extrapolated cells label it)
+    # ratio 1 is no evidence: neither the query nor the map ranks on it (both list the technique apart)
     return Efficiency(1.0, np.nan, np.nan, "none", "no ratio this far from the runs: steps to target unknown",
                       "none: steps to target unknown")

@@ -15,8 +15,9 @@ from ..plotting import plots  # noqa: E402
 from .spec import TECHNIQUES  # noqa: E402
 
 # one colour per technique, each told apart at a glance (tab20's light/dark pairs were not):
-# tab10's ten, then navy, gold and dark red
-COLORS = dict(zip(TECHNIQUES, list(plt.get_cmap("tab10").colors) + ["#000080", "#ffd700", "#8b0000"]))
+# tab10's ten, then navy, gold and dark red, taken in the catalogue's plot order
+PALETTE = list(plt.get_cmap("tab10").colors) + ["#000080", "#ffd700", "#8b0000"]
+COLORS = {t: PALETTE[TECHNIQUES.position(t) % len(PALETTE)] for t in TECHNIQUES}
 
 
 def _true(v) -> bool:
@@ -24,10 +25,16 @@ def _true(v) -> bool:
     return str(v).strip().lower() in ("true", "1", "1.0")
 
 
+def _listed_apart(r) -> bool:
+    """Whether a winners row lists techniques apart (no step ratio at the cell's distance)."""
+    v = r.get("apart")
+    return isinstance(v, str) and bool(v.strip())
+
+
 def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str, ylabel: str) -> None:
     bws = np.sort(win["bandwidth_Bps"].unique())
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(row_order) + 2))
-    drawn, ties = set(), False  # the key names what the cells show, no more
+    drawn, ties, apart = set(), False, False  # the key names what the cells show, no more
     for i, rv in enumerate(row_order):
         g = win[win[rows] == rv].set_index("bandwidth_Bps")
         for j, b in enumerate(bws):
@@ -43,6 +50,9 @@ def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str
             ax.add_patch(cell)
             drawn.add(r["winner"])
             ties |= _true(r["tie"])
+            if _listed_apart(r):  # techniques without a step ratio here: not ranked, named in winners.csv
+                ax.plot(j + 0.5, i + 0.5, "o", ms=3, color="white", mec="0.1", mew=0.8)
+                apart = True
     ax.set_xlim(0, len(bws))
     ax.set_ylim(0, len(row_order))
     ax.set_xticks(np.arange(len(bws))[:: max(1, len(bws) // 8)] + 0.5)
@@ -51,13 +61,16 @@ def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str
     ax.set_yticks(np.arange(len(row_order)) + 0.5)
     ax.set_yticklabels([str(r) for r in row_order])
     ax.set_ylabel(ylabel)
-    present = sorted(drawn)
+    present = [t for t in TECHNIQUES if t in drawn] + sorted(drawn - set(TECHNIQUES))  # plot order
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS.get(t, "grey")) for t in present]
     labels = list(present)
     # the hatch keyed only where a drawn cell has it
     if ties:
         handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="0.1", hatch="//"))
         labels.append("hatched: a tie (the winner's\n95 % interval overlaps the next)")
+    if apart:
+        handles.append(plt.Line2D([], [], ls="", marker="o", ms=4, color="white", mec="0.1", mew=0.8))
+        labels.append("dot: techniques without a step\nratio there, not ranked (listed\napart in winners.csv)")
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, title="winner")
     ax.set_title(title, fontsize=9)
     plots.save(fig, out)

@@ -11,10 +11,11 @@ Cells: bandwidth x latency x straggler model x workers N x model size.
   invalid entries take no part in the ranking.
 * **extrapolated** — any other (size, N): :func:`projected_cells`, time per step
   from the projected clock x the step-efficiency ratio against DDP (no per-technique
-  trend of the steps themselves).
+  trend of the steps themselves); a technique without a ratio there is listed apart,
+  not ranked.
 
-The winner of a cell is the lowest mean; ``tie`` when its interval overlaps the
-runner-up's; ``ratio`` = runner-up / winner.
+The winner of a cell is the lowest mean of its ranked entries; ``tie`` when the
+runner-up's interval reaches the winner's; ``ratio`` = runner-up / winner.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from scipy.special import stdtrit
 
 from .record import Recording
 from .replay import time_to_target
+from ..techniques.catalogue import in_groups
 from .spec import TECHNIQUES, arrival_dependent, kind
 
 
@@ -87,28 +89,99 @@ def simulated_cells(recs: list[Recording], target: float, bws, lats, stragglers:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
+def ranked_mask(cells: pd.DataFrame) -> pd.Series:
+    """Which rows take part in a cell's ranking: a simulated row (its steps are its run's own) and
+    a projected row with a step ratio (``ranked``); a projected row without one is listed apart."""
+    if "ranked" not in cells:
+        return pd.Series(True, index=cells.index)
+    unset = cells["ranked"].isna()
+    return unset | cells["ranked"].where(~unset, True).astype(bool)
+
+
+def _apart(rows: list[dict], lead: dict) -> str:
+    """The techniques of a cell listed apart (no step ratio at its distance), fastest per step
+    first, each with its break-even step ratio: the steps/DDP at or under which it would match the
+    leader (the leader's time to target / (its time per step x DDP's steps))."""
+    out = []
+    for r in sorted(rows, key=lambda r: r["per_step_s"]):
+        need = lead["time_s"] / (r["per_step_s"] * r["ddp_steps"])
+        out.append(f"{r['technique']} (matches {lead['technique']} if steps/DDP <= {need:.3g})")
+    return "; ".join(out)
+
+
+def _steps_ratio(r: dict) -> str:
+    """A projected leader's step ratio and its interval as the query prints them (``exact``,
+    ``(one run)``, ``(given)`` where there is no interval); empty for a simulated cell."""
+    from .query import _ratio_cell  # the query imports this module
+
+    if r.get("label") != "extrapolated":
+        return ""
+    ratio, spread = _ratio_cell(r)
+    return f"{ratio} {spread}"
+
+
 def winners(cells: pd.DataFrame, keys=("n_params", "N", "straggler", "bandwidth_Bps", "latency_s")) -> pd.DataFrame:
-    """Winner, its time and interval, runner-up and ratio, tie flag per cell (valid entries only)."""
-    ok = cells[cells["valid"] & np.isfinite(cells["time_s"])].sort_values("time_s", kind="stable")
-    g = ok.groupby(list(keys), sort=True)
-    first = g.nth(0).set_index(list(keys))
-    second = g.nth(1).set_index(list(keys))
-    out = first[["technique", "time_s", "lo_s", "hi_s", "label"]].rename(columns={"technique": "winner"})
-    out["runner_up"] = second["technique"].reindex(out.index)
-    out["ratio"] = (second["time_s"].reindex(out.index) / out["time_s"])
-    out["tie"] = (second["lo_s"].reindex(out.index) <= out["hi_s"]).fillna(False)
-    return out.reset_index()
+    """Per cell, among its ranked valid entries (:func:`ranked_mask`): the winner, its time and
+    interval, what its steps rest on (``basis``: ``replay`` for a simulated cell, else the ratio's:
+    reference, measured, fit, published, user) and its step ratio (``steps_ratio``), the runner-up
+    and ratio (runner-up / winner), ``tie`` where the runner-up's interval reaches the winner's (for
+    projected cells at the same MFU and link fraction, the query's rule), and the techniques
+    listed apart (``apart``: no step ratio there, each with its break-even step ratio)."""
+    from .query import overlaps_leader  # the query imports this module
+
+    c = cells[cells["valid"].astype(bool)].copy()
+    c["ranked"] = ranked_mask(c)
+    out = []
+    for k, g in c.groupby(list(keys), sort=True):
+        recs = g.to_dict("records")
+        ranked = sorted((r for r in recs if r["ranked"] and np.isfinite(r["time_s"])), key=lambda r: r["time_s"])
+        if not ranked:
+            continue
+        lead = ranked[0]
+        second = ranked[1] if len(ranked) > 1 else None
+        apart = [r for r in recs if not r["ranked"] and np.isfinite(r.get("per_step_s", np.nan))]
+        basis = lead.get("basis")
+        out.append({**dict(zip(keys, k)), "winner": lead["technique"], "time_s": lead["time_s"],
+                    "lo_s": lead["lo_s"], "hi_s": lead["hi_s"], "label": lead["label"],
+                    "runner_up": second["technique"] if second else np.nan,
+                    "ratio": second["time_s"] / lead["time_s"] if second else np.nan,
+                    "tie": bool(second is not None and overlaps_leader(second, lead)),
+                    "basis": basis if isinstance(basis, str) else "replay", "steps_ratio": _steps_ratio(lead),
+                    "apart": _apart(apart, lead)})
+    cols = list(keys) + ["winner", "time_s", "lo_s", "hi_s", "label", "runner_up", "ratio", "tie", "basis",
+                         "steps_ratio", "apart"]
+    return pd.DataFrame(out, columns=cols)
 
 
 # ------------------------------------------------------------------ projection
 
+def _projected_frame(t: str, P: float, N: int, K: float, e, per, p_lo, p_hi, lat, bw, note: str) -> pd.DataFrame:
+    """One technique's projected rows: ranked with its ratio (time = per step x ratio x K, the
+    interval the clock's corners x the ratio's), or, without one (basis none), its time per step
+    only, listed apart (no time to target)."""
+    ranked = e.basis != "none"
+    r = e.ratio if ranked else np.nan
+    r_lo = e.lo if np.isfinite(e.lo) else r
+    r_hi = e.hi if np.isfinite(e.hi) else r
+    if not ranked:
+        note = "; ".join(x for x in ("steps to target unknown here: listed apart", note) if x)
+    return pd.DataFrame({"technique": t, "n_params": P, "N": N, "time_s": per * r * K, "lo_s": p_lo * r_lo * K,
+                         "hi_s": p_hi * r_hi * K, "per_step_s": per, "per_step_lo_s": p_lo, "per_step_hi_s": p_hi,
+                         "ratio": r, "ratio_lo": e.lo if ranked else np.nan, "ratio_hi": e.hi if ranked else np.nan,
+                         "ratio_spread": e.spread, "basis": e.basis, "ranked": ranked, "ddp_steps": K,
+                         "bandwidth_Bps": bw, "latency_s": lat, "valid": np.ones(bw.shape, dtype=bool),
+                         "note": note, "label": "extrapolated"})
+
+
 def projected_cells(recs: list[Recording], target: float, P: float, N: int, s: int, clock, lat, bw,
                     straggler: dict) -> pd.DataFrame:
     """Every technique at an unmeasured (P, N) on the cells (lat, bw arrays): time per step from the
-    projected clock (:mod:`distlab.atlas.projection`) x the step-efficiency ratio against DDP
-    (:mod:`distlab.atlas.efficiency`; beyond 10x from the runs a published ratio or none -- then
-    ranked by time per step alone, ``basis`` none) x DDP's steps at the nearest measured cell (a
-    common scale).  Label ``extrapolated``."""
+    projected clock (:mod:`distlab.atlas.projection`) over its stated ranges (``clock.bounds()``:
+    MFU and the link's achieved fraction, as the query's) x the step-efficiency ratio against DDP
+    (:mod:`distlab.atlas.efficiency`: measured, fitted within 10x of the runs, published) x DDP's
+    steps at the nearest measured cell (a common scale).  A technique without a ratio there (basis
+    none) is not ranked (``ranked`` False, no time to target): :func:`winners` lists it apart.
+    Label ``extrapolated``."""
     from .efficiency import efficiency_at, fit_log_ratio, measured_ratios
     from .projection import pattern_of, step_seconds
 
@@ -119,21 +192,21 @@ def projected_cells(recs: list[Recording], target: float, P: float, N: int, s: i
     if not ddp:
         return pd.DataFrame()
     K = ddp[min(ddp, key=lambda pn: abs(np.log(pn[0] / P)) + abs(np.log(pn[1] / N)))]
-    shape = np.broadcast(np.atleast_1d(lat), np.atleast_1d(bw)).shape
+    lat, bw = (np.array(x, dtype=float) for x in np.broadcast_arrays(np.atleast_1d(lat), np.atleast_1d(bw)))
+    (fast, f_hi), (slow, f_lo) = clock.bounds()
     rows = []
     for t in sorted({r.technique for r in recs}):
         if kind(t) == "master" and not 0 <= s < N:
             continue
-        if t in ("gc-fr", "pgc-fr") and N % (s + 1):
+        if in_groups(t) and N % (s + 1):
             continue
         e = efficiency_at(t, P, N, cells, fits, sizes, nws, {}, use_published=True)
-        per = step_seconds(pattern_of(recs, t, N), P, N, s, clock, lat, bw, straggler)
+        pat = pattern_of(recs, t, N)
+        per = step_seconds(pat, P, N, s, clock, lat, bw, straggler)
+        p_lo = step_seconds(pat, P, N, s, fast, lat, bw * f_hi, straggler)
+        p_hi = step_seconds(pat, P, N, s, slow, lat, bw * f_lo, straggler)
         note = ("steps from the no-straggler runs" if arrival_dependent(t) and straggler["model"] != "none" else "")
-        rows.append(pd.DataFrame({"technique": t, "n_params": P, "N": N, "time_s": per * e.ratio * K,
-                                  "lo_s": per * e.lo * K, "hi_s": per * e.hi * K, "per_step_s": per,
-                                  "ratio": e.ratio, "basis": e.basis,
-                                  "bandwidth_Bps": np.broadcast_to(bw, shape), "latency_s": np.broadcast_to(lat, shape),
-                                  "valid": np.ones(shape, dtype=bool), "note": note, "label": "extrapolated"}))
+        rows.append(_projected_frame(t, P, N, K, e, per, p_lo, p_hi, lat, bw, note))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 

@@ -7,7 +7,7 @@ arrival-dependent are the catalogue of :mod:`distlab.techniques.catalogue`, re-e
 from __future__ import annotations
 
 from ..config import specs
-from ..techniques.catalogue import (CODED, OURS, TECHNIQUES, arrival_dependent, kind,  # noqa: F401
+from ..techniques.catalogue import (CODED, OURS, TECHNIQUES, arrival_dependent, in_groups, kind,  # noqa: F401
                                     option_sections, reads_s)
 from ..techniques.options import DEMO_COMPRESSION, DILOCO_OPTIONS, POWERSGD_OPTIONS
 
@@ -50,9 +50,9 @@ def check_spec(spec: dict) -> None:
     t, n, s = spec["technique"], int(spec["n_workers"]), int(spec.get("s", 1))
     if kind(t) == "master" and not 0 <= s < n:
         raise specs.SpecError(f"atlas spec: key 's': {t} needs 0 <= s < n_workers = {n}, got {s}")
-    if t in ("gc-fr", "pgc-fr") and n % (s + 1):
+    if in_groups(t) and n % (s + 1):
         raise specs.SpecError(f"atlas spec: key 's': {t} needs n_workers divisible by s+1 ({n}, s={s})")
-    if t.startswith("diloco") and spec["steps"] % int(spec.get("diloco", {}).get("H", 10)):
+    if "diloco" in option_sections(t) and spec["steps"] % int(spec.get("diloco", {}).get("H", 10)):
         raise specs.SpecError("atlas spec: key 'diloco.H': steps must be a multiple of H")
     m = spec["model"]
     if m.get("d_model", 64) % m.get("n_head", 4):
