@@ -51,6 +51,8 @@ def test_no_function_is_over_80_lines_unless_listed_with_its_reason():
 
 def test_a_listed_long_function_does_not_grow():
     lengths = function_lengths()
+    for k, (n, why) in sorted(LONG.items()):  # shown with -s: what is still long, and why
+        print(f"{k}: {lengths.get(k)} lines (listed at {n}): {why}")
     grown = {k: (lengths[k], n) for k, (n, _) in LONG.items() if k in lengths and lengths[k] > n}
     assert not grown, f"listed long functions grew (now, listed): {grown}"
 
@@ -60,3 +62,34 @@ def test_every_listed_function_is_still_there_and_still_long():
     stale = [k for k in LONG if lengths.get(k, 0) <= LIMIT]
     assert not stale, f"split or gone: remove them from LONG: {stale}"
     assert all(reason.strip() for _, reason in LONG.values())
+
+
+# a list of names written in a script and in src/ at once, with why the script cannot import it
+RESTATED = {
+    "scripts/gpu/run_tier.py": {("auto", "cpu", "cuda"): "its parser is built before it checks that torch "
+                                                         "is installed, and the device names' home imports torch"},
+}
+
+
+def _string_lists(path: Path) -> set[tuple[str, ...]]:
+    """The literal tuples, lists and sets of three strings or more in ``path``, sorted."""
+    out = set()
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(n, (ast.Tuple, ast.List, ast.Set)) and len(n.elts) >= 3 and \
+                all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in n.elts):
+            out.add(tuple(sorted(e.value for e in n.elts)))
+    return out
+
+
+def test_no_script_restates_a_list_of_names_that_src_holds():
+    """A script imports the verdicts, methods or columns it shares with ``src/`` (it has
+    ``src/`` on its path), so the two cannot drift apart."""
+    in_src = set().union(*(_string_lists(p) for p in sorted(SRC.rglob("*.py"))))
+    restated = {}
+    for path in sorted((Path(ROOT) / "scripts").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        allowed = {tuple(sorted(k)) for k in RESTATED.get(rel, {})}
+        same = sorted((_string_lists(path) & in_src) - allowed)
+        if same:
+            restated[rel] = same
+    assert not restated, f"lists restated from src/ (import them): {restated}"
