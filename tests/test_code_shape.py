@@ -9,6 +9,7 @@ split so that its entry can go.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from conftest import ROOT
@@ -93,3 +94,27 @@ def test_no_script_restates_a_list_of_names_that_src_holds():
         if same:
             restated[rel] = same
     assert not restated, f"lists restated from src/ (import them): {restated}"
+
+
+HELPER_CALL = re.compile(r"^\w+ = (?:[\w.]+\.)?(\w+(?:Rules|Workflow))\((.*)\)\s*$", re.M)
+
+
+def test_every_papers_rule_helper_is_built_the_same_way():
+    """The rule files build each paper's helper as ``Helper(config, RULES)``, the one contract
+    of ``distlab.pipeline.workflow.RulesContext`` (the shared helper aside: it makes RULES)."""
+    import importlib
+    import inspect
+
+    calls = {}
+    for path in sorted((Path(ROOT) / "workflow" / "rules").glob("*.smk")):
+        for cls, args in HELPER_CALL.findall(path.read_text(encoding="utf-8")):
+            if cls != "SharedWorkflow":
+                calls[f"{path.name}:{cls}"] = args
+    assert len(calls) >= 6, calls  # one a paper, the baseline and the atlas
+    assert {k: a for k, a in calls.items() if a != "config, RULES"} == {}
+    for key in calls:
+        cls = key.split(":")[1]
+        mod = next(m for m in ("atlas", "baseline", "demo", "local", "pgc", "placement")
+                   if hasattr(importlib.import_module(f"distlab.{m}.workflow"), cls))
+        params = list(inspect.signature(getattr(importlib.import_module(f"distlab.{mod}.workflow"), cls)).parameters)
+        assert params[:2] == ["config", "context"], (cls, params)

@@ -7,6 +7,8 @@ from distlab.pipeline.workflow import *  # noqa: F403 (its __all__)
 SHARED = SharedWorkflow(config, workflow.basedir, RESULTS, papers())  # papers: the registry (the Snakefile's import)
 shell.prefix(SHARED.shell_prefix)  # the jobs import this tree's src/ (PYTHONPATH; also in a conda env)
 EXTRA_SEED_REQUESTS = SHARED.extra_seed_requests
+# what every paper's rule helper is built with besides the config: Helper(config, RULES)
+RULES = SHARED.context(workflow)
 
 wildcard_constraints:
     seed=r"\d+",

@@ -7,7 +7,7 @@ from distlab.placement import workflow as placement_wf
 PL = config.get("placement", {})
 PL_DIR = f"{RESULTS}/placement"
 # the paths, options and specs of the rules below (named functions of a job's wildcards among them)
-PL_WF = placement_wf.PlacementRules(PL, PL_DIR, PAPER, SHARED.partition_for_gpus)
+PL_WF = placement_wf.PlacementRules(config, RULES)
 SHARED.register("placement", PL_WF.summary_tables, PL_WF.outputs)  # none without a placement section
 
 

@@ -23,12 +23,13 @@ the environment in Snakemake's own process, not in each job, so ``conda: ENV`` s
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from ..clihelp import as_json
 from . import jobs as _jobs
 
-__all__ = ["RESULTS", "PAPER", "SIM", "ENV", "DATA_SPLITS", "SharedWorkflow", "as_json", "benchmark_path", "seeds_folder",
+__all__ = ["RESULTS", "PAPER", "SIM", "ENV", "DATA_SPLITS", "RulesContext", "SharedWorkflow", "as_json", "benchmark_path", "seeds_folder",
            "csv_and_beside", "data_manifest", "floors_table", "input_dirs", "inputs_json", "log_path", "mem_for",
            "mem_of_inputs", "report_figure", "run_files", "seed_files", "train_params", "with_report_figure"]
 
@@ -141,6 +142,25 @@ def inputs_json(wildcards, input) -> str:
 def input_dirs(wildcards, input) -> list[str]:
     """The folder of each of the rule's input files (run folders from their manifests)."""
     return [os.path.dirname(f) for f in input]
+
+
+@dataclass
+class RulesContext:
+    """What every paper's rule helper is built from besides the config, one contract for all:
+    ``Helper(config, context)``.  Without a context (a test, the GPU tier's planner) the helper
+    reads the defaults: the usual folders, no extra seeds, no Snakemake."""
+
+    results: str = RESULTS
+    paper: str = PAPER
+    extra_seeds: list = field(default_factory=list)  # stats.extra_seeds's requests (SharedWorkflow)
+    workflow: Any = None  # Snakemake's: the --cores a timed job holds (distlab.runtime.machine_load)
+    partition_for_gpus: Callable[[Any], str] | None = None  # a job's batch partition (SharedWorkflow)
+
+    def data_manifest(self, name: str) -> str:
+        return data_manifest(name, self.results)
+
+    def floors_table(self, name: str) -> str:
+        return floors_table(name, self.results)
 
 
 class SharedWorkflow:
@@ -258,6 +278,10 @@ class SharedWorkflow:
         """Minutes for the job: runs x steps x jobs.step_s[rule] (with margin), x attempt on a retry."""
         return _jobs.runtime_min(spec, manifest, self.jobs, self.jobs["step_s"].get(rule),
                                  self.config["runtime"]["job_timeout_s"], attempt)
+
+    def context(self, workflow=None) -> RulesContext:
+        """The context every paper's rule helper is built with (common.smk's ``RULES``)."""
+        return RulesContext(self.results, PAPER, list(self.extra_seed_requests), workflow, self.partition_for_gpus)
 
     def partition_for_gpus(self, gpus) -> str:
         """jobs.partitions.gpu for a job that claims GPUs, jobs.partitions.cpu otherwise."""

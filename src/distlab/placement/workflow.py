@@ -8,6 +8,7 @@ from typing import Any
 
 from ..clihelp import as_json
 from ..pipeline.extra_seeds import for_setting
+from ..pipeline.workflow import RulesContext
 
 
 def models(pl: dict) -> list[str]:
@@ -235,11 +236,14 @@ def paper_speedup_pct(claims_path: str) -> float:
 
 class PlacementRules:
     """workflow/rules/placement.smk's functions of a job's wildcards, bound to the config's
-    ``placement:`` section (empty where the config has none) and the runs' folder ``root``.
-    ``partition_for_gpus`` names a job's batch partition (distlab.pipeline.workflow)."""
+    ``placement:`` section (empty where the config has none), the runs' folder ``root`` and the
+    ``context`` every paper's helper is built with (its ``partition_for_gpus`` names a job's batch
+    partition; distlab.pipeline.workflow.RulesContext)."""
 
-    def __init__(self, pl: dict, root: str, paper: str, partition_for_gpus) -> None:
-        self.pl, self.root, self._partition_for_gpus = pl, root, partition_for_gpus
+    def __init__(self, config: dict, context: RulesContext | None = None) -> None:
+        ctx = context or RulesContext()
+        pl, root, paper = config.get("placement", {}), f"{ctx.results}/placement", ctx.paper
+        self.pl, self.root, self._partition_for_gpus = pl, root, ctx.partition_for_gpus
         self.tables = tables(paper)  # main, ablation, real, figures
         self.options = options(pl) if pl else "{}"
         self.pic_model = models(pl)[0] if pl else ""  # the model of the learned-placement figure
