@@ -1,4 +1,4 @@
-"""The atlas's spec is the whole truth (#45, item 4): each atlas job is passed exactly the part of
+"""The atlas's spec is the whole truth: each atlas job is passed exactly the part of
 the ``atlas:`` section its results depend on (distlab.atlas.workflow.job_config, map_config),
 so changing one setting reruns exactly the jobs whose results it changes, and no other.
 

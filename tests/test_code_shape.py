@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
 from pathlib import Path
 
 from conftest import ROOT
@@ -118,3 +119,28 @@ def test_every_papers_rule_helper_is_built_the_same_way():
                    if hasattr(importlib.import_module(f"distlab.{m}.workflow"), cls))
         params = list(inspect.signature(getattr(importlib.import_module(f"distlab.{mod}.workflow"), cls)).parameters)
         assert params[:2] == ["config", "context"], (cls, params)
+
+
+# "issue <n>", "Issues <n>", "#<n>": a ticket's number tells a reader nothing; say the behaviour
+ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\d+\b|(?<![\w&#/])#\d{1,4}(?![\w])", re.I)
+
+
+def test_the_issue_number_pattern_finds_tickets_and_not_colours_or_formats():
+    n = 31  # written apart, so this file cites no number itself
+    tickets = [f"see issue {n}", f"Issue {n}'s measure", f"(#{n}, item 4)", f"issues {n}"]
+    others = ["a colour #000080", "claim #{index}", "step #", "the issue is the lock"]
+    assert [t for t in tickets + others if ISSUE_NUMBER.search(t)] == tickets
+
+
+def test_no_file_under_src_tests_scripts_or_workflow_cites_an_issue_number():
+    """Code, tests, scripts and rules say what a behaviour is, not which ticket asked for it."""
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "src", "tests", "scripts", "workflow",
+                             "Snakefile"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    cites = []
+    for name in listed:
+        try:
+            text = (Path(ROOT) / name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):  # binary files (figures, checkpoints): no prose
+            continue
+        cites += [f"{name}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}" for m in ISSUE_NUMBER.finditer(text)]
+    assert not cites, f"issue numbers cited (say the behaviour instead): {cites}"

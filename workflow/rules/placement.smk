@@ -275,7 +275,7 @@ rule placement:
         f"{PAPER}/scorecard/P2.md",
 
 
-# ---- fair comparison (issue 31): can each learner's search space express HEFT's placement?
+# ---- fair comparison: can each learner's search space express HEFT's placement?
 
 
 rule placement_space:
@@ -307,7 +307,7 @@ rule placement_space:
         "--profiles {params.profiles:q} --runs {input.runs:q} --out {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
 
 
-# ---- regime (issue 46): where does a mixed placement pay?  The roofline GPU's conv/linear speed swept
+# ---- regime: where does a mixed placement pay?  The roofline GPU's conv/linear speed swept
 
 
 rule placement_regime:

@@ -200,7 +200,7 @@ def outputs(pl: dict, paper: str) -> list[str]:
 
 
 def space_learners(pl: dict) -> list[str]:
-    """The learners whose search space the space table checks (issue 31): the configured
+    """The learners whose search space the space table checks: the configured
     learners and the ablated variant, without their controls."""
     return [m for m in pl["methods"] if m in LEARNERS]
 
@@ -252,8 +252,8 @@ class PlacementRules:
         # and the profile it scores with (stored, or this run's measurement)
         self.scored = {"graph": graph_path(root), "profile": self.scored_profile}
         # the scorecard's tables and the paper's outputs: the runs' summary, the fair comparison
-        # (issue 31: can each learner's search space express HEFT's placement?) and the regime
-        # (issue 46: where does a mixed placement pay?); none without a placement section
+        # (can each learner's search space express HEFT's placement?) and the regime (where
+        # does a mixed placement pay?); none without a placement section
         self.summary_tables = {"placement": f"{root}/summary.csv", "placement_space": f"{root}/space.csv",
                                "placement_regime": f"{root}/regime.csv"} if pl else None
         self.outputs = [*outputs(pl, paper), f"{paper}/tables/placement_space.md",

@@ -382,7 +382,7 @@ def _check_blocks(cond: Mapping[str, Any], bad) -> dict[str, Any]:
 
 
 def _check_bound(cond: Mapping[str, Any], bad) -> dict[str, Any]:
-    """``test: bound_reaches`` (out of reach named, issue 31): ``factor`` x a / b, paired by seed,
+    """``test: bound_reaches`` (out of reach named): ``factor`` x a / b, paired by seed,
     is an upper bound this machine puts on the claim's ratio; ``reach`` is the ratio the claim needs.
     Returns the two numbers ({} for the other tests, which take neither key)."""
     if cond["test"] != "bound_reaches":
