@@ -92,7 +92,7 @@ use rule placement_run as placement_run_extra with:
     output:
         f"{PL_DIR}/extra/{{pair}}/{{pl_model}}/{{pl_method}}/seed{{seed}}.json",
     wildcard_constraints:
-        seed="|".join(str(k) for k in (placement_wf.all_extra_seeds(PL, EXTRA_SEED_REQUESTS) if PL else [])) or "none",
+        seed="|".join(str(k) for k in (placement_wf.all_extra_seeds(PL, RULES.extra_seeds) if PL else [])) or "none",
     params:
         spec=PL_WF.extra_run_spec,
     log:
@@ -104,7 +104,7 @@ use rule placement_run as placement_run_extra with:
 rule placement_summarize:
     """Run files -> the summary table (one row per run and seed; the scorecard's input) and curves."""
     input:
-        placement_wf.runs(PL, PL_DIR, EXTRA_SEED_REQUESTS),
+        placement_wf.runs(PL, PL_DIR, RULES.extra_seeds),
     output:
         summary=f"{PL_DIR}/summary.csv",
         curves=f"{PL_DIR}/curves.csv",
