@@ -65,12 +65,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# the scorecard's verdicts, in its order; "unstable here" only from `make stability` (a measured
-# verdict that was not the same in its k evaluations, distlab.scoring.stability.settle)
-VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here", "by construction",
-            "not run", "unstable here")
-UNSTABLE = "unstable here"
-
 
 def _registry():
     """The registered papers (distlab.papers), from this checkout's src/."""
@@ -87,6 +81,10 @@ PAPERS = {p.scorecard: (p.title, p.doc) for p in _registry()}
 PAPER_PATHS = {p.scorecard: list(p.code) for p in _registry()}
 # rows reported beside a test, not counted among the claims: the scorecard's own name and counts line
 from distlab.scoring.reported import REPORTED, counts_line  # noqa: E402  (src/ is on the path now)
+# the scorecard's verdicts, in its order; UNSTABLE only from `make stability` (a measured verdict
+# that was not the same in its k evaluations, distlab.scoring.stability.settle)
+from distlab.scoring.replicate import UNSTABLE  # noqa: E402
+from distlab.scoring.scorecard import VERDICTS  # noqa: E402
 SHARED_PATHS = ["config/claims.yaml", "config/config.yaml", "src/distlab/scoring/scorecard.py",
                 "src/distlab/scoring/stats.py"]
 BEGIN = "<!-- verdicts:begin"

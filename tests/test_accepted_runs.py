@@ -1,4 +1,4 @@
-"""Accepted means it runs (issue 50): every value the configuration check accepts runs, or the
+"""Accepted means it runs: every value the configuration check accepts runs, or the
 check refuses it first, one line naming the key; a diverged run fails its job naming the step."""
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def test_a_diverging_baseline_fails_and_writes_no_manifest(tmp_path, digits_dir)
     assert math.isfinite(DIVERGENCE_FACTOR)
 
 
-# ---- issue 50, item 6 ---------------------------------------------------------------------------
+# ---- overrides typed as YAML reads them ------------------------------------------------------------
 def test_config_overrides_get_their_yaml_types():
     """`--config 'seeds=[0,1]'` and `'baseline={n_workers: 4}'`: Snakemake's base loader makes
     their numbers strings; the workflow's check types them as YAML would, and accepts them."""

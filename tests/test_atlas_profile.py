@@ -186,3 +186,16 @@ def test_the_profile_command_refuses_bad_input_in_one_line(tmp_path, args, named
                         "--out", str(tmp_path / "p.json"), *args], cwd=ROOT, env=ENV, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 2 and named in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_the_profiler_measures_every_shape_a_config_runs_and_covers_it(tmp_path, pydoc_dir):
+    """The profile command's measurement on the tiny atlas, one technique, one repeat of two
+    steps: a profile that validates, with a pass time and a technique cost for each shape,
+    that covers the config it was measured for."""
+    from distlab.atlas.profiler import measure
+
+    a = _section("tests/configs/tiny.yaml")
+    prof = profile.validate(measure([a], pydoc_dir, tmp_path, 1, 2, "test", ["ddp"]))
+    assert prof["sizes"] and all(s["pass_s"] > 0 and len(s["pass_s_repeats"]) == 1 for s in prof["sizes"].values())
+    assert all(c["extra_s"] >= 0 for s in prof["sizes"].values() for c in s["techniques"]["ddp"].values())
+    assert check_covers(prof, {**a, "compute": "measured"}, ["ddp"]) == []

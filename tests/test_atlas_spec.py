@@ -1,4 +1,4 @@
-"""The atlas's spec is the whole truth (#45, item 4): each atlas job is passed exactly the part of
+"""The atlas's spec is the whole truth: each atlas job is passed exactly the part of
 the ``atlas:`` section its results depend on (distlab.atlas.workflow.job_config, map_config),
 so changing one setting reruns exactly the jobs whose results it changes, and no other.
 
@@ -30,7 +30,6 @@ from test_rules_unchanged import planned_jobs  # noqa: E402
 
 from distlab.atlas.spec import arrival_dependent, kind  # noqa: E402
 from distlab.atlas.workflow import AtlasRules  # noqa: E402
-from distlab.pipeline.workflow import data_manifest, floors_table  # noqa: E402
 
 CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 ATLAS = CONFIG["atlas"]
@@ -130,7 +129,7 @@ def rule_view(cfg: dict) -> dict[str, tuple]:
     """What the atlas's rules see of each job: its ``--config`` text and its declared inputs
     (AtlasRules, the functions workflow/rules/atlas.smk calls)."""
     a = cfg["atlas"]
-    rules = AtlasRules(a, "results/atlas", "paper", data_manifest, floors_table)
+    rules = AtlasRules(cfg)
     out = {}
     for job in [f"techniques/{t}" for t in a["techniques"]] + [REF]:
         w = SimpleNamespace(job=job)

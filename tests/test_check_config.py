@@ -43,7 +43,7 @@ def test_a_valid_file_passes_and_a_bad_key_is_named(tmp_path):
     assert "Traceback" not in r.stderr
 
 
-# ---- bounded parsing (issue 50): each cap one line naming the file and the limit -------------
+# ---- bounded parsing: each cap one line naming the file and the limit -------------
 def _laughs(levels: int = 9) -> str:
     """A "billion laughs" file: 520 bytes whose aliases expand to 9**9 values."""
     lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]

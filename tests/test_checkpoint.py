@@ -1,4 +1,4 @@
-"""Checkpoint integrity (issue 21): every paper checkpoints through :class:`distlab.results.runs.Checkpointer`.
+"""Checkpoint integrity: every paper checkpoints through :class:`distlab.results.runs.Checkpointer`.
 
 A checkpoint carries the SHA-256 of its content, verified on load; a damaged or
 truncated one is named in one log line, set aside as ``*.corrupt`` and never

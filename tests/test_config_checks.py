@@ -229,7 +229,7 @@ def test_a_stored_coding_profile_must_hold_every_setting_the_config_runs():
 def test_the_stored_coding_profile_is_a_profile_the_rule_writes():
     import pandas as pd
 
-    from distlab.pgc.train import PROFILE_COLUMNS
+    from distlab.pgc.coding_cost import PROFILE_COLUMNS
 
     t = pd.read_csv(ROOT / "data/pgc/coding_profile.csv")
     assert tuple(t.columns) == PROFILE_COLUMNS

@@ -221,7 +221,7 @@ def test_the_sweep_seeds_are_disjoint_from_the_comparisons():
 
 
 def test_sweep_grids_extend_below_the_edge_the_choices_sat_on():
-    """Issue 47 item 7: AdamW, DiLoCo and PowerSGD chose 1e-3, the shared grid's lowest lr; their
+    """A choice at the grid's edge is widened: AdamW, DiLoCo and PowerSGD chose 1e-3, the shared grid's lowest lr; their
     own grids go one half-decade step further down (sweep.lrs_extra), so each choice can be
     bracketed.  DeMo keeps the shared grid; a method the sweep does not run cannot get extra lrs."""
     from distlab.demo.spec import check

@@ -197,7 +197,7 @@ def test_a_legend_over_data_moves_to_a_free_corner():
 
 def test_a_best_placed_legend_is_fixed_where_the_check_saw_it(tmp_path):
     """loc="best" is chosen again at every draw; savefig's tight box draws once more, so the
-    legend the check saw clear of the data could be drawn elsewhere (issue 30: DeMo's real-vs-
+    legend the check saw clear of the data could be drawn elsewhere (DeMo's real-vs-
     simulated bars).  tidy fixes it to a named corner that is clear, and it stays there."""
     plots.set_style()
     fig, ax = plt.subplots()

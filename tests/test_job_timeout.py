@@ -1,4 +1,4 @@
-"""Simulated jobs have a job timeout, as real ones do (issue 21, item 3): past
+"""Simulated jobs have a job timeout, as real ones do: past
 ``runtime.job_timeout_s`` the job stops with one line naming the setting, and its
 checkpoint stays for a rerun."""
 

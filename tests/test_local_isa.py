@@ -1,4 +1,4 @@
-"""Stable across machines (issue 31): the tiny config's real-CPU training jobs of P3 give the same
+"""Stable across machines: the tiny config's real-CPU training jobs of P3 give the same
 numbers, to well inside any margin a claim uses, on AVX-512 and on AVX2 kernels
 (``DISTLAB_CPU_ISA=avx2`` pins this machine to AVX2, MKL's and oneDNN's branches included)."""
 

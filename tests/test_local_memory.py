@@ -52,7 +52,7 @@ def test_a_missing_process_reads_as_nan():
 
 
 def test_the_main_table_shows_memory_as_pss_and_as_summed_rss_beside_each_other(tmp_path):
-    """Issue 47 item 6: the two measures of RC's memory over BP's side by side (PSS, tested by
+    """The two measures of RC's memory over BP's side by side (PSS, tested by
     local.rc.memory; peak RSS summed, shown by local.rc.memory_rss), each the ratio of the
     means paired by repeat, as the scorecard's rows give it."""
     import pandas as pd

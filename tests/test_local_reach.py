@@ -1,4 +1,4 @@
-"""Out of reach named (issue 31): a claim whose threshold lies beyond a bound this machine
+"""Out of reach named: a claim whose threshold lies beyond a bound this machine
 imposes reads "not testable here" with the bound, computed from crafted measurements."""
 
 from __future__ import annotations

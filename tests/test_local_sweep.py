@@ -1,4 +1,4 @@
-"""P3's learning-rate sweep (issue 31): every method at its own lr, chosen on the validation
+"""P3's learning-rate sweep: every method at its own lr, chosen on the validation
 split by the lowest worst-seed loss; the comparison runs read the choice when they start and take
 the seeds the sweep trained at the chosen lr from it (same spec but for provenance)."""
 

@@ -1,4 +1,4 @@
-"""Issue 50: Snakemake parses every --configfile itself, without bounds, before the workflow's
+"""Snakemake parses every --configfile itself, without bounds, before the workflow's
 checks run; the Makefile's targets read each config file a user names (CONFIG=, or
 --configfile in SNAKEMAKE_ARGS) with the bounded loader first (distlab.config.preflight).  The
 Makefile runs in a scratch folder with a stand-in snakemake that records it was started."""

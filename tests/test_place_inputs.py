@@ -1,4 +1,4 @@
-"""`distlab place` under the error contract (issue 50): every mistake a user can make with the
+"""`distlab place` under the error contract: every mistake a user can make with the
 command (a factory that raises, exits, loops or returns no module, a wrong or absurd input
 shape, an unknown method, a negative budget, an empty pair) is one line on stderr and exit
 status 2; the user's factory and forward pass run under --timeout-s."""

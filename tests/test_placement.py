@@ -231,19 +231,6 @@ def test_learned_baselines_respect_budget(tiny_graph, method):
 
 # ------------------------------------------------------------------ real execution
 
-def test_two_cpu_devices_compute_the_same_output(tiny_graph):
-    from distlab.placement.realexec import TwoCPUExecutor
-
-    ex = TwoCPUExecutor(TINY_BERT, tiny_graph)
-    n = tiny_graph["n_nodes"]
-    assert ex.run(np.zeros(n, dtype=np.int64)) > 0
-    ref = {k: v.clone() for k, v in ex.last_outputs.items()}
-    split = np.arange(n) % 2                               # every other operator on device 1
-    assert ex.run(split) > 0
-    for k, v in ex.last_outputs.items():
-        torch.testing.assert_close(v, ref[k])
-
-
 def test_two_processes_pinned_apart_compute_the_same_output(tiny_graph):
     """The workflow's real backend: two device processes, each pinned to its own core."""
     from distlab.placement.realexec import TwoProcessExecutor

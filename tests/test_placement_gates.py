@@ -1,4 +1,4 @@
-"""P2's gates (issue 46): a speedup row needs its learner ahead of its constant-reward control and
+"""P2's gates: a speedup row needs its learner ahead of its constant-reward control and
 headroom (the exact serial optimum below the faster single device); without headroom its rows
 read "not testable here" with the reason and the numbers.  Crafted summary tables, the shipped
 claims."""

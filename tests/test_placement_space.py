@@ -1,4 +1,4 @@
-"""Expressiveness of a learner's search space (issue 31): projecting a placement onto clusters
+"""Expressiveness of a learner's search space: projecting a placement onto clusters
 and back, the witness search, and the precondition that turns rows "not testable here"."""
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def test_the_shipped_space_precondition_turns_rows_not_testable():
 
 def test_every_hsdag_comparison_row_needs_its_space_and_every_speedup_row_headroom():
     """A comparison with another method needs the learner's space to hold the best baseline's
-    answer; a speedup row (issue 46) needs headroom instead: the claim, not a stronger one."""
+    answer; a speedup row needs headroom instead: the claim, not a stronger one."""
     doc = yaml.safe_load(open("config/claims.yaml"))
     seen = 0
     for c in doc["claims"]:

@@ -1,4 +1,4 @@
-"""A result cannot go missing silently (issue 50): `summarize` refuses a run folder without its
+"""A result cannot go missing silently: `summarize` refuses a run folder without its
 manifest, or with metrics cut mid-line, in one line; a summary table carries a record (rows,
 columns, checksum, the runs it summarises), so a reader refuses a table cut short or edited
 and notices a run folder that vanished, naming the file."""

@@ -1,4 +1,4 @@
-"""Verdicts that rest on evidence (issue 47), on crafted tables with known truth.
+"""Verdicts that rest on evidence, on crafted tables with known truth.
 
 * a row the clock or the arithmetic fixes (``by_construction``, ``model_prediction``) never
   enters a Holm family, whatever its p, and a model prediction states the boundary its sweep

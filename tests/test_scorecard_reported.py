@@ -1,4 +1,4 @@
-"""Rows reported beside a test (``report_only``, issue 47 item 6), on crafted tables.
+"""Rows reported beside a test (``report_only``), on crafted tables.
 
 One hypothesis, one row: a variant of the tested comparison (sequential RC beside the
 source's asynchronous RC) or a second measure (summed RSS beside PSS) is shown with its

@@ -1,4 +1,4 @@
-"""Issue 47's measure: of the rows that read reproduced or not reproduced, how many rest on
+"""What the verdicts rest on: of the rows that read reproduced or not reproduced, how many rest on
 measured or trained quantities and how many on the simulated clock (distlab.scoring.basis),
 written into the README's verdict block by the snapshot."""
 

@@ -1,4 +1,4 @@
-"""Issue 47: a measured verdict that does not survive `make stability`'s reruns reads "unstable
+"""A measured verdict that does not survive `make stability`'s reruns reads "unstable
 here" in the snapshot: the settled scorecard (paper/scorecard_stable.csv, written by
 distlab.scoring.stability) becomes docs/results/scorecard.csv with each such row's spread, the
 README's table and the per-paper counts count it in a column of its own, and an `unstable`
@@ -152,7 +152,7 @@ def test_an_older_settled_card_without_the_spread_column_has_it_read_from_the_re
 
 
 def test_a_scorecard_grading_a_vanished_run_never_reaches_the_snapshot(fake_repo, capsys):
-    """Issue 50: the scorecard's record names the runs it graded; one deleted since, the snapshot
+    """The scorecard's record names the runs it graded; one deleted since, the snapshot
     refuses in one line (no override), and so it does for a scorecard edited after its rule."""
     from distlab.results.tables import write_table_record
 

@@ -1,4 +1,4 @@
-"""Issue 50: a vanished run never passes as a result in any paper's summary.  Each paper's
+"""A vanished run never passes as a result in any paper's summary.  Each paper's
 summarize verb (P1 `pgc summarize`, P2 `placement-summarize`, P3 `local-summarize`, P4
 `demo-summarize`) writes its tables with a record naming the runs they summarise; a figure's
 or the scorecard's reader refuses the table, in one line naming the file, once a run is gone

@@ -1,4 +1,4 @@
-"""One validation pass (issue 21): every problem of a configuration listed, one line each
+"""One validation pass: every problem of a configuration listed, one line each
 with its key, before any job, by the project's checker and through ``snakemake -n``.
 
 The malformed configurations live in tests/configs/bad/<paper>/ (ten for each paper,

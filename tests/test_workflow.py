@@ -248,13 +248,14 @@ def test_an_extra_seed_job_trains_what_the_multi_seed_job_trains_for_that_seed()
 
     from distlab.pipeline.extra_seeds import for_setting, requests
     from distlab.pgc.workflow import PGCWorkflow
+    from distlab.pipeline.workflow import RulesContext
     from distlab.scoring.scorecard import load_claims
     from distlab.config.specs import each_seed
 
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     cfg["stats"]["extra_seeds"] = {"pgc.fig9.pgc_fewer_steps_than_dgd": 3}
     reqs = requests(cfg, load_claims(ROOT / "config/claims.yaml"))
-    wf = PGCWorkflow(cfg, extra_seeds=reqs)
+    wf = PGCWorkflow(cfg, RulesContext(extra_seeds=reqs))
     s, d = cfg["pgc"]["cloud"]["s"], f"{float(cfg['pgc']['cloud']['straggler']['mean']):g}"
     assert wf.extra_seeds("cloud", s, d, "pgc-cr") == [5, 6, 7]
     assert wf.extra_seeds("cloud", 0, d, "dgd") == [5, 6, 7]

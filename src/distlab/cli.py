@@ -369,16 +369,8 @@ def nest_flat_verbs(sub: argparse._SubParsersAction, name: str, added) -> None:
         nested_sub.choices[verb] = sub.choices[flat_name]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="distlab", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-v", "--verbose", action="store_true")
-    sub = p.add_subparsers(dest="command", required=True)
-
-    command(sub, "prepare-data", cmd_prepare_data, "build one data set", spec=JSON, out=OUT,
-            seed={"type": int, "default": 0})
-    command(sub, "data-floors", cmd_data_floors, "n-gram floors of a prepared text data set", data=PATH, out=OUT)
-
+def _add_train(sub) -> None:
+    """``train``: one training run."""
     q = sub.add_parser("train", help="one training run")
     q.add_argument("--experiment", choices=sorted(trainers()), required=True)
     q.add_argument("--spec", type=json_arg, required=True,
@@ -396,11 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="threads for the whole job (split across torchrun processes)")
     q.set_defaults(func=cmd_train)
 
-    command(sub, "summarize", cmd_summarize, "run directories -> tidy tables",
-            runs=PATHS, steps_out=OUT, summary_out=OUT)
-    command(sub, "figures", cmd_figures, "an experiment's figures and tables", experiment={"required": True},
-            inputs={**JSON, "help": '{"name": "path", ...}'}, out_dir=OUT, options=JSON_OPT)
 
+def _add_scorecard(sub) -> None:
+    """``scorecard``: evaluate the claims (or merge per-paper scorecards)."""
     q = sub.add_parser("scorecard", help="evaluate the claims")
     q.add_argument("--claims", type=Path)
     q.add_argument("--table", action="append", default=[], help="name=path of a summary table")
@@ -414,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where to write the evaluated preconditions and negative controls")
     q.set_defaults(func=cmd_scorecard)
 
+
+def _add_reproduction_checks(sub) -> None:
+    """``stability`` and ``compare-snapshot``: a reproduction checked again."""
     q = sub.add_parser("stability", help="rerun the measured parts, list the verdicts that flip")
     q.add_argument("--cores", type=int, default=os.cpu_count() or 2)
     q.add_argument("--out", type=Path, default=Path("paper/stability.md"))
@@ -428,8 +421,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="this run's scorecard (default: paper/scorecard_stable.csv, else paper/scorecard.csv)")
     q.set_defaults(func=cmd_compare_snapshot)
 
-    command(sub, "report", cmd_report, "the reproduction write-up", out=OUT, scorecard=PATH, meta=JSON_OPT)
 
+def _add_tools(sub) -> None:
+    """``check-config`` and ``forkserver``: the workflow's tools."""
     q = sub.add_parser("check-config", help="check config files as snakemake --configfile reads them, "
                        "naming the file of each problem")
     q.add_argument("configfiles", nargs="+", metavar="FILE")
@@ -442,6 +436,31 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                    help="the command to run under it, after --")
     q.set_defaults(func=cmd_forkserver)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(prog="distlab", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    command(sub, "prepare-data", cmd_prepare_data, "build one data set", spec=JSON, out=OUT,
+            seed={"type": int, "default": 0})
+    command(sub, "data-floors", cmd_data_floors, "n-gram floors of a prepared text data set", data=PATH, out=OUT)
+
+    _add_train(sub)
+
+    command(sub, "summarize", cmd_summarize, "run directories -> tidy tables",
+            runs=PATHS, steps_out=OUT, summary_out=OUT)
+    command(sub, "figures", cmd_figures, "an experiment's figures and tables", experiment={"required": True},
+            inputs={**JSON, "help": '{"name": "path", ...}'}, out_dir=OUT, options=JSON_OPT)
+
+    _add_scorecard(sub)
+    _add_reproduction_checks(sub)
+
+    command(sub, "report", cmd_report, "the reproduction write-up", out=OUT, scorecard=PATH, meta=JSON_OPT)
+
+    _add_tools(sub)
 
     import importlib
 

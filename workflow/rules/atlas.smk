@@ -7,7 +7,7 @@ ATLAS = config.get("atlas")
 ATLAS_OUT = f"{RESULTS}/atlas"
 # the rules' functions of a job's wildcards; with atlas.in_default_target the map's tables and
 # figures join the scorecard and paper/ (AtlasRules.summary_tables, .outputs)
-ATLAS_WF = AtlasRules(ATLAS, ATLAS_OUT, PAPER, data_manifest, floors_table)
+ATLAS_WF = AtlasRules(config, RULES)
 SHARED.register("atlas", ATLAS_WF.summary_tables, ATLAS_WF.outputs)
 
 

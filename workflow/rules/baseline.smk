@@ -5,7 +5,7 @@ wildcard_constraints:
     method=r"dgd|single",
     backend=r"simulated|gloo|nccl",
 
-BASE = BaselineWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
+BASE = BaselineWorkflow(config, RULES)
 
 SHARED.register("baseline", {"baseline": BASE.summary}, BASE.outputs)
 

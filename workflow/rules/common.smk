@@ -6,7 +6,9 @@ from distlab.pipeline.workflow import *  # noqa: F403 (its __all__)
 # the shared rules' functions of a job's wildcards, the registries, stats.extra_seeds's requests
 SHARED = SharedWorkflow(config, workflow.basedir, RESULTS, papers())  # papers: the registry (the Snakefile's import)
 shell.prefix(SHARED.shell_prefix)  # the jobs import this tree's src/ (PYTHONPATH; also in a conda env)
-EXTRA_SEED_REQUESTS = SHARED.extra_seed_requests
+# what every paper's rule helper is built with besides the config, Helper(config, RULES): the
+# folders, stats.extra_seeds's requests (RULES.extra_seeds), the partition, Snakemake's workflow
+RULES = SHARED.context(workflow)
 
 wildcard_constraints:
     seed=r"\d+",

@@ -6,7 +6,7 @@
 from distlab.demo.workflow import SIM_REAL, DemoWorkflow
 
 # the paths, runs and specs of the rules below (named functions of a job's wildcards among them)
-P4 = DemoWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
+P4 = DemoWorkflow(config, RULES)
 SHARED.register("P4", P4.summary_tables(), P4.outputs())
 
 

@@ -15,7 +15,7 @@ wildcard_constraints:
 from distlab.local import workflow as local_wf
 
 # the paths, runs and specs of the rules below (named functions of a job's wildcards among them)
-LOCAL_WF = local_wf.LocalRules(LOCAL, config["seeds"], RESULTS, PAPER, EXTRA_SEED_REQUESTS, workflow)
+LOCAL_WF = local_wf.LocalRules(config, RULES)
 SHARED.register("P3", LOCAL_WF.summary_tables, LOCAL_WF.outputs)
 
 

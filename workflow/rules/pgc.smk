@@ -17,7 +17,7 @@ wildcard_constraints:
 
 
 # the paths, runs and specs of the rules below (named functions of a job's wildcards among them)
-P1 = PGCWorkflow(config, RESULTS, PAPER, extra_seeds=EXTRA_SEED_REQUESTS)
+P1 = PGCWorkflow(config, RULES)
 SHARED.register("pgc", P1.tables(), P1.outputs())
 
 

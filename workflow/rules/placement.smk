@@ -7,7 +7,7 @@ from distlab.placement import workflow as placement_wf
 PL = config.get("placement", {})
 PL_DIR = f"{RESULTS}/placement"
 # the paths, options and specs of the rules below (named functions of a job's wildcards among them)
-PL_WF = placement_wf.PlacementRules(PL, PL_DIR, PAPER, SHARED.partition_for_gpus)
+PL_WF = placement_wf.PlacementRules(config, RULES)
 SHARED.register("placement", PL_WF.summary_tables, PL_WF.outputs)  # none without a placement section
 
 
@@ -92,7 +92,7 @@ use rule placement_run as placement_run_extra with:
     output:
         f"{PL_DIR}/extra/{{pair}}/{{pl_model}}/{{pl_method}}/seed{{seed}}.json",
     wildcard_constraints:
-        seed="|".join(str(k) for k in (placement_wf.all_extra_seeds(PL, EXTRA_SEED_REQUESTS) if PL else [])) or "none",
+        seed="|".join(str(k) for k in (placement_wf.all_extra_seeds(PL, RULES.extra_seeds) if PL else [])) or "none",
     params:
         spec=PL_WF.extra_run_spec,
     log:
@@ -104,7 +104,7 @@ use rule placement_run as placement_run_extra with:
 rule placement_summarize:
     """Run files -> the summary table (one row per run and seed; the scorecard's input) and curves."""
     input:
-        placement_wf.runs(PL, PL_DIR, EXTRA_SEED_REQUESTS),
+        placement_wf.runs(PL, PL_DIR, RULES.extra_seeds),
     output:
         summary=f"{PL_DIR}/summary.csv",
         curves=f"{PL_DIR}/curves.csv",
@@ -275,7 +275,7 @@ rule placement:
         f"{PAPER}/scorecard/P2.md",
 
 
-# ---- fair comparison (issue 31): can each learner's search space express HEFT's placement?
+# ---- fair comparison: can each learner's search space express HEFT's placement?
 
 
 rule placement_space:
@@ -307,7 +307,7 @@ rule placement_space:
         "--profiles {params.profiles:q} --runs {input.runs:q} --out {output.csv:q} --md {output.md:q} > {log:q} 2>&1"
 
 
-# ---- regime (issue 46): where does a mixed placement pay?  The roofline GPU's conv/linear speed swept
+# ---- regime: where does a mixed placement pay?  The roofline GPU's conv/linear speed swept
 
 
 rule placement_regime:

@@ -56,6 +56,75 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def _shapes(sections: list[dict], techniques: list[str] | None) -> dict[str, tuple[dict, int, dict, set]]:
+    """size key -> (model, batch, the first section that runs it (its techniques' settings),
+    {(technique, N)}): every shape a section's grid, reference runs or trend runs train."""
+    from .workflow import reference_specs
+
+    shapes: dict[str, tuple[dict, int, dict, set]] = {}
+    for a in sections:
+        a = {**a, "compute": "measured"}
+        for t in techniques or list(TECHNIQUES):
+            for size in a["sizes"]:
+                for n in a["n_workers"]:
+                    k = size_key(a["sizes"][size], a["batch_size"])
+                    shapes.setdefault(k, (dict(a["sizes"][size]), int(a["batch_size"]), a, set()))[3].add((t, int(n)))
+        for _, spec in reference_specs(a) + [ls for t in techniques or list(TECHNIQUES)
+                                             for ls in _trend_specs(a, t)]:
+            k = size_key(spec["model"], spec["batch_size"])
+            shapes.setdefault(k, (dict(spec["model"]), int(spec["batch_size"]), a, set()))[3].add(
+                (spec["technique"], int(spec["n_workers"])))
+    return shapes
+
+
+def _pass_means(net, train, block: int, bs: int, repeats: int, steps: int) -> list[float]:
+    """Each repeat's mean seconds of one forward and backward pass (a plain loop, wall clock)."""
+    import time
+
+    from ..data import text_batch
+    from ..models import lm_loss
+
+    pass_means = []
+    for r in range(repeats):
+        ts = []
+        for i in range(steps):
+            x, y = text_batch(train, block, bs, r, 0, i)
+            net.zero_grad(set_to_none=True)
+            t0 = time.perf_counter()
+            lm_loss(net(x), y).backward()
+            ts.append(time.perf_counter() - t0)
+        pass_means.append(float(np.mean(ts)))
+    return pass_means
+
+
+def _technique_cost(base: dict, model: dict, bs: int, t: str, n: int, repeats: int, steps: int,
+                    pass_means: list[float], data_dir, work: Path) -> dict:
+    """``extra_s`` (and ``master_s``, master kinds) of technique ``t`` on N = ``n`` workers: the
+    simulated driver's ``steps`` steps, once per repeat, against that repeat's pass seconds."""
+    from .train import run_simulated
+    from .workflow import base_spec
+
+    a = {**base, "sizes": {"m": model}, "batch_size": bs}
+    extra, master = [], []
+    for r in range(repeats):
+        spec = base_spec(a, t, "m", n, r, 0.01, {"model": "none"}, steps=steps)
+        spec["eval_every"] = steps + 1     # no evaluation inside the timed steps' run
+        spec["eval_batches"] = 1
+        if t.startswith("diloco"):
+            spec["steps"] = steps - steps % int(spec["diloco"]["H"]) or int(spec["diloco"]["H"])
+        d = run_simulated(spec, data_dir, work / f"r{r}")
+        rec = json.loads((d / "record.json").read_text())["steps"]
+        comp = np.array([s["compute_s"] for s in rec], float)
+        passes = np.array([s["passes"] for s in rec], float)
+        extra.append(float(np.mean(comp - passes * pass_means[r])))
+        if kind(t) == "master":
+            master.append(float(np.mean([s["master_s"] for s in rec])))
+    c = {"extra_s": max(0.0, float(np.median(extra)))}
+    if master:
+        c["master_s"] = float(np.median(master))
+    return c
+
+
 def measure(sections: list[dict], data_dir, work_dir, repeats: int, steps: int, command: str,
             techniques: list[str] | None = None) -> dict:
     """A profile for every size (and batch) of the ``sections`` x every technique x every N they
@@ -71,65 +140,25 @@ def measure(sections: list[dict], data_dir, work_dir, repeats: int, steps: int, 
 
     import torch
 
-    from ..data import load_split, text_batch
-    from ..models import lm_loss
-    from .train import build_lm, run_simulated
-    from .workflow import base_spec, reference_specs
+    from ..data import load_split
+    from .train import build_lm
 
     if repeats < 1 or steps < 1:
         raise SpecError(f"--repeats/--steps: must be at least 1, got {repeats}/{steps}")
     torch.set_num_threads(1)
     train = load_split(Path(data_dir), "train")["tokens"]
     load_before, t_start = _loadavg(), time.perf_counter()
-    # size key -> (model, batch, the first section that runs it (its techniques' settings), {(technique, N)})
-    shapes: dict[str, tuple[dict, int, dict, set]] = {}
-    for a in sections:
-        a = {**a, "compute": "measured"}
-        for t in techniques or list(TECHNIQUES):
-            for size in a["sizes"]:
-                for n in a["n_workers"]:
-                    k = size_key(a["sizes"][size], a["batch_size"])
-                    shapes.setdefault(k, (dict(a["sizes"][size]), int(a["batch_size"]), a, set()))[3].add((t, int(n)))
-        for _, spec in reference_specs(a) + [ls for t in techniques or list(TECHNIQUES)
-                                             for ls in _trend_specs(a, t)]:
-            k = size_key(spec["model"], spec["batch_size"])
-            shapes.setdefault(k, (dict(spec["model"]), int(spec["batch_size"]), a, set()))[3].add(
-                (spec["technique"], int(spec["n_workers"])))
+    shapes = _shapes(sections, techniques)
     out_sizes = {}
     for k, (model, bs, base, combos) in sorted(shapes.items()):
         block = int(model.get("block_size", 32))
         net = build_lm(model, 0)
-        pass_means = []
-        for r in range(repeats):
-            ts = []
-            for i in range(steps):
-                x, y = text_batch(train, block, bs, r, 0, i)
-                net.zero_grad(set_to_none=True)
-                t0 = time.perf_counter()
-                lm_loss(net(x), y).backward()
-                ts.append(time.perf_counter() - t0)
-            pass_means.append(float(np.mean(ts)))
+        pass_means = _pass_means(net, train, block, bs, repeats, steps)
         pass_s = float(np.median(pass_means))
         techs: dict[str, dict] = {}
         for t, n in sorted(combos):
-            a = {**base, "sizes": {"m": model}, "batch_size": bs}
-            extra, master = [], []
-            for r in range(repeats):
-                spec = base_spec(a, t, "m", n, r, 0.01, {"model": "none"}, steps=steps)
-                spec["eval_every"] = steps + 1     # no evaluation inside the timed steps' run
-                spec["eval_batches"] = 1
-                if t.startswith("diloco"):
-                    spec["steps"] = steps - steps % int(spec["diloco"]["H"]) or int(spec["diloco"]["H"])
-                d = run_simulated(spec, data_dir, Path(work_dir) / k / t / f"n{n}" / f"r{r}")
-                rec = json.loads((d / "record.json").read_text())["steps"]
-                comp = np.array([s["compute_s"] for s in rec], float)
-                passes = np.array([s["passes"] for s in rec], float)
-                extra.append(float(np.mean(comp - passes * pass_means[r])))
-                if kind(t) == "master":
-                    master.append(float(np.mean([s["master_s"] for s in rec])))
-            c = {"extra_s": max(0.0, float(np.median(extra)))}
-            if master:
-                c["master_s"] = float(np.median(master))
+            c = _technique_cost(base, model, bs, t, n, repeats, steps, pass_means, data_dir,
+                                Path(work_dir) / k / t / f"n{n}")
             techs.setdefault(t, {})[str(n)] = c
         out_sizes[k] = {"model": model, "batch_size": bs, "pass_s": pass_s,
                         "pass_s_repeats": pass_means, "techniques": techs}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 
+from ..pipeline.workflow import RulesContext
 from .profile import DEFAULT_PATH, mode, spec_compute
 from .spec import TECHNIQUES, arrival_dependent, option_sections, reads_s
 
@@ -236,12 +237,14 @@ def techniques(a: dict) -> list[str]:
 
 class AtlasRules:
     """workflow/rules/atlas.smk's functions of a job's wildcards, bound to the config's ``atlas:``
-    section (``None`` where the config has none: the rules exist, no job asks for them).
-    ``data_manifest`` and ``floors_table`` name a data set's files (distlab.pipeline.workflow)."""
+    section (``None`` where the config has none: the rules exist, no job asks for them), and to
+    the ``context`` every paper's helper is built with (distlab.pipeline.workflow.RulesContext)."""
 
-    def __init__(self, atlas: dict | None, out: str, paper: str, data_manifest, floors_table) -> None:
+    def __init__(self, config: dict, context: RulesContext | None = None) -> None:
+        ctx = context or RulesContext()
+        atlas, out, paper = config.get("atlas"), f"{ctx.results}/atlas", ctx.paper
         self.atlas, self.out = atlas, out
-        self._data_manifest, self._floors_table = data_manifest, floors_table
+        self._data_manifest, self._floors_table = ctx.data_manifest, ctx.floors_table
         # atlas.in_default_target: the map is part of the default target (make reproduce): the
         # scorecard's atlas section reads its time-to-target table (atlas_map's output ttt), and its
         # figures and winners table join paper/ with the papers' outputs; else neither is registered

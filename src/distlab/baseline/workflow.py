@@ -12,16 +12,18 @@ from typing import Any
 
 from ..clihelp import as_json
 from ..pipeline.extra_seeds import for_setting
+from ..pipeline.workflow import RulesContext
 
 SIM = "simulated"
 
 
 class BaselineWorkflow:
-    def __init__(self, config: dict[str, Any], results: str = "results", paper: str = "paper",
-                 extra_seeds: list | None = None) -> None:
+    def __init__(self, config: dict[str, Any], context: RulesContext | None = None) -> None:
+        ctx = context or RulesContext()
+        results, paper = ctx.results, ctx.paper
         self.config, self.b = config, config["baseline"]
         self.results, self.paper = results, paper
-        self.extra_seeds = extra_seeds or []
+        self.extra_seeds = ctx.extra_seeds
         self.outputs = [f"{paper}/figures/baseline_loss.png", f"{paper}/tables/baseline.md"]
         self.steps = f"{results}/baseline/steps.csv"      # rule baseline_summarize
         self.summary = f"{results}/baseline/summary.csv"

@@ -200,18 +200,9 @@ def _repeats(t_model: float) -> int:
     return int(max(2, min(7, 1.5 / max(t_model, 1e-3))))
 
 
-def run_bench(n: int = 4, max_point_s: float = 1.5, inject_ms: float = 2.0,
-              rates: dict[str, float | None] | None = None, timeout_s: float = 600.0,
-              stream=None) -> tuple[list[dict], list[dict], list[dict]]:
-    """(point rows, fit rows, skipped rows); see the module docstring."""
-    from ..runtime.netns import ShapedCluster, run_ranks, unavailable
-
-    rates = RATES if rates is None else rates
-    why = unavailable()
-    if why:
-        print(f"netcheck: not run: {why}", file=sys.stderr)
-        return ([], [{"rate": r, "latency": "link", "op": op, "status": f"not run: {why}"}
-                     for r in rates for op in OPS], [])
+def _phases(rates: dict[str, float | None], n: int, max_point_s: float, inject_ms: float):
+    """(phases the ranks run, skipped points, (rate, bits/s, latency) of each phase): one phase
+    per link rate, and one with injected latency at 100 Mbit/s."""
     phases, skipped, meta = [], [], []
     for label, bps in rates.items():
         pts, skip = plan(bps, n, max_point_s)
@@ -225,6 +216,61 @@ def run_bench(n: int = 4, max_point_s: float = 1.5, inject_ms: float = 2.0,
                if model_terms("all_reduce", s, n)[1] / (bps / 8) <= max_point_s]
         phases.append({"points": [(op, s, 3) for op, s in pts], "inject_s": inject_ms / 1e3})
         meta.append(("100Mbit", bps, f"injected {inject_ms:g} ms/round"))
+    return phases, skipped, meta
+
+
+def _point_rows(raw: list[dict], meta: list[tuple], n: int) -> list[dict]:
+    """One row per measured point, beside the model's rounds and bytes of its collective."""
+    points = []
+    for r in raw:
+        label, bps, lat = meta[r["phase"]]
+        rounds, nbytes = model_terms(r["op"], r["size_bytes"], n)
+        points.append({"rate": label, "nominal_bps": bps or float("nan"), "latency": lat, "op": r["op"],
+                       "size_bytes": r["size_bytes"], "repeats": r["repeats"], "median_s": r["median_s"],
+                       "min_s": r["min_s"], "max_s": r["max_s"], "model_rounds": rounds, "model_bytes": nbytes,
+                       "achieved_Bps": nbytes / r["median_s"]})
+    return points
+
+
+def _add_fits(fits: list[dict], points: list[dict], meta: list[tuple], n: int, inject_ms: float) -> None:
+    """Fit alpha and beta per (rate, latency, op) with two points or more; an injected row is
+    also read against the model whose alpha is the link's plus the injected latency."""
+    for label, bps, lat in meta:
+        for op in sorted({p["op"] for p in points if p["rate"] == label and p["latency"] == lat}):
+            ps = [p for p in points if p["rate"] == label and p["latency"] == lat and p["op"] == op]
+            if len(ps) < 2:
+                continue
+            alpha, beta, rms = fit_alpha_beta([p["model_rounds"] for p in ps], [p["model_bytes"] for p in ps],
+                                              [p["median_s"] for p in ps])
+            row = {"rate": label, "latency": lat, "op": op, "status": "measured", "points": len(ps),
+                   "alpha_s": alpha, "beta_Bps": beta, "fit_rms_rel_err": rms,
+                   "achieved_over_nominal": (beta * 8 / bps) if bps else float("nan")}
+            if lat != "link":  # the injected rows against the model with alpha = link's + injected
+                link = next((f for f in fits if f.get("rate") == label and f.get("latency") == "link"
+                             and f.get("op") == "all_reduce"), None)
+                if link:
+                    from ..runtime.network import NetworkModel
+
+                    m = NetworkModel(latency_s=link["alpha_s"] + inject_ms / 1e3, bandwidth_Bps=link["beta_Bps"])
+                    errs = [m.all_reduce(p["size_bytes"], n) / p["median_s"] - 1 for p in ps]
+                    row["model_err_mean"] = float(np.mean(errs))
+                    row["model_err_maxabs"] = float(np.max(np.abs(errs)))
+            fits.append(row)
+
+
+def run_bench(n: int = 4, max_point_s: float = 1.5, inject_ms: float = 2.0,
+              rates: dict[str, float | None] | None = None, timeout_s: float = 600.0,
+              stream=None) -> tuple[list[dict], list[dict], list[dict]]:
+    """(point rows, fit rows, skipped rows); see the module docstring."""
+    from ..runtime.netns import ShapedCluster, run_ranks, unavailable
+
+    rates = RATES if rates is None else rates
+    why = unavailable()
+    if why:
+        print(f"netcheck: not run: {why}", file=sys.stderr)
+        return ([], [{"rate": r, "latency": "link", "op": op, "status": f"not run: {why}"}
+                     for r in rates for op in OPS], [])
+    phases, skipped, meta = _phases(rates, n, max_point_s, inject_ms)
     with tempfile.TemporaryDirectory(prefix="distlab-netcheck-") as tmp:
         sync, out = Path(tmp), Path(tmp) / "rows.json"
         t0 = time.perf_counter()
@@ -252,37 +298,10 @@ def run_bench(n: int = 4, max_point_s: float = 1.5, inject_ms: float = 2.0,
             cluster.destroy()
             teardown_s = time.perf_counter() - t1
         raw = json.loads(out.read_text())
-    points = []
-    for r in raw:
-        label, bps, lat = meta[r["phase"]]
-        rounds, nbytes = model_terms(r["op"], r["size_bytes"], n)
-        points.append({"rate": label, "nominal_bps": bps or float("nan"), "latency": lat, "op": r["op"],
-                       "size_bytes": r["size_bytes"], "repeats": r["repeats"], "median_s": r["median_s"],
-                       "min_s": r["min_s"], "max_s": r["max_s"], "model_rounds": rounds, "model_bytes": nbytes,
-                       "achieved_Bps": nbytes / r["median_s"]})
+    points = _point_rows(raw, meta, n)
     fits = [{"rate": "-", "latency": "-", "op": f"namespaces setup / teardown ({n} ranks)", "status": "measured",
              "setup_s": setup_s, "teardown_s": teardown_s}]
-    for label, bps, lat in meta:
-        for op in sorted({p["op"] for p in points if p["rate"] == label and p["latency"] == lat}):
-            ps = [p for p in points if p["rate"] == label and p["latency"] == lat and p["op"] == op]
-            if len(ps) < 2:
-                continue
-            alpha, beta, rms = fit_alpha_beta([p["model_rounds"] for p in ps], [p["model_bytes"] for p in ps],
-                                              [p["median_s"] for p in ps])
-            row = {"rate": label, "latency": lat, "op": op, "status": "measured", "points": len(ps),
-                   "alpha_s": alpha, "beta_Bps": beta, "fit_rms_rel_err": rms,
-                   "achieved_over_nominal": (beta * 8 / bps) if bps else float("nan")}
-            if lat != "link":  # the injected rows against the model with alpha = link's + injected
-                link = next((f for f in fits if f.get("rate") == label and f.get("latency") == "link"
-                             and f.get("op") == "all_reduce"), None)
-                if link:
-                    from ..runtime.network import NetworkModel
-
-                    m = NetworkModel(latency_s=link["alpha_s"] + inject_ms / 1e3, bandwidth_Bps=link["beta_Bps"])
-                    errs = [m.all_reduce(p["size_bytes"], n) / p["median_s"] - 1 for p in ps]
-                    row["model_err_mean"] = float(np.mean(errs))
-                    row["model_err_maxabs"] = float(np.max(np.abs(errs)))
-            fits.append(row)
+    _add_fits(fits, points, meta, n, inject_ms)
     return points, fits, skipped
 
 

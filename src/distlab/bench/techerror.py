@@ -176,6 +176,57 @@ def _t95(k: int) -> float:
     return float(t.ppf(0.975, k - 1)) if k > 1 else math.nan
 
 
+def _step_rows(m: pd.DataFrame, kind: str, bps, fit, key: dict) -> list[dict]:
+    """One row per step of a shaped run's metrics ``m`` (``key``: its technique, rate and repeat):
+    measured against simulated step seconds, with the nominal and the fitted link."""
+    rows = []
+    nw = 3 if kind == "pgc" else 4
+    pred = predict_steps(m, kind, bps, nw)
+    fitted = predict_steps(m, kind, bps, nw, fit=fit) if fit else np.full(len(m), np.nan)
+    compute = (m["compute_s"] if kind != "pgc" else
+               m["compute_max"] + m["encode_max"] + m["decode_s"]).to_numpy()
+    # left out: the steps up to the first that communicates (it opens the connections;
+    # DiLoCo's first synchronisation is at step H - 1)
+    first = int(np.argmax(m["bytes"].to_numpy() > 0))
+    for i, (meas, sim) in enumerate(zip(m["step_time"].to_numpy(), pred)):
+        if i <= first:
+            continue
+        rows.append({**key, "step": int(m["step"].iloc[i]),
+                     "measured_s": float(meas), "simulated_s": float(sim),
+                     "simulated_fitted_s": float(fitted[i]), "compute_s": float(compute[i]),
+                     "bytes": float(m["bytes"].iloc[i]), "loss": float(m["loss"].iloc[i]),
+                     "rounds": float(m["rounds"].iloc[i]) if "rounds" in m else 2.0,
+                     "rel_err": float(sim / meas - 1.0)})
+    return rows
+
+
+def _summary_rows(steps_df: pd.DataFrame, resid: pd.Series, ttt) -> list[dict]:
+    """One row per technique x shaped rate: the simulated step time's relative error over the
+    measured one (mean over repeats, t CI), with the fitted and the calibrated link."""
+    summary = []
+    for (tech, label), g in steps_df[steps_df["rate"] != REFERENCE].groupby(["technique", "rate"], sort=False):
+        per_rep = g.groupby("repeat")[["simulated_s", "measured_s"]].sum()
+        per_rep = per_rep["simulated_s"] / per_rep["measured_s"] - 1.0
+        k = len(per_rep)
+        mean = float(per_rep.mean())
+        half = _t95(k) * float(per_rep.std(ddof=1)) / math.sqrt(k) if k > 1 else math.nan
+        fe = g.groupby("repeat")[["simulated_fitted_s", "simulated_calibrated_s", "measured_s"]].sum(min_count=1)
+        ce = fe["simulated_calibrated_s"] / fe["measured_s"] - 1.0
+        fe = fe["simulated_fitted_s"] / fe["measured_s"] - 1.0
+        summary.append({"technique": tech, "rate": label, "status": "measured vs simulated",
+                        "measured_step_s": float(g["measured_s"].median()),
+                        "simulated_step_s": float(g["simulated_s"].median()),
+                        "compute_s": float(g["compute_s"].median()),
+                        "bytes_per_step": float(g["bytes"].median()), "repeats": k,
+                        "error": mean, "error_ci95_lo": mean - half, "error_ci95_hi": mean + half,
+                        "over_10pct": bool(abs(mean) > 0.10),
+                        "error_with_fitted_link": float(fe.mean()) if fe.notna().all() else float("nan"),
+                        "error_calibrated": float(ce.mean()) if ce.notna().all() else float("nan"),
+                        "residual_unshaped_s": float(resid.get(tech, float("nan"))),
+                        **_ttt_summary(ttt, tech, label)})
+    return summary
+
+
 def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
               rates: dict | None = None, timeout_s: float = 300.0, log=None,
               fits: dict | None = None, reference_repeats: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -210,24 +261,8 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
                                     "--out", str(out)], 4, bps, timeout_s, stream=jl)
                     wall = time.perf_counter() - t0
                     m = atlas_metrics(out) if kind == "atlas" else pd.read_csv(out / "metrics.csv")
-                    nw = 3 if kind == "pgc" else 4
-                    pred = predict_steps(m, kind, bps, nw)
                     fit = (fits or {}).get((label, FIT_OP[name]))
-                    fitted = predict_steps(m, kind, bps, nw, fit=fit) if fit else np.full(len(m), np.nan)
-                    compute = (m["compute_s"] if kind != "pgc" else
-                               m["compute_max"] + m["encode_max"] + m["decode_s"]).to_numpy()
-                    # left out: the steps up to the first that communicates (it opens the connections;
-                    # DiLoCo's first synchronisation is at step H - 1)
-                    first = int(np.argmax(m["bytes"].to_numpy() > 0))
-                    for i, (meas, sim) in enumerate(zip(m["step_time"].to_numpy(), pred)):
-                        if i <= first:
-                            continue
-                        steps_rows.append({"technique": tech, "rate": label, "repeat": rep, "step": int(m["step"].iloc[i]),
-                                           "measured_s": float(meas), "simulated_s": float(sim),
-                                           "simulated_fitted_s": float(fitted[i]), "compute_s": float(compute[i]),
-                                           "bytes": float(m["bytes"].iloc[i]), "loss": float(m["loss"].iloc[i]),
-                                           "rounds": float(m["rounds"].iloc[i]) if "rounds" in m else 2.0,
-                                           "rel_err": float(sim / meas - 1.0)})
+                    steps_rows += _step_rows(m, kind, bps, fit, {"technique": tech, "rate": label, "repeat": rep})
                     if log:
                         print(f"techerror: {tech} at {label} repeat {rep}: job {wall:.1f} s", file=log, flush=True)
     steps_df = pd.DataFrame(steps_rows)
@@ -237,27 +272,7 @@ def run_table(data_demo: Path, data_pgc: Path, steps: int = 6, repeats: int = 2,
     resid = (ref["measured_s"] - ref["simulated_fitted_s"]).groupby(ref["technique"]).median()
     steps_df["simulated_calibrated_s"] = steps_df["simulated_fitted_s"] + steps_df["technique"].map(resid)
     ttt = time_to_target(steps_df)
-    summary = []
-    for (tech, label), g in steps_df[steps_df["rate"] != REFERENCE].groupby(["technique", "rate"], sort=False):
-        per_rep = g.groupby("repeat")[["simulated_s", "measured_s"]].sum()
-        per_rep = per_rep["simulated_s"] / per_rep["measured_s"] - 1.0
-        k = len(per_rep)
-        mean = float(per_rep.mean())
-        half = _t95(k) * float(per_rep.std(ddof=1)) / math.sqrt(k) if k > 1 else math.nan
-        fe = g.groupby("repeat")[["simulated_fitted_s", "simulated_calibrated_s", "measured_s"]].sum(min_count=1)
-        ce = fe["simulated_calibrated_s"] / fe["measured_s"] - 1.0
-        fe = fe["simulated_fitted_s"] / fe["measured_s"] - 1.0
-        summary.append({"technique": tech, "rate": label, "status": "measured vs simulated",
-                        "measured_step_s": float(g["measured_s"].median()),
-                        "simulated_step_s": float(g["simulated_s"].median()),
-                        "compute_s": float(g["compute_s"].median()),
-                        "bytes_per_step": float(g["bytes"].median()), "repeats": k,
-                        "error": mean, "error_ci95_lo": mean - half, "error_ci95_hi": mean + half,
-                        "over_10pct": bool(abs(mean) > 0.10),
-                        "error_with_fitted_link": float(fe.mean()) if fe.notna().all() else float("nan"),
-                        "error_calibrated": float(ce.mean()) if ce.notna().all() else float("nan"),
-                        "residual_unshaped_s": float(resid.get(tech, float("nan"))),
-                        **_ttt_summary(ttt, tech, label)})
+    summary = _summary_rows(steps_df, resid, ttt)
     return steps_df, pd.DataFrame(summary)
 
 

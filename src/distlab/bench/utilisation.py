@@ -73,7 +73,7 @@ import numpy as np
 
 from ..runtime.network import NetworkModel
 
-# Charles et al. 2025 (arXiv 2503.09799), Table 7 as quoted in issue 29: model size 10B;
+# Charles et al. 2025 (arXiv 2503.09799), Table 7: model size 10B;
 # utilisation targets and the bandwidth (Gbit/s) each method needs.  The DiLoCo row equals
 # Streaming DiLoCo Table 4's 1B row; the DDP row matches no single row of that table.
 PUBLISHED_10B = {"targets": (0.50, 0.80, 0.90, 0.99),

@@ -1,6 +1,6 @@
 """DeMo's (P4) workflow helpers (torch-free): run paths, run specs, the registered tables
 and outputs, from the workflow config.  ``workflow/rules/demo.smk`` holds the rules only
-and calls these (``P4 = DemoWorkflow(config, RESULTS, PAPER, EXTRA_SEED_REQUESTS)``)."""
+and calls these (``P4 = DemoWorkflow(config, RULES)``)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 
 from ..clihelp import as_json
 from ..pipeline.extra_seeds import for_setting
+from ..pipeline.workflow import RulesContext
 from ..techniques.catalogue import METHODS
 from ..techniques.options import SECTIONS
 
@@ -16,12 +17,13 @@ SIM_REAL = "simulated_real"  # the real runs' simulated twins: same methods, N, 
 
 
 class DemoWorkflow:
-    def __init__(self, config: dict, results: str = "results", paper: str = "paper",
-                 extra_seeds: list | None = None, methods=METHODS) -> None:
+    def __init__(self, config: dict, context: RulesContext | None = None, *, methods=METHODS) -> None:
+        ctx = context or RulesContext()
+        results, paper = ctx.results, ctx.paper
         self.config = config
         self.methods = methods  # the methods' specs: each one's option sections, the wildcard's values
         self.d = d = config["demo"]
-        self.extra = list(extra_seeds or [])  # stats.extra_seeds requests (distlab.pipeline.extra_seeds.requests)
+        self.extra = list(ctx.extra_seeds)  # stats.extra_seeds requests (distlab.pipeline.extra_seeds.requests)
         self.results, self.paper = results, paper
         self._job_specs: dict = {}
         self.run = f"{results}/demo/{{dbackend}}/n{{nw}}/{{dmethod}}/seed{{seed}}"

@@ -124,6 +124,27 @@ def throughput(specs: dict[str, dict], data_dir: str, repeats: int, warmup: int,
     return df
 
 
+def _median_time(fn, warmup: int, measure: int) -> tuple[float, torch.Tensor]:
+    """(median seconds of ``measure`` calls of ``fn`` after ``warmup`` untimed ones, its last result)."""
+    times = []
+    for i in range(warmup + measure):
+        t0 = time.perf_counter()
+        g = fn()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times), g
+
+
+def _pc_settings(Ts: list[int], variants: dict, training_T: int | None, repeats: int) -> list[tuple]:
+    """(repeat, T, variant) of each PC measurement: the grid, then the training T's repeats."""
+    if training_T is not None and "fixed" not in variants:
+        raise ValueError("pc_cost: training_T needs the fixed variant")
+    settings = [(0, T, v) for T in Ts for v in variants]
+    if training_T is not None:  # repeat 0 is the grid's own measurement when T is on the grid
+        settings += [(r, int(training_T), "fixed") for r in range(int(training_T in Ts), repeats)]
+    return settings
+
+
 def pc_cost(spec: dict, data_dir: str, Ts: list[int], variants: dict[str, dict], warmup: int,
             measure: int, out: Path, repeats: int = 1, training_T: int | None = None) -> pd.DataFrame:
     """Seconds per training step of PC for each (variant, T) against BP's, and gradient fidelity.
@@ -170,19 +191,9 @@ def pc_cost(spec: dict, data_dir: str, Ts: list[int], variants: dict[str, dict],
         return torch.cat([p.grad.reshape(-1) for p in params])
 
     def timed(fn) -> tuple[float, torch.Tensor]:
-        times = []
-        for i in range(warmup + measure):
-            t0 = time.perf_counter()
-            g = fn()
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-        return statistics.median(times), g
+        return _median_time(fn, warmup, measure)
 
-    if training_T is not None and "fixed" not in variants:
-        raise ValueError("pc_cost: training_T needs the fixed variant")
-    settings = [(0, T, v) for T in Ts for v in variants]
-    if training_T is not None:  # repeat 0 is the grid's own measurement when T is on the grid
-        settings += [(r, int(training_T), "fixed") for r in range(int(training_T in Ts), repeats)]
+    settings = _pc_settings(Ts, variants, training_T, repeats)
     with torch.no_grad():
         before = [p.detach().clone() for p in params]
     rows = []

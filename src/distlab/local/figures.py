@@ -322,6 +322,56 @@ def _paired(df: pd.DataFrame, metric: str, a: str, b: str) -> pd.DataFrame:
     return stats.pair_by_seed(df, metric, {"method": a}, {"method": b})
 
 
+def _throughput_columns(row: dict, thr: pd.DataFrame, method: str, tm: str | None, r: pd.DataFrame) -> None:
+    """The benchmark's columns of ``row`` (throughput and memory over BP's), when the
+    benchmark measured the method ``tm`` and BP at the runs' depth."""
+    if not (tm in set(thr.method) and "bp" in set(thr.method) and int(r.n_layer.iloc[0]) == int(thr.n_layer.iloc[0])):
+        return
+    p = stats.pair_by_seed(thr, "tokens_per_s", {"method": tm}, {"method": "bp"})
+    rc = stats.t_interval((p["a"] / p["b"]).to_numpy())
+    row["throughput_ratio_vs_bp"] = fmt_ci(rc.estimate, rc.low, rc.high)
+    row["bench_pss_mb"] = float(thr[thr.method == tm].pss_mb.median())
+    row["bench_max_rss_mb"] = float(thr[thr.method == tm].max_rss_mb.median())
+    # memory as both measures, each over BP's (paired by repeat, the ratio of the means as
+    # the scorecard's rows): PSS (each page once; local.rc.memory, tested) and the peak
+    # RSS summed over processes (a shared page once per process; local.rc.memory_rss, shown)
+    for col, metric in (("pss_ratio_vs_bp", "pss_mb"), ("rss_sum_ratio_vs_bp", "rss_sum_mb")):
+        if metric in thr:
+            q = stats.pair_by_seed(thr, metric, {"method": tm}, {"method": "bp"})
+            qi = ratio_interval(stats.t_interval((q["a"] - q["b"]).to_numpy()), float(q["b"].mean()))
+            row[col] = fmt_ci(qi.estimate, qi.low, qi.high)
+    if "rss_sum_mb" in thr:
+        row["bench_rss_sum_mb"] = float(thr[thr.method == tm].rss_sum_mb.median())
+    if method == "rc-par" and "bp-1thread" in set(thr.method):
+        # the ratio's two factors: RC's parallel speed-up over BP on one core (at most
+        # the cores it has), and BP's own speed-up from that core to the timed jobs' cores
+        for col, (a, b) in (("rc_par_vs_bp_1thread", (tm, "bp-1thread")),
+                            ("bp_vs_bp_1thread", ("bp", "bp-1thread"))):
+            q = stats.pair_by_seed(thr, "tokens_per_s", {"method": a}, {"method": b})
+            qi = stats.t_interval((q["a"] / q["b"]).to_numpy())
+            row[col] = fmt_ci(qi.estimate, qi.low, qi.high)
+
+
+def _loss_columns(row: dict, g: pd.DataFrame, method: str, claims: dict, group: str, alpha: float) -> None:
+    """The held-out loss against BP's (paired by seed): the difference, and with two seeds or
+    more the non-inferiority and TOST verdicts at the group's margin."""
+    p = _paired(g, "final_test_loss", method, "bp") if method != "bp" and "bp" in set(g.method) else None
+    if p is not None and len(p) < 2:  # one seed (the hybrid's, a timed parallel run's)
+        d = (p["a"] - p["b"]).to_numpy()
+        row["loss_minus_bp"] = f"{float(d[0]):+.3f} (one seed)" if len(d) else ""
+    elif p is not None:
+        margin = _margin(claims, group)
+        ni = stats.noninferiority(p["a"], p["b"], margin, higher_is_better=False)
+        eq = stats.tost(p["a"], p["b"], margin)
+        d = stats.t_interval((p["a"] - p["b"]).to_numpy())
+        row["loss_minus_bp"] = fmt_ci(d.estimate, d.low, d.high)
+        row["noninferior_p"] = ni.p_value
+        row["tost_p"] = eq.p_value
+        row["verdict"] = (("non-inferior" if ni.p_value < alpha else "non-inferiority not shown")
+                          + "; " + ("equivalent" if eq.p_value < alpha else "equivalence not shown")
+                          + f" (margin {margin:g} nats, α {alpha:g})")
+
+
 def main_table(runs_csv: Path, throughput_csv: Path, claims_path: Path, options: dict,
                csv_out: Path, md_out: Path, floors_csv: Path | None = None) -> pd.DataFrame:
     """One row per method: throughput ratio to BP (CI over repeats), memory, held-out loss
@@ -354,46 +404,8 @@ def main_table(runs_csv: Path, throughput_csv: Path, claims_path: Path, options:
             row.update({"run_tokens_per_s": float(rt.tokens_per_s.median()),
                         "run_pss_mb": float(r.pss_mb.median()),
                         "run_max_rss_mb": float(r.max_rss_mb.median())})
-            tm = thr_of.get(method)
-            if tm in set(thr.method) and "bp" in set(thr.method) and int(r.n_layer.iloc[0]) == int(thr.n_layer.iloc[0]):
-                p = stats.pair_by_seed(thr, "tokens_per_s", {"method": tm}, {"method": "bp"})
-                rc = stats.t_interval((p["a"] / p["b"]).to_numpy())
-                row["throughput_ratio_vs_bp"] = fmt_ci(rc.estimate, rc.low, rc.high)
-                row["bench_pss_mb"] = float(thr[thr.method == tm].pss_mb.median())
-                row["bench_max_rss_mb"] = float(thr[thr.method == tm].max_rss_mb.median())
-                # memory as both measures, each over BP's (paired by repeat, the ratio of the means as
-                # the scorecard's rows): PSS (each page once; local.rc.memory, tested) and the peak
-                # RSS summed over processes (a shared page once per process; local.rc.memory_rss, shown)
-                for col, metric in (("pss_ratio_vs_bp", "pss_mb"), ("rss_sum_ratio_vs_bp", "rss_sum_mb")):
-                    if metric in thr:
-                        q = stats.pair_by_seed(thr, metric, {"method": tm}, {"method": "bp"})
-                        qi = ratio_interval(stats.t_interval((q["a"] - q["b"]).to_numpy()), float(q["b"].mean()))
-                        row[col] = fmt_ci(qi.estimate, qi.low, qi.high)
-                if "rss_sum_mb" in thr:
-                    row["bench_rss_sum_mb"] = float(thr[thr.method == tm].rss_sum_mb.median())
-                if method == "rc-par" and "bp-1thread" in set(thr.method):
-                    # the ratio's two factors: RC's parallel speed-up over BP on one core (at most
-                    # the cores it has), and BP's own speed-up from that core to the timed jobs' cores
-                    for col, (a, b) in (("rc_par_vs_bp_1thread", (tm, "bp-1thread")),
-                                        ("bp_vs_bp_1thread", ("bp", "bp-1thread"))):
-                        q = stats.pair_by_seed(thr, "tokens_per_s", {"method": a}, {"method": b})
-                        qi = stats.t_interval((q["a"] / q["b"]).to_numpy())
-                        row[col] = fmt_ci(qi.estimate, qi.low, qi.high)
-            p = _paired(g, "final_test_loss", method, "bp") if method != "bp" and "bp" in set(g.method) else None
-            if p is not None and len(p) < 2:  # one seed (the hybrid's, a timed parallel run's)
-                d = (p["a"] - p["b"]).to_numpy()
-                row["loss_minus_bp"] = f"{float(d[0]):+.3f} (one seed)" if len(d) else ""
-            elif p is not None:
-                margin = _margin(claims, group)
-                ni = stats.noninferiority(p["a"], p["b"], margin, higher_is_better=False)
-                eq = stats.tost(p["a"], p["b"], margin)
-                d = stats.t_interval((p["a"] - p["b"]).to_numpy())
-                row["loss_minus_bp"] = fmt_ci(d.estimate, d.low, d.high)
-                row["noninferior_p"] = ni.p_value
-                row["tost_p"] = eq.p_value
-                row["verdict"] = (("non-inferior" if ni.p_value < alpha else "non-inferiority not shown")
-                                  + "; " + ("equivalent" if eq.p_value < alpha else "equivalence not shown")
-                                  + f" (margin {margin:g} nats, α {alpha:g})")
+            _throughput_columns(row, thr, method, thr_of.get(method), r)
+            _loss_columns(row, g, method, claims, group, alpha)
             key = {"rc-par": "local.rc.throughput", "rc-async": "local.rc.noninferior",
                    "pc-fixed-trunc": "local.pc.noninferior", "pc-fixed": "local.pc.noninferior",
                    "pc-strict": "local.pc.noninferior"}.get(method)

@@ -200,20 +200,9 @@ def dead_sections(workers: list) -> list[str]:
             if w.exitcode not in (None, 0, STOPPED)]
 
 
-def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
-                      on_tick: Tick | None = None, evaluator: Evaluator | None = None,
-                      timeout: float = 60.0) -> Result:
-    """K concurrent section workers (``spec["concurrency"]``: ``process`` or ``thread``) and
-    this process as the coordinator.  ``split`` is the coordinator's copy of the model: its
-    readout is the consensus and its sections receive the workers' parameters for evaluation.
-    A failed worker fails the run with :class:`SectionFailure`, one line naming it."""
-    K, d, ticks = schedule(spec)
-    mode = spec.get("concurrency", "process")
+def _start_workers(spec: dict, data_dir: str, sh: Shared, K: int, use_procs: bool, timeout: float):
+    """The K section workers, started: (workers, the barrier this process waits at)."""
     threads = int(spec.get("worker_threads", 1))
-    use_procs = mode == "process"
-    sh = Shared(split, spec, share=use_procs)
-    coord = Coordinator(split.readout, spec)
-    sh.readout.copy_(coord.vector())
     if use_procs:
         # fork: a section starts from this process's imported torch instead of a fresh
         # interpreter (spawn cost ~5 s of CPU a section, torch and its optimizer's dynamo
@@ -238,9 +227,72 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
                                     args=(k, spec, str(data_dir), sh, barrier, ready, threads,
                                           timeout, copies[k]))
                    for k in range(K)]
-    res = Result(processes=K + 1 if use_procs else 1)
     for w in workers:
         w.start()
+    return workers, barrier
+
+
+def _await_ready(sh: Shared, workers, barrier, K: int, timeout: float) -> None:
+    """Start-up (a spawned interpreter imports torch; slow on a busy machine) is not timed and
+    gets its own, longer limit; a worker that dies meanwhile fails the run at once."""
+    t_start = time.monotonic()
+    while int(sh.ready.sum()) < K:
+        dead = [w.name for w in workers if not w.is_alive()]
+        if dead or time.monotonic() - t_start > max(10 * timeout, 600.0):
+            barrier.abort()
+            why = f"{', '.join(dead)} died during start-up" if dead else "start-up timed out"
+            raise threading.BrokenBarrierError(why)
+        time.sleep(0.05)
+
+
+def _coordinate_ticks(spec: dict, sh: Shared, coord: Coordinator, split: Split, res: Result, wait, barrier,
+                      use_procs: bool, on_tick: Tick | None, evaluator: Evaluator | None) -> None:
+    """The coordinator's ticks: at barrier A the active sections' readout gradients are
+    averaged into the consensus, a row is written, and barrier B lets the next tick start."""
+    K, _, ticks = schedule(spec)
+    section_params = [list(s.parameters()) for s in split.sections]
+    slowest, t_end = 0.0, time.perf_counter()
+    for t in range(ticks):
+        t0 = time.perf_counter()
+        wait()  # A
+        act = sh.active.tolist()
+        coord.update([sh.grads[k].clone() for k in range(K) if act[k]], t)
+        sh.readout.copy_(coord.vector())
+        res.train_s += time.perf_counter() - t0
+        losses = {k: float(sh.losses[k]) for k in range(K) if act[k]}
+        row = _row(t, spec, res.train_s, losses)
+        if eval_due(t, spec):
+            for k in range(K):
+                load_flat(section_params[k], sh.params[k])
+            if evaluator is not None:
+                row.update(evaluator.at_eval(split))
+        res.rows.append(row)
+        if on_tick:
+            on_tick(t, row)
+        wait()  # B
+        progress()  # the job's deadline (distlab train's) follows the pace
+        # and so does the barrier's limit: margin x the slowest tick, end to end
+        slowest = max(slowest, time.perf_counter() - t_end)
+        t_end = time.perf_counter()
+        if use_procs:
+            barrier.paced[0] = DEFAULT_MARGIN * slowest
+
+
+def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
+                      on_tick: Tick | None = None, evaluator: Evaluator | None = None,
+                      timeout: float = 60.0) -> Result:
+    """K concurrent section workers (``spec["concurrency"]``: ``process`` or ``thread``) and
+    this process as the coordinator.  ``split`` is the coordinator's copy of the model: its
+    readout is the consensus and its sections receive the workers' parameters for evaluation.
+    A failed worker fails the run with :class:`SectionFailure`, one line naming it."""
+    K, _, _ = schedule(spec)
+    use_procs = spec.get("concurrency", "process") == "process"
+    sh = Shared(split, spec, share=use_procs)
+    coord = Coordinator(split.readout, spec)
+    sh.readout.copy_(coord.vector())
+    workers, barrier = _start_workers(spec, data_dir, sh, K, use_procs, timeout)
+    res = Result(processes=K + 1 if use_procs else 1)
+
     def check() -> None:
         dead = dead_sections(workers)
         if dead:
@@ -253,44 +305,10 @@ def train_rc_parallel(spec: dict, data_dir: str, data: TextData, split: Split,
         else:
             barrier.wait(timeout)
 
-    section_params = [list(s.parameters()) for s in split.sections]
     try:
-        # start-up (a spawned interpreter imports torch; slow on a busy machine) is not timed and
-        # gets its own, longer limit; a worker that dies meanwhile fails the run at once
-        t_start = time.monotonic()
-        while int(sh.ready.sum()) < K:
-            dead = [w.name for w in workers if not w.is_alive()]
-            if dead or time.monotonic() - t_start > max(10 * timeout, 600.0):
-                barrier.abort()
-                why = f"{', '.join(dead)} died during start-up" if dead else "start-up timed out"
-                raise threading.BrokenBarrierError(why)
-            time.sleep(0.05)
+        _await_ready(sh, workers, barrier, K, timeout)
         wait()
-        slowest, t_end = 0.0, time.perf_counter()
-        for t in range(ticks):
-            t0 = time.perf_counter()
-            wait()  # A
-            act = sh.active.tolist()
-            coord.update([sh.grads[k].clone() for k in range(K) if act[k]], t)
-            sh.readout.copy_(coord.vector())
-            res.train_s += time.perf_counter() - t0
-            losses = {k: float(sh.losses[k]) for k in range(K) if act[k]}
-            row = _row(t, spec, res.train_s, losses)
-            if eval_due(t, spec):
-                for k in range(K):
-                    load_flat(section_params[k], sh.params[k])
-                if evaluator is not None:
-                    row.update(evaluator.at_eval(split))
-            res.rows.append(row)
-            if on_tick:
-                on_tick(t, row)
-            wait()  # B
-            progress()  # the job's deadline (distlab train's) follows the pace
-            # and so does the barrier's limit: margin x the slowest tick, end to end
-            slowest = max(slowest, time.perf_counter() - t_end)
-            t_end = time.perf_counter()
-            if use_procs:
-                barrier.paced[0] = DEFAULT_MARGIN * slowest
+        _coordinate_ticks(spec, sh, coord, split, res, wait, barrier, use_procs, on_tick, evaluator)
         # memory now, while every process is alive (PSS splits a shared page among the
         # processes mapping it at the moment it is read; the workers read theirs before C)
         res.per_process = [memory.snapshot()]

@@ -330,6 +330,72 @@ def bp_section_grads(split: Split, data: TextData, batches: dict[int, int]) -> d
     return out
 
 
+def _bp_probe(workers: list, split: Split, data: TextData, t: int, d: int, fb) -> dict[int, torch.Tensor]:
+    """Backprop's gradient of each section training at tick ``t`` (the sections are told to
+    keep their RC gradient, for the cosine of :func:`_add_cosines`)."""
+    K = len(workers)
+    batches = {k: (t if fb is not None else t - k * d) for k in range(K)
+               if fb is not None or active(k, t, d)}
+    bp_g = bp_section_grads(split, data, batches)
+    for k in batches:
+        workers[k].keep_grad = True
+    return bp_g
+
+
+def _add_cosines(row: dict, workers: list, bp_g: dict[int, torch.Tensor]) -> None:
+    """``cos<k>``: the cosine between section k's RC gradient and backprop's on the same batch."""
+    for k, g in bp_g.items():
+        rcg = workers[k].last_grad
+        if rcg is not None:
+            row[f"cos{k}"] = float(torch.nn.functional.cosine_similarity(rcg, g, dim=0))
+            workers[k].last_grad = None
+
+
+def _feedback_tick(workers: list, split: Split, data: TextData, t: int, fb: dict, losses: dict,
+                   reports: list) -> None:
+    """One tick of the RC + PC hybrid: every section forward on batch ``t``, the top error
+    relaxed down the boundaries, each section trained on its readout loss plus gamma x its error."""
+    K = len(workers)
+    x, y = data.train_batch(t)
+    ins, outs = [x], []
+    for k in range(K):
+        outs.append(workers[k].section(ins[-1]))
+        if k < K - 1:
+            ins.append(outs[-1].detach().requires_grad_(True))
+    top = outs[-1].detach().requires_grad_(True)
+    top_grad = torch.autograd.grad(lm_loss(split.readout(top), y), top)[0]
+    eps = feedback_errors(outs, ins, top_grad, int(fb["T"]), float(fb["eta"]))
+    for k in range(K):
+        extra = None if k == K - 1 else (float(fb["gamma"]), eps[k])
+        losses[k], g = workers[k].update(outs[k], y, t, extra)
+        reports.append((k, g))
+
+
+def _chain_tick(workers: list, data: TextData, fifo: list[deque], t: int, d: int, losses: dict,
+                reports: list) -> None:
+    """One tick of the RC chain: each active section steps on its batch (section k on batch
+    t - k d), its input the section below's output of ``d`` ticks ago (through ``fifo``)."""
+    K = len(workers)
+    new: list[torch.Tensor | None] = [None] * K
+    for k in range(K):
+        if not active(k, t, d):
+            continue
+        x, y = data.train_batch(t - k * d)
+        if k == 0:
+            h_in = x
+        elif d == 0:
+            h_in = new[k - 1]
+        else:
+            h_in = fifo[k - 1].popleft()
+        emit = None if k == K - 1 else (lambda h, k=k: new.__setitem__(k, h))
+        losses[k], g = workers[k].step(h_in, y, emit, t)
+        reports.append((k, g))
+    if d > 0:
+        for k in range(K - 1):
+            if new[k] is not None:
+                fifo[k].append(new[k])
+
+
 def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick | None = None,
                         evaluator: Evaluator | None = None, ckpt=None) -> Result:
     """All K sections in this process, one after another within each tick (deterministic).
@@ -378,49 +444,13 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
     for t in range(resume.start(res), ticks):
         # at evaluation ticks: the cosine between each section's RC gradient and backprop's
         # gradient of its blocks on the same batch and weights (outside the timed tick)
-        probe_cos = evaluator is not None and eval_due(t, spec)
-        bp_g: dict[int, torch.Tensor] = {}
-        if probe_cos:
-            batches = {k: (t if fb is not None else t - k * d) for k in range(K)
-                       if fb is not None or active(k, t, d)}
-            bp_g = bp_section_grads(split, data, batches)
-            for k in batches:
-                workers[k].keep_grad = True
+        bp_g = _bp_probe(workers, split, data, t, d, fb) if evaluator is not None and eval_due(t, spec) else {}
         t0 = time.perf_counter()
         losses, reports = {}, []
         if fb is not None:
-            x, y = data.train_batch(t)
-            ins, outs = [x], []
-            for k in range(K):
-                outs.append(workers[k].section(ins[-1]))
-                if k < K - 1:
-                    ins.append(outs[-1].detach().requires_grad_(True))
-            top = outs[-1].detach().requires_grad_(True)
-            top_grad = torch.autograd.grad(lm_loss(split.readout(top), y), top)[0]
-            eps = feedback_errors(outs, ins, top_grad, int(fb["T"]), float(fb["eta"]))
-            for k in range(K):
-                extra = None if k == K - 1 else (float(fb["gamma"]), eps[k])
-                losses[k], g = workers[k].update(outs[k], y, t, extra)
-                reports.append((k, g))
+            _feedback_tick(workers, split, data, t, fb, losses, reports)
         else:
-            new: list[torch.Tensor | None] = [None] * K
-            for k in range(K):
-                if not active(k, t, d):
-                    continue
-                x, y = data.train_batch(t - k * d)
-                if k == 0:
-                    h_in = x
-                elif d == 0:
-                    h_in = new[k - 1]
-                else:
-                    h_in = fifo[k - 1].popleft()
-                emit = None if k == K - 1 else (lambda h, k=k: new.__setitem__(k, h))
-                losses[k], g = workers[k].step(h_in, y, emit, t)
-                reports.append((k, g))
-            if d > 0:
-                for k in range(K - 1):
-                    if new[k] is not None:
-                        fifo[k].append(new[k])
+            _chain_tick(workers, data, fifo, t, d, losses, reports)
         if separate:  # each head its own section's report
             for k, g in reports:
                 coords[k].update([g], t)
@@ -428,10 +458,6 @@ def train_rc_sequential(spec: dict, data: TextData, split: Split, on_tick: Tick 
             coord.update([g for _, g in reports], t)
         res.train_s += time.perf_counter() - t0
         row = _row(t, spec, res.train_s, losses)
-        for k, g in bp_g.items():
-            rcg = workers[k].last_grad
-            if rcg is not None:
-                row[f"cos{k}"] = float(torch.nn.functional.cosine_similarity(rcg, g, dim=0))
-                workers[k].last_grad = None
+        _add_cosines(row, workers, bp_g)
         _end_tick(t, row, spec, res, evaluator, split, resume, on_tick)
     return _own_peak(res)

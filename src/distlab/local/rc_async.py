@@ -174,21 +174,33 @@ def _async_worker(k: int, spec: dict, data_dir: str, sh: AsyncShared, act_locks,
         os._exit(1)
 
 
-def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
-                   on_tick: Tick | None = None, evaluator: Evaluator | None = None,
-                   timeout: float = 60.0) -> Result:
-    """K free-running section processes and this process as the coordinator (see the module
-    docstring).  Rows: one per K reports taken (``step`` = reports // K - 1), ``time`` the
-    wall time since the start, ``tokens`` what section 0 has read; the held-out loss at the
-    end only."""
-    K, steps = int(spec["sections"]), int(spec["steps"])
-    bound = int(spec.get("staleness_bound", K))
-    B, T = int(spec["batch_size"]), int(spec["model"]["block_size"])
-    snaps = snapshot_steps(spec) if evaluator is not None else []
-    sh = AsyncShared(split, spec, snaps)
-    coord = Coordinator(split.readout, spec)
-    pending_snaps = list(enumerate(snaps))  # (slot, update) whose readout is not taken yet
-    sh.readout.copy_(coord.vector())
+def _fail(why: str) -> SectionFailure:
+    return SectionFailure(f"RC asynchronous run failed: {why}")
+
+
+def _raise_if_dead(workers) -> None:
+    dead = dead_sections(workers)
+    if dead:
+        raise _fail(", ".join(dead))
+
+
+@contextmanager
+def _held(lock, workers, timeout: float):
+    """``lock``, taken in short tries that look for a dead section in between."""
+    t_try = time.monotonic()
+    while not lock.acquire(timeout=0.05):
+        _raise_if_dead(workers)
+        if time.monotonic() - t_try > timeout:
+            raise _fail(f"the readout's lock was not free for {timeout} s")
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _start_sections(spec: dict, data_dir: str, sh: AsyncShared, timeout: float):
+    """The K section processes, started: (workers, the readout's lock)."""
+    K = int(spec["sections"])
     # fork (one imported torch for all) unless a section runs several threads: GNU OpenMP's
     # pool does not survive a fork (as in the lock-step mode)
     ctx = mp.get_context("fork" if int(spec.get("worker_threads", 1)) == 1 else "spawn")
@@ -199,90 +211,135 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
     workers = [ctx.Process(target=_async_worker, name=f"rc-section-{k}", daemon=True,
                            args=(k, spec, str(data_dir), sh, act_locks, read_lock, timeout))
                for k in range(K)]
-    res = Result(processes=K + 1)
-    stale = [{"sum": 0, "max": 0, "applied": 0, "dropped": 0} for _ in range(K)]
     for w in workers:
         w.start()
+    return workers, read_lock
 
-    def fail(why: str) -> SectionFailure:
-        return SectionFailure(f"RC asynchronous run failed: {why}")
 
-    def raise_if_dead() -> None:
+def _await_start(sh: AsyncShared, workers, K: int, timeout: float) -> None:
+    """Wait until every section is ready, failing on a dead one or after the start-up time."""
+    t_start = time.monotonic()
+    while int(sh.ready.sum()) < K:
         dead = dead_sections(workers)
         if dead:
-            raise fail(", ".join(dead))
+            raise _fail(", ".join(dead) + " during start-up")
+        if time.monotonic() - t_start > max(10 * timeout, 600.0):
+            raise _fail("start-up timed out")
+        time.sleep(0.01)
 
-    @contextmanager
-    def held(lock):
-        """``lock``, taken in short tries that look for a dead section in between."""
-        t_try = time.monotonic()
-        while not lock.acquire(timeout=0.05):
-            raise_if_dead()
-            if time.monotonic() - t_try > timeout:
-                raise fail(f"the readout's lock was not free for {timeout} s")
-        try:
-            yield
-        finally:
-            lock.release()
 
+def _take_reports(sh: AsyncShared, posted: list[int], version: int, bound: int, stale: list[dict],
+                  pending: list[float]) -> list:
+    """The gradients of the ``posted`` reports no staler than ``bound`` (their losses into
+    ``pending``); the staler ones are counted as dropped; every slot is freed."""
+    fresh = []
+    for k in posted:
+        s = version - int(sh.rep[k, 1])
+        if s <= bound:
+            fresh.append(sh.grads[k].clone())
+            pending.append(float(sh.rep_loss[k]))
+            st = stale[k]
+            st["sum"] += s
+            st["max"] = max(st["max"], s)
+            st["applied"] += 1
+        else:
+            stale[k]["dropped"] += 1
+        sh.rep[k, 0] = 0
+    return fresh
+
+
+def _add_rows(res: Result, spec: dict, sh: AsyncShared, taken: int, pending: list[float], elapsed: float,
+              on_tick: Tick | None) -> list[float]:
+    """One row per K reports taken (the mean loss of ``pending``); the losses not yet in a row."""
+    K = int(spec["sections"])
+    B, T = int(spec["batch_size"]), int(spec["model"]["block_size"])
+    while taken >= (len(res.rows) + 1) * K:
+        t = len(res.rows)
+        row = _row(t, spec, elapsed, {0: sum(pending) / max(len(pending), 1)})
+        row["tokens"] = int(sh.steps[0]) * B * T
+        pending = []
+        res.rows.append(row)
+        if on_tick:
+            on_tick(t, row)
+    return pending
+
+
+def _coordinate(spec: dict, sh: AsyncShared, coord: Coordinator, workers, read_lock, res: Result,
+                stale: list[dict], snaps: list[int], on_tick: Tick | None, timeout: float) -> None:
+    """The coordinator's loop, from the start signal to the last section's last report."""
+    K, steps = int(spec["sections"]), int(spec["steps"])
+    bound = int(spec.get("staleness_bound", K))
+    pending_snaps = list(enumerate(snaps))  # (slot, update) whose readout is not taken yet
+    version, taken, pending = 0, 0, []
+    t0 = time.perf_counter()
+    last = time.monotonic()
+    sh.go[0] = 1
+    while True:
+        _raise_if_dead(workers)  # every poll: the others' reports must not hide a dead section
+        # the readout of a snapshot: as it stands once the slowest section finished update i
+        while pending_snaps and int(sh.steps.min()) > pending_snaps[0][1]:
+            sh.snap_readout[pending_snaps.pop(0)[0]].copy_(coord.vector())
+        posted = [k for k in range(K) if int(sh.rep[k, 0]) == 1]
+        if posted:
+            fresh = _take_reports(sh, posted, version, bound, stale, pending)
+            taken += len(posted)
+            if fresh:
+                coord.update(fresh, taken // K)
+                with _held(read_lock, workers, timeout):
+                    sh.readout.copy_(coord.vector())
+                    version += 1
+                    sh.version[0] = version
+            last = time.monotonic()
+            pending = _add_rows(res, spec, sh, taken, pending, time.perf_counter() - t0, on_tick)
+            continue
+        if int(sh.done.sum()) == K:
+            break
+        if time.monotonic() - last > timeout:
+            slow = [f"rc-section-{k} (at update {int(sh.steps[k])} of {steps})"
+                    for k in range(K) if not int(sh.done[k])]
+            raise _fail(f"no report for {timeout} s from {', '.join(slow)}")
+        time.sleep(POLL_S)
+    res.train_s = time.perf_counter() - t0
+
+
+def _stop_sections(sh: AsyncShared, workers) -> None:
+    """Tell the sections the run is over and join them (killing one that does not end)."""
+    sh.go[0] = 2
+    for w in workers:
+        w.join(timeout=10)
+        if w.is_alive():
+            w.kill()
+            w.join()
+
+
+def _staleness_rows(stale: list[dict], sh: AsyncShared, bound: int) -> list[dict]:
+    """``Result.staleness``: one row per section."""
+    return [{"section": k, "bound": bound, "applied": st["applied"], "dropped": st["dropped"],
+             "readout_staleness_mean": st["sum"] / max(st["applied"], 1),
+             "readout_staleness_max": st["max"],
+             "activation_age_mean": float(sh.age[k, 0]) / max(float(sh.age[k, 2]), 1.0),
+             "activation_age_max": float(sh.age[k, 1]), "updates": int(sh.steps[k])}
+            for k, st in enumerate(stale)]
+
+
+def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
+                   on_tick: Tick | None = None, evaluator: Evaluator | None = None,
+                   timeout: float = 60.0) -> Result:
+    """K free-running section processes and this process as the coordinator (see the module
+    docstring).  Rows: one per K reports taken (``step`` = reports // K - 1), ``time`` the
+    wall time since the start, ``tokens`` what section 0 has read; the held-out loss at the
+    end only."""
+    K = int(spec["sections"])
+    snaps = snapshot_steps(spec) if evaluator is not None else []
+    sh = AsyncShared(split, spec, snaps)
+    coord = Coordinator(split.readout, spec)
+    sh.readout.copy_(coord.vector())
+    workers, read_lock = _start_sections(spec, data_dir, sh, timeout)
+    res = Result(processes=K + 1)
+    stale = [{"sum": 0, "max": 0, "applied": 0, "dropped": 0} for _ in range(K)]
     try:
-        t_start = time.monotonic()
-        while int(sh.ready.sum()) < K:
-            dead = dead_sections(workers)
-            if dead:
-                raise fail(", ".join(dead) + " during start-up")
-            if time.monotonic() - t_start > max(10 * timeout, 600.0):
-                raise fail("start-up timed out")
-            time.sleep(0.01)
-        version, taken, pending = 0, 0, []
-        t0 = time.perf_counter()
-        last = time.monotonic()
-        sh.go[0] = 1
-        while True:
-            raise_if_dead()  # every poll: the others' reports must not hide a dead section
-            # the readout of a snapshot: as it stands once the slowest section finished update i
-            while pending_snaps and int(sh.steps.min()) > pending_snaps[0][1]:
-                sh.snap_readout[pending_snaps.pop(0)[0]].copy_(coord.vector())
-            posted = [k for k in range(K) if int(sh.rep[k, 0]) == 1]
-            if posted:
-                fresh = []
-                for k in posted:
-                    s = version - int(sh.rep[k, 1])
-                    if s <= bound:
-                        fresh.append(sh.grads[k].clone())
-                        pending.append(float(sh.rep_loss[k]))
-                        st = stale[k]
-                        st["sum"] += s
-                        st["max"] = max(st["max"], s)
-                        st["applied"] += 1
-                    else:
-                        stale[k]["dropped"] += 1
-                    sh.rep[k, 0] = 0
-                taken += len(posted)
-                if fresh:
-                    coord.update(fresh, taken // K)
-                    with held(read_lock):
-                        sh.readout.copy_(coord.vector())
-                        version += 1
-                        sh.version[0] = version
-                last = time.monotonic()
-                while taken >= (len(res.rows) + 1) * K:
-                    t = len(res.rows)
-                    row = _row(t, spec, time.perf_counter() - t0, {0: sum(pending) / max(len(pending), 1)})
-                    row["tokens"] = int(sh.steps[0]) * B * T
-                    pending = []
-                    res.rows.append(row)
-                    if on_tick:
-                        on_tick(t, row)
-                continue
-            if int(sh.done.sum()) == K:
-                break
-            if time.monotonic() - last > timeout:
-                slow = [f"rc-section-{k} (at update {int(sh.steps[k])} of {steps})"
-                        for k in range(K) if not int(sh.done[k])]
-                raise fail(f"no report for {timeout} s from {', '.join(slow)}")
-            time.sleep(POLL_S)
-        res.train_s = time.perf_counter() - t0
+        _await_start(sh, workers, K, timeout)
+        _coordinate(spec, sh, coord, workers, read_lock, res, stale, snaps, on_tick, timeout)
         res.per_process = [memory.snapshot()] + [dict(zip(MEM_KEYS, sh.mem[k].tolist()))
                                                  for k in range(K)]
         sh.go[0] = 2
@@ -292,15 +349,10 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
                 w.kill()
         raise
     finally:
-        sh.go[0] = 2
-        for w in workers:
-            w.join(timeout=10)
-            if w.is_alive():
-                w.kill()
-                w.join()
+        _stop_sections(sh, workers)
     bad = [f"{w.name} {exit_reason(w.exitcode)}" for w in workers if w.exitcode != 0]
     if bad:
-        raise fail(", ".join(bad) + " after training")
+        raise _fail(", ".join(bad) + " after training")
     if snaps and evaluator is not None:
         _evaluate_snapshots(res, split, sh, snaps, evaluator)
     for k, s in enumerate(split.sections):
@@ -308,12 +360,7 @@ def train_rc_async(spec: dict, data_dir: str, data: TextData, split: Split,
     if res.rows and evaluator is not None:
         res.rows[-1].update(evaluator.at_eval(split))
     res.memory = memory.combine(res.per_process)
-    res.staleness = [{"section": k, "bound": bound, "applied": st["applied"], "dropped": st["dropped"],
-                      "readout_staleness_mean": st["sum"] / max(st["applied"], 1),
-                      "readout_staleness_max": st["max"],
-                      "activation_age_mean": float(sh.age[k, 0]) / max(float(sh.age[k, 2]), 1.0),
-                      "activation_age_max": float(sh.age[k, 1]), "updates": int(sh.steps[k])}
-                     for k, st in enumerate(stale)]
+    res.staleness = _staleness_rows(stale, sh, int(spec.get("staleness_bound", K)))
     return res
 
 

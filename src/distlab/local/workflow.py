@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from ..clihelp import as_json
-from ..pipeline.workflow import mem_for
+from ..pipeline.workflow import RulesContext, mem_for
 from ..runtime.machine_load import exclusive_threads, own_threads
 
 GROUPS = ("rc", "pc")
@@ -402,13 +402,15 @@ def job_sweep_inputs(c: dict, run: str, seeds: list[int], sweep_root: str) -> li
 class LocalRules:
     """workflow/rules/local_learning.smk's functions of a job's wildcards, bound to the config's
     ``local_learning`` section ``c``, the configured ``seeds``, the sweep's folder and the deep
-    model's untimed BP seeds.  A job's params.spec and the spec its resources are sized from
-    are one and the same (one function, built once a job)."""
+    model's untimed BP seeds, and to the ``context`` every paper's helper is built with
+    (distlab.pipeline.workflow.RulesContext).  A job's params.spec and the spec its resources are
+    sized from are one and the same (one function, built once a job)."""
 
-    def __init__(self, c: dict, seeds: list[int], results: str = "results", paper: str = "paper",
-                 reqs: list | None = None, workflow=None) -> None:
+    def __init__(self, config: dict, context: RulesContext | None = None) -> None:
+        ctx = context or RulesContext()
+        c, seeds, results, paper, reqs = config["local_learning"], config["seeds"], ctx.results, ctx.paper, ctx.extra_seeds
         self.c, self.seeds = c, seeds
-        self.workflow = workflow  # Snakemake's: the --cores a timed job holds (distlab.runtime.machine_load)
+        self.workflow = ctx.workflow  # Snakemake's: the --cores a timed job holds (distlab.runtime.machine_load)
         self.run = f"{results}/local/{{lgroup}}/{{lmethod}}/seed{{seed}}"  # a one-seed run's folder
         self.report = "Local credit assignment"  # the report's category of P3's figures and tables
         self.figures = {name: f"{paper}/figures/local_{name}.png"

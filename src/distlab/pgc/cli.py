@@ -64,7 +64,7 @@ def cmd_coding_profile(a: argparse.Namespace) -> int:
     import torch
 
     from ..results.tables import write_table
-    from .train import coding_profile
+    from .coding_cost import coding_profile
 
     torch.set_num_threads(1)  # what a simulated job's one thread pays
     o = a.options

@@ -24,7 +24,7 @@ worker that holds it; each worker is *charged* for the partitions it
 evaluates (GC's ``s+1``-fold work stays visible on the clock) and the timing
 follows :meth:`SimulatedCluster.master_step`.  Coding time (each worker's
 encoding, the master's decoding) is charged when ``cluster.coding.mode`` is
-``measured`` (see :func:`coding_costs`).
+``measured`` (see :func:`.coding_cost.coding_costs`).
 
 Real backend: rank 0 is the master, ranks ``1..n`` the workers, under
 torchrun on gloo; straggler delays are real (interruptible) sleeps drawn from
@@ -69,6 +69,7 @@ from ..train.common import (DTYPES, buffer_numel, eval_columns, final_metrics, f
 from ..techniques.gradient_codes import Scheme, make_scheme
 from .spec import CODING_MODES, SPEC_SCHEMA, check_spec, expendable_ranks, nprocs  # noqa: F401 (the trainer's interface)
 from ..techniques.coded_worker import CodedWorker
+from .coding_cost import coding_costs, profiled_coding_costs
 
 # message metadata slots: fresh loss, compute seconds, staleness, model step, units,
 # encode seconds, injected delay slept
@@ -184,110 +185,6 @@ class Setup:
         return decode_s
 
 
-_CODING_CACHE: dict[tuple, tuple[float, float]] = {}
-
-
-class _CodingBench:
-    """What one worker's encoding and the master's decoding cost for one scheme, on
-    constant gradients of ``numel`` values (the values do not change the cost)."""
-
-    def __init__(self, scheme: Scheme, numel: int, dtype: torch.dtype) -> None:
-        self.scheme, self.numel, self.dtype = scheme, numel, dtype
-        self.worker = CodedWorker(scheme, 0)
-        for j in scheme.placement[0]:
-            self.worker.update(j, torch.full((numel,), 0.5, dtype=dtype), 0.0, 0)
-        one = torch.full((numel,), 0.25, dtype=dtype)
-        self.msgs = dict.fromkeys(range(scheme.n), one)  # the cost is the same whichever vector is read
-        self.order = list(np.random.default_rng(0).permutation(scheme.n)[:scheme.wait_for])
-
-    def once(self) -> tuple[float, float]:
-        """(encode_s, decode_s) of one encoding (worker 0) and one decoding of a typical
-        arrival set (the fastest ``n - s`` of a seeded random order), as the master does it.
-
-        Timed in CPU seconds of the calling thread (torch on one thread computes there), not
-        wall seconds: another process sharing the core stretches the wall time of a
-        measurement but not its CPU time, so the profile does not depend on the load it met."""
-        c0 = time.thread_time()
-        self.worker.message()
-        encode = time.thread_time() - c0
-        c0 = time.thread_time()
-        weights = self.scheme.decode_weights(self.order)
-        g = torch.zeros(self.numel, dtype=self.dtype)
-        for k, a in weights.items():
-            if a != 0.0:
-                g.add_(self.msgs[k], alpha=a)
-        return encode, time.thread_time() - c0
-
-
-def coding_costs(scheme: Scheme, numel: int, dtype: torch.dtype, reps: int = 3) -> tuple[float, float]:
-    """Measured seconds of one worker's encoding and of the master's decoding
-    for ``scheme`` on gradients of ``numel`` values (median of ``reps``).
-    Measured once per process and setting (the seeds of a job share it).  The
-    workflow measures them once for every setting instead (:func:`coding_profile`)."""
-    key = (scheme.name, scheme.n, scheme.s, scheme.c, int(numel), str(dtype), reps)
-    if key not in _CODING_CACHE:
-        bench = _CodingBench(scheme, numel, dtype)
-        runs = np.array([bench.once() for _ in range(reps)])
-        _CODING_CACHE[key] = (float(np.median(runs[:, 0])), float(np.median(runs[:, 1])))
-    return _CODING_CACHE[key]
-
-
-PROFILE_COLUMNS = ("scheme", "n", "s", "c", "numel", "dtype", "rounds", "encode_s", "decode_s",
-                   "encode_lo", "encode_hi", "decode_lo", "decode_hi")
-
-
-def coding_profile(settings: list[dict], numel: int, dtype: str, rounds: int = 9,
-                   warmup: int = 1) -> "pd.DataFrame":
-    """Encoding and decoding seconds of every setting (``{scheme, n, s, code_seed}``),
-    measured in interleaved rounds (each round measures every setting once, so a load
-    that comes and goes touches all alike): the median of ``rounds`` and a 95 %
-    distribution-free CI of the median (order statistics of the binomial).
-
-    The simulated clock reads these stored values (coding mode ``profile``), so every
-    simulated number is a deterministic function of the spec and this file."""
-    import pandas as pd
-    from scipy.stats import binom
-
-    dt = DTYPES[dtype]
-    benches = []
-    for st in settings:
-        sch = make_scheme(st["scheme"], int(st["n"]), int(st["s"]), seed=int(st.get("code_seed", 0)))
-        benches.append((st, sch, _CodingBench(sch, numel, dt)))
-    for _ in range(warmup):
-        for _, _, b in benches:
-            b.once()
-    times = [[] for _ in benches]
-    for _ in range(rounds):
-        for i, (_, _, b) in enumerate(benches):
-            times[i].append(b.once())
-    # the CI of a median from order statistics: ranks lo..hi cover it with >= 95 %
-    lo_rank = max(int(binom.ppf(0.025, rounds, 0.5)) - 1, 0)
-    hi_rank = min(rounds - lo_rank - 1, rounds - 1)
-    rows = []
-    for (st, sch, _), t in zip(benches, times):
-        arr = np.sort(np.asarray(t), axis=0)
-        rows.append({"scheme": sch.name, "n": sch.n, "s": sch.s, "c": sch.c, "numel": int(numel),
-                     "dtype": dtype, "rounds": rounds,
-                     "encode_s": float(np.median(arr[:, 0])), "decode_s": float(np.median(arr[:, 1])),
-                     "encode_lo": float(arr[lo_rank, 0]), "encode_hi": float(arr[hi_rank, 0]),
-                     "decode_lo": float(arr[lo_rank, 1]), "decode_hi": float(arr[hi_rank, 1])})
-    return pd.DataFrame(rows, columns=list(PROFILE_COLUMNS))
-
-
-def profiled_coding_costs(path: str | Path, scheme: Scheme, numel: int, dtype: str) -> tuple[float, float]:
-    """The stored (encode_s, decode_s) of one setting; ValueError naming the file if absent."""
-    import pandas as pd
-
-    t = pd.read_csv(path)
-    hit = t[(t["scheme"] == scheme.name) & (t["n"] == scheme.n) & (t["s"] == scheme.s)
-            & (t["numel"] == int(numel)) & (t["dtype"] == dtype)]
-    if len(hit) != 1:
-        raise ValueError(f"cluster.coding.profile: {path} holds {len(hit)} rows for {scheme.name} "
-                         f"n={scheme.n} s={scheme.s} numel={numel} {dtype}; rerun its rule "
-                         "(snakemake --forcerun pgc_coding_profile)")
-    return float(hit["encode_s"].iloc[0]), float(hit["decode_s"].iloc[0])
-
-
 def _calibration(spec: dict) -> dict | None:
     """The measured compute and coding costs of the real run named by
     ``calibrate_from`` (a run directory), to charge a simulated prediction."""
@@ -319,9 +216,9 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
     return _run_one(spec, data_dir, Path(out_dir), runtime)
 
 
-def _run_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | None) -> Path:
-    rt = _runtime(spec, runtime)
-    S = Setup(spec, data_dir)
+def _charges(spec: dict, S: Setup) -> tuple[ComputeModel, np.ndarray | None, float, float]:
+    """(compute model, each worker's speed factor or None, encode_s, decode_s) a simulated run
+    charges: a real run's calibration, else the config's compute and coding mode."""
     cl = spec["cluster"]
     cal = _calibration(spec)
     compute = ComputeModel.from_config(cl["compute"])
@@ -342,35 +239,60 @@ def _run_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | No
     elif coding.get("mode") == "profile":
         encode_s, decode_s = profiled_coding_costs(coding["profile"], S.scheme,
                                                    int(coding.get("numel", S.numel)), spec.get("dtype", "float32"))
-    cluster = SimulatedCluster(S.n, compute, NetworkModel(**cl["network"]), S.stragglers,
-                               compute_factor=factor)
-    workers = [CodedWorker(S.scheme, w) for w in range(S.n)]
-    rec = RunRecorder(out_dir, spec, backend=cluster.backend, clock=cluster.clock)
-    ckpt = _checkpointer(out_dir / "checkpoint.pt", spec, rt)
-    start = 0
-    units = np.zeros(S.n)
-    counters = {"gradient_compute_s": 0.0, "simulator_overhead_s": 0.0, "compute_measured_s": 0.0}
-    state = ckpt.load()
-    if state is not None:
-        S.load_model_vector(state["params"])
-        cluster.load_state_dict(state["cluster"])
-        rec.load_state_dict(state["recorder"])
-        for w, ws in zip(workers, state["workers"]):
-            w.load_state_dict(ws)
-        start = state["step"] + 1
-        units = np.asarray(state["units"], dtype=float)
-        counters.update(state["counters"])
-    overhead0, measured0 = cluster.overhead_s, cluster.measured_compute_s
-    grad_s = 0.0
-    stop = ThresholdStop(spec.get("threshold"), [r["loss"] for r in rec.rows])
-    if stop.stopped_at is not None:  # killed after its last step, before writing its outputs
-        start = S.steps
-    for step in tqdm(range(start, S.steps), desc=f"{S.scheme.name} s={S.s} seed {S.seed}",
-                     mininterval=5, initial=start, total=S.steps, file=sys.stderr):
+    return compute, factor, encode_s, decode_s
+
+
+class _SimRun:
+    """The state of one simulated run (model, cluster, workers, recorder, counters), the
+    part a checkpoint holds."""
+
+    def __init__(self, spec: dict, S: Setup, out_dir: Path, compute: ComputeModel, factor) -> None:
+        cl = spec["cluster"]
+        self.S = S
+        self.cluster = SimulatedCluster(S.n, compute, NetworkModel(**cl["network"]), S.stragglers,
+                                        compute_factor=factor)
+        self.workers = [CodedWorker(S.scheme, w) for w in range(S.n)]
+        self.rec = RunRecorder(out_dir, spec, backend=self.cluster.backend, clock=self.cluster.clock)
+        self.units = np.zeros(S.n)
+        self.counters = {"gradient_compute_s": 0.0, "simulator_overhead_s": 0.0, "compute_measured_s": 0.0}
+        self.grad_s = 0.0
+        self.overhead0 = self.measured0 = 0.0
+
+    def load(self, state: dict | None) -> int:
+        """Resume from a checkpoint's ``state`` (None: a fresh run); the first step to run."""
+        start = 0
+        if state is not None:
+            self.S.load_model_vector(state["params"])
+            self.cluster.load_state_dict(state["cluster"])
+            self.rec.load_state_dict(state["recorder"])
+            for w, ws in zip(self.workers, state["workers"]):
+                w.load_state_dict(ws)
+            start = state["step"] + 1
+            self.units = np.asarray(state["units"], dtype=float)
+            self.counters.update(state["counters"])
+        self.overhead0, self.measured0 = self.cluster.overhead_s, self.cluster.measured_compute_s
+        return start
+
+    def totals(self) -> dict:
+        """The run's compute and overhead seconds so far, a resumed run's earlier part included."""
+        c, cluster = self.counters, self.cluster
+        return {"gradient_compute_s": c["gradient_compute_s"] + self.grad_s,
+                "simulator_overhead_s": c["simulator_overhead_s"] + cluster.overhead_s - self.overhead0,
+                "compute_measured_s": c["compute_measured_s"] + cluster.measured_compute_s - self.measured0}
+
+    def snapshot(self, step: int) -> dict:
+        return {"step": step, "params": self.S.model_vector(), "cluster": self.cluster.state_dict(),
+                "recorder": self.rec.state_dict(), "units": self.units.tolist(), "counters": self.totals(),
+                "workers": [w.state_dict() for w in self.workers]}
+
+    def step(self, step: int, encode_s: float, decode_s: float) -> None:
+        """One step: every needed partition gradient computed once, each worker charged for
+        its own, the master's step on the first messages the scheme needs, one row logged."""
+        S, workers, cluster = self.S, self.workers, self.cluster
         todo = {w.worker: w.to_compute(step) for w in workers}
         needed = sorted({j for parts in todo.values() for j in parts})
         computed = S.compute(needed, step, vectorised=True)
-        grad_s += sum(c[3] for c in computed.values())
+        self.grad_s += sum(c[3] for c in computed.values())
         for w in workers:
             parts = todo[w.worker]
             for j in parts:
@@ -379,44 +301,48 @@ def _run_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | No
             cluster.charge(w.worker, len(parts), sum(computed[j][3] for j in parts))
             if encode_s:
                 cluster.charge_seconds(w.worker, encode_s)
-            units[w.worker] += len(parts)
+            self.units[w.worker] += len(parts)
         msgs = {w.worker: w.message() for w in workers}
         fresh = {w.worker: w.pop_fresh_loss() for w in workers}
         bufs = {w.worker: w.pop_fresh_buffers() for w in workers}
         res = cluster.master_step(step, S.nbytes, S.nbytes, S.scheme.ready, master_s=decode_s)
         ev = S.eval_cols(step)
         S.decode_and_step(res.received, msgs, bufs)
-        rec.log(step=step, time=cluster.now, step_time=res.step_time,
-                loss=float(np.mean([fresh[w] for w in res.received])),
-                bytes=cluster.ledger.pop_step(), n_received=len(res.received),
-                received=" ".join(map(str, res.received)),
-                started_late=int(res.started_late.sum()),
-                staleness=max(workers[w].staleness(step) for w in res.received),
-                compute_max=float(res.compute.max()), delay_max=float(res.delays.max()), **ev)
+        self.rec.log(step=step, time=cluster.now, step_time=res.step_time,
+                     loss=float(np.mean([fresh[w] for w in res.received])),
+                     bytes=cluster.ledger.pop_step(), n_received=len(res.received),
+                     received=" ".join(map(str, res.received)),
+                     started_late=int(res.started_late.sum()),
+                     staleness=max(workers[w].staleness(step) for w in res.received),
+                     compute_max=float(res.compute.max()), delay_max=float(res.delays.max()), **ev)
 
-        def snapshot() -> dict:
-            c = {"gradient_compute_s": counters["gradient_compute_s"] + grad_s,
-                 "simulator_overhead_s": counters["simulator_overhead_s"] + cluster.overhead_s - overhead0,
-                 "compute_measured_s": counters["compute_measured_s"]
-                 + cluster.measured_compute_s - measured0}
-            return {"step": step, "params": S.model_vector(), "cluster": cluster.state_dict(),
-                    "recorder": rec.state_dict(), "units": units.tolist(), "counters": c,
-                    "workers": [w.state_dict() for w in workers]}
 
-        ckpt.maybe_save(step, snapshot)
-        if stop.update(rec.rows[-1]["loss"]):
+def _run_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | None) -> Path:
+    rt = _runtime(spec, runtime)
+    S = Setup(spec, data_dir)
+    compute, factor, encode_s, decode_s = _charges(spec, S)
+    run = _SimRun(spec, S, out_dir, compute, factor)
+    ckpt = _checkpointer(out_dir / "checkpoint.pt", spec, rt)
+    start = run.load(ckpt.load())
+    stop = ThresholdStop(spec.get("threshold"), [r["loss"] for r in run.rec.rows])
+    if stop.stopped_at is not None:  # killed after its last step, before writing its outputs
+        start = S.steps
+    for step in tqdm(range(start, S.steps), desc=f"{S.scheme.name} s={S.s} seed {S.seed}",
+                     mininterval=5, initial=start, total=S.steps, file=sys.stderr):
+        run.step(step, encode_s, decode_s)
+        ckpt.maybe_save(step, lambda step=step: run.snapshot(step))
+        if stop.update(run.rec.rows[-1]["loss"]):
             break
-    total = {"gradient_compute_s": counters["gradient_compute_s"] + grad_s,
-             "simulator_overhead_s": counters["simulator_overhead_s"] + cluster.overhead_s - overhead0,
-             "compute_measured_s": counters["compute_measured_s"] + cluster.measured_compute_s - measured0}
-    out = rec.finish(final=S.final(), cluster=cluster.describe(),
-                     simulator_overhead_s=total["simulator_overhead_s"],
-                     gradient_compute_s=total["gradient_compute_s"],
-                     compute_charged_measured_s=total["compute_measured_s"],
-                     units_per_worker_step=float(units.sum() / S.n / max(1, len(rec.rows))),  # steps run (a stop ends early)
-                     encode_s=encode_s, decode_s=decode_s,
-                     unit_seconds_charged=compute.unit_seconds if compute.mode == "calibrated" else None,
-                     bytes_total=cluster.ledger.total_bytes, stopped_at_threshold=stop.stopped_at)
+    total = run.totals()
+    out = run.rec.finish(final=S.final(), cluster=run.cluster.describe(),
+                         simulator_overhead_s=total["simulator_overhead_s"],
+                         gradient_compute_s=total["gradient_compute_s"],
+                         compute_charged_measured_s=total["compute_measured_s"],
+                         # steps run (a stop ends early)
+                         units_per_worker_step=float(run.units.sum() / S.n / max(1, len(run.rec.rows))),
+                         encode_s=encode_s, decode_s=decode_s,
+                         unit_seconds_charged=compute.unit_seconds if compute.mode == "calibrated" else None,
+                         bytes_total=run.cluster.ledger.total_bytes, stopped_at_threshold=stop.stopped_at)
     ckpt.clear()
     return out
 
@@ -530,6 +456,35 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path,
             os._exit(code)
 
 
+def _account_messages(tr, acc: dict, delays: list, sent_at: dict[int, float], step: int) -> None:
+    """Every message the master took in (used or not) into the workers' measured costs
+    ``acc`` and their response delays beyond compute; the transport's list is emptied."""
+    for a in tr.messages:
+        acc["compute_s"][a.worker] += float(a.meta[1])
+        acc["units"][a.worker] += float(a.meta[4])
+        acc["encode_s"] += float(a.meta[5])
+        acc["messages"] += 1
+        if a.step in sent_at:
+            delays.append((a.step, a.worker, float(a.t_arrival - sent_at[a.step] - a.meta[1]
+                                                   - a.meta[5] - a.meta[6])))
+    for k in [k for k in sent_at if k < step - 64]:
+        del sent_at[k]
+    tr.messages.clear()
+
+
+def _measured_costs(acc: dict) -> tuple[np.ndarray, dict]:
+    """(each worker's seconds per partition, the calibration a simulated run charges)."""
+    units = np.maximum(acc["units"], 1e-12)
+    per_worker = acc["compute_s"] / units
+    seen = acc["units"] > 0
+    if seen.any():
+        per_worker[~seen] = per_worker[seen].mean()  # a worker never heard from: the others' mean
+    calibration = {"unit_compute_s_per_worker": per_worker.tolist(),
+                   "encode_s": acc["encode_s"] / max(1, acc["messages"]),
+                   "decode_s": acc["decode_s"] / max(1, acc["steps"])}
+    return per_worker, calibration
+
+
 def _master(ctx, S: Setup, out_dir: Path, timeout: float, rt: dict) -> Path:
     from ..runtime.dist import MasterTransport
 
@@ -568,17 +523,7 @@ def _master(ctx, S: Setup, out_dir: Path, timeout: float, rt: dict) -> Path:
             decode_s = S.decode_and_step(received, msgs, bufs)
             step_time = time.perf_counter() - t0
             elapsed += step_time
-            for a in tr.messages:  # every message, used or not: the workers' measured costs
-                acc["compute_s"][a.worker] += float(a.meta[1])
-                acc["units"][a.worker] += float(a.meta[4])
-                acc["encode_s"] += float(a.meta[5])
-                acc["messages"] += 1
-                if a.step in sent_at:
-                    delays.append((a.step, a.worker, float(a.t_arrival - sent_at[a.step] - a.meta[1]
-                                                           - a.meta[5] - a.meta[6])))
-            for k in [k for k in sent_at if k < step - 64]:
-                del sent_at[k]
-            tr.messages.clear()
+            _account_messages(tr, acc, delays, sent_at, step)
             acc["decode_s"] += decode_s
             acc["steps"] += 1
             meta = np.array([a.meta.numpy() for a in arrivals])
@@ -593,14 +538,7 @@ def _master(ctx, S: Setup, out_dir: Path, timeout: float, rt: dict) -> Path:
                                            "acc": acc, "delays": list(delays)})
     finally:
         tr.shutdown()
-    units = np.maximum(acc["units"], 1e-12)
-    per_worker = acc["compute_s"] / units
-    seen = acc["units"] > 0
-    if seen.any():
-        per_worker[~seen] = per_worker[seen].mean()  # a worker never heard from: the others' mean
-    calibration = {"unit_compute_s_per_worker": per_worker.tolist(),
-                   "encode_s": acc["encode_s"] / max(1, acc["messages"]),
-                   "decode_s": acc["decode_s"] / max(1, acc["steps"])}
+    per_worker, calibration = _measured_costs(acc)
     from ..results.summarize import write_table_file
     import pandas as pd
 

@@ -12,6 +12,7 @@ import json
 
 from ..clihelp import as_json
 from ..pipeline.extra_seeds import for_setting
+from ..pipeline.workflow import RulesContext
 
 SIM = "simulated"
 SIM_GROUPS = ("motivating", "simulation", "cloud")
@@ -44,12 +45,13 @@ class PGCWorkflow:
     FIGURES = (("fig3", "summary", "motivating"), ("fig7", "summary", "simulation"),
                ("fig8", "steps", "simulation"), ("fig9", "summary", "cloud"), ("fig10", "steps", "cloud"))
 
-    def __init__(self, config: dict, results: str = "results", paper: str = "paper",
-                 extra_seeds: list | None = None) -> None:
+    def __init__(self, config: dict, context: RulesContext | None = None) -> None:
+        ctx = context or RulesContext()
+        results, paper = ctx.results, ctx.paper
         self.config = config
         self._specs: dict[tuple, str] = {}  # run_spec's, by job
         # stats.extra_seeds requests (distlab.pipeline.extra_seeds.requests): more seeds for named claims
-        self.extra = list(extra_seeds or [])
+        self.extra = list(ctx.extra_seeds)
         self.p = config["pgc"]
         self.results, self.paper = results, paper
         self.setting = f"{results}/pgc/{{group}}/s{{s}}/d{{delay}}"

@@ -23,15 +23,16 @@ the environment in Snakemake's own process, not in each job, so ``conda: ENV`` s
 from __future__ import annotations
 
 import os
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from ..clihelp import as_json
 from . import jobs as _jobs
 
-__all__ = ["RESULTS", "PAPER", "SIM", "ENV", "DATA_SPLITS", "SharedWorkflow", "as_json", "benchmark_path",
-           "seeds_folder", "csv_and_beside", "data_manifest", "floors_table", "input_dirs", "inputs_json",
-           "log_path", "mem_for", "mem_of_inputs", "metrics_beside", "report_figure", "run_dirs_of_runs",
-           "run_files", "seed_files", "train_params", "with_report_figure"]
+__all__ = ["RESULTS", "PAPER", "SIM", "ENV", "DATA_SPLITS", "RulesContext", "SharedWorkflow", "as_json",
+           "benchmark_path", "seeds_folder", "csv_and_beside", "data_manifest", "floors_table", "input_dirs",
+           "inputs_json", "log_path", "mem_for", "mem_of_inputs", "metrics_beside", "report_figure",
+           "run_dirs_of_runs", "run_files", "seed_files", "train_params", "with_report_figure"]
 
 RESULTS, PAPER, SIM = "results", "paper", "simulated"  # the results, the write-up, the simulated backend
 ENV = "../../envs/distlab.yaml"  # every rule's conda environment (relative to workflow/rules/)
@@ -156,6 +157,25 @@ def input_dirs(wildcards, input) -> list[str]:
     return [os.path.dirname(f) for f in input]
 
 
+@dataclass
+class RulesContext:
+    """What every paper's rule helper is built from besides the config, one contract for all:
+    ``Helper(config, context)``.  Without a context (a test, the GPU tier's planner) the helper
+    reads the defaults: the usual folders, no extra seeds, no Snakemake."""
+
+    results: str = RESULTS
+    paper: str = PAPER
+    extra_seeds: list = field(default_factory=list)  # stats.extra_seeds's requests (SharedWorkflow)
+    workflow: Any = None  # Snakemake's: the --cores a timed job holds (distlab.runtime.machine_load)
+    partition_for_gpus: Callable[[Any], str] | None = None  # a job's batch partition (SharedWorkflow)
+
+    def data_manifest(self, name: str) -> str:
+        return data_manifest(name, self.results)
+
+    def floors_table(self, name: str) -> str:
+        return floors_table(name, self.results)
+
+
 class SharedWorkflow:
     """The shared rules' functions of a job's wildcards (data sets, scorecard), bound to the
     config; the rule files' registries of summary tables and paper outputs."""
@@ -271,6 +291,10 @@ class SharedWorkflow:
         """Minutes for the job: runs x steps x jobs.step_s[rule] (with margin), x attempt on a retry."""
         return _jobs.runtime_min(spec, manifest, self.jobs, self.jobs["step_s"].get(rule),
                                  self.config["runtime"]["job_timeout_s"], attempt)
+
+    def context(self, workflow=None) -> RulesContext:
+        """The context every paper's rule helper is built with (common.smk's ``RULES``)."""
+        return RulesContext(self.results, PAPER, list(self.extra_seed_requests), workflow, self.partition_for_gpus)
 
     def partition_for_gpus(self, gpus) -> str:
         """jobs.partitions.gpu for a job that claims GPUs, jobs.partitions.cpu otherwise."""

@@ -7,17 +7,10 @@ shared memory by the sender's own thread and queued (the queue's feeder thread, 
 sender's core, writes only a small handle).  So a transfer takes the sender's time where the
 simulator's bus runs beside the device: one of the differences the error table measures.
 
-``TwoCPUExecutor`` (kept for the tests of the executor logic): the same on two threads of
-one process, with a bus thread each.
-
-Each device is a Python thread that runs its operators in topological order,
-one at a time, with torch limited to one intra-op thread (so a device is one
-core); each device has a bus thread that copies (``clone``) an output for
-another device in FIFO order, as the simulator's per-sender bus does.  Inputs
-start on device 0 (the host) and every result is copied back to it; the
-latency is the wall time until the last result is there.  Tensors are handed
-across in memory; the link's latency and bandwidth are measured by timing
-the same bus on a small and a large tensor.
+Inputs start on device 0 (the host) and every result is copied back to it; the latency is the
+host's wall time until the last result is there.  The link's latency and bandwidth are
+measured on the same mechanism (:func:`measure_process_link`): a message's round trip to
+another process, and a copy into shared memory.
 
 The simulated prediction uses the profiled per-operator CPU times for both
 devices and the measured link.  Times taken on a shared machine are
@@ -27,9 +20,7 @@ contended; the job records the host and thread settings with the numbers.
 from __future__ import annotations
 
 import json
-import queue
 import statistics
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,114 +30,6 @@ import pandas as pd
 
 from . import baselines, costs, graphs
 from .problem import Problem
-
-
-class TwoCPUExecutor:
-    def __init__(self, spec: dict[str, Any], graph: dict[str, Any]):
-        import torch
-
-        torch.set_num_threads(1)
-        model, self.inputs = graphs.build_model(spec)
-        self.gm = graphs.trace(model)
-        self.torch = torch
-        names = [n["name"] for n in graph["nodes"]]
-        self.index = {nm: i for i, nm in enumerate(names)}
-        self.nodes = []   # (index, fx node, fn)
-        self.consts = {}
-        for node in self.gm.graph.nodes:
-            if node.op == "get_attr":
-                self.consts[node.name] = graphs._fetch_attr(self.gm, node.target)
-            elif node.op in ("call_module", "call_function", "call_method", "placeholder"):
-                fn = None if node.op == "placeholder" else graphs.node_callable(self.gm, node)
-                self.nodes.append((self.index[node.name], node, fn))
-        if len(self.nodes) != len(names):
-            raise ValueError("real execution: the traced model does not match the graph file")
-        self.succs = [[] for _ in names]
-        for u, v in graph["edges"]:
-            self.succs[u].append(v)
-
-    def run(self, place: np.ndarray, host: int = 0) -> float:
-        """Wall seconds of one inference under ``place`` (inputs pinned to the host)."""
-        torch = self.torch
-        k = int(place.max()) + 1 if place.size else 1
-        k = max(k, host + 1)
-        env = [dict() for _ in range(k)]
-        ready = {}
-        lock = threading.Lock()
-
-        def event(v, d):
-            with lock:
-                return ready.setdefault((v, d), threading.Event())
-
-        buses = [queue.Queue() for _ in range(k)]
-        errors = []
-        sinks = [i for i, s in enumerate(self.succs) if not s]
-        inputs = iter(self.inputs)
-        pl = place.tolist()
-        for i, node, fn in self.nodes:
-            if fn is None:
-                pl[i] = host
-
-        def device(d):
-            try:
-                for i, node, fn in self.nodes:
-                    if pl[i] != d:
-                        continue
-                    if fn is None:
-                        out = next(inputs)
-                    else:
-                        def val(n):
-                            if n.name in self.consts:
-                                return self.consts[n.name]
-                            j = self.index[n.name]
-                            event(j, d).wait()
-                            return env[d][j]
-                        from torch import fx
-                        args = fx.node.map_arg(node.args, val)
-                        kwargs = fx.node.map_arg(node.kwargs, val)
-                        with torch.no_grad():
-                            out = fn(*args, **kwargs)
-                    env[d][i] = out
-                    event(i, d).set()
-                    dests = {pl[w] for w in self.succs[i]}
-                    if i in sinks:
-                        dests.add(host)
-                    dests.discard(d)
-                    for dst in sorted(dests):
-                        buses[d].put((i, dst))
-            except BaseException as e:  # surface in the caller
-                errors.append(e)
-            finally:
-                buses[d].put(None)
-
-        def bus(d):
-            while True:
-                item = buses[d].get()
-                if item is None:
-                    return
-                i, dst = item
-                t = env[d][i]
-                env[dst][i] = t.clone() if isinstance(t, torch.Tensor) else t
-                event(i, dst).set()
-
-        threads = [threading.Thread(target=device, args=(d,)) for d in range(k)]
-        threads += [threading.Thread(target=bus, args=(d,)) for d in range(k)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for s in sinks:
-            while not event(s, host).wait(timeout=1.0):
-                if errors:
-                    break
-            if errors:
-                break
-        t1 = time.perf_counter()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
-        self.last_outputs = {s: env[host][s] for s in sinks}
-        return t1 - t0
 
 
 def _worker(d: int, spec: dict[str, Any], graph: dict[str, Any], core: int | None, inbox, outboxes, ctrl) -> None:
@@ -304,36 +187,6 @@ class TwoProcessExecutor:
 
 def pinned_cores(graph: dict[str, Any]) -> list[bool]:
     return [n["op"] == "input" for n in graph["nodes"]]
-
-
-def measure_link(repeats: int = 20) -> dict[str, float]:
-    """Latency (µs) and bandwidth (GB/s) of a thread-to-thread hand-off with a clone."""
-    import torch
-
-    torch.set_num_threads(1)
-
-    def handoff(t):
-        q_in, done = queue.Queue(), threading.Event()
-        box = {}
-
-        def worker():
-            x = q_in.get()
-            box["y"] = x.clone()
-            done.set()
-        th = threading.Thread(target=worker)
-        th.start()
-        t0 = time.perf_counter()
-        q_in.put(t)
-        done.wait()
-        dt = time.perf_counter() - t0
-        th.join()
-        return dt
-
-    small, big = torch.zeros(16), torch.zeros(4 * 2**20)  # 64 B, 16 MiB
-    ts = statistics.median(handoff(small) for _ in range(repeats))
-    tb = statistics.median(handoff(big) for _ in range(repeats))
-    bw = big.numel() * 4 / max(tb - ts, 1e-9)
-    return {"latency_us": ts * 1e6, "gbps": bw / 1e9}
 
 
 def _echo(conn) -> None:

@@ -1,4 +1,4 @@
-"""Expressiveness of a placer's search space (issue 31): can the clusters a learner places
+"""Expressiveness of a placer's search space: can the clusters a learner places
 express a placement as good as the best baseline's?
 
 A learner places clusters, not operators: the co-location groups of ``coarsen.py`` (RNN,

@@ -46,15 +46,10 @@ SPEC_SCHEMA: dict = {
 }
 
 
-def check(config: Mapping[str, Any]) -> list[str]:
-    p = config.get("placement")
-    if not isinstance(p, Mapping):
-        return []
+def _pair_errors(p: Mapping[str, Any], pairs: Mapping[str, Any]) -> list[str]:
+    """The device pairs: a profiled host first, named devices, each kind's own keys, finite
+    numbers, known methods, and a measured CUDA device's profiles."""
     errs: list[str] = []
-    pairs = p.get("pairs") or {}
-    models = p.get("models") or {}
-    if p.get("default_pair") not in pairs:
-        errs.append(f"placement.default_pair: {p.get('default_pair')!r} is not one of the pairs {sorted(pairs)}")
     for name, pair in pairs.items():
         devs = pair.get("devices") or []
         if devs and devs[0].get("kind") != "profiled":
@@ -86,13 +81,13 @@ def check(config: Mapping[str, Any]) -> list[str]:
         if any(d.get("kind") == "measured_cuda" for d in devs) and not pair.get("profile_dir"):
             errs.append(f"placement.pairs.{name}.profile_dir: a measured_cuda device needs the pair's own "
                         "measured profiles (seconds and cuda_seconds of one host)")
-    for key, pool in (("run_models", models), ("run_pairs", pairs)):
-        for name in p.get(key) or []:
-            if name not in pool:
-                errs.append(f"placement.{key}: {name!r} is not one of {sorted(pool)}")
-    if p.get("run_pairs") and p.get("default_pair") not in p["run_pairs"]:
-        errs.append(f"placement.run_pairs: must include the default pair {p.get('default_pair')!r}")
-    methods = p.get("methods") or []
+    return errs
+
+
+def _method_errors(p: Mapping[str, Any], methods: list, pairs: Mapping[str, Any]) -> list[str]:
+    """The methods: the CPU-only reference, the ablation's, the other pair's and the controls'
+    methods among them, each learned method's options within the budget, GPU-only's second device."""
+    errs: list[str] = []
     if "cpu_only" not in methods:
         errs.append("placement.methods: cpu_only is needed (speedups are against it)")
     base = p.get("ablation_of", "hsdag")
@@ -116,13 +111,12 @@ def check(config: Mapping[str, Any]) -> list[str]:
                 errs.append(f"placement.{v}.samples: {opts['samples']} is more than the budget {budget}")
     if "gpu_only" in methods and any(len(pr.get("devices") or []) < 2 for pr in pairs.values()):
         errs.append("placement.methods: gpu_only needs a second device in every pair")
-    real = p.get("real") or {}
-    for m in real.get("models") or []:
-        if m not in models:
-            errs.append(f"placement.real.models: {m!r} is not one of placement.models {sorted(models)}")
-    learned = {"rnn", "placeto", "hsdag", "hsdag_corrected", "hsdag_fine"} & set(methods)
-    if learned and len(p.get("seeds") or []) < 2:
-        errs.append("placement.seeds: learned methods need at least 2 seeds for an interval")
+    return errs
+
+
+def _model_errors(models: Mapping[str, Any]) -> list[str]:
+    """The models' shapes: BERT's hidden size a multiple of its heads, Inception's image size."""
+    errs: list[str] = []
     for name, m in models.items():
         if m.get("name") == "bert":
             h, heads = m.get("hidden", 768), m.get("heads", 12)
@@ -130,4 +124,34 @@ def check(config: Mapping[str, Any]) -> list[str]:
                 errs.append(f"placement.models.{name}.hidden: {h} is not a multiple of heads {heads}")
         if m.get("name") == "inception_v3" and m.get("image_size", 299) < 75:
             errs.append(f"placement.models.{name}.image_size: inception_v3 needs at least 75")
+    return errs
+
+
+def check(config: Mapping[str, Any]) -> list[str]:
+    """The placement section's checks across keys, each problem one line naming its key."""
+    p = config.get("placement")
+    if not isinstance(p, Mapping):
+        return []
+    errs: list[str] = []
+    pairs = p.get("pairs") or {}
+    models = p.get("models") or {}
+    if p.get("default_pair") not in pairs:
+        errs.append(f"placement.default_pair: {p.get('default_pair')!r} is not one of the pairs {sorted(pairs)}")
+    errs += _pair_errors(p, pairs)
+    for key, pool in (("run_models", models), ("run_pairs", pairs)):
+        for name in p.get(key) or []:
+            if name not in pool:
+                errs.append(f"placement.{key}: {name!r} is not one of {sorted(pool)}")
+    if p.get("run_pairs") and p.get("default_pair") not in p["run_pairs"]:
+        errs.append(f"placement.run_pairs: must include the default pair {p.get('default_pair')!r}")
+    methods = p.get("methods") or []
+    errs += _method_errors(p, methods, pairs)
+    real = p.get("real") or {}
+    for m in real.get("models") or []:
+        if m not in models:
+            errs.append(f"placement.real.models: {m!r} is not one of placement.models {sorted(models)}")
+    learned = {"rnn", "placeto", "hsdag", "hsdag_corrected", "hsdag_fine"} & set(methods)
+    if learned and len(p.get("seeds") or []) < 2:
+        errs.append("placement.seeds: learned methods need at least 2 seeds for an interval")
+    errs += _model_errors(models)
     return errs

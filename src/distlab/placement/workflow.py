@@ -8,6 +8,7 @@ from typing import Any
 
 from ..clihelp import as_json
 from ..pipeline.extra_seeds import for_setting
+from ..pipeline.workflow import RulesContext
 
 
 def models(pl: dict) -> list[str]:
@@ -199,7 +200,7 @@ def outputs(pl: dict, paper: str) -> list[str]:
 
 
 def space_learners(pl: dict) -> list[str]:
-    """The learners whose search space the space table checks (issue 31): the configured
+    """The learners whose search space the space table checks: the configured
     learners and the ablated variant, without their controls."""
     return [m for m in pl["methods"] if m in LEARNERS]
 
@@ -235,11 +236,14 @@ def paper_speedup_pct(claims_path: str) -> float:
 
 class PlacementRules:
     """workflow/rules/placement.smk's functions of a job's wildcards, bound to the config's
-    ``placement:`` section (empty where the config has none) and the runs' folder ``root``.
-    ``partition_for_gpus`` names a job's batch partition (distlab.pipeline.workflow)."""
+    ``placement:`` section (empty where the config has none), the runs' folder ``root`` and the
+    ``context`` every paper's helper is built with (its ``partition_for_gpus`` names a job's batch
+    partition; distlab.pipeline.workflow.RulesContext)."""
 
-    def __init__(self, pl: dict, root: str, paper: str, partition_for_gpus) -> None:
-        self.pl, self.root, self._partition_for_gpus = pl, root, partition_for_gpus
+    def __init__(self, config: dict, context: RulesContext | None = None) -> None:
+        ctx = context or RulesContext()
+        pl, root, paper = config.get("placement", {}), f"{ctx.results}/placement", ctx.paper
+        self.pl, self.root, self._partition_for_gpus = pl, root, ctx.partition_for_gpus
         self.tables = tables(paper)  # main, ablation, real, figures
         self.options = options(pl) if pl else "{}"
         self.pic_model = models(pl)[0] if pl else ""  # the model of the learned-placement figure
@@ -248,8 +252,8 @@ class PlacementRules:
         # and the profile it scores with (stored, or this run's measurement)
         self.scored = {"graph": graph_path(root), "profile": self.scored_profile}
         # the scorecard's tables and the paper's outputs: the runs' summary, the fair comparison
-        # (issue 31: can each learner's search space express HEFT's placement?) and the regime
-        # (issue 46: where does a mixed placement pay?); none without a placement section
+        # (can each learner's search space express HEFT's placement?) and the regime (where
+        # does a mixed placement pay?); none without a placement section
         self.summary_tables = {"placement": f"{root}/summary.csv", "placement_space": f"{root}/space.csv",
                                "placement_regime": f"{root}/regime.csv"} if pl else None
         self.outputs = [*outputs(pl, paper), f"{paper}/tables/placement_space.md",

@@ -3,7 +3,7 @@
 A row reads *reproduced* or *not reproduced* on a number, and the number comes from one
 of four kinds of evidence.  This module names the kind for every metric a claim may test,
 so that the snapshot can say how many decided rows rest on evidence and how many on a
-model of ours (issue 47: "does evidence decide it, or a choice of ours?"):
+model of ours (does evidence decide it, or a choice of ours?):
 
 ``measured``
     wall time, throughput or memory measured on this machine (the claim says

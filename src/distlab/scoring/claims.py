@@ -106,6 +106,48 @@ def _check_text(obj: Mapping[str, Any], key: str, bad, why: str) -> str:
     return v
 
 
+def _check_margin(claim: Mapping[str, Any], test: str, bad) -> tuple[Any, Any, bool]:
+    """(margin, higher_is_better, margin_relative) of a claim, each checked against its test."""
+    margin = claim.get("margin")
+    if test == "band" and margin is not None:
+        raise bad("margin", "test 'band' takes its bounds from band: [low, high], not a margin")
+    if test in ("noninferior", "equivalent"):
+        if not _is_number(margin) or not margin >= 0:
+            raise bad("margin", f"test {test!r} needs a number >= 0")
+    elif margin is not None and (not _is_number(margin) or not margin >= 0):
+        raise bad("margin", "must be a number >= 0")
+    if "margin_relative" in claim and margin is None:
+        raise bad("margin_relative", "applies only with a margin")
+    hib = claim.get("higher_is_better")
+    if test == "noninferior":
+        if not isinstance(hib, bool):
+            raise bad("higher_is_better", "noninferior needs true or false")
+    elif hib is not None:
+        raise bad("higher_is_better", f"only applies to noninferior, not {test!r}")
+    relative = claim.get("margin_relative", False)
+    if not isinstance(relative, bool):
+        raise bad("margin_relative", "must be true or false")
+    return margin, hib, relative
+
+
+def _check_notes(claim: Mapping[str, Any], margin, band, bad) -> tuple[Any, str, Any]:
+    """(by_construction, tested_at, threshold): the texts that say how a row is read; a margin
+    or a constant needs its threshold's source."""
+    construction = claim.get("by_construction", "")
+    if construction is not None and not isinstance(construction, str):
+        raise bad("by_construction", "must say what makes the row hold whatever the data (a string)")
+    tested_at = claim.get("tested_at", "")
+    if not isinstance(tested_at, str):
+        raise bad("tested_at", "must be a string (the setting the claim is tested at, e.g. c/mu = 0.5)")
+    threshold = claim.get("threshold", "")
+    if margin is not None or "value" in claim or band:
+        _check_text(claim, "threshold", bad, "a margin or a constant needs the source's numbers and the "
+                    "arithmetic that gives it (a non-empty string)")
+    elif not isinstance(threshold, str):
+        raise bad("threshold", "must be a string")
+    return construction, tested_at, threshold
+
+
 def _check_claim(claim: Any, index: int) -> dict[str, Any]:
     """Validate one claim and return it with defaults filled in."""
     if not isinstance(claim, Mapping):
@@ -135,40 +177,11 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
     links, is_chain = _check_sides(claim, bad, allow_chain=True)
 
     band = _check_band(claim, test, is_chain, bad)
-    margin = claim.get("margin")
-    if test == "band" and margin is not None:
-        raise bad("margin", "test 'band' takes its bounds from band: [low, high], not a margin")
-    if test in ("noninferior", "equivalent"):
-        if not _is_number(margin) or not margin >= 0:
-            raise bad("margin", f"test {test!r} needs a number >= 0")
-    elif margin is not None and (not _is_number(margin) or not margin >= 0):
-        raise bad("margin", "must be a number >= 0")
-    if "margin_relative" in claim and margin is None:
-        raise bad("margin_relative", "applies only with a margin")
-    hib = claim.get("higher_is_better")
-    if test == "noninferior":
-        if not isinstance(hib, bool):
-            raise bad("higher_is_better", "noninferior needs true or false")
-    elif hib is not None:
-        raise bad("higher_is_better", f"only applies to noninferior, not {test!r}")
-    relative = claim.get("margin_relative", False)
-    if not isinstance(relative, bool):
-        raise bad("margin_relative", "must be true or false")
+    margin, hib, relative = _check_margin(claim, test, bad)
     transform = claim.get("transform", "diff")
     if transform not in TRANSFORMS:
         raise bad("transform", f"{transform!r} is not one of {TRANSFORMS}")
-    construction = claim.get("by_construction", "")
-    if construction is not None and not isinstance(construction, str):
-        raise bad("by_construction", "must say what makes the row hold whatever the data (a string)")
-    tested_at = claim.get("tested_at", "")
-    if not isinstance(tested_at, str):
-        raise bad("tested_at", "must be a string (the setting the claim is tested at, e.g. c/mu = 0.5)")
-    threshold = claim.get("threshold", "")
-    if margin is not None or "value" in claim or band:
-        _check_text(claim, "threshold", bad, "a margin or a constant needs the source's numbers and the "
-                    "arithmetic that gives it (a non-empty string)")
-    elif not isinstance(threshold, str):
-        raise bad("threshold", "must be a string")
+    construction, tested_at, threshold = _check_notes(claim, margin, band, bad)
     expected = claim.get("expected", "holds")
     if expected not in EXPECTED:
         raise bad("expected", f"{expected!r} is not one of {EXPECTED} (what the source found)")
@@ -369,7 +382,7 @@ def _check_blocks(cond: Mapping[str, Any], bad) -> dict[str, Any]:
 
 
 def _check_bound(cond: Mapping[str, Any], bad) -> dict[str, Any]:
-    """``test: bound_reaches`` (out of reach named, issue 31): ``factor`` x a / b, paired by seed,
+    """``test: bound_reaches`` (out of reach named): ``factor`` x a / b, paired by seed,
     is an upper bound this machine puts on the claim's ratio; ``reach`` is the ratio the claim needs.
     Returns the two numbers ({} for the other tests, which take neither key)."""
     if cond["test"] != "bound_reaches":

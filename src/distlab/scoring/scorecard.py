@@ -75,6 +75,7 @@ from .scorecard_conditions import (COND_COLUMNS, ConditionResult, blocking, cond
                                    evaluate_condition, evaluate_conditions)
 from .scorecard_links import (POWER, StatsSettings, _evaluate_link, _largest, _link_label,  # noqa: F401
                               _Link, _NotRun, _pair, _resolve, seeds_needed, seeds_to_decide)
+from .scorecard_view import claims_view
 from .reported import REPORTED, apply_report_only, counts_line  # noqa: F401
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here", "by construction",
@@ -495,50 +496,7 @@ def write_scorecard(
     counts = df["verdict"].value_counts()
     tested = int(sum(counts.get(v, 0) for v in ("reproduced", "not reproduced", "inconclusive")))
 
-    def figure(r: pd.Series) -> str:
-        pv = r["paper_value"]
-        missing = pv is None or (isinstance(pv, float) and math.isnan(pv))
-        text = f"{r['paper']}: {r['source']}" + ("" if missing else f"; paper: {pv}")
-        if r.get("expected") == "fails":
-            text += "; the source reports this test **fails**"
-        th = r.get("threshold")
-        if isinstance(th, str) and th:
-            text += f"; threshold: {th}"
-        return text
-
-    def pvals(r: pd.Series) -> str:
-        if pd.isna(r["p_value"]):
-            return ""
-        adj = "" if pd.isna(r["p_holm"]) else f" / {r['p_holm']:.2g}"
-        return f"{r['p_value']:.2g}{adj}"
-
-    def statement(r: pd.Series) -> str:
-        at = r.get("tested_at")
-        where = f" (tested at {at})" if isinstance(at, str) and at else ""
-        mark = " [measured]" if bool(r.get("measured")) is True else ""
-        return f"`{r['id']}`: {r['statement']}{where}{mark}"
-
-    def why(r: pd.Series) -> str:
-        text = str(r["reason"])
-        n = r.get("seeds_needed")
-        if r["verdict"] == "inconclusive" and n is not None and not pd.isna(n):
-            text += f"; about {int(n)} seeds would decide it at the observed effect and spread (power {POWER:g})"
-        return text
-
-    def pre(r: pd.Series) -> str:
-        v = r.get("preconditions")
-        return v if isinstance(v, str) else ""
-
-    view = pd.DataFrame({
-        "claim": [statement(r) for _, r in df.iterrows()],
-        "paper's figure": [figure(r) for _, r in df.iterrows()],
-        "ours (95 % t CI)": df["ours"].fillna(""),
-        "seeds": df["n_seeds"].astype(int),
-        "p raw / Holm": [pvals(r) for _, r in df.iterrows()],
-        "preconditions": [pre(r) for _, r in df.iterrows()],
-        "verdict": df["verdict"],
-        "reason": [why(r) for _, r in df.iterrows()],
-    })
+    view = claims_view(df)
     notes = ("p-values: one-sided paired t (or non-inferiority / TOST) on per-seed differences; "
              "Holm-adjusted within each paper over the testable claims, and the verdict uses the "
              "adjusted value. Intervals: Student-t over seeds. A claim is *not testable here* when a "
