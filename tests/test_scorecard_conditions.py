@@ -318,6 +318,7 @@ def test_local_runs_table_carries_the_horizon_columns(tmp_path):
     import json
 
     from distlab.local.summary import collect_all
+    from distlab.results.runs import seal
 
     dirs = []
     for method, slope in (("bp", 0.004), ("rc-seq", 0.001)):
@@ -326,10 +327,10 @@ def test_local_runs_table_carries_the_horizon_columns(tmp_path):
         steps = np.arange(0, 101, 10)
         pd.DataFrame({"step": steps, "tokens": steps * 10, "time": steps * 0.1, "loss": 2.0,
                       "val_loss": 3.0 - slope * steps}).to_csv(d / "metrics.csv", index=False)
-        (d / "manifest.json").write_text(json.dumps({
+        (d / "manifest.json").write_text(json.dumps(seal({  # sealed, as a finished run's
             "spec": {"group": "rc", "seed": 0, "model": {"n_layer": 2}, "steps": 100, "lr": 0.005}, "method": method,
             "final": {"val_loss": 2.0, "test_loss": 2.0}, "tokens_per_s": 1.0, "train_s": 1.0,
-            "memory": {"pss_mb": 1.0}}))
+            "memory": {"pss_mb": 1.0}}, d, ["metrics.csv"])))
         dirs.append(d)
     _, runs, _ = collect_all(dirs)
     runs = runs.set_index("method")

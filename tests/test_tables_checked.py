@@ -73,10 +73,10 @@ def _local_run(folder: Path, seed: int) -> Path:
     folder.mkdir(parents=True)
     pd.DataFrame({"step": [0, 1, 2, 3], "loss": [3.0, 2.5, 2.2, 2.0], "tokens": [64, 128, 192, 256],
                   "val_loss": [3.1, None, 2.4, 2.2]}).to_csv(folder / "metrics.csv", index=False)
-    (folder / "manifest.json").write_text(json.dumps({
+    (folder / "manifest.json").write_text(json.dumps(seal({  # sealed, as a finished run's
         "spec": {"group": "rc", "seed": seed, "model": {"n_layer": 2}, "lr": 0.01, "steps": 4},
         "method": "bp", "final": {"val_loss": 2.2, "test_loss": 2.25}, "tokens_per_s": 1000.0,
-        "train_s": 0.25, "memory": {"peak_rss_mb": 100.0}}))
+        "train_s": 0.25, "memory": {"peak_rss_mb": 100.0}}, folder, ["metrics.csv"])))
     return folder / "manifest.json"
 
 

@@ -29,7 +29,6 @@ rule local_train:
         **run_files(LOCAL_WF.run),
     params:
         **train_params(LOCAL_WF.timed_spec),
-        threads=LOCAL_WF.timed_threads,
     conda:
         ENV
     wildcard_constraints:
@@ -40,13 +39,15 @@ rule local_train:
     benchmark:
         benchmark_path("local/{lgroup}/{lmethod}/seed{seed}")
     # a timed run holds every core of --cores while it runs (no other job shares them); it
-    # runs params.threads threads, its manifest's load says what the machine did meanwhile
+    # runs resources.omp_threads threads (a resource, not a param: --cores triggers no rerun), its
+    # manifest's load says what the machine did meanwhile
     threads: LOCAL_WF.timed_cores
     priority: 10  # P3's sweep -> comparison chain is the workflow's longest: started first
     resources:
         **SHARED.train_resources("local_train", LOCAL_WF.timed_spec),
+        omp_threads=LOCAL_WF.timed_threads,
     shell:
-        "OMP_NUM_THREADS={params.threads} python -m distlab train --experiment local --spec {params.spec:q} "
+        "OMP_NUM_THREADS={resources.omp_threads} python -m distlab train --experiment local --spec {params.spec:q} "
         "--runtime {resources.distlab_runtime:q} --data {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
@@ -61,7 +62,6 @@ use rule local_train as local_train_extra with:
         seed="|".join(str(k) for k in LOCAL_WF.extra_seeds) or "none",
     params:
         spec=LOCAL_WF.extra_spec,
-        threads=LOCAL_WF.extra_own_threads,
     log:
         log_path("local/{lgroup}/{lmethod}/seed{seed}_extra"),
     benchmark:
@@ -70,6 +70,7 @@ use rule local_train as local_train_extra with:
     priority: 0
     resources:
         **SHARED.train_resources("local_train", LOCAL_WF.extra_spec),
+        omp_threads=LOCAL_WF.extra_own_threads,
 
 
 rule local_train_seeds:

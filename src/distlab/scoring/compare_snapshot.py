@@ -17,10 +17,11 @@ of ``make stability`` when there is one) prints the differing rows and exits 1 w
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
+
+from ..config.yamlio import load_json_bounded
 
 STATUS = ("same", "differs", "moved (measured)", "not compared (another machine kind)",
           "not compared (unstable here in the snapshot)")
@@ -61,7 +62,7 @@ def compare(snapshot: pd.DataFrame, card: pd.DataFrame, same_kind: bool) -> pd.D
 def machine_of_snapshot(snapshot_dir: Path) -> dict:
     """The machine kind the snapshot's record names (empty for a record written before it did)."""
     path = snapshot_dir / "snapshot.json"
-    rec = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    rec = load_json_bounded(path, what="snapshot record") if path.exists() else {}  # --snapshot: a user's folder
     return (rec.get("machine") or {}).get("kind") or {}
 
 

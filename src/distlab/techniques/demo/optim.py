@@ -259,7 +259,9 @@ class DeMo(Optimizer):
             # add_param_group) is carried over.
             tg.coeff = torch.zeros(tg.elements, dtype=tg.dtype, device=tg.device)
             tg.work = torch.empty_like(tg.coeff) if tg.n1 > 1 else None
-            tg.tiled = torch.empty((tg.tiles, tg.numel), dtype=tg.dtype, device=tg.device)
+            # zeros, not empty: a parameter without a gradient leaves its span as staged, and the
+            # non-finite check reads the whole buffer
+            tg.tiled = torch.zeros((tg.tiles, tg.numel), dtype=tg.dtype, device=tg.device)
             tg.d2t = dct_matrix(tg.n2, tg.dtype, tg.device).T.contiguous()
             tg.segment = _segment_length(tg.numel, tg.k) if self.selection == "grouped" else 0
             flat_tiled = tg.tiled.view(-1)
