@@ -39,7 +39,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from . import bounds
+from . import bounds, nearmiss
 from .specs import COUNT_LIMITS, LIST_LIMITS, count_errors, strict_validator_class  # noqa: F401 (re-exported)
 
 
@@ -238,6 +238,8 @@ def schema_errors(config: Mapping[str, Any], schema_dir: str | Path, papers=None
         elif e.validator == "type":
             msg = bounds.type_hint(e.instance, e.validator_value) or msg
         msg = bounds.shorten(msg)
+        if e.validator == "additionalProperties":  # a look-alike or near-miss of a known key
+            msg += "".join(f": {n}" for n in [nearmiss.additional_note(e)] if n)
         out.append(f"{_key(e.absolute_path)}: {msg}")
     return out
 
