@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -557,3 +558,16 @@ def check_config(config: Mapping[str, Any], schema_dir: str | Path,
     if errors:
         lines = "\n".join(f"  - {e}" for e in errors)
         raise ConfigError(f"invalid configuration ({len(errors)} problem(s)); nothing was run:\n{lines}")
+    for line in config_notes(config, papers):
+        print(f"distlab: note: {line}", file=sys.stderr)
+
+
+def config_notes(config: Mapping[str, Any], papers=None) -> list[str]:
+    """One line for each setting a paper accepts but applies to some of its runs only (its
+    config check's optional ``notes(config)``), so nothing is dropped without a word."""
+    out: list[str] = []
+    for p in _papers(papers):
+        mod = p.config_checker()
+        if mod is not None and callable(getattr(mod, "notes", None)):
+            out += mod.notes(config)
+    return out
