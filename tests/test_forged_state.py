@@ -82,3 +82,49 @@ def test_a_step_outside_the_plan_is_refused_at_load(tmp_path, step):
     assert not path.exists() and (tmp_path / "checkpoint.pt.corrupt").exists()
     Checkpointer(path, spec={"steps": 5}).save({"step": 5})  # the last step itself is in the plan
     assert Checkpointer(path, spec={"steps": 5}).load()["step"] == 5
+
+
+def test_a_nan_checkpoint_is_refused_as_the_checkpoints_own_not_the_learning_rates(tmp_path, digits_dir):
+    out = tmp_path / "run"
+    params = torch.zeros(650)
+    params[3] = float("nan")
+    Checkpointer(out / "checkpoint.pt", spec=SPEC).save({"step": 0, "params": params, "cluster": {},
+                                                         "recorder": {}})
+    env = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
+    cmd = [sys.executable, "-m", "distlab", "train", "--experiment", "baseline", "--spec", json.dumps(SPEC),
+           "--data", str(digits_dir), "--out", str(out)]
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("distlab: ")]
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "1 non-finite value(s) (NaN or inf) in params" in lines[0] and "learning rate" in lines[0]
+    assert "smaller" not in lines[0] and "moved aside to checkpoint.pt.corrupt" in lines[0]
+    assert not (out / "manifest.json").exists()
+
+
+def test_a_loss_turned_nan_at_the_first_step_after_a_resume_blames_the_checkpoint(tmp_path):
+    """A state whose non-finite values lie outside the model (an optimizer's momentum, say) passes
+    the load; the loss it gives at once names the checkpoint, not the learning rate."""
+    from distlab.results.runs import RunDiverged, RunRecorder
+
+    rec = RunRecorder(tmp_path, {"lr": 0.1}, backend="simulated", clock="simulated", fail_on_divergence=True)
+    rec.load_state_dict({"rows": [{"step": 0, "loss": 2.0}], "wall_s": 0.0})
+    with pytest.raises(RunDiverged) as e:
+        rec.log(step=1, loss=float("nan"))
+    assert "first step after resuming from its checkpoint" in str(e.value) and "smaller" not in str(e.value)
+    fresh = RunRecorder(tmp_path, {"lr": 0.1}, backend="simulated", clock="simulated", fail_on_divergence=True)
+    fresh.log(step=0, loss=2.0)
+    with pytest.raises(RunDiverged, match="lr 0.1: try a smaller one"):
+        fresh.log(step=1, loss=float("nan"))
+
+
+def test_demo_refuses_complex_parameters_in_one_line_and_steps_past_zero_size_ones():
+    from distlab.techniques.demo.optim import DeMo
+
+    with pytest.raises(ValueError) as e:
+        DeMo([nn.Parameter(torch.zeros(4, 4, dtype=torch.complex64))], lr=0.01)
+    assert "\n" not in str(e.value) and "parameter 0 of param group 0 is torch.complex64" in str(e.value)
+    empty, w = nn.Parameter(torch.zeros(0)), nn.Parameter(torch.ones(4, 4))
+    opt = DeMo([empty, w], lr=0.01, compression_chunk=4, compression_topk=2)
+    (w.square().sum() + empty.sum()).backward()
+    opt.step()
+    assert empty.numel() == 0 and not torch.equal(w.detach(), torch.ones(4, 4))

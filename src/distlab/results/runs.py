@@ -560,6 +560,7 @@ class Checkpointer:
             self._set_aside(path, f"holds a {type(state).__name__}, not a run state")
             return None
         self._check_step(path, state)
+        self._check_finite(path, state)
         self.loaded = self._origin[id(state)] = path
         return state
 
@@ -591,6 +592,24 @@ class Checkpointer:
         if self.planned_steps is not None and step > self.planned_steps:
             raise self._refuse(path, f"records {key} {step}, beyond this run's {self.planned_steps} "
                                      f"planned steps")
+
+    def _check_finite(self, path: Path, state: dict) -> None:
+        """A state whose model values (``params``, a flat vector, or ``model``, a state dict) hold a
+        NaN or an infinity is refused: resumed, it would end the run as diverged at once, and the
+        learning rate would be blamed for the checkpoint's values."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return
+        tensors = [("params", state.get("params"))]
+        model = state.get("model")
+        if isinstance(model, dict):
+            tensors += [(f"model[{k!r}]", v) for k, v in model.items()]
+        for name, t in tensors:
+            if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) \
+                    and not bool(torch.isfinite(t).all()):
+                bad = int((~torch.isfinite(t)).sum())
+                raise self._refuse(path, f"holds {bad} non-finite value(s) (NaN or inf) in {name}, so the "
+                                         f"run would diverge at once whatever its learning rate")
 
     @contextmanager
     def restoring(self, state: dict | None = None) -> Iterator[None]:
@@ -686,6 +705,7 @@ class RunRecorder:
         self._t0 = time.perf_counter()
         self.wall_before_resume = 0.0
         self.extra: dict = {}
+        self._resumed_rows: int | None = None
 
     def log(self, **row: Any) -> None:
         if self.fail_on_divergence and "loss" in row:
@@ -700,6 +720,10 @@ class RunRecorder:
         step = row.get("step", len(self.rows))
         lr = self.spec.get("lr")
         hint = f" (lr {lr:g}: try a smaller one)" if isinstance(lr, (int, float)) else ""
+        if self._resumed_rows is not None and len(self.rows) == self._resumed_rows:
+            # the first step after a resume: the checkpoint's state, not the learning rate
+            hint = (" at the first step after resuming from its checkpoint, so from the checkpoint's "
+                    "state: remove the run's checkpoint files and rerun it")
         if not math.isfinite(loss):
             raise RunDiverged(f"the run diverged: training loss {loss} at step {step}{hint}; no result written")
         if math.isfinite(first) and first > 0 and loss > DIVERGENCE_FACTOR * first:
@@ -711,6 +735,7 @@ class RunRecorder:
 
     def load_state_dict(self, state: dict) -> None:
         self.rows = list(state["rows"])
+        self._resumed_rows = len(self.rows)  # the rows a resumed run starts from
         self.wall_before_resume = float(state["wall_s"])
         self.extra = dict(state.get("extra", {}))
         self._t0 = time.perf_counter()
