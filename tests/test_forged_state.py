@@ -128,3 +128,19 @@ def test_demo_refuses_complex_parameters_in_one_line_and_steps_past_zero_size_on
     (w.square().sum() + empty.sum()).backward()
     opt.step()
     assert empty.numel() == 0 and not torch.equal(w.detach(), torch.ones(4, 4))
+
+
+def test_a_local_learning_run_refuses_a_state_of_another_shape_in_one_line(tmp_path):
+    """P3's runs resume through one helper (Resume.start): a module state of another shape is the
+    same one-line refusal, and the file is moved aside."""
+    from distlab.local.rc import Result, Resume
+
+    path = tmp_path / "checkpoint.pt"
+    spec = {"steps": 10}
+    Checkpointer(path, spec=spec).save({"t": 3, "model": nn.Linear(5, 2).state_dict(), "optimizers": [],
+                                        "rows": [], "train_s": 0.0, "extra": None})
+    model = nn.Linear(4, 2)
+    with pytest.raises(CheckpointRefused) as e:
+        Resume(Checkpointer(path, spec=spec), model, []).start(Result())
+    assert "\n" not in str(e.value) and "size mismatch for weight" in str(e.value)
+    assert not path.exists() and (tmp_path / "checkpoint.pt.corrupt").exists()
