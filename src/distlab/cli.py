@@ -322,6 +322,10 @@ def cmd_check_config(a: argparse.Namespace) -> int:
     for line in problems:
         print(f"{PREFIX}: {line}", file=sys.stderr)
     if not problems:
+        from .config.checks import config_notes
+
+        for line in config_notes(config, papers()):  # accepted, but reaching some runs only
+            print(f"{PREFIX}: note: {line}", file=sys.stderr)
         print(f"{', '.join(a.configfiles)}: valid over {base}")
     return 2 if problems else 0
 

@@ -31,3 +31,16 @@ def check(config: Mapping[str, Any]) -> list[str]:
                       "every worker (a dead one never answers) and the real backends inject no "
                       "stragglers; use none, exponential, pareto or persistent (P1's schemes tolerate dead workers)")
     return errors
+
+
+def notes(config: Mapping[str, Any]) -> list[str]:
+    """Settings the config check accepts but that do not reach every run they seem to: a
+    straggler model reaches only the simulated runs, as the real backends' DGD injects no
+    stragglers (its times are the machine's own).  One line each, printed at config check."""
+    b = config.get("baseline") or {}
+    model = (b.get("straggler") or {}).get("model", "none")
+    real = [x for x in (b.get("backends") or []) if x != "simulated"]
+    if model == "none" or not real:
+        return []
+    return [f"baseline.straggler: model {model!r} applies to the simulated runs only; the "
+            f"{', '.join(real)} runs inject no stragglers (their step times are this machine's)"]

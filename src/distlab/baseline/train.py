@@ -98,9 +98,10 @@ def run_simulated(spec: dict, data_dir: str | Path, out_dir: str | Path,
     start = 0
     state = ckpt.load()
     if state is not None:
-        set_flat_params(model, state["params"])
-        cluster.load_state_dict(state["cluster"])
-        rec.load_state_dict(state["recorder"])
+        with ckpt.restoring():  # a state that does not fit the model: one line, file set aside
+            set_flat_params(model, state["params"])
+            cluster.load_state_dict(state["cluster"])
+            rec.load_state_dict(state["recorder"])
         start = state["step"] + 1
     for step in tqdm(range(start, steps), desc=f"{method} seed {seed}", mininterval=5,
                      initial=start, total=steps):
@@ -151,8 +152,9 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path,
         start, elapsed = 0, 0.0
         state = ckpt.load()
         if state is not None:
-            set_flat_params(model, state["params"].to(ctx.device))
-            rec.load_state_dict(state["recorder"])
+            with ckpt.restoring():
+                set_flat_params(model, state["params"].to(ctx.device))
+                rec.load_state_dict(state["recorder"])
             start, elapsed = state["step"] + 1, state["elapsed"]
         params = [p for p in model.parameters()]
         dist.broadcast_(ctx, [p.data for p in params], src=0)

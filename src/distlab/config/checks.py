@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from . import bounds
+from . import bounds, nearmiss
 from .specs import COUNT_LIMITS, LIST_LIMITS, count_errors, strict_validator_class  # noqa: F401 (re-exported)
 
 
@@ -238,6 +239,8 @@ def schema_errors(config: Mapping[str, Any], schema_dir: str | Path, papers=None
         elif e.validator == "type":
             msg = bounds.type_hint(e.instance, e.validator_value) or msg
         msg = bounds.shorten(msg)
+        if e.validator == "additionalProperties":  # a look-alike or near-miss of a known key
+            msg += "".join(f": {n}" for n in [nearmiss.additional_note(e)] if n)
         out.append(f"{_key(e.absolute_path)}: {msg}")
     return out
 
@@ -555,3 +558,16 @@ def check_config(config: Mapping[str, Any], schema_dir: str | Path,
     if errors:
         lines = "\n".join(f"  - {e}" for e in errors)
         raise ConfigError(f"invalid configuration ({len(errors)} problem(s)); nothing was run:\n{lines}")
+    for line in config_notes(config, papers):
+        print(f"distlab: note: {line}", file=sys.stderr)
+
+
+def config_notes(config: Mapping[str, Any], papers=None) -> list[str]:
+    """One line for each setting a paper accepts but applies to some of its runs only (its
+    config check's optional ``notes(config)``), so nothing is dropped without a word."""
+    out: list[str] = []
+    for p in _papers(papers):
+        mod = p.config_checker()
+        if mod is not None and callable(getattr(mod, "notes", None)):
+            out += mod.notes(config)
+    return out

@@ -165,7 +165,10 @@ def check(instance: Any, schema: Mapping[str, Any], what: str) -> None:
             key = f"{_path(e)}.{missing}" if e.absolute_path else missing
             raise SpecError(f"{what}: missing key {key!r}")
         if e.validator == "additionalProperties":
-            raise SpecError(f"{what}: at {_path(e)}: {e.message}")
+            from .nearmiss import additional_note
+
+            note = additional_note(e)
+            raise SpecError(f"{what}: at {_path(e)}: {e.message}{': ' + note if note else ''}")
         raise SpecError(f"{what}: key {_path(e)!r}: {e.message}")
 
 

@@ -234,10 +234,11 @@ def _run_simulated_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime:
     start = 0
     state = ckpt.load()
     if state is not None:
-        model.load_state_dict(state["model"])
-        method.load_state_dict(state["method"])
-        cluster.load_state_dict(state["cluster"])
-        rec.load_state_dict(state["recorder"])
+        with ckpt.restoring():  # a state that does not fit the model: one line, file set aside
+            model.load_state_dict(state["model"])
+            method.load_state_dict(state["method"])
+            cluster.load_state_dict(state["cluster"])
+            rec.load_state_dict(state["recorder"])
         start = state["step"] + 1
     for step in range(start, steps):
         val = evaluate(method.eval_model(), evals, device) if step % every == 0 else np.nan
@@ -319,9 +320,10 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path, runti
                   f"(this rank: {sorted(held)}); starting from scratch", flush=True)
         start, elapsed = 0, 0.0
         if state is not None:  # every rank holds this step
-            model.load_state_dict(state["model"])
-            method.load_state_dict(state["method"])
-            rec.load_state_dict(state["recorder"])
+            with ckpt.restoring(state):
+                model.load_state_dict(state["model"])
+                method.load_state_dict(state["method"])
+                rec.load_state_dict(state["recorder"])
             start, elapsed = target + 1, float(state["elapsed"])
             if ctx.is_master:
                 print(f"demo {spec['method']} seed {seed}: resumed at step {start}/{spec['steps']}", flush=True)

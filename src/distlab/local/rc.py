@@ -242,11 +242,12 @@ class Resume:
         state = self.ckpt.load() if self.ckpt is not None else None
         if state is None:
             return 0
-        self.model.load_state_dict(state["model"])
-        for opt, st in zip(self.optimizers, state["optimizers"]):
-            opt.load_state_dict(st)
-        res.rows, res.train_s = list(state["rows"]), float(state["train_s"])
-        self.set_extra(state["extra"])
+        with self.ckpt.restoring():  # a state that does not fit the model: one line, file set aside
+            self.model.load_state_dict(state["model"])
+            for opt, st in zip(self.optimizers, state["optimizers"]):
+                opt.load_state_dict(st)
+            res.rows, res.train_s = list(state["rows"]), float(state["train_s"])
+            self.set_extra(state["extra"])
         log.info("resumed from %s at step %d", self.ckpt.path, state["t"])
         return int(state["t"])
 

@@ -42,6 +42,28 @@ DETERMINISTIC = ("cpu_only", "gpu_only", "heft", "optimum")
 FINAL_FRACTION = 0.1  # the learned policy's latency: median of the last 10 % of a run's samples
 
 
+class BudgetProgress:
+    """A learner's progress as a few lines, not one an update: each of the learner's own lines
+    (an episode's or an update's) goes to the DEBUG log (``--verbose``), and one INFO line is
+    logged each time another tenth of the evaluation budget is spent (at most ``parts`` lines
+    a run, whatever the budget): evaluations done of the budget and the best latency so far."""
+
+    def __init__(self, problem: Problem, label: str, parts: int = 10) -> None:
+        self.problem, self.label, self.parts = problem, label, parts
+        self.shown = 0  # tenths of the budget already announced
+        self.lines = 0  # INFO lines logged
+
+    def __call__(self, msg: str) -> None:
+        log.debug("%s: %s", self.label, msg)
+        done, budget = len(self.problem.history), max(1, int(self.problem.budget))
+        part = min(self.parts, done * self.parts // budget)
+        if part > self.shown:
+            self.shown = part
+            self.lines += 1
+            log.info("%s: %d of %d evaluations (%d%%), best %.3f ms", self.label, done, budget,
+                     100 * done // budget, self.problem.best * 1e3)
+
+
 def run_seed(problem: Problem, spec: dict[str, Any], seed: int) -> dict[str, Any]:
     algo = spec["algo"]
     problem.reset()
@@ -54,8 +76,7 @@ def run_seed(problem: Problem, spec: dict[str, Any], seed: int) -> dict[str, Any
         opts["reward"] = spec.get("reward", "latency")
         opts["drop_features"] = list(spec.get("drop_features") or [])
 
-    def progress(msg: str) -> None:
-        log.info("%s %s %s seed %d: %s", spec["pair_name"], spec["model_name"], spec["method"], seed, msg)
+    progress = BudgetProgress(problem, f"{spec['pair_name']} {spec['model_name']} {spec['method']} seed {seed}")
 
     if algo == "cpu_only":
         info = baselines.single_device(problem, 0)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import numbers
 import os
 import platform
 import subprocess
@@ -29,7 +30,8 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import pandas as pd
 import psutil
@@ -524,8 +526,13 @@ class Checkpointer:
         self.every_s = every_s
         self.every_steps = every_steps
         self.spec_hash = spec_hash(spec) if spec is not None else None
+        steps = (spec or {}).get("steps")
+        # the run's planned steps: a state that claims a step beyond them is refused
+        self.planned_steps = steps if isinstance(steps, int) and not isinstance(steps, bool) else None
         self._last = time.monotonic()
         self.set_aside: list[Path] = []  # damaged files this checkpointer renamed
+        self.loaded: Path | None = None  # the file the last good state came from
+        self._origin: dict[int, Path] = {}  # id of each state read -> its file
 
     def _set_aside(self, path: Path, why: str) -> None:
         aside = path.with_name(path.name + ".corrupt")
@@ -552,7 +559,71 @@ class Checkpointer:
         if not isinstance(state, dict):
             self._set_aside(path, f"holds a {type(state).__name__}, not a run state")
             return None
+        self._check_step(path, state)
+        self._check_finite(path, state)
+        self.loaded = self._origin[id(state)] = path
         return state
+
+    def _refuse(self, path: Path, why: str) -> CheckpointRefused:
+        """The one-line refusal of a state whose checksum held but whose content does not fit
+        this run; the file is set aside as ``<name>.corrupt`` first, so a rerun does not meet it."""
+        aside = path.with_name(path.name + ".corrupt")
+        try:
+            os.replace(path, aside)
+        except FileNotFoundError:  # another rank set it aside first
+            pass
+        self.set_aside.append(aside)
+        if path != self.prev and self.prev.exists():
+            then = f"a rerun resumes from the previous checkpoint {self.prev.name}"
+        else:
+            then = "a rerun starts from scratch"
+        return CheckpointRefused(f"checkpoint {path} {why}: not resumed; moved aside to {aside.name}, "
+                                 f"so {then}")
+
+    def _check_step(self, path: Path, state: dict) -> None:
+        key = "step" if "step" in state else "t" if "t" in state else None
+        if key is None:
+            return
+        step = state[key]
+        if not isinstance(step, numbers.Integral) or isinstance(step, bool):
+            raise self._refuse(path, f"records its {key} as a {type(step).__name__}, not a step number")
+        if step < 0:
+            raise self._refuse(path, f"records {key} {step}, a negative step")
+        if self.planned_steps is not None and step > self.planned_steps:
+            raise self._refuse(path, f"records {key} {step}, beyond this run's {self.planned_steps} "
+                                     f"planned steps")
+
+    def _check_finite(self, path: Path, state: dict) -> None:
+        """A state whose model values (``params``, a flat vector, or ``model``, a state dict) hold a
+        NaN or an infinity is refused: resumed, it would end the run as diverged at once, and the
+        learning rate would be blamed for the checkpoint's values."""
+        torch = sys.modules.get("torch")
+        if torch is None:
+            return
+        tensors = [("params", state.get("params"))]
+        model = state.get("model")
+        if isinstance(model, dict):
+            tensors += [(f"model[{k!r}]", v) for k, v in model.items()]
+        for name, t in tensors:
+            if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) \
+                    and not bool(torch.isfinite(t).all()):
+                bad = int((~torch.isfinite(t)).sum())
+                raise self._refuse(path, f"holds {bad} non-finite value(s) (NaN or inf) in {name}, so the "
+                                         f"run would diverge at once whatever its learning rate")
+
+    @contextmanager
+    def restoring(self, state: dict | None = None) -> Iterator[None]:
+        """Around the code that puts a loaded state into the run's model and optimizers: a state
+        that does not fit them (a parameter of another shape, a missing or unexpected entry) is a
+        one-line :class:`CheckpointRefused` naming what does not fit, and the file it came from
+        (``state``'s, where :meth:`load_all` read several; else the last read) is set aside."""
+        try:
+            yield
+        except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
+            path = self._origin.get(id(state), self.loaded) if state is not None else self.loaded
+            if path is None or isinstance(e, CheckpointRefused):
+                raise
+            raise self._refuse(path, f"does not fit this run: {state_mismatch_line(e)}") from None
 
     def load(self) -> dict | None:
         """The last good state, or None (start from scratch)."""
@@ -593,6 +664,19 @@ class Checkpointer:
             path.unlink(missing_ok=True)
 
 
+def state_mismatch_line(e: BaseException) -> str:
+    """One line from an error raised while a state is loaded into a model: torch's
+    ``load_state_dict`` lists each size mismatch or missing key on a line of its own; the first
+    two are kept."""
+    if isinstance(e, KeyError):
+        return f"it has no entry {e.args[0]!r}" if e.args else "an entry is missing"
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    details = [ln for ln in lines if ln.startswith(("size mismatch", "Missing key", "Unexpected key"))]
+    picked = details[:2] or lines[:1] or [type(e).__name__]
+    more = f" (and {len(details) - 2} more)" if len(details) > 2 else ""
+    return ("; ".join(picked) + more)[:400]
+
+
 DIVERGENCE_FACTOR = 10.0  # a training loss this many times its first value: the run diverged
 
 
@@ -621,6 +705,7 @@ class RunRecorder:
         self._t0 = time.perf_counter()
         self.wall_before_resume = 0.0
         self.extra: dict = {}
+        self._resumed_rows: int | None = None
 
     def log(self, **row: Any) -> None:
         if self.fail_on_divergence and "loss" in row:
@@ -635,6 +720,10 @@ class RunRecorder:
         step = row.get("step", len(self.rows))
         lr = self.spec.get("lr")
         hint = f" (lr {lr:g}: try a smaller one)" if isinstance(lr, (int, float)) else ""
+        if self._resumed_rows is not None and len(self.rows) == self._resumed_rows:
+            # the first step after a resume: the checkpoint's state, not the learning rate
+            hint = (" at the first step after resuming from its checkpoint, so from the checkpoint's "
+                    "state: remove the run's checkpoint files and rerun it")
         if not math.isfinite(loss):
             raise RunDiverged(f"the run diverged: training loss {loss} at step {step}{hint}; no result written")
         if math.isfinite(first) and first > 0 and loss > DIVERGENCE_FACTOR * first:
@@ -646,6 +735,7 @@ class RunRecorder:
 
     def load_state_dict(self, state: dict) -> None:
         self.rows = list(state["rows"])
+        self._resumed_rows = len(self.rows)  # the rows a resumed run starts from
         self.wall_before_resume = float(state["wall_s"])
         self.extra = dict(state.get("extra", {}))
         self._t0 = time.perf_counter()

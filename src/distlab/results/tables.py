@@ -78,6 +78,25 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
     return cells.to_markdown(index=False, tablefmt="pipe", colalign=align, disable_numparse=True) + "\n"
 
 
+class NoSpace(ResultError):
+    """A table or its record could not be written for want of space: one line naming it."""
+
+
+@contextmanager
+def _space_checked(path: str | os.PathLike[str]) -> Iterator[None]:
+    """A full disk (or quota) while ``path`` is written is one :class:`NoSpace` line."""
+    import errno
+
+    try:
+        yield
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            raise NoSpace(f"{path}: no space left on its device ({e.strerror}); free space and rerun: "
+                          f"neither it nor its record was replaced (the earlier ones, if any, are kept)"
+                          ) from None
+        raise
+
+
 def write_table(
     df: pd.DataFrame,
     csv_path: str | os.PathLike[str],
@@ -85,10 +104,11 @@ def write_table(
     floatfmt: str = ".4g",
 ) -> None:
     """Write ``df`` as CSV (full precision, no index) and optionally as Markdown."""
-    with atomic_output(csv_path) as tmp:
+    with _space_checked(csv_path), atomic_output(csv_path) as tmp:
         df.to_csv(tmp, index=False)
     if md_path is not None:
-        atomic_write_text(md_path, markdown_table(df, floatfmt))
+        with _space_checked(md_path):
+            atomic_write_text(md_path, markdown_table(df, floatfmt))
 
 
 RECORD_SUFFIX = ".record.json"
@@ -100,6 +120,18 @@ def record_path(path: str | os.PathLike[str]) -> Path:
     return p.with_name(p.name + RECORD_SUFFIX)
 
 
+def _record_text(path: str | os.PathLike[str], data: bytes, df: pd.DataFrame,
+                 runs: Sequence[str | os.PathLike[str]]) -> str:
+    import hashlib
+    import json
+
+    base = Path(path).resolve().parent
+    rel = [os.path.relpath(Path(r).resolve(), base) for r in runs]
+    record = {"sha256": hashlib.sha256(data).hexdigest(), "rows": int(len(df)),
+              "columns": [str(c) for c in df.columns], "runs_base": "table", "runs": rel}
+    return json.dumps(record, indent=1) + "\n"
+
+
 def write_table_record(path: str | os.PathLike[str], df: pd.DataFrame,
                        runs: list[str | os.PathLike[str]] = ()) -> None:
     """Record what a summary table at ``path`` holds: its SHA-256, rows, columns and the runs it
@@ -107,30 +139,29 @@ def write_table_record(path: str | os.PathLike[str], df: pd.DataFrame,
     a table cut short, edited or rewritten partly, and a run that has vanished since
     (:func:`read_table_checked`).  Runs are stored relative to the table's folder, so the record
     holds wherever the results tree is moved or read from."""
-    import hashlib
-    import json
-
-    table = Path(path)
-    data = table.read_bytes()
-    base = table.resolve().parent
-    rel = [os.path.relpath(Path(r).resolve(), base) for r in runs]
-    record = {"sha256": hashlib.sha256(data).hexdigest(), "rows": int(len(df)),
-              "columns": [str(c) for c in df.columns], "runs_base": "table", "runs": rel}
-    atomic_write_text(record_path(path), json.dumps(record, indent=1) + "\n")
+    with _space_checked(record_path(path)):
+        atomic_write_text(record_path(path), _record_text(path, Path(path).read_bytes(), df, runs))
 
 
 def write_checked_table(df: pd.DataFrame, path: str | os.PathLike[str],
                         runs: list[str | os.PathLike[str]] = ()) -> None:
-    """Write ``df`` atomically (parquet for ``.parquet``/``.pq``, else CSV) and its record
+    """Write ``df`` (parquet for ``.parquet``/``.pq``, else CSV) and its record
     (:func:`write_table_record`) naming the runs it was made from: what every summary table a
-    scorecard or a figure reads is written with."""
+    scorecard or a figure reads is written with.
+
+    Both are written to temporary files first, so a full disk (one :class:`NoSpace` line)
+    replaces neither; the record is then renamed into place before the table, so a table is
+    never left without the record of its own bytes (a stop between the two renames leaves a
+    record the old table does not match, which its readers refuse)."""
     suffix = Path(path).suffix.lower()
-    with atomic_output(path) as tmp:
+    with _space_checked(path), atomic_output(path) as tmp:
         if suffix in (".parquet", ".pq"):
             df.to_parquet(tmp, index=False)
         else:
             df.to_csv(tmp, index=False)
-    write_table_record(path, df, runs)
+        text = _record_text(path, tmp.read_bytes(), df, runs)
+        with atomic_output(record_path(path)) as rec_tmp:
+            rec_tmp.write_text(text, encoding="utf-8")
 
 
 def _run_present(run: Path) -> bool:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, vmap
 
+from ..config.specs import SpecError
 from ..data import load_split
 from ..models import build_model
 
@@ -121,7 +122,28 @@ def flat_params(model: nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in params_of(model)])
 
 
+def _check_flat(model: nn.Module, flat: torch.Tensor, tensors: list[tuple[str, torch.Tensor]],
+                what: str) -> None:
+    """A :class:`SpecError` (one line) when ``flat`` is not one vector of exactly the values of
+    ``tensors`` (a state saved for another model): it names the first tensor that does not fit."""
+    total = sum(t.numel() for _, t in tensors)
+    shape = tuple(flat.shape) if isinstance(flat, torch.Tensor) else type(flat).__name__
+    if isinstance(flat, torch.Tensor) and flat.dim() == 1 and flat.numel() == total:
+        return
+    i, culprit = 0, ""
+    n = flat.numel() if isinstance(flat, torch.Tensor) and flat.dim() == 1 else 0
+    for name, t in tensors:
+        if i + t.numel() > n:
+            culprit = f"; {name} of shape {tuple(t.shape)} starts at value {i} of {n}"
+            break
+        i += t.numel()
+    raise SpecError(f"{what}: a tensor of shape {shape}, where the model's {len(tensors)} "
+                    f"{'parameters' if what == 'params' else what} "
+                     f"take one vector of {total} values{culprit}")
+
+
 def set_flat_params(model: nn.Module, flat: torch.Tensor) -> None:
+    _check_flat(model, flat, [(n, p) for n, p in model.named_parameters() if p.requires_grad], "params")
     i = 0
     with torch.no_grad():
         for p in params_of(model):
@@ -144,6 +166,7 @@ def flat_buffers(model: nn.Module, dtype: torch.dtype = torch.float64) -> torch.
 
 
 def set_flat_buffers(model: nn.Module, flat: torch.Tensor) -> None:
+    _check_flat(model, flat, list(model.named_buffers()), "buffers")
     i = 0
     with torch.no_grad():
         for b in buffers_of(model):
