@@ -1,4 +1,4 @@
-"""Checkpoint integrity: every paper checkpoints through :class:`distlab.results.runs.Checkpointer`.
+"""Checkpoint integrity: every paper checkpoints through :class:`distlab.results.checkpoint.Checkpointer`.
 
 A checkpoint carries the SHA-256 of its content, verified on load; a damaged or
 truncated one is named in one log line, set aside as ``*.corrupt`` and never
@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from conftest import ROOT, bin_path, pgc_spec
-from distlab.results import runs
-from distlab.results.runs import Checkpointer, read_checkpoint_file
+from distlab.results import checkpoint, runs
+from distlab.results.checkpoint import Checkpointer, read_checkpoint_file
 
 SPEC = {"experiment": "unit", "lr": 0.1}
 
@@ -154,7 +154,7 @@ def test_a_forged_checkpoint_never_runs_its_pickle(tmp_path, caplog, fmt):
         buf = io.BytesIO()
         torch.save({"step": 3, "x": _Plant(planted)}, buf)
         payload = buf.getvalue()
-    _forge(path, payload, runs.CHECKPOINT_MAGIC, fmt, Checkpointer(path, spec=SPEC).spec_hash)
+    _forge(path, payload, checkpoint.CHECKPOINT_MAGIC, fmt, Checkpointer(path, spec=SPEC).spec_hash)
     with caplog.at_level("WARNING"):
         assert Checkpointer(path, spec=SPEC).load() is None
     assert not planted.exists()
@@ -168,7 +168,7 @@ def test_an_old_pickled_checkpoint_is_refused_in_one_line_without_unpickling(tmp
     planted = tmp_path / "planted"
     _forge(path, pickle.dumps(_Plant(planted)), b"DISTLAB-CHECKPOINT 1\n", "pickle",
            Checkpointer(path, spec=SPEC).spec_hash)
-    with pytest.raises(runs.CheckpointRefused) as e:
+    with pytest.raises(checkpoint.CheckpointRefused) as e:
         Checkpointer(path, spec=SPEC).load()
     msg = str(e.value)
     assert "\n" not in msg and str(path) in msg and "from scratch" in msg and "rm -f" in msg
@@ -216,7 +216,7 @@ def test_a_state_that_cannot_be_stored_safely_is_refused_at_save(tmp_path):
 
 def test_a_process_without_torch_writes_json_and_reads_it_back(tmp_path):
     """The placement searches' jobs checkpoint without torch: JSON, no pickle."""
-    code = ("import sys, json; from distlab.results.runs import Checkpointer, read_checkpoint_file; "
+    code = ("import sys, json; from distlab.results.checkpoint import Checkpointer, read_checkpoint_file; "
             f"p = {str(tmp_path / 'c.ckpt')!r}; Checkpointer(p, spec={{'a': 1}}).save("
             "{'rows': [{'seed': 0, 'latency_s': 0.5, 'groups': (1, 2)}]}); "
             "h, s = read_checkpoint_file(p); assert 'torch' not in sys.modules; "
@@ -366,7 +366,7 @@ def _payload(path):
     import io
 
     data = path.read_bytes()
-    header_end = data.index(b"\n", len(runs.CHECKPOINT_MAGIC)) + 1
+    header_end = data.index(b"\n", len(checkpoint.CHECKPOINT_MAGIC)) + 1
     return io.BytesIO(data[header_end:])
 
 

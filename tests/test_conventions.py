@@ -19,7 +19,7 @@ from scipy import stats as sps
 
 from conftest import ROOT, bin_path
 from distlab.scoring import scorecard, stats
-from distlab.results.runs import Checkpointer
+from distlab.results.checkpoint import Checkpointer
 from distlab.runtime.launch import root_causes
 from distlab.config.specs import SpecError, runtime_defaults, spec_hash, validate_spec
 from distlab.baseline import train as dataparallel
@@ -289,7 +289,7 @@ def test_a_checkpoint_written_without_torch_is_keyed_by_its_spec_too(tmp_path):
     its checkpoint; it loads back, also in a process with torch, and a checkpoint of
     another spec is refused, as for torch's format."""
     path = tmp_path / "search.ckpt"
-    code = ("import sys; from distlab.results.runs import Checkpointer; "
+    code = ("import sys; from distlab.results.checkpoint import Checkpointer; "
             f"c = Checkpointer({str(path)!r}, spec={{'method': 'random'}}); "
             "c.save({'rows': [{'seed': 0, 'latency_s': 0.1}]}); "
             "print(c.load()['rows'][0]['seed'], 'torch' in sys.modules)")

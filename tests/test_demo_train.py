@@ -21,7 +21,7 @@ from distlab.config import specs
 from distlab.demo import spec as checks, train
 from distlab.demo.methods import make_method
 from distlab.techniques.demo.optim import DeMo
-from distlab.results.runs import read_checkpoint_file
+from distlab.results.checkpoint import read_checkpoint_file
 
 ENV = {**os.environ, "PATH": bin_path(), "HF_DATASETS_OFFLINE": "1"}
 MODEL = {"name": "gpt", "n_layer": 1, "d_model": 64, "n_head": 2, "block_size": 16}

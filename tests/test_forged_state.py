@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from conftest import ROOT, bin_path
-from distlab.results.runs import Checkpointer, CheckpointRefused
+from distlab.results.checkpoint import Checkpointer, CheckpointRefused
 
 SPEC = {"experiment": "baseline", "method": "single", "backend": "simulated", "seed": 0,
         "model": {"name": "logreg"}, "n_workers": 1, "batch_size": 16, "lr": 0.1, "steps": 3,

@@ -72,7 +72,7 @@ def test_kill_and_resume_gives_identical_metrics(tmp_path, digits_dir):
 def test_a_checkpoint_of_another_spec_is_refused(tmp_path, digits_dir):
     """Killed at lr 0.1 and rerun at lr 0.05: the old checkpoint is not resumed."""
     from distlab.pgc.train import run_simulated
-    from distlab.results.runs import Checkpointer
+    from distlab.results.checkpoint import Checkpointer
 
     spec = pgc_spec("pgc-cr", 1, steps=30)
     spec.pop("checkpoint", None)

@@ -102,7 +102,7 @@ def test_the_metrics_inputs_are_beside_each_run(tmp_path):
 def test_a_full_disk_is_one_line_naming_the_file_and_nothing_half_written(tmp_path, monkeypatch):
     import errno
 
-    from distlab.results import runs
+    from distlab.results import checkpoint, runs
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -110,9 +110,9 @@ def test_a_full_disk_is_one_line_naming_the_file_and_nothing_half_written(tmp_pa
     monkeypatch.setattr(runs, "atomic_write_text", full)
     with pytest.raises(runs.DiskFull, match=r"manifest.json: no space left on its device .*free space and rerun"):
         runs.write_json({"a": 1}, tmp_path / "manifest.json")
-    monkeypatch.setattr(runs, "_checkpoint_temp", full)
+    monkeypatch.setattr(checkpoint, "_checkpoint_temp", full)
     with pytest.raises(runs.DiskFull, match=r"ckpt.pt: no space left"):
-        runs.write_checkpoint_file(tmp_path / "ckpt.pt", {"step": 1})
+        checkpoint.write_checkpoint_file(tmp_path / "ckpt.pt", {"step": 1})
     monkeypatch.setattr("pandas.DataFrame.to_csv", full)
     with pytest.raises(runs.DiskFull, match=r"metrics.csv: no space left"):
         runs.write_csv(pd.DataFrame({"a": [1]}), tmp_path / "metrics.csv")

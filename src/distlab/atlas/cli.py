@@ -44,6 +44,13 @@ def _figures(a) -> int:
     return 0
 
 
+def _measured(a) -> int:
+    from .measured import compare, load_points, markdown
+
+    print(markdown(compare(load_points())))
+    return 0
+
+
 def _bench(a) -> int:
     from ..results.tables import write_table
     from .bench import step_overhead
@@ -285,6 +292,7 @@ def register(sub) -> None:
             config=JSON, done=PATHS, out=OUT)
     command(s, "query-bench", _query_bench, "the query's wall time on a fixed set of queries (measured)",
             config=JSON, runs={"required": True}, pack={"required": True}, out=OUT, md=OUT)
+    command(s, "measured", _measured, "the clock against the points measured over shaped links (docs/atlas_answer.md)")
     command(s, "bench", _bench, "the atlas step against a plain AdamW step of the same model (measured)",
             config=JSON, data=PATH, out=OUT)
     command(s, "profile", _profile, "measure the stored compute profile the atlas's clock charges (measured)",

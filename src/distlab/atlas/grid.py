@@ -26,6 +26,7 @@ import pandas as pd
 # (about a second of the query's start)
 from scipy.special import stdtrit
 
+from .cells import _ratio_cell, overlaps_leader
 from .record import Recording
 from .replay import time_to_target
 from ..techniques.catalogue import in_groups
@@ -112,7 +113,6 @@ def _apart(rows: list[dict], lead: dict) -> str:
 def _steps_ratio(r: dict) -> str:
     """A projected leader's step ratio and its interval as the query prints them (``exact``,
     ``(one run)``, ``(given)`` where there is no interval); empty for a simulated cell."""
-    from .query import _ratio_cell  # the query imports this module
 
     if r.get("label") != "extrapolated":
         return ""
@@ -127,7 +127,6 @@ def winners(cells: pd.DataFrame, keys=("n_params", "N", "straggler", "bandwidth_
     and ratio (runner-up / winner), ``tie`` where the runner-up's interval reaches the winner's (for
     projected cells at the same MFU and link fraction, the query's rule), and the techniques
     listed apart (``apart``: no step ratio there, each with its break-even step ratio)."""
-    from .query import overlaps_leader  # the query imports this module
 
     c = cells[cells["valid"].astype(bool)].copy()
     c["ranked"] = ranked_mask(c)

@@ -117,7 +117,7 @@ def summary(cmp: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown(cmp: pd.DataFrame) -> str:
-    """The summary as the docs print it (``python -m distlab.atlas.measured``)."""
+    """The summary as the docs print it (``python -m distlab atlas measured``)."""
     from .query import fmt_bits
 
     lines = ["| technique | H | shaped rate | runs | measured CU | clock CU at the shaped rate | clock over "
@@ -130,7 +130,3 @@ def markdown(cmp: pd.DataFrame) -> str:
                      f"{r.achieved_fraction:.2f} | {'yes' if r.inside else 'no'}"
                      + (" (window holds the first sync)" if r.first_sync else "") + " |")
     return "\n".join(lines)
-
-
-if __name__ == "__main__":
-    print(markdown(compare(load_points())))

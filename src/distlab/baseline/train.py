@@ -25,7 +25,8 @@ from tqdm import tqdm
 
 from ..config import specs
 from ..data import EpochBatcher
-from ..results.runs import Checkpointer, RunRecorder
+from ..results.checkpoint import Checkpointer
+from ..results.runs import RunRecorder
 from ..runtime.compute import ComputeModel
 from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster

@@ -40,7 +40,8 @@ from ..config import specs
 from ..data import load_manifest, load_split, text_batch
 from ..models import build_model, lm_loss
 from ..results import sweeps
-from ..results.runs import Checkpointer, RunRecorder
+from ..results.checkpoint import Checkpointer
+from ..results.runs import RunRecorder
 from ..runtime import device as devices
 from ..runtime.compute import ComputeModel
 from ..runtime.network import NetworkModel
@@ -281,10 +282,35 @@ def _due(ckpt: Checkpointer, step: int, ctx) -> bool:
     return bool(flag.item())
 
 
-def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dict | None = None):
-    """One worker per torchrun process; rank 0 writes the outputs."""
+def _resume_common_step(ckpt, ctx, spec: dict, seed: int, model, method, rec) -> tuple[int, float]:
+    """(first step, elapsed seconds) after restoring the newest step every rank holds.  A kill can
+    fall between two ranks' saves of the same step: each rank keeps its last two states, and all
+    resume from the lowest of the ranks' newest steps, or from scratch where they share none."""
     import torch.distributed as tdist
 
+    held = {int(s["step"]): s for s in ckpt.load_all()}
+    newest = torch.tensor([max(held) if held else -1], device=ctx.device)
+    tdist.all_reduce(newest, op=tdist.ReduceOp.MIN)
+    target = int(newest)
+    have = torch.tensor([int(target in held)], device=ctx.device)
+    tdist.all_reduce(have, op=tdist.ReduceOp.MIN)
+    state = held[target] if target >= 0 and int(have) else None
+    if held and state is None and ctx.is_master:
+        print(f"demo {spec['method']} seed {seed}: the ranks' checkpoints hold no common step "
+              f"(this rank: {sorted(held)}); starting from scratch", flush=True)
+    if state is None:
+        return 0, 0.0
+    with ckpt.restoring(state):  # every rank holds this step
+        model.load_state_dict(state["model"])
+        method.load_state_dict(state["method"])
+        rec.load_state_dict(state["recorder"])
+    if ctx.is_master:
+        print(f"demo {spec['method']} seed {seed}: resumed at step {target + 1}/{spec['steps']}", flush=True)
+    return target + 1, float(state["elapsed"])
+
+
+def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path, runtime: dict | None = None):
+    """One worker per torchrun process; rank 0 writes the outputs."""
     from ..runtime import dist
 
     check_spec(spec)
@@ -306,27 +332,7 @@ def run_distributed(spec: dict, data_dir: str | Path, out_dir: str | Path, runti
         ckpt = Checkpointer(Path(out_dir) / f"checkpoint.rank{ctx.rank}.pt", spec=spec,
                             every_s=float(cp.get("every_s", 0) or 0), every_steps=int(cp.get("every_steps", 0) or 0))
         steps, every = int(spec["steps"]), int(spec.get("eval_every", 10))
-        # a kill can fall between two ranks' saves of the same step: each rank keeps its last two
-        # states, and all resume from the newest step every rank holds (the lowest newest one)
-        held = {int(s["step"]): s for s in ckpt.load_all()}
-        newest = torch.tensor([max(held) if held else -1], device=ctx.device)
-        tdist.all_reduce(newest, op=tdist.ReduceOp.MIN)
-        target = int(newest)
-        have = torch.tensor([int(target in held)], device=ctx.device)
-        tdist.all_reduce(have, op=tdist.ReduceOp.MIN)
-        state = held[target] if target >= 0 and int(have) else None
-        if held and state is None and ctx.is_master:
-            print(f"demo {spec['method']} seed {seed}: the ranks' checkpoints hold no common step "
-                  f"(this rank: {sorted(held)}); starting from scratch", flush=True)
-        start, elapsed = 0, 0.0
-        if state is not None:  # every rank holds this step
-            with ckpt.restoring(state):
-                model.load_state_dict(state["model"])
-                method.load_state_dict(state["method"])
-                rec.load_state_dict(state["recorder"])
-            start, elapsed = target + 1, float(state["elapsed"])
-            if ctx.is_master:
-                print(f"demo {spec['method']} seed {seed}: resumed at step {start}/{spec['steps']}", flush=True)
+        start, elapsed = _resume_common_step(ckpt, ctx, spec, seed, model, method, rec)
         params = [p for p in model.parameters()]
         dist.broadcast_(ctx, [p.data for p in params], src=0)
         ctx.ledger.pop_step()

@@ -228,7 +228,7 @@ def _row(t: int, spec: dict, train_s: float, losses: dict[int, float]) -> dict:
 
 class Resume:
     """Checkpoint glue of the sequential engines (BP, sequential RC, PC): the state to save
-    after a tick and the tick to start from.  ``ckpt`` is a :class:`distlab.results.runs.Checkpointer`
+    after a tick and the tick to start from.  ``ckpt`` is a :class:`distlab.results.checkpoint.Checkpointer`
     (keyed by the run spec) or None.  Nothing random happens after initialisation (batches
     are pure functions of the step), so a resumed run computes what an uninterrupted one does."""
 

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import torch
 
-from ..results.runs import Checkpointer, RunRecorder
+from ..results.checkpoint import Checkpointer
+
+from ..results.runs import RunRecorder
 from ..runtime.machine_load import LoadWatch
 from ..config.specs import each_seed, runtime_defaults
 from ..results.tables import atomic_output

@@ -55,7 +55,8 @@ import torch
 from tqdm import tqdm
 
 from ..data import EpochBatcher, partition_indices
-from ..results.runs import Checkpointer, RunRecorder
+from ..results.checkpoint import Checkpointer
+from ..results.runs import RunRecorder
 from ..config.specs import each_seed
 from ..runtime import device as devices
 from ..runtime.compute import ComputeModel

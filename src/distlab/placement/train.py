@@ -11,7 +11,7 @@ latency, evaluations needed to come within 1 % of the run's best, clusters),
 the best-so-far curve and the best placement of every seed.
 
 Per-seed results go into a checkpoint keyed by the spec
-(``runs.Checkpointer``), so a killed job resumes at the first unfinished seed
+(``checkpoint.Checkpointer``), so a killed job resumes at the first unfinished seed
 and a job rerun under another spec starts again.
 """
 
@@ -130,7 +130,7 @@ def work(spec: dict[str, Any]) -> int:
 
 def run(spec: dict[str, Any], graph_path: str | Path, profile_path: str | Path, out: str | Path,
         runtime: dict[str, Any] | None = None) -> Path:
-    from distlab.results.runs import Checkpointer
+    from distlab.results.checkpoint import Checkpointer
     from distlab.results.tables import atomic_write_text
 
     graph = load_graph(graph_path)

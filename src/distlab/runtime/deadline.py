@@ -5,7 +5,7 @@ Real jobs are killed by their launcher after ``runtime.job_timeout_s``
 same limit.  Given the job's ``work`` (the steps its spec runs, all runs together),
 the deadline scales with it, as a cluster job's runtime does (:mod:`distlab.pipeline.jobs`):
 each step the trainer completes (:func:`progress`, called by
-``distlab.results.runs.Checkpointer.maybe_save``) moves it to the first step's time plus
+``distlab.results.checkpoint.Checkpointer.maybe_save``) moves it to the first step's time plus
 ``margin`` x work x the mean step time measured so far, never sooner than
 ``timeout_s`` after the start.  A loaded machine's slow steps lengthen it; a job
 that stops making steps (hung) meets it and is stopped, named with its last step.  At the deadline a ``SIGALRM`` raises :class:`JobTimeout` in the
