@@ -21,8 +21,6 @@ LIMIT = 80
 # "path relative to src/:function" -> (its length today, why it is still long)
 LONG = {
     "distlab/runtime/launch.py:run_forked": (131, "to split: the forked launcher's start, wait and clean-up in one body"),
-    "distlab/atlas/cli.py:_query": (117, "to split: the atlas query's reading, ranking and printing in one body"),
-    "distlab/techniques/demo/optim.py:_build_layout": (96, "to split: DeMo's flat-buffer layout built in one pass"),
     "distlab/placement/sim.py:_run_ready": (95, "the simulator's event loop, its innermost loop: written flat, "
                                                 "as a call per event costs time on every placement evaluated"),
 }

@@ -138,21 +138,12 @@ def _profile(a) -> int:
     return 0
 
 
-def _query(a) -> int:
+def _check_query_options(a) -> None:
+    """Each option of `atlas query` in range, one line naming it where not."""
     import math
 
-    import yaml
-
-    from ..config.specs import SpecError
-    from ..config.yamlio import YamlLimitError, load_user_file
-    from .efficiency import parse_efficiency
-    from .profile import DEFAULT_PATH
-    from .profile import apply as apply_profile
-    from .profile import mode as compute_mode
-    from .projection import (DTYPES, LINK_RANGE, MAX_WORKERS, MFU_RANGE, PRESETS, ClockSettings,
-                             measured_flops_per_s)
-    from .query import (QueryError, check_complete, format_ranking, parse_bandwidth, parse_latency,
-                        parse_stragglers, rank)
+    from .projection import DTYPES, MAX_WORKERS, PRESETS
+    from .query import QueryError
 
     def positive(name, v):
         if v is not None and not (math.isfinite(v) and v > 0):
@@ -167,7 +158,6 @@ def _query(a) -> int:
     if not 2 <= a.workers <= MAX_WORKERS:
         raise QueryError(f"--workers: need 2 .. {MAX_WORKERS:,} (the projection simulates each worker), "
                          f"got {a.workers:,}")
-    link = _link_fraction(a.link_fraction, LINK_RANGE)
     if a.s is not None and not 0 <= a.s < a.workers:
         raise QueryError(f"--s: need 0 <= s < workers = {a.workers}, got {a.s}")
     if a.buckets is not None and a.buckets < 1:
@@ -182,25 +172,85 @@ def _query(a) -> int:
         raise QueryError(f"--format: {a.format!r}; use table or csv")
     if a.overlap not in ("on", "off"):
         raise QueryError(f"--overlap: {a.overlap!r}; use on or off")
-    bw, lat = parse_bandwidth(a.bandwidth), parse_latency(a.latency)
-    strag = parse_stragglers(a.stragglers, a.workers)
-    published = (a.efficiency or "").strip() == "published"
-    eff = {} if published else parse_efficiency(a.efficiency)
+
+
+def _query_config(path) -> tuple[dict, int, int, object]:
+    """The atlas section of ``--config`` (read bounded) and what the query takes from it: the
+    codes' s, the tokens per worker-step, the FLOP rate to extrapolate with."""
+    import yaml
+
+    from ..config.specs import SpecError
+    from ..config.yamlio import YamlLimitError, load_user_file
+
     try:
-        cfg = load_user_file(a.config, "config file")
+        cfg = load_user_file(path, "config file")
         if not isinstance(cfg, dict):
             raise TypeError("not keys at its top level")
         cfg = cfg["atlas"]
         if not isinstance(cfg, dict):
             raise TypeError("atlas: is not a mapping")
-        target, s_cfg = float(cfg["target_loss"]), int(cfg["s"])
+        float(cfg["target_loss"])
+        s_cfg = int(cfg["s"])
         tokens_cfg = int(cfg["batch_size"]) * int(next(iter(cfg["sizes"].values())).get("block_size", 32))
         rate_cfg = cfg.get("extrapolate", {}).get("flops_per_s", "measured")
     except YamlLimitError as e:
         raise SpecError(f"--config: {e}") from None
     except (OSError, KeyError, TypeError, ValueError, AttributeError, StopIteration, yaml.YAMLError) as e:
-        raise SpecError(f"--config: {a.config} has no readable atlas: section ({type(e).__name__}: {e})") from None
-    del target
+        raise SpecError(f"--config: {path} has no readable atlas: section ({type(e).__name__}: {e})") from None
+    return cfg, s_cfg, tokens_cfg, rate_cfg
+
+
+def _query_clock(a, recs, cfg, tokens_cfg, rate_cfg, link):
+    """(the projected clock's settings, or None for the replay; the clock's description)."""
+    from .profile import DEFAULT_PATH
+    from .profile import mode as compute_mode
+    from .projection import MFU_RANGE, PRESETS, ClockSettings, measured_flops_per_s
+
+    # the replay at a measured size and N on this machine, unless a device or a clock setting is
+    # asked for; else the projected clock
+    asked = any(x is not None for x in (a.device, a.flops_per_s, a.mfu, a.tokens, a.buckets, a.link_fraction)) or \
+        a.dtype != "fp32" or a.overlap != "on"
+    measured = (float(a.params) == int(a.params)) and (int(a.params), a.workers) in {(r.n_params, r.n) for r in recs}
+    device = ("replayed recordings: " + ("the stored compute profile " + str(cfg.get("compute_profile", DEFAULT_PATH))
+                                         if compute_mode(cfg) == "stored" else "compute measured while they trained")
+              + ", the runtime's network model")
+    if not (asked or not measured):
+        return None, device
+    if a.flops_per_s is not None:
+        rate, device = a.flops_per_s, f"{a.flops_per_s:.4g} FLOP/s (given)"
+    elif a.device not in (None, "cpu"):
+        rate, src = PRESETS[a.device]
+        device = f"{a.device}: {src}"
+    elif rate_cfg != "measured" and a.device is None:
+        rate, device = float(rate_cfg), f"{float(rate_cfg):.4g} FLOP/s (atlas.extrapolate.flops_per_s)"
+    else:
+        rate, device = measured_flops_per_s(recs), (PRESETS["cpu"][1] if compute_mode(cfg) == "measured" else
+                                                    "FLOPs / the stored compute profile's seconds of the DDP runs")
+    preset = a.device not in (None, "cpu") and a.flops_per_s is None
+    mfu = a.mfu if a.mfu is not None else (MFU_RANGE[1] if preset else 1.0)
+    # a preset's datasheet peak carries the published MFU range; --mfu (or an achieved rate) is exact
+    clock = ClockSettings(flops_per_s=float(rate), mfu=mfu, tokens=int(a.tokens or tokens_cfg), dtype=a.dtype,
+                          overlap=a.overlap == "on", buckets=a.buckets,
+                          mfu_range=MFU_RANGE if preset and a.mfu is None else None, link_range=link)
+    device = (f"{device}; {rate:.4g} FLOP/s x MFU {mfu:g}" + (" (assumed for a preset's peak; --mfu)"
+                                                               if a.mfu is None and mfu != 1.0 else ""))
+    return clock, device
+
+
+def _query(a) -> int:
+    from .efficiency import parse_efficiency
+    from .profile import apply as apply_profile
+    from .projection import LINK_RANGE
+    from .query import (QueryError, check_complete, format_ranking, parse_bandwidth, parse_latency,
+                        parse_stragglers, rank)
+
+    _check_query_options(a)
+    link = _link_fraction(a.link_fraction, LINK_RANGE)
+    bw, lat = parse_bandwidth(a.bandwidth), parse_latency(a.latency)
+    strag = parse_stragglers(a.stragglers, a.workers)
+    published = (a.efficiency or "").strip() == "published"
+    eff = {} if published else parse_efficiency(a.efficiency)
+    cfg, s_cfg, tokens_cfg, rate_cfg = _query_config(a.config)
     s = a.s if a.s is not None else s_cfg
     if not 0 <= s < a.workers:
         raise QueryError(f"--s: atlas.s = {s} needs 0 <= s < workers = {a.workers}; give --s")
@@ -209,34 +259,7 @@ def _query(a) -> int:
     if a.params > cap:
         raise QueryError(f"--params: {a.params:g} is beyond atlas.extrapolate.max_params_ratio x the largest measured "
                          f"size ({cap:g}), even with --efficiency")
-    # the clock: the replay at a measured size and N on this machine, unless a device or a
-    # clock setting is asked for; else the projected clock
-    asked = any(x is not None for x in (a.device, a.flops_per_s, a.mfu, a.tokens, a.buckets, a.link_fraction)) or \
-        a.dtype != "fp32" or a.overlap != "on"
-    measured = (float(a.params) == int(a.params)) and (int(a.params), a.workers) in {(r.n_params, r.n) for r in recs}
-    clock = None
-    device = ("replayed recordings: " + ("the stored compute profile " + str(cfg.get("compute_profile", DEFAULT_PATH))
-                                         if compute_mode(cfg) == "stored" else "compute measured while they trained")
-              + ", the runtime's network model")
-    if asked or not measured:
-        if a.flops_per_s is not None:
-            rate, device = a.flops_per_s, f"{a.flops_per_s:.4g} FLOP/s (given)"
-        elif a.device not in (None, "cpu"):
-            rate, src = PRESETS[a.device]
-            device = f"{a.device}: {src}"
-        elif rate_cfg != "measured" and a.device is None:
-            rate, device = float(rate_cfg), f"{float(rate_cfg):.4g} FLOP/s (atlas.extrapolate.flops_per_s)"
-        else:
-            rate, device = measured_flops_per_s(recs), (PRESETS["cpu"][1] if compute_mode(cfg) == "measured" else
-                                                        "FLOPs / the stored compute profile's seconds of the DDP runs")
-        preset = a.device not in (None, "cpu") and a.flops_per_s is None
-        mfu = a.mfu if a.mfu is not None else (MFU_RANGE[1] if preset else 1.0)
-        # a preset's datasheet peak carries the published MFU range; --mfu (or an achieved rate) is exact
-        clock = ClockSettings(flops_per_s=float(rate), mfu=mfu, tokens=int(a.tokens or tokens_cfg), dtype=a.dtype,
-                              overlap=a.overlap == "on", buckets=a.buckets,
-                              mfu_range=MFU_RANGE if preset and a.mfu is None else None, link_range=link)
-        device = (f"{device}; {rate:.4g} FLOP/s x MFU {mfu:g}" + (" (assumed for a preset's peak; --mfu)"
-                                                                   if a.mfu is None and mfu != 1.0 else ""))
+    clock, device = _query_clock(a, recs, cfg, tokens_cfg, rate_cfg, link)
     df, info = rank(recs, cfg, a.params, a.workers, bw, lat, strag, s, clock, eff,
                     use_published=published, ddp_steps=a.ddp_steps)
     if a.format == "csv":

@@ -87,8 +87,8 @@ from torch.optim import Optimizer
 
 from ...config.specs import SpecError
 from . import payload as pl
-from .optim_tiles import (_ORDER_AS, _as_matrix_layout, _Class, _forward, _gather_into,  # noqa: F401
-                          _inverse, _inverse_dense, _inverse_sparse, _Member, _segment_length,
+from .optim_tiles import (_ORDER_AS, _as_matrix_layout, _Class, _column_classes,  # noqa: F401
+                          _forward, _gather_into, _inverse, _inverse_dense, _inverse_sparse, _Member, _segment_length,
                           _sparse_pays, _TileGroup, _tiles_of, _top_k)
 from .transforms import clamp_topk, dct_matrix, matrix_shape, tile_shape
 
@@ -282,25 +282,7 @@ class DeMo(Optimizer):
                 base.append((m.offset + a + b).reshape(-1))
                 stride.append(torch.full((m.tiles,), m.cols, dtype=torch.int64))
                 owner.append(torch.full((m.tiles,), m.index, dtype=torch.int64))
-            tg.classes = []
-            if tg.n1 > 1:
-                d1 = dct_matrix(tg.n1, tg.dtype, tg.device)
-                for m in tg.members:
-                    if not tg.classes or tg.classes[-1].cols != m.cols:
-                        tg.classes.append(_Class(m.cols, m.offset, 0, m.start, 0))
-                    cl = tg.classes[-1]
-                    cl.members.append(m)
-                    cl.elements += m.rows * m.cols
-                    cl.tiles += m.tiles
-                for cl in tg.classes:
-                    blocks = cl.elements // (tg.n1 * cl.cols)
-                    cl.coeff = tg.coeff[cl.span].view(blocks, tg.n1, cl.cols)
-                    cl.work = tg.work[cl.span].view(blocks, tg.n1, cl.cols)
-                    cl.d1 = d1.expand(blocks, tg.n1, tg.n1)
-                    cl.d1t = d1.T.expand(blocks, tg.n1, tg.n1)
-                    cl.tiles_of = tg.coeff[cl.span].view(blocks, tg.n1, cl.cols // tg.n2, tg.n2).permute(0, 2, 1, 3)
-                    cl.tiled = tg.tiled[cl.start:cl.start + cl.tiles].view(blocks, cl.cols // tg.n2, tg.n1, tg.n2)
-                    cl.out = flat_tiled[cl.span].view(blocks, tg.n1, cl.cols)
+            tg.classes = _column_classes(tg, flat_tiled) if tg.n1 > 1 else []
             tg.owner = torch.cat(owner).to(tg.device)
             tg.base = torch.cat(base).to(tg.device)[:, None]
             tg.stride = torch.cat(stride).to(tg.device)[:, None]

@@ -289,3 +289,27 @@ def _gather_into(out: torch.Tensor, part: torch.Tensor, group) -> None:
     ``all_gather_into_tensor``): no list of buffers, no stacking copy."""
     fn = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     fn(out.view(-1), part, group=group)
+
+
+def _column_classes(tg: _TileGroup, flat_tiled: torch.Tensor) -> list[_Class]:
+    """A tile group's members of one column count, consecutive in its buffers: each class is one
+    batch of (n1, cols) blocks for the column side of the transform, with its views."""
+    classes: list[_Class] = []
+    d1 = dct_matrix(tg.n1, tg.dtype, tg.device)
+    for m in tg.members:
+        if not classes or classes[-1].cols != m.cols:
+            classes.append(_Class(m.cols, m.offset, 0, m.start, 0))
+        cl = classes[-1]
+        cl.members.append(m)
+        cl.elements += m.rows * m.cols
+        cl.tiles += m.tiles
+    for cl in classes:
+        blocks = cl.elements // (tg.n1 * cl.cols)
+        cl.coeff = tg.coeff[cl.span].view(blocks, tg.n1, cl.cols)
+        cl.work = tg.work[cl.span].view(blocks, tg.n1, cl.cols)
+        cl.d1 = d1.expand(blocks, tg.n1, tg.n1)
+        cl.d1t = d1.T.expand(blocks, tg.n1, tg.n1)
+        cl.tiles_of = tg.coeff[cl.span].view(blocks, tg.n1, cl.cols // tg.n2, tg.n2).permute(0, 2, 1, 3)
+        cl.tiled = tg.tiled[cl.start:cl.start + cl.tiles].view(blocks, cl.cols // tg.n2, tg.n1, tg.n2)
+        cl.out = flat_tiled[cl.span].view(blocks, tg.n1, cl.cols)
+    return classes
