@@ -20,7 +20,6 @@ LIMIT = 80
 
 # "path relative to src/:function" -> (its length today, why it is still long)
 LONG = {
-    "distlab/runtime/launch.py:run_forked": (131, "to split: the forked launcher's start, wait and clean-up in one body"),
     "distlab/placement/sim.py:_run_ready": (95, "the simulator's event loop, its innermost loop: written flat, "
                                                 "as a call per event costs time on every placement evaluated"),
 }

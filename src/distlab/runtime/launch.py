@@ -485,41 +485,11 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
     out = stream or sys.stderr
     sys.stdout.flush()
     sys.stderr.flush()
-    children: dict[int, int] = {}          # pid -> rank
-    outputs: dict[int, int] = {}           # rank -> read end of its output
-    port_w: dict[int, int] = {}            # rank -> write end of its port pipe
     steps_mem = mmap.mmap(-1, 8 * nprocs) if work else None  # each rank's steps, shared
-    try:
-        for rank in range(nprocs):
-            r_out, w_out = os.pipe()
-            r_port, w_port = os.pipe()
-            # the rank closes what belongs to the launcher and the other ranks
-            pid = fork_run(_rank_body(target, rank, nprocs, threads, w_out, r_port,
-                                      [r_out, w_port, *outputs.values(), *port_w.values()], steps_mem))
-            os.close(w_out)
-            os.close(r_port)
-            children[pid] = rank
-            outputs[rank] = r_out
-            port_w[rank] = w_port
-    except BaseException:
-        for pid in children:
-            _kill_tree(pid)
-        raise
+    children, outputs, port_w = _fork_ranks(target, nprocs, threads, steps_mem)
     kept: deque[str] = deque(maxlen=4000)
     lock = threading.Lock()
-
-    def pump(rank: int, fd: int) -> None:
-        with os.fdopen(fd, "r", errors="replace") as f:
-            for line in f:
-                line = f"[rank{rank}]: {line.rstrip(chr(10))}"
-                with lock:
-                    out.write(line + "\n")
-                    out.flush()
-                    kept.append(line)
-
-    readers = [threading.Thread(target=pump, args=(r, fd), daemon=True) for r, fd in outputs.items()]
-    for t in readers:
-        t.start()
+    readers = _pump_outputs(outputs, out, kept, lock)
     failures: dict[int, tuple[float, str]] = {}  # rank -> (when seen, how), before any was stopped
     lost: dict[int, str] = {}                     # expendable ranks that died, tolerated
     store = None
@@ -530,40 +500,10 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
             os.write(fd, f"{store.port}\n".encode())
             os.close(fd)
         port_w.clear()
-        deadline = time.monotonic() + timeout_s
-        pace = make_pace(timeout_s, work)
-        settle = None  # after a failure, the peers get a moment to end on their own
         alive = dict(children)
-        while alive:
-            for pid in list(alive):
-                got, status = os.waitpid(pid, os.WNOHANG)
-                if got == 0:
-                    continue
-                rank = alive.pop(pid)
-                if (status != 0 and rank in expendable and os.WIFSIGNALED(status)
-                        and len(lost) < max_lost and not failures):
-                    lost[rank] = _describe(status)
-                    line = (f"[launcher]: rank {rank} died of {lost[rank]}; the job carries on without it "
-                            f"({len(lost)} of at most {max_lost} such deaths tolerated)")
-                    with lock:
-                        out.write(line + "\n")
-                        out.flush()
-                        kept.append(line)
-                elif status != 0:
-                    failures[rank] = (time.monotonic(), _describe(status))
-                    settle = settle or time.monotonic() + _SETTLE_S
-            if settle is not None and time.monotonic() > settle:
-                break
-            deadline = _deadline_now(pace, steps_mem, nprocs, deadline)
-            if time.monotonic() > deadline:
-                _stop(alive)
-                message = (f"{_overdue('forked job', nprocs, timeout_s, pace)}; ranks still running: "
-                           f"{sorted(alive.values())}")
-                for t in readers:
-                    t.join(5)
-                lead_log(out, message)
-                raise RuntimeError(message)
-            time.sleep(0.02)
+        pace = make_pace(timeout_s, work)
+        _watch_ranks(alive, failures, lost, expendable, max_lost, pace, steps_mem, timeout_s,
+                     lambda line: _log_line(out, kept, lock, line), lambda: [t.join(5) for t in readers], out)
         _stop(alive)  # a rank failed: stop the rest, as torchrun does
     finally:
         for fd in port_w.values():
@@ -580,6 +520,90 @@ def run_forked(target: Callable[[], object], nprocs: int, threads: int | None, t
 
 
 _SETTLE_S = 2.0
+
+
+def _log_line(out: TextIO, kept: deque, lock: threading.Lock, line: str) -> None:
+    with lock:
+        out.write(line + "\n")
+        out.flush()
+        kept.append(line)
+
+
+def _watch_ranks(alive: dict, failures: dict, lost: dict, expendable: Sequence[int], max_lost: int, pace,
+                 steps_mem, timeout_s: float, log_line: Callable[[str], None], join_readers: Callable[[], object],
+                 out: TextIO) -> None:
+    """Wait for the ranks in ``alive`` (pid -> rank, emptied as they end): a tolerated death of an
+    expendable rank is logged in ``lost``, any other failure recorded in ``failures`` (the peers
+    then get _SETTLE_S to end on their own); past the deadline (which follows the ranks' pace)
+    the rest are stopped and RuntimeError names them."""
+    nprocs = len(alive)
+    deadline = time.monotonic() + timeout_s
+    settle = None
+    while alive:
+        for pid in list(alive):
+            got, status = os.waitpid(pid, os.WNOHANG)
+            if got == 0:
+                continue
+            rank = alive.pop(pid)
+            if (status != 0 and rank in expendable and os.WIFSIGNALED(status)
+                    and len(lost) < max_lost and not failures):
+                lost[rank] = _describe(status)
+                log_line(f"[launcher]: rank {rank} died of {lost[rank]}; the job carries on without it "
+                         f"({len(lost)} of at most {max_lost} such deaths tolerated)")
+            elif status != 0:
+                failures[rank] = (time.monotonic(), _describe(status))
+                settle = settle or time.monotonic() + _SETTLE_S
+        if settle is not None and time.monotonic() > settle:
+            return
+        deadline = _deadline_now(pace, steps_mem, nprocs, deadline)
+        if time.monotonic() > deadline:
+            _stop(alive)
+            message = (f"{_overdue('forked job', nprocs, timeout_s, pace)}; ranks still running: "
+                       f"{sorted(alive.values())}")
+            join_readers()
+            lead_log(out, message)
+            raise RuntimeError(message)
+        time.sleep(0.02)
+
+
+def _fork_ranks(target, nprocs: int, threads: int, steps_mem) -> tuple[dict, dict, dict]:
+    """Fork the ``nprocs`` ranks: (pid -> rank, rank -> read end of its output, rank -> write end
+    of its port pipe); every rank forked so far is killed if one fork fails."""
+    children: dict[int, int] = {}
+    outputs: dict[int, int] = {}
+    port_w: dict[int, int] = {}
+    try:
+        for rank in range(nprocs):
+            r_out, w_out = os.pipe()
+            r_port, w_port = os.pipe()
+            # the rank closes what belongs to the launcher and the other ranks
+            pid = fork_run(_rank_body(target, rank, nprocs, threads, w_out, r_port,
+                                      [r_out, w_port, *outputs.values(), *port_w.values()], steps_mem))
+            os.close(w_out)
+            os.close(r_port)
+            children[pid] = rank
+            outputs[rank] = r_out
+            port_w[rank] = w_port
+    except BaseException:
+        for pid in children:
+            _kill_tree(pid)
+        raise
+    return children, outputs, port_w
+
+
+def _pump_outputs(outputs: dict[int, int], out: TextIO, kept: deque,
+                  lock: threading.Lock) -> list[threading.Thread]:
+    """One thread a rank copying its lines, prefixed ``[rankK]: ``, to ``out`` and to ``kept``."""
+
+    def pump(rank: int, fd: int) -> None:
+        with os.fdopen(fd, "r", errors="replace") as f:
+            for line in f:
+                _log_line(out, kept, lock, f"[rank{rank}]: {line.rstrip(chr(10))}")
+
+    readers = [threading.Thread(target=pump, args=(r, fd), daemon=True) for r, fd in outputs.items()]
+    for t in readers:
+        t.start()
+    return readers
 
 
 def _root_rank(failures: dict[int, tuple[float, str]], causes: Sequence[str]) -> int:
