@@ -667,8 +667,19 @@ def block_text(kind: str, arg: str, dest: Path) -> str:
         return run_block(dest)
     if kind == "finding":
         return finding_block(arg, dest)
+    if kind == "clock" and arg == "measured_points":
+        return clock_points_block()
     raise Refused(f"unknown generated block kind {kind!r} (counts, unstable, table, netcheck, run reproduce, "
-                  "atlas query_bench, finding)")
+                  "atlas query_bench, finding, clock measured_points)")
+
+
+def clock_points_block() -> str:
+    """The atlas's clock against the points measured over shaped links: computed from the source's
+    numbers in the repository (no run of ours), so the block is the code's, not the snapshot's."""
+    from distlab.atlas.measured import compare, load_points, markdown
+
+    return (markdown(compare(load_points())).strip()
+            + "\n\n(`python -m distlab atlas measured`, from `data/atlas/diloco_measured.csv`)\n")
 
 
 def finding_block(cid: str, dest: Path) -> str:
