@@ -144,3 +144,24 @@ def test_a_local_learning_run_refuses_a_state_of_another_shape_in_one_line(tmp_p
         Resume(Checkpointer(path, spec=spec), model, []).start(Result())
     assert "\n" not in str(e.value) and "size mismatch for weight" in str(e.value)
     assert not path.exists() and (tmp_path / "checkpoint.pt.corrupt").exists()
+
+
+def test_a_pgc_run_refuses_a_state_of_another_length_and_sets_the_file_aside(tmp_path, digits_dir):
+    """P1's simulated trainer: a checkpoint whose parameter vector has another length is one
+    CheckpointRefused line naming it, the file is moved aside, and the rerun starts afresh."""
+    from conftest import pgc_spec
+    from distlab.pgc import train
+
+    spec = pgc_spec("pgc-cr", 1, steps=6)
+    spec.pop("checkpoint", None)
+    out = tmp_path / "run"
+    ck = Checkpointer(out / "checkpoint.pt", spec=spec)
+    ck.save({"step": 0, "params": torch.zeros(7), "cluster": {}, "recorder": {}, "workers": [],
+             "units": [0.0] * 4, "counters": {}})
+    with pytest.raises(CheckpointRefused) as e:
+        train.run_simulated(spec, digits_dir, out, None)
+    line = str(e.value)
+    assert "\n" not in line and "checkpoint.pt" in line and "moved aside" in line, line
+    assert (out / "checkpoint.pt.corrupt").exists() and not (out / "checkpoint.pt").exists()
+    train.run_simulated(spec, digits_dir, out, None)
+    assert len(pd.read_csv(out / "metrics.csv")) > 0

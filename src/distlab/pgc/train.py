@@ -324,7 +324,9 @@ def _run_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime: dict | No
     compute, factor, encode_s, decode_s = _charges(spec, S)
     run = _SimRun(spec, S, out_dir, compute, factor)
     ckpt = _checkpointer(out_dir / "checkpoint.pt", spec, rt)
-    start = run.load(ckpt.load())
+    state = ckpt.load()
+    with ckpt.restoring(state):  # a state that does not fit this run: one line, the file set aside
+        start = run.load(state)
     stop = ThresholdStop(spec.get("threshold"), [r["loss"] for r in run.rec.rows])
     if stop.stopped_at is not None:  # killed after its last step, before writing its outputs
         start = S.steps
@@ -502,8 +504,9 @@ def _master(ctx, S: Setup, out_dir: Path, timeout: float, rt: dict) -> Path:
     sent_at: dict[int, float] = {}
     state = ckpt.load()
     if state is not None:
-        S.load_model_vector(state["params"])
-        rec.load_state_dict(state["recorder"])
+        with ckpt.restoring(state):  # a state that does not fit this run: one line, the file set aside
+            S.load_model_vector(state["params"])
+            rec.load_state_dict(state["recorder"])
         start, elapsed = state["step"] + 1, state["elapsed"]
         acc = state["acc"]
         delays = list(state.get("delays", []))
