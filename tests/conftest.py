@@ -200,6 +200,21 @@ def results_tree(tmp_path_factory) -> Path:
     return work
 
 
+def makefile_scratch(tmp_path: Path) -> tuple[Path, Path]:
+    """(work, bindir): the Makefile alone in a scratch folder, and a folder of stand-ins for it:
+    ``python`` (this interpreter) and a ``snakemake`` that writes its arguments, one a line, to
+    work/snakemake.args and exits 0, so a test sees whether (and how) Snakemake was started."""
+    work, bindir = tmp_path / "work", tmp_path / "bin"
+    work.mkdir()
+    bindir.mkdir()
+    shutil.copy(ROOT / "Makefile", work / "Makefile")
+    (bindir / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
+    (bindir / "snakemake").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {work}/snakemake.args\nexit 0\n")
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    return work, bindir
+
+
 def bin_path() -> str:
     """PATH with this interpreter's bin directory first (snakemake, distlab)."""
     return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])

@@ -8,15 +8,12 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from conftest import ROOT, makefile_scratch
 from distlab.config.preflight import configfiles, main
-
-ROOT = Path(__file__).resolve().parents[1]
 
 # a "billion laughs": nine levels of ten aliases each, 10^9 strings once expanded
 BOMB = "a: &a [" + ",".join(['"lol"'] * 10) + "]\n" + "".join(
@@ -26,16 +23,7 @@ BOMB += "#" * (520 - len(BOMB) - 1) + "\n"  # padded to the 520 bytes of the iss
 
 @pytest.fixture()
 def scratch(tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    shutil.copy(ROOT / "Makefile", work / "Makefile")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
-    (bindir / "python").chmod(0o755)
-    # the stand-in records its arguments: the test sees whether (and how) Snakemake was started
-    (bindir / "snakemake").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {work}/snakemake.args\nexit 0\n")
-    (bindir / "snakemake").chmod(0o755)
+    work, bindir = makefile_scratch(tmp_path)  # snakemake stood in: work/snakemake.args says how it was started
     (work / "bomb.yaml").write_text(BOMB)
     (work / "ok.yaml").write_text("seeds: [0, 1]\n")
     return work, bindir

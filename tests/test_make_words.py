@@ -5,14 +5,13 @@ checks: only the default configuration's results are published."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, makefile_scratch
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import snapshot  # noqa: E402
@@ -21,15 +20,7 @@ import snapshot  # noqa: E402
 @pytest.fixture()
 def scratch(tmp_path):
     """The Makefile in a scratch folder, with a stand-in snakemake that writes its arguments."""
-    work = tmp_path / "work"
-    work.mkdir()
-    shutil.copy(ROOT / "Makefile", work / "Makefile")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
-    (bindir / "snakemake").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {work}/snakemake.args\nexit 0\n")
-    for f in bindir.iterdir():
-        f.chmod(0o755)
+    work, bindir = makefile_scratch(tmp_path)
     (work / "t.yaml").write_text("seeds: [0, 1]\n")
     return work, bindir
 

@@ -349,13 +349,18 @@ class Checkpointer:
         self.loaded: Path | None = None  # the file the last good state came from
         self._origin: dict[int, Path] = {}  # id of each state read -> its file
 
-    def _set_aside(self, path: Path, why: str) -> None:
+    def _move_aside(self, path: Path) -> Path:
+        """Rename ``path`` to ``<name>.corrupt`` (kept for a look, never resumed); the new path."""
         aside = path.with_name(path.name + ".corrupt")
         try:
             os.replace(path, aside)
         except FileNotFoundError:  # another rank set it aside first
             pass
         self.set_aside.append(aside)
+        return aside
+
+    def _set_aside(self, path: Path, why: str) -> None:
+        aside = self._move_aside(path)
         log.warning("checkpoint %s is damaged (%s): set aside as %s, not resumed", path, why, aside.name)
 
     def _read(self, path: Path) -> dict | None:
@@ -382,12 +387,7 @@ class Checkpointer:
     def _refuse(self, path: Path, why: str) -> CheckpointRefused:
         """The one-line refusal of a state whose checksum held but whose content does not fit
         this run; the file is set aside as ``<name>.corrupt`` first, so a rerun does not meet it."""
-        aside = path.with_name(path.name + ".corrupt")
-        try:
-            os.replace(path, aside)
-        except FileNotFoundError:  # another rank set it aside first
-            pass
-        self.set_aside.append(aside)
+        aside = self._move_aside(path)
         if path != self.prev and self.prev.exists():
             then = f"a rerun resumes from the previous checkpoint {self.prev.name}"
         else:
