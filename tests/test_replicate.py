@@ -122,12 +122,15 @@ def test_cpuinfo_reads_the_machine_kind_and_two_kinds_differ_by_their_isa():
 def test_the_replicates_jobs_run_on_disjoint_seeds_under_the_other_kernel_set(tmp_path):
     """On the tiny config: every job of the replicate's dry run is on a seed of the shifted block,
     none of the comparison's; a run of it records the kernel set it ran with in its manifest."""
+    from conftest import workflow_tree
+
+    tree = workflow_tree()  # Snakemake writes .snakemake/ where it runs: the copy, not the tree
     files, rest = rep.split_configfiles(["--configfile", TINY])
-    config = rep.merged_config(ROOT, files)
+    config = rep.merged_config(tree, files)
     config["replicate"]["directory"] = str(tmp_path / "replicate")
-    own = rep.prepare(ROOT, config, pd.DataFrame(columns=["id", "n", "replicate_n"]))
+    own = rep.prepare(tree, config, pd.DataFrame(columns=["id", "n", "replicate_n"]))
     env = rep.environment(config)
-    dry = subprocess.run(rep.command(ROOT, config, 1, ["foundation"], files, ["-n"], own), cwd=ROOT, env=env,
+    dry = subprocess.run(rep.command(tree, config, 1, ["foundation"], files, ["-n"], own), cwd=tree, env=env,
                          capture_output=True, text=True, timeout=300)
     assert dry.returncode == 0, dry.stderr[-2000:]
     outputs = re.findall(r"output: (.*)", dry.stdout)
@@ -135,7 +138,7 @@ def test_the_replicates_jobs_run_on_disjoint_seeds_under_the_other_kernel_set(tm
     comparison = {s for v in rep.seed_lists(config).values() for s in v}
     assert seeds and min(seeds) >= 1000 and not seeds & comparison
     manifest = next(o.split(", ")[0] for o in outputs if "baseline/simulated/" in o)
-    done = subprocess.run(rep.command(ROOT, config, 1, [], files, [manifest], own), cwd=ROOT, env=env,
+    done = subprocess.run(rep.command(tree, config, 1, [], files, [manifest], own), cwd=tree, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads((tmp_path / "replicate" / manifest).read_text())

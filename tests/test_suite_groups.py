@@ -153,9 +153,30 @@ def test_the_suites_dry_runs_run_in_a_copy_and_leave_the_working_tree_alone():
     assert tree != ROOT and workflow_tree() == tree  # one copy a test process
     assert (tree / "Snakefile").is_file() and (tree / "tests/configs/tiny.yaml").is_file()
     assert not (tree / "results").exists() and not (tree / ".venv").exists()
-    before = _listing(ROOT / ".snakemake")
+    cache = tree / ".snakemake/iocache/latest.pkl"  # written at the end of every run, dry or not
+    before = cache.stat().st_mtime_ns if cache.exists() else None
     [r] = snakemake_runs([["baseline", "-n", "--forceall", "--quiet", "rules"]])
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "baseline_train_sim" in r.stdout
-    assert (tree / ".snakemake").is_dir()
-    assert _listing(ROOT / ".snakemake") == before
+    # This run's Snakemake files are in the copy, so not in the working tree. (The working tree's
+    # own .snakemake/ is not compared: another test process, or the user's own run, may write
+    # there meanwhile; test_no_test_runs_snakemake_in_the_working_tree keeps the tests out.)
+    assert cache.is_file() and cache.stat().st_mtime_ns != before
+
+
+def test_no_test_runs_snakemake_in_the_working_tree():
+    """Every test that starts Snakemake (as a program, as ``-m snakemake`` or through the
+    replicate's command) gives it the copy's folder or a temporary one as its working directory,
+    never the working tree: a run there writes ``.snakemake/`` into the user's tree."""
+    import re
+
+    starts = re.compile(r'\["snakemake"|"-m", "snakemake"|rep\.command\(')
+    offenders = []
+    for f in sorted((ROOT / "tests").glob("test_*.py")):
+        lines = f.read_text().splitlines()
+        for i, line in enumerate(lines):
+            if starts.search(line):
+                call = " ".join(lines[i:i + 3])
+                if re.search(r"cwd=ROOT\b|cwd=str\(ROOT\)", call) or re.search(r"rep\.command\(ROOT\b", call):
+                    offenders.append(f"{f.name}:{i + 1}")
+    assert not offenders, offenders
