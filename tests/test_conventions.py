@@ -1,4 +1,4 @@
-"""The shared conventions every paper follows (docs/conventions.md): specs
+"""The shared conventions every paper follows (docs/design.md; the claims: docs/conventions.md): specs
 validated with the key named, run-time settings apart from the spec,
 checkpoints keyed by their spec, per-paper Holm, by-construction and
 constant-value claims, one t interval, and the first-failing rank named."""

@@ -4,7 +4,7 @@ A *run spec* holds everything that changes a run's results; it is validated
 against the trainer's JSON-Schema (``SPEC_SCHEMA``) before any work, and a
 failure names the key.  *Run-time settings* (timeouts, checkpoint cadence)
 change no number in the outputs and travel separately, so that editing them
-reruns nothing (see docs/conventions.md).
+reruns nothing (see docs/design.md).
 """
 
 from __future__ import annotations
