@@ -124,6 +124,25 @@ def test_every_path_a_page_names_is_in_the_repository(page):
     assert not missing, f"{page.name} names paths not in git ls-files: {missing}"
 
 
+def docs_index(readme: str) -> str:
+    """The README's index of the docs pages: its "Where the rest lives" section."""
+    return readme.split("\n## Where the rest lives\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_readmes_index_links_every_docs_page():
+    """A page no index names is a page no reader finds: each docs/*.md is linked from the
+    README's index (the links resolve: the path test above)."""
+    linked = {os.path.normpath(link) for link in re.findall(r"\]\(([^)#\s]+)", docs_index(README))}
+    missing = [p.relative_to(ROOT).as_posix() for p in PAGES if p.relative_to(ROOT).as_posix() not in linked]
+    assert not missing, f"README's docs index does not link {missing}"
+
+
+def test_the_index_check_sees_an_unlinked_page():
+    readme = "# x\n\n## Where the rest lives\n\n| a | [pgc](docs/pgc.md) |\n\n## Tests\n[demo](docs/demo.md)\n"
+    index = docs_index(readme)
+    assert "docs/pgc.md" in index and "docs/demo.md" not in index
+
+
 def test_the_readme_is_short():
     assert len(README) <= 12_000, len(README)
 
