@@ -116,3 +116,77 @@ def test_a_papers_page_keeps_every_long_cell_wrapped_in_a_list(tmp_path):
     words = " ".join(text.split())
     assert words.count(f"why: {LONG}") == len(card)  # every reason in full, wrapped
     assert "## Preconditions and negative controls" in text and f"**pgc.floor** (floor): met. {LONG}" in words
+
+
+# ------------------------------------------------------------------ the write-up, paper/README.md
+
+def _claims_yaml(card: pd.DataFrame, path) -> dict[str, dict]:
+    """Claims for the synthetic scorecard's rows: two headline rows a section, P1's linked to its
+    Figs. 10 and 3 in that order (the page must show Fig. 3 first)."""
+    import yaml
+
+    figs = {"pgc.claim0": "pgc_fig10", "pgc.claim1": "pgc_fig3"}
+    claims = []
+    for _, r in card.iterrows():
+        prefix, j = r["id"].split(".claim")
+        c = {"id": r["id"], "paper": r["paper"], "source": "Sec. 1", "statement": r["statement"],
+             "table": "t", "metric": "time_per_step", "test": "less", "a": {"m": "x"}, "b": {"m": "y"}}
+        if j in ("0", "1") and prefix != "baseline":
+            c |= {"headline": True, "short": f"{prefix} headline {j}", "figure": figs.get(r["id"], f"{prefix}_main")}
+        claims.append(c)
+    path.write_text(yaml.safe_dump({"claims": claims}, sort_keys=False))
+    return {c["id"]: c for c in claims}
+
+
+def _paper_tree(tmp_path):
+    """paper/ with the synthetic scorecard, its claims, and figures (one with a caption beside it)."""
+    from distlab.results.tables import write_table
+
+    root = tmp_path / "paper"
+    (root / "figures").mkdir(parents=True)
+    (root / "tables").mkdir()
+    card = _card()
+    write_table(card, root / "scorecard.csv")
+    claims = _claims_yaml(card, tmp_path / "claims.yaml")
+    for stem in ("pgc_fig10", "pgc_fig3", "pgc_fig7", "pgc_real_vs_sim", "placement_main", "local_main",
+                 "demo_main", "atlas_main", "baseline_loss"):
+        (root / "figures" / f"{stem}.png").write_bytes(b"\x89PNG\r\n\x1a\n")
+    (root / "figures" / "pgc_fig3.caption.txt").write_text("Fig. 3: loss against steps, 5 seeds, 95 % t bands.\n")
+    (root / "tables" / "pgc_compute.md").write_text("| a |\n|---|\n| 1 |\n")
+    return root, card, claims
+
+
+def test_the_write_up_is_one_short_page_of_headline_claims_and_figures(tmp_path):
+    from distlab.scoring.report import write_report
+    from distlab.scoring.reported import counts_line
+
+    root, card, claims = _paper_tree(tmp_path)
+    write_report(root / "README.md", root / "scorecard.csv", {"seeds": [0, 1, 2]}, tmp_path / "claims.yaml")
+    text = (root / "README.md").read_text()
+    assert _longest(text) <= 300 and len(text) < 15_000
+    counts = [line for line in text.splitlines() if "claims:**" in line]
+    assert counts == [counts_line(card, scorecard.VERDICTS)]  # one counts line, the scorecard's
+    heads = [c for c in claims.values() if c.get("headline")]
+    assert len(heads) == 10
+    for c in heads:  # every headline row, linked to its figure, with its verdict
+        (line,) = [x for x in text.splitlines() if f"[{c['short']}](figures/{c['figure']}.png)" in x]
+        assert f"**{card.set_index('id').loc[c['id'], 'verdict']}**" in line
+    assert LONG[:60] not in text  # no reasons, no long statements
+    assert text.index("figures/pgc_fig3.png)\n") < text.index("figures/pgc_fig10.png)\n")  # the paper's order
+    assert "*Fig. 3: loss against steps, 5 seeds, 95 % t bands.*" in text  # the caption beside the figure
+    assert "`pgc.claim0` reads reproduced" in text  # Fig. 10's caption, built from its row
+    assert text.count("![") == 2 + 4  # P1's two figures, one a section for the others
+    assert "## The atlas" in text and "**Answer here.**" in text
+
+
+def test_each_sections_page_holds_all_its_figures_in_the_papers_order(tmp_path):
+    from distlab.scoring.report import PAGES, write_report
+
+    root, card, _ = _paper_tree(tmp_path)
+    write_report(root / "README.md", root / "scorecard.csv", None, tmp_path / "claims.yaml")
+    assert {p.stem for p in root.glob("*.md")} == {"README", *PAGES}
+    page = (root / "P1.md").read_text()
+    shown = [line.split("(figures/")[1][:-1] for line in page.splitlines() if line.startswith("![")]
+    assert shown == ["pgc_fig3.png", "pgc_fig7.png", "pgc_fig10.png", "pgc_real_vs_sim.png"]
+    assert "[pgc_compute](tables/pgc_compute.md)" in page and "scorecard/P1.md" in page
+    assert _longest(page) <= 300

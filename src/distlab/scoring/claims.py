@@ -28,7 +28,7 @@ OPTIONAL_KEYS = (
     "paper_value", "a", "b", "value", "value_from", "chain", "margin", "margin_relative",
     "higher_is_better", "transform", "by_construction", "tested_at", "threshold", "expected",
     "preconditions", "measured", "not_testable", "band", "model_prediction", "planned_n", "report_only",
-    "headline", "short",
+    "headline", "short", "figure",
 )
 # the write-up's table (paper/README.md) shows a statement in at most this many characters: a longer
 # statement gives ``short``, its reading for that table (the full text stays in the CSV)
@@ -234,7 +234,8 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
 
 def _check_headline(claim: Mapping[str, Any], bad) -> tuple[bool, str]:
     """``headline: true`` puts the row in the write-up's table of headline claims (the few a reader
-    of paper/README.md sees first); ``short`` is its statement in at most :data:`SHORT_MAX` characters."""
+    of paper/README.md sees first); ``short`` is its statement in at most :data:`SHORT_MAX` characters;
+    ``figure`` the stem of the figure that shows it (the write-up links the row to it)."""
     headline = claim.get("headline", False)
     if not isinstance(headline, bool):
         raise bad("headline", "must be true or false")
@@ -245,6 +246,9 @@ def _check_headline(claim: Mapping[str, Any], bad) -> tuple[bool, str]:
         raise bad("short", "must be the statement in a few words (a non-empty string)")
     if len(short.strip()) > SHORT_MAX:
         raise bad("short", f"must be at most {SHORT_MAX} characters, not {len(short.strip())}")
+    figure = claim.get("figure")
+    if figure is not None and (not isinstance(figure, str) or not re.fullmatch(r"[A-Za-z0-9_]+", figure)):
+        raise bad("figure", "must be the stem of the figure that shows the row (paper/figures/<stem>.png)")
     return headline, short.strip()
 
 
