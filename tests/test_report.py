@@ -177,6 +177,10 @@ def test_the_write_up_is_one_short_page_of_headline_claims_and_figures(tmp_path)
     assert "`pgc.claim0` reads reproduced" in text  # Fig. 10's caption, built from its row
     assert text.count("![") == 2 + 4  # P1's two figures, one a section for the others
     assert "## The atlas" in text and "**Answer here.**" in text
+    (root / "figures" / "demo_main.png").unlink()  # a figure this evaluation did not make:
+    write_report(root / "README.md", root / "scorecard.csv", None, tmp_path / "claims.yaml")
+    text = (root / "README.md").read_text()
+    assert "[demo headline 0](P4.md)" in text and "figures/demo_main.png" not in text  # its page instead
 
 
 def test_each_sections_page_holds_all_its_figures_in_the_papers_order(tmp_path):

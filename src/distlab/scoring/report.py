@@ -123,9 +123,10 @@ def _paper_value(v, key: str) -> str:
     return short_statement(str(v), 60)
 
 
-def headline_table(card: pd.DataFrame, claims: dict[str, dict], key: str) -> str:
-    """A section's headline claims: one row each, linked to its figure, with the paper's value,
-    ours (interval and unit), the basis and the verdict; a claim the scorecard lacks says so."""
+def headline_table(card: pd.DataFrame, claims: dict[str, dict], key: str, root: Path) -> str:
+    """A section's headline claims: one row each, linked to its figure (to the section's page
+    where this evaluation made no such figure), with the paper's value, ours (interval and unit),
+    the basis and the verdict; a claim the scorecard lacks says so."""
     rows = []
     by_id = card.set_index("id")
     for cid, c in claims.items():
@@ -133,7 +134,8 @@ def headline_table(card: pd.DataFrame, claims: dict[str, dict], key: str) -> str
             continue
         text = short_statement(c.get("short") or c["statement"])
         fig = c.get("figure")
-        link = f"[{text}](figures/{fig}.png)" if fig else text
+        there = bool(fig) and (root / "figures" / f"{fig}.png").exists()
+        link = f"[{text}](figures/{fig}.png)" if there else f"[{text}]({key}.md)"
         if cid not in by_id.index:
             rows.append({"claim": link, "paper": _paper_value(c.get("paper_value"), key), "ours (95 % t CI)": "—",
                          "basis": "—", "verdict": "not in this evaluation (added after it)"})
@@ -175,7 +177,7 @@ def wrapped_caption(text: str) -> list[str]:
 
 def _section(s: Section, root: Path, card: pd.DataFrame, claims: dict) -> list[str]:
     lines = [f"## {s.title}", "", f"**Question.** {s.question}", ""]
-    table = headline_table(card, claims, s.key)
+    table = headline_table(card, claims, s.key, root)
     if table:
         lines += [table]
     if s.key == "atlas":
