@@ -101,7 +101,7 @@ def test_not_testable_is_counted_apart(tmp_path):
     md, csv = tmp_path / "s.md", tmp_path / "s.csv"
     results = scorecard.evaluate_conditions(CONDITIONS, {"runs": _runs(2.2, 2.3, 3.2), "floors": FLOORS}, STATS)
     scorecard.write_scorecard(df.reset_index(), md, csv, conditions=scorecard.conditions_frame(results),
-                              conditions_csv=tmp_path / "s_conditions.csv")
+                              conditions_csv=tmp_path / "s_conditions.csv", details=True)
     text = md.read_text()
     assert "1 reproduced · 0 not reproduced · 0 inconclusive · 1 not testable here" in text
     assert "## Preconditions and negative controls" in text and "toy.rc_beats_control" in text

@@ -261,7 +261,7 @@ def cmd_compare_snapshot(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from .scoring.report import write_report
 
-    write_report(a.out, scorecard_csv=a.scorecard, meta=a.meta)
+    write_report(a.out, scorecard_csv=a.scorecard, meta=a.meta, claims=a.claims)
     return 0
 
 
@@ -462,7 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_scorecard(sub)
     _add_reproduction_checks(sub)
 
-    command(sub, "report", cmd_report, "the reproduction write-up", out=OUT, scorecard=PATH, meta=JSON_OPT)
+    command(sub, "report", cmd_report, "the reproduction write-up", out=OUT, scorecard=PATH, meta=JSON_OPT,
+            claims={"type": Path, "default": Path("config/claims.yaml")})
 
     _add_tools(sub)
 

@@ -1,5 +1,6 @@
 # The scorecard, the figures and tables targets, and the reproduction write-up.
 # Everything here reads only the summary tables under results/.
+from distlab.scoring.report import PAGES as REPORT_PAGES
 
 
 rule scorecard_paper:
@@ -72,9 +73,11 @@ rule paper:
     """Regenerates paper/ (figures, tables, scorecard, write-up) from the results files alone."""
     input:
         scorecard=rules.scorecard.output.csv,
+        claims="config/claims.yaml",
         outputs=SHARED.all_outputs(),
     output:
-        "paper/README.md",
+        readme="paper/README.md",
+        pages=[f"paper/{page}.md" for page in REPORT_PAGES],
     params:
         meta=as_json({"seeds": config["seeds"], "cluster": config["cluster"]}),
     conda:
@@ -87,5 +90,6 @@ rule paper:
     resources:
         mem_mb=1000,
     shell:
-        "python -m distlab report --out {output:q} --scorecard {input.scorecard:q} --meta {params.meta:q} "
+        "python -m distlab report --out {output.readme:q} --scorecard {input.scorecard:q} --claims {input.claims:q} "
+        "--meta {params.meta:q} "
         "> {log:q} 2>&1"

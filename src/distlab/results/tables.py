@@ -78,6 +78,21 @@ def markdown_table(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
     return cells.to_markdown(index=False, tablefmt="pipe", colalign=align, disable_numparse=True) + "\n"
 
 
+def markdown_table_plain(df: pd.DataFrame, floatfmt: str = ".4g") -> str:
+    """``df`` as a GitHub-flavoured Markdown table without padding: each cell as written, so a
+    row's length is its content's (a long cell does not widen every other row); numeric columns
+    right-aligned by the separator row.  Cells as :func:`markdown_table` writes them."""
+    numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
+
+    def row(cells) -> str:
+        return "| " + " | ".join(cells) + " |"
+
+    lines = [row(_cell(c, floatfmt) for c in df.columns),
+             "|" + "|".join("--:" if n else "---" for n in numeric) + "|"]
+    lines += [row(_cell(v, floatfmt) for v in r) for r in df.itertuples(index=False, name=None)]
+    return "\n".join(lines) + "\n"
+
+
 class NoSpace(ResultError):
     """A table or its record could not be written for want of space: one line naming it."""
 

@@ -28,7 +28,11 @@ OPTIONAL_KEYS = (
     "paper_value", "a", "b", "value", "value_from", "chain", "margin", "margin_relative",
     "higher_is_better", "transform", "by_construction", "tested_at", "threshold", "expected",
     "preconditions", "measured", "not_testable", "band", "model_prediction", "planned_n", "report_only",
+    "headline", "short", "figure",
 )
+# the write-up's table (paper/README.md) shows a statement in at most this many characters: a longer
+# statement gives ``short``, its reading for that table (the full text stays in the CSV)
+SHORT_MAX = 120
 MODEL_KEYS = ("reason", "x", "table", "metric", "a", "b", "chain", "at")
 COND_KINDS = ("floor", "control", "horizon", "reach", "other")
 COND_TESTS = ("less", "greater", "equivalent", "each_at_least", "each_at_most", "bound_reaches")
@@ -200,6 +204,7 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
     if not isinstance(not_testable, str):
         raise bad("not_testable", "must say why the claim cannot be tested here (a string)")
     report_only = _check_report_only(claim, bad)
+    headline, short = _check_headline(claim, bad)
 
     return {
         **{k: claim[k] for k in REQUIRED_KEYS},
@@ -222,7 +227,29 @@ def _check_claim(claim: Any, index: int) -> dict[str, Any]:
         "model_prediction": model,
         "planned_n": planned,
         "report_only": report_only,
+        "headline": headline,
+        "short": short,
     }
+
+
+def _check_headline(claim: Mapping[str, Any], bad) -> tuple[bool, str]:
+    """``headline: true`` puts the row in the write-up's table of headline claims (the few a reader
+    of paper/README.md sees first); ``short`` is its statement in at most :data:`SHORT_MAX` characters;
+    ``figure`` the stem of the figure that shows it (the write-up links the row to it)."""
+    headline = claim.get("headline", False)
+    if not isinstance(headline, bool):
+        raise bad("headline", "must be true or false")
+    if headline and claim.get("report_only"):
+        raise bad("headline", "a reported row is not a test: it cannot be a headline claim")
+    short = claim.get("short", "")
+    if not isinstance(short, str) or ("short" in claim and not short.strip()):
+        raise bad("short", "must be the statement in a few words (a non-empty string)")
+    if len(short.strip()) > SHORT_MAX:
+        raise bad("short", f"must be at most {SHORT_MAX} characters, not {len(short.strip())}")
+    figure = claim.get("figure")
+    if figure is not None and (not isinstance(figure, str) or not re.fullmatch(r"[A-Za-z0-9_]+", figure)):
+        raise bad("figure", "must be the stem of the figure that shows the row (paper/figures/<stem>.png)")
+    return headline, short.strip()
 
 
 def _check_report_only(claim: Mapping[str, Any], bad) -> str:

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,7 @@ import numpy as np
 import pandas as pd
 
 from distlab.scoring import stats
-from distlab.results.tables import atomic_write_text, markdown_table, write_table
+from distlab.results.tables import atomic_write_text, markdown_table_plain, write_table
 
 from .claims import (VALUE, VALUE_FROM, ClaimError, _check_condition, _check_references,  # noqa: F401
                      _normalize, _normalize_conditions, load_claims, load_claims_file, scoped_conditions,
@@ -75,7 +76,7 @@ from .scorecard_conditions import (COND_COLUMNS, ConditionResult, blocking, cond
                                    evaluate_condition, evaluate_conditions)
 from .scorecard_links import (POWER, StatsSettings, _evaluate_link, _largest, _link_label,  # noqa: F401
                               _Link, _NotRun, _pair, _resolve, seeds_needed, seeds_to_decide)
-from .scorecard_view import claims_view
+from .scorecard_view import WRAP, claim_details, compact_view, condition_details
 from .reported import REPORTED, apply_report_only, counts_line  # noqa: F401
 
 VERDICTS = ("reproduced", "not reproduced", "inconclusive", "not testable here", "by construction",
@@ -486,17 +487,44 @@ def write_scorecard(
     stale: pd.DataFrame | None = None,
     conditions: pd.DataFrame | None = None,
     conditions_csv: str | os.PathLike[str] | None = None,
+    details: bool = False,
 ) -> None:
-    """Write the scorecard as Markdown (verdict counts, the claims, the preconditions and
-    negative controls) and CSV (all columns; the conditions in ``conditions_csv``).
+    """Write the scorecard as Markdown (the counts line, the notes, the compact table: id,
+    verdict, ours, a short statement) and CSV (all columns; the conditions in ``conditions_csv``).
 
-    ``stale`` lists runs made by other code than the current revision (or a
-    dirty tree); they are named under the table so that stale results show.
+    With ``details`` (a paper's page) every claim's long cells follow as a wrapped list, and the
+    preconditions and negative controls too; without, the page names where they are (the CSV
+    and the papers' pages).  No line of the page is padded or longer than its content needs.
+    ``stale`` lists runs made by other code than the current revision (or a dirty tree); they
+    are named under the table so that stale results show.
     """
+    text = "\n\n".join([f"# {title}", counts_line(df, VERDICTS), _scorecard_notes(df),
+                         markdown_table_plain(compact_view(df))])
+    if details:
+        text += "\n## Each claim\n\n" + "\n".join(claim_details(df)) + "\n"
+        if conditions is not None and len(conditions):
+            text += ("\n## Preconditions and negative controls\n\nEach condition is computed from the "
+                     "results; a claim that names one is tested only where it is met.\n\n"
+                     + "\n".join(condition_details(conditions[list(COND_COLUMNS)])) + "\n")
+    else:
+        text += ("\nEach claim's source, threshold, p-values, preconditions and the reason for its verdict: "
+                 "the CSV beside this page and the papers' pages (scorecard/<paper>.md).\n")
+    if stale is not None and len(stale):
+        text += ("\n## Results made by other code\n\nThese runs were recorded at another revision "
+                 "than the current one, or from a tree with uncommitted changes; rerun them "
+                 "(`snakemake --forcerun <rule>`) before trusting the rows that use them.\n\n"
+                 + markdown_table_plain(stale))
+    atomic_write_text(md_path, text)
+    write_table(df, csv_path)
+    if conditions_csv is not None:
+        frame = conditions if conditions is not None else pd.DataFrame(columns=list(COND_COLUMNS))
+        write_table(frame, conditions_csv)
+
+
+def _scorecard_notes(df: pd.DataFrame) -> str:
+    """How the scorecard's rows are read (tests, Holm, intervals, the verdicts), wrapped."""
     counts = df["verdict"].value_counts()
     tested = int(sum(counts.get(v, 0) for v in ("reproduced", "not reproduced", "inconclusive")))
-
-    view = claims_view(df)
     notes = ("p-values: one-sided paired t (or non-inferiority / TOST) on per-seed differences; "
              "Holm-adjusted within each paper over the testable claims, and the verdict uses the "
              "adjusted value. Intervals: Student-t over seeds. A claim is *not testable here* when a "
@@ -510,21 +538,7 @@ def write_scorecard(
              "reads *no effect detected at this size*. A row *reported (not a test)* shows an estimate beside "
              "a test (no p, no Holm family, not counted). "
              f"{tested} of {int((df['verdict'] != REPORTED).sum())} claims were testable and tested.")
-    text = f"# {title}\n\n{counts_line(df, VERDICTS)}\n\n{notes}\n\n{markdown_table(view)}"
-    if conditions is not None and len(conditions):
-        text += ("\n\n## Preconditions and negative controls\n\nEach condition is computed from the "
-                 "results; a claim that names one is tested only where it is met.\n\n"
-                 + markdown_table(conditions[list(COND_COLUMNS)]))
-    if stale is not None and len(stale):
-        text += ("\n\n## Results made by other code\n\nThese runs were recorded at another revision "
-                 "than the current one, or from a tree with uncommitted changes; rerun them "
-                 "(`snakemake --forcerun <rule>`) before trusting the rows that use them.\n\n"
-                 + markdown_table(stale))
-    atomic_write_text(md_path, text)
-    write_table(df, csv_path)
-    if conditions_csv is not None:
-        frame = conditions if conditions is not None else pd.DataFrame(columns=list(COND_COLUMNS))
-        write_table(frame, conditions_csv)
+    return "\n".join(textwrap.wrap(notes, width=WRAP, break_long_words=False, break_on_hyphens=False))
 
 
 def _read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
@@ -590,7 +604,7 @@ def main_scorecard(
     title = "Reproduction scorecard" + (f": {paper}" if paper else "")
     write_scorecard(df, md_out, csv_out, title=title,
                     stale=stale_runs(tables, git_revision()["commit"]),
-                    conditions=conditions_frame(results), conditions_csv=conditions_out)
+                    conditions=conditions_frame(results), conditions_csv=conditions_out, details=True)
     record_graded_runs(csv_out, df, list(summaries.values()))
     return df
 
