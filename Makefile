@@ -70,7 +70,7 @@ PREFLIGHT = $(SMK_WORDS); $(BIN)/python -c 'import sys; from distlab.config.pref
 # were cut or edited since), one line each, and make reproduce passes them to --forcerun: those
 # runs and tables, and the scorecard, are made again.
 # make reproduce records its own run in results/reproduce.json (commit, dirty tree, start and
-# end, exit code, load average, machine): `make snapshot` copies paper/ into docs/results/ only
+# end, exit code, load average, machine): `make snapshot` copies paper/ into paper/ only
 # from a run of HEAD's tree.
 # SLURM's sinfo without squeue or sacct breaks every snakemake (its SLURM plugin's import): one
 # line naming what to install first (distlab.pipeline.slurmtools.main)
@@ -86,7 +86,7 @@ reproduce: $(STAMP)
 	  --rc $$rc --commit "$$commit" --dirty "$$dirty" --load-start "$$load" --cores $(CORES) -- "$$@"; \
 	exit $$rc
 
-# docs/results/ from paper/ and benchmarks/ of the last make reproduce (refused when that run
+# paper/ from paper/ and benchmarks/ of the last make reproduce (refused when that run
 # was of another tree than HEAD's); SNAPSHOT_ARGS=--allow-other-commit overrides
 snapshot: $(STAMP)
 	$(BIN)/python scripts/snapshot.py $(SNAPSHOT_ARGS)

@@ -1,9 +1,9 @@
-"""The results snapshot in ``docs/results/``: one ``make reproduce`` of one commit.
+"""The results snapshot in ``paper/``: one ``make reproduce`` of one commit.
 
 Two verbs:
 
 ``python scripts/snapshot.py blocks``
-    rewrites only the pages' generated blocks from ``docs/results/`` as it is.
+    rewrites only the pages' generated blocks from ``paper/`` as it is.
 
 ``python scripts/snapshot.py record --out results/reproduce.json --start T0 --end T1 --rc RC ...``
     called by ``make reproduce`` after the workflow ends: the commit it ran (and whether
@@ -12,10 +12,10 @@ Two verbs:
 
 ``python scripts/snapshot.py [--allow-other-commit] [--allow-failed]`` (``make snapshot``)
     copies ``paper/`` (scorecard, per-paper sections, figures, tables, write-up) and
-    ``benchmarks/`` into ``docs/results/``, writes ``docs/results/snapshot.json`` (the
+    ``benchmarks/`` into ``paper/``, writes ``paper/record.json`` (the
     record above), keeps the previous snapshot's verdicts in
-    ``docs/results/previous_verdicts.csv``, lists every claim whose verdict changed, with
-    the commit range, in ``docs/results/verdict_changes.md``, and rewrites the README's
+    ``paper/previous_verdicts.csv``, lists every claim whose verdict changed, with
+    the commit range, in ``paper/verdict_changes.md``, and rewrites the README's
     verdict table between its markers from the new counts, and the generated blocks of the
     pages (``<!-- snapshot:KIND ARG -->`` ... ``<!-- /snapshot -->``) from the new snapshot.
     It refuses (exit 2, one line)
@@ -23,8 +23,8 @@ Two verbs:
     dirty tree, or a scorecard that lists "Results made by other code".
 
     ``snakemake netcheck`` (outside ``all``) joins the snapshot when ``results/netcheck/``
-    holds its outputs: its tables and figure go to ``docs/results/netcheck/``, its
-    benchmarks to ``docs/results/benchmarks/netcheck/``, and ``snapshot.json`` records under
+    holds its outputs: its tables and figure go to ``paper/netcheck/``, its
+    benchmarks to ``paper/benchmarks/netcheck/``, and ``record.json`` records under
     ``netcheck`` which rules ran and when their outputs were written against the reproduce
     run's start and end.  Outputs older than that start are another run's: refused, unless
     ``--without-netcheck`` leaves them out.  Without them the snapshot and its ``netcheck``
@@ -32,19 +32,19 @@ Two verbs:
 
     The atlas's query files (``results/atlas/query/``: the pack of the recordings
     ``distlab atlas query`` reads, and the query's benchmark table) go to
-    ``docs/results/atlas/``, so the shipped atlas can be queried without ``make reproduce``;
+    ``paper/atlas/``, so the shipped atlas can be queried without ``make reproduce``;
     refused when incomplete or when the pack's record fails (edited, or its runs gone); without
-    them ``snapshot.json``'s ``atlas`` says "not in this snapshot".  ``snapshot.py atlas`` copies
+    them ``record.json``'s ``atlas`` says "not in this snapshot".  ``snapshot.py atlas`` copies
     them alone into the snapshot of the same run (its commit and start).
 
     ``make stability`` (k evaluations of the measured parts) settles the snapshot's verdicts
     when ``paper/scorecard_stable.csv`` is of this run (written after the reproduce run
     started and after ``paper/scorecard.csv``, grading the same claims; else refused unless
-    ``--without-stability``): ``docs/results/scorecard.csv`` and ``.md`` are the settled
+    ``--without-stability``): ``paper/scorecard.csv`` and ``.md`` are the settled
     scorecard, a measured row whose verdict was not the same in every evaluation reads
     *unstable here* with its ``spread`` (each evaluation's verdict and estimate), the README's
     table and the ``counts`` blocks count it in its own column, ``unstable PAPER`` blocks list
-    those rows with their spread, and ``snapshot.json`` records it under ``stability``.
+    those rows with their spread, and ``record.json`` records it under ``stability``.
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def check_made_here(rec: dict, paper: Path, root: Path, allow_other: bool, allow
 def check_runs_present(*cards: Path) -> None:
     """A scorecard the snapshot publishes is refused when it is not what its rule wrote or grades
     a run that is gone since (its record, ``distlab.results.tables.table_errors``): a verdict
-    of a vanished run never reaches docs/results/.  Not overridable."""
+    of a vanished run never reaches paper/.  Not overridable."""
     from distlab.results.tables import table_errors
 
     for card in cards:
@@ -313,7 +313,7 @@ def check_netcheck(rec: dict, outputs: Path, benchmarks: Path, allow_other: bool
 
 
 # the atlas's query files (workflow/rules/atlas.smk: atlas_query_pack, atlas_query_bench): what
-# `distlab atlas query` reads, packed, and the query's benchmark table -> docs/results/atlas/
+# `distlab atlas query` reads, packed, and the query's benchmark table -> paper/atlas/
 ATLAS_QUERY_FILES = {"pack.json.gz": "atlas/query_pack.json.gz", "bench.csv": "atlas/query_bench.csv",
                      "bench.md": "atlas/query_bench.md"}
 NO_ATLAS = "atlas query files: not in this snapshot"
@@ -360,7 +360,7 @@ def check_atlas(rec: dict, outputs: Path) -> tuple[dict, list[tuple[Path, str]]]
 
 
 def copy_atlas(dest: Path, files: list[tuple[Path, str]]) -> None:
-    """docs/results/atlas/ holds exactly these files: none of an earlier snapshot's."""
+    """paper/atlas/ holds exactly these files: none of an earlier snapshot's."""
     shutil.rmtree(dest / "atlas", ignore_errors=True)
     for src, rel in files:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -370,15 +370,15 @@ def copy_atlas(dest: Path, files: list[tuple[Path, str]]) -> None:
 def atlas_only(args: argparse.Namespace) -> dict:
     """``snapshot.py atlas``: the atlas's query files alone into the snapshot in ``dest``, from
     results/atlas/query/ of the same make reproduce run as the snapshot (its record's commit and
-    start must be the snapshot's: refused otherwise), its ``atlas`` record in snapshot.json, and
+    start must be the snapshot's: refused otherwise), its ``atlas`` record in record.json, and
     the pages' blocks refilled."""
     root = Path(args.root).resolve()
     dest = root / args.dest
     record_path = root / args.record
-    if not record_path.exists() or not (dest / "snapshot.json").exists():
-        raise Refused(f"{record_path} and {dest / 'snapshot.json'}: both needed (the run and its snapshot)")
+    if not record_path.exists() or not (dest / "record.json").exists():
+        raise Refused(f"{record_path} and {dest / 'record.json'}: both needed (the run and its snapshot)")
     rec = json.loads(record_path.read_text())
-    snap = json.loads((dest / "snapshot.json").read_text())
+    snap = json.loads((dest / "record.json").read_text())
     if (rec.get("commit"), rec.get("start_utc")) != (snap.get("commit"), snap.get("start_utc")):
         raise Refused(f"{record_path}: the run of {str(rec.get('commit'))[:10]} started {rec.get('start_utc')}, "
                       f"the snapshot's of {str(snap.get('commit'))[:10]} started {snap.get('start_utc')}: "
@@ -388,7 +388,7 @@ def atlas_only(args: argparse.Namespace) -> dict:
     # made apart from `make snapshot`: by this tree's code (the pack's fields are the runs' own)
     atlas["copied_by"] = f"snapshot.py atlas at {git('rev-parse', 'HEAD', cwd=root)[:10]}"
     snap["atlas"] = atlas
-    (dest / "snapshot.json").write_text(json.dumps(snap, indent=2) + "\n")
+    (dest / "record.json").write_text(json.dumps(snap, indent=2) + "\n")
     rewrite_blocks(root, dest)
     return atlas
 
@@ -617,7 +617,7 @@ def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict, rows: list
     commit = (rec.get("commit") or "unrecorded")[:10]
     st = rec.get("stability") or {}
     settled = (f"; measured verdicts settled over {st.get('evaluations') or 'k'} evaluations by `make stability` "
-               f"({st.get('unstable', 0)} {UNSTABLE}, each with its spread in `docs/results/scorecard.csv`)"
+               f"({st.get('unstable', 0)} {UNSTABLE}, each with its spread in `paper/scorecard.csv`)"
                if st.get("run") else f"; {NO_STABILITY}")
     if replicate.get("run"):
         settled += (f"; trained verdicts replicated on another seed block under another kernel set: "
@@ -629,7 +629,7 @@ def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict, rows: list
 
         basis = " " + sentence(Counter(rec["decided_basis"]))
     block = (f"{BEGIN}{marker_line}\n{table}\n\nCounts from the snapshot of commit `{commit}` "
-             f"({when}), `docs/results/snapshot.json`{settled}.{basis}\n{END}")
+             f"({when}), `paper/record.json`{settled}.{basis}\n{END}")
     readme.write_text(before + block + after, encoding="utf-8")
 
 
@@ -653,12 +653,12 @@ def block_text(kind: str, arg: str, dest: Path) -> str:
                      if ln.startswith("**") and "claims" in ln), None)
         if line is None:
             raise Refused(f"{path}: no counts line ('**N claims:** ...')")
-        return f"{line} (`docs/results/scorecard/{arg}.md`)\n"
+        return f"{line} (`paper/scorecard/{arg}.md`)\n"
     if kind == "table":
         path = dest / "tables" / f"{arg}.md"
         if not path.exists():
             raise Refused(f"{path}: missing; a block names a table the snapshot does not have")
-        return path.read_text(encoding="utf-8").strip() + f"\n\n(`docs/results/tables/{arg}.md`)\n"
+        return path.read_text(encoding="utf-8").strip() + f"\n\n(`paper/tables/{arg}.md`)\n"
     if kind == "netcheck":
         return netcheck_block(arg, dest)
     if kind == "atlas" and arg == "query_bench":
@@ -692,11 +692,11 @@ def finding_block(cid: str, dest: Path) -> str:
     if why:
         raise Refused(f"finding {cid}: not stated: it {why}")
     how = row.get("replicated") or "not replicated: it rests on no trained or seeded quantity"
-    return f"`{cid}`: {row.get('ours')}, {row['verdict']} ({how}; `docs/results/scorecard.csv`)\n"
+    return f"`{cid}`: {row.get('ours')}, {row['verdict']} ({how}; `paper/scorecard.csv`)\n"
 
 
 def _stability(dest: Path) -> dict:
-    path = dest / "snapshot.json"
+    path = dest / "record.json"
     return (json.loads(path.read_text(encoding="utf-8")).get("stability") or {}) if path.exists() else {}
 
 
@@ -715,7 +715,7 @@ def settled_counts(paper: str, dest: Path) -> str:
 
     k = _stability(dest).get("evaluations") or "k"
     return (f"{counts_line(pd.DataFrame(rows), VERDICTS)} (settled over {k} evaluations by "
-            f"`make stability`; `docs/results/scorecard.csv`)\n")
+            f"`make stability`; `paper/scorecard.csv`)\n")
 
 
 def unstable_block(paper: str, dest: Path) -> str:
@@ -730,16 +730,16 @@ def unstable_block(paper: str, dest: Path) -> str:
     if not rows:
         return (f"No verdict of {'any paper' if paper == 'all' else paper} changed over the "
                 f"{st.get('evaluations') or 'k'} evaluations{also} of `make stability` "
-                "(`docs/results/scorecard.csv`).\n")
+                "(`paper/scorecard.csv`).\n")
     return (_md_table(["claim", "spread: each evaluation's verdict (estimate)"],
                       [[f"`{r['id']}`", spread_of(r).replace("|", "\\|")] for r in rows])
             + f"\n\n({len(rows)} {UNSTABLE}, settled over {st.get('evaluations') or 'k'} evaluations{also} by "
-              "`make stability`; `docs/results/scorecard.csv`)\n")
+              "`make stability`; `paper/scorecard.csv`)\n")
 
 
 def run_block(dest: Path) -> str:
-    """``run reproduce``: how long the snapshot's `make reproduce` took, on what (snapshot.json)."""
-    rec = json.loads((dest / "snapshot.json").read_text(encoding="utf-8"))
+    """``run reproduce``: how long the snapshot's `make reproduce` took, on what (record.json)."""
+    rec = json.loads((dest / "record.json").read_text(encoding="utf-8"))
     m = rec.get("machine") or {}
     what = ", ".join(x for x in (m.get("cpu_model"), f"{m['memory_gb']} GB memory" if m.get("memory_gb") else None) if x)
     load = rec.get("load_start") or []
@@ -747,7 +747,7 @@ def run_block(dest: Path) -> str:
             f"{rec['wall_s'] / 60:.1f} min wall time on {rec.get('cores_used')} cores"
             + (f" ({what})" if what else "") + f", exit code {rec.get('exit_code')}"
             + (f", load average {load[0]:g} at the start" if load else "")
-            + " (`docs/results/snapshot.json`, measured).\n")
+            + " (`paper/record.json`, measured).\n")
 
 
 # ------------------------------------------------------------------ netcheck's blocks
@@ -777,7 +777,7 @@ def _ci(row: dict, mean: str, lo: str, hi: str) -> str:
 
 def _rows(path: Path) -> list[dict]:
     if not path.exists():
-        raise Refused(f"{path}: missing; snapshot.json lists it as part of the snapshot")
+        raise Refused(f"{path}: missing; record.json lists it as part of the snapshot")
     with path.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
@@ -791,16 +791,16 @@ def netcheck_block(arg: str, dest: Path) -> str:
     """``netcheck status`` whether and when ``snakemake netcheck`` ran for this snapshot,
     ``netcheck time`` its rules' wall and CPU time, ``netcheck fit`` the alpha-beta fit of
     the shaped benchmark, ``netcheck error`` the simulator's error per technique and its
-    figure (a link relative to ``docs/``): what ``docs/results/`` holds."""
+    figure (a link relative to ``docs/``): what ``paper/`` holds."""
     if arg not in ("status", "time", "fit", "error"):
         raise Refused(f"unknown netcheck block {arg!r} (status, time, fit, error)")
-    meta = (json.loads((dest / "snapshot.json").read_text()).get("netcheck")
-            if (dest / "snapshot.json").exists() else None) or {"run": False}
+    meta = (json.loads((dest / "record.json").read_text()).get("netcheck")
+            if (dest / "record.json").exists() else None) or {"run": False}
     rule = {"fit": "netcheck_bench", "error": "netcheck_error"}.get(arg)
     rules = meta.get("rules", {}) if meta.get("run") else {}
     if not rules or (rule and not isinstance(rules.get(rule), dict)):
         what = f" (rule `{rule}`)" if rule and rules else ""
-        return f"{NOT_RUN}{what}: `docs/results/snapshot.json` records no run of it.\n"
+        return f"{NOT_RUN}{what}: `paper/record.json` records no run of it.\n"
     nc = dest / "netcheck"
     if arg == "status":
         ran = [r for r, v in rules.items() if isinstance(v, dict)]
@@ -812,12 +812,12 @@ def netcheck_block(arg: str, dest: Path) -> str:
                 unmeasured.append(f"`{r}`'s rows read \"{sorted(status)[0]}\"")
         if unmeasured:
             return (f"Part of this snapshot, but nothing measured: {'; '.join(unmeasured)} "
-                    f"(outputs written {meta['written_utc'][0]}; `docs/results/snapshot.json`).\n")
+                    f"(outputs written {meta['written_utc'][0]}; `paper/record.json`).\n")
         return (f"Part of this snapshot (measured): `snakemake netcheck` ({', '.join(ran)}), "
                 f"its outputs written {meta['written_utc'][0]} to {meta['written_utc'][1]}, "
                 f"{meta['when']}, which ran {meta['reproduce_utc'][0]} to {meta['reproduce_utc'][1]}; "
-                f"tree: {meta['tree']}.  Tables and figure: `docs/results/netcheck/` "
-                "(`docs/results/snapshot.json`).\n")
+                f"tree: {meta['tree']}.  Tables and figure: `paper/netcheck/` "
+                "(`paper/record.json`).\n")
     if arg == "time":
         out = []
         for r, v in rules.items():
@@ -831,7 +831,7 @@ def netcheck_block(arg: str, dest: Path) -> str:
                 out.append([f"`{r}`", "" if wall is None else f"{wall:.0f} s ({wall / 60:.1f} min)",
                             _fmt(cpu, ".0f", unit=" s"), _fmt(load, ".0f", unit=" %")])
         return (_md_table(["rule", "wall time (measured)", "CPU time", "mean CPU load"], out)
-                + "\n\n(`docs/results/benchmarks/netcheck/`, Snakemake's benchmark of each rule)\n")
+                + "\n\n(`paper/benchmarks/netcheck/`, Snakemake's benchmark of each rule)\n")
     if arg == "fit":
         fits = _rows(nc / "netcheck_fit.csv")
         points = _rows(nc / "netcheck.csv")
@@ -863,7 +863,7 @@ def netcheck_block(arg: str, dest: Path) -> str:
                            "beta / nominal", "largest point / nominal", "fit rms error",
                            "model error, injected (mean / largest)"], out)
         return (table + "\n\n" + (" ".join(notes) + "\n\n" if notes else "")
-                + "(`docs/results/netcheck/netcheck_fit.csv`, `docs/results/netcheck/netcheck.md`)\n")
+                + "(`paper/netcheck/netcheck_fit.csv`, `paper/netcheck/netcheck.md`)\n")
     rows = _rows(nc / "techerror.csv")
     out, within = [], {"error": 0, "error_with_fitted_link": 0, "error_calibrated": 0}
     cells = 0
@@ -888,29 +888,29 @@ def netcheck_block(arg: str, dest: Path) -> str:
                f"{within['error_with_fitted_link']} with the fitted link, {within['error_calibrated']} "
                f"calibrated; repeats per cell: {', '.join(reps) or 'none'}.\n\n" if cells else "")
     return (table + "\n\n" + summary
-            + "(`docs/results/netcheck/techerror.csv`, `docs/results/netcheck/techerror.md`)\n\n"
+            + "(`paper/netcheck/techerror.csv`, `paper/netcheck/techerror.md`)\n\n"
             "![measured vs simulated step time per technique and link rate]"
             "(results/netcheck/techerror.png)\n")
 
 
 def atlas_block(dest: Path) -> str:
     """``atlas query_bench``: the query's benchmark table of the snapshot and where it came from."""
-    meta = (json.loads((dest / "snapshot.json").read_text()).get("atlas")
-            if (dest / "snapshot.json").exists() else None) or {"run": False}
+    meta = (json.loads((dest / "record.json").read_text()).get("atlas")
+            if (dest / "record.json").exists() else None) or {"run": False}
     if not meta.get("run"):
-        return f"{NO_ATLAS}: `docs/results/snapshot.json` records none.\n"
+        return f"{NO_ATLAS}: `paper/record.json` records none.\n"
     path = dest / "atlas" / "query_bench.md"
     if not path.exists():
-        raise Refused(f"{path}: missing; snapshot.json lists it as part of the snapshot")
+        raise Refused(f"{path}: missing; record.json lists it as part of the snapshot")
     return (path.read_text(encoding="utf-8").strip() + "\n\n"
-            f"(`docs/results/atlas/query_bench.csv`; written {meta['written_utc'][1]}, {meta['when']}; the pack, "
-            f"`docs/results/atlas/query_pack.json.gz`: {meta['runs']} runs of {meta['techniques']} techniques, "
+            f"(`paper/atlas/query_bench.csv`; written {meta['written_utc'][1]}, {meta['when']}; the pack, "
+            f"`paper/atlas/query_pack.json.gz`: {meta['runs']} runs of {meta['techniques']} techniques, "
             f"{meta['pack_bytes'] / 1e3:.0f} kB)\n")
 
 
 def _rows_tsv(path: Path) -> dict:
     if not path.exists():
-        raise Refused(f"{path}: missing; snapshot.json lists it as part of the snapshot")
+        raise Refused(f"{path}: missing; record.json lists it as part of the snapshot")
     with path.open(newline="", encoding="utf-8") as f:
         return next(csv.DictReader(f, delimiter="\t"), {})
 
@@ -957,7 +957,7 @@ def snapshot(args: argparse.Namespace) -> dict:
     atlas, atlas_files = check_atlas(rec, root / args.atlas_query)
 
     old = read_verdicts(dest / "scorecard.csv")
-    old_rec = json.loads((dest / "snapshot.json").read_text()) if (dest / "snapshot.json").exists() else {}
+    old_rec = json.loads((dest / "record.json").read_text()) if (dest / "record.json").exists() else {}
     old_commit = old_rec.get("commit")
     new = read_verdicts(settled or paper / "scorecard.csv")
 
@@ -979,7 +979,7 @@ def snapshot(args: argparse.Namespace) -> dict:
         if src.is_dir():
             shutil.rmtree(dest / name, ignore_errors=True)
             # a table's record (its checksum, the run folders it was made from) is for the
-            # workflow's readers, not the snapshot's: the runs are not in docs/results/
+            # workflow's readers, not the snapshot's: the runs are not in paper/
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("*.record.json"))
     # netcheck's files only as checked above: none of another run's
     for stale in (dest / "netcheck", dest / "benchmarks" / "netcheck"):
@@ -995,7 +995,7 @@ def snapshot(args: argparse.Namespace) -> dict:
             "verdicts": dict(Counter(v for _, v in new.values())), "verdict_changes": len(rows),
             "decided_basis": decided_basis(dest / "scorecard.csv"),
             "netcheck": netcheck, "stability": stability, "atlas": atlas}
-    (dest / "snapshot.json").write_text(json.dumps(snap, indent=2) + "\n")
+    (dest / "record.json").write_text(json.dumps(snap, indent=2) + "\n")
     if args.readme:
         rewrite_readme(root / args.readme, counts(new), snap, _rows(dest / "scorecard.csv"))
     rewrite_blocks(root, dest)
@@ -1003,7 +1003,7 @@ def snapshot(args: argparse.Namespace) -> dict:
 
 
 def write_settled(settled: Path, dest: Path) -> None:
-    """docs/results/scorecard.csv and .md from `make stability`'s settled scorecard: every row's
+    """paper/scorecard.csv and .md from `make stability`'s settled scorecard: every row's
     verdict over the k evaluations, a ``spread`` column (each evaluation's verdict and estimate)
     filled for the *unstable here* rows."""
     with settled.open(newline="", encoding="utf-8") as f:
@@ -1038,7 +1038,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--command-line", default="make reproduce")
     r.add_argument("snakemake_args", nargs="*", default=[],
                    help="after --: the words make reproduce gave Snakemake (its config files are recorded)")
-    sub.add_parser("blocks", help="refill the pages' generated blocks from docs/results/")
+    sub.add_parser("blocks", help="refill the pages' generated blocks from paper/")
     sub.add_parser("atlas", help="the atlas's query files alone into the snapshot of the same run")
     for a in (ap,):
         a.add_argument("--root", default=str(ROOT))
@@ -1049,7 +1049,7 @@ def main(argv: list[str] | None = None) -> int:
         a.add_argument("--record", default="results/reproduce.json")
         a.add_argument("--atlas-query", default="results/atlas/query",
                        help="where the atlas's query pack and benchmark lie (atlas_query_pack, atlas_query_bench)")
-        a.add_argument("--dest", default="docs/results")
+        a.add_argument("--dest", default="paper")
         a.add_argument("--readme", default="README.md", help="'' to leave the README alone")
         a.add_argument("--allow-other-commit", action="store_true",
                        help="snapshot a paper/ made by another tree than HEAD's")
@@ -1082,7 +1082,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"snapshot: {err}", file=sys.stderr)
         return 2
     print(f"snapshot of {str(snap.get('commit'))[:10]}: {snap['claims']} claims, "
-          f"{snap['verdict_changes']} verdict changes (docs/results/verdict_changes.md); "
+          f"{snap['verdict_changes']} verdict changes (paper/verdict_changes.md); "
           + (f"netcheck {snap['netcheck']['when']}" if snap["netcheck"]["run"] else NOT_RUN) + "; "
           + (f"settled over {snap['stability']['evaluations']} evaluations by make stability, "
              f"{snap['stability']['unstable']} {UNSTABLE}" if snap["stability"]["run"] else NO_STABILITY))

@@ -1,5 +1,5 @@
 """The sanity an expert checks, on the default atlas's own results: ``python -m distlab atlas
-query`` against the pack the results snapshot carries (``docs/results/atlas/query_pack.json.gz``:
+query`` against the pack the results snapshot carries (``paper/atlas/query_pack.json.gz``:
 every recording of the last ``make reproduce``'s atlas, :mod:`distlab.atlas.pack`), with the
 default configuration.
 

@@ -1,4 +1,4 @@
-"""What a reader sees: the snapshot in docs/results/ is the current claims' and of an
+"""What a reader sees: the snapshot in paper/ is the current claims' and of an
 ancestor of HEAD, the README's verdict table is the snapshot's counts, the pages name
 only paths that exist, quote no hand-typed number of ours (the README stays one short page; the
 docs pages are split by purpose, not trimmed to a length); and
@@ -23,7 +23,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "scripts"))
 import snapshot  # noqa: E402
 
-RESULTS = ROOT / "docs/results"
+RESULTS = ROOT / "paper"
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 PAGES = sorted((ROOT / "docs").glob("*.md"))
 # what the workflow writes: named in the docs, never versioned
@@ -51,12 +51,12 @@ def test_the_snapshots_claim_ids_equal_the_claims():
 
     ours = {c["id"] for c in load_claims(ROOT / "config/claims.yaml")}
     snap = set(snapshot_verdicts())
-    assert snap == ours, (f"docs/results/ is stale: missing {sorted(ours - snap)[:10]}, "
+    assert snap == ours, (f"paper/ is stale: missing {sorted(ours - snap)[:10]}, "
                           f"gone {sorted(snap - ours)[:10]}; run make reproduce, then make snapshot")
 
 
 def test_the_snapshots_commit_is_recorded_and_an_ancestor_of_head():
-    rec = json.loads((RESULTS / "snapshot.json").read_text())
+    rec = json.loads((RESULTS / "record.json").read_text())
     assert re.fullmatch(r"[0-9a-f]{40}", rec["commit"]), rec["commit"]
     r = git("merge-base", "--is-ancestor", rec["commit"], "HEAD")
     assert r.returncode == 0, f"snapshot commit {rec['commit'][:10]} is not an ancestor of HEAD"
@@ -72,7 +72,7 @@ def test_the_readmes_verdict_table_equals_the_snapshots_counts():
     for paper, got in table.items():
         assert got == {v: card[paper][v] for v in snapshot.VERDICTS}, paper
         assert findings[paper], f"README: no 'what it found' for {paper}"
-    rec = json.loads((RESULTS / "snapshot.json").read_text())
+    rec = json.loads((RESULTS / "record.json").read_text())
     assert f"`{rec['commit'][:10]}`" in README.split(snapshot.BEGIN, 1)[1].split(snapshot.END)[0]
 
 
@@ -80,7 +80,7 @@ def test_every_figure_the_readme_shows_is_in_the_snapshot():
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README)
     assert len(images) >= 3
     for img in images:
-        assert img.startswith("docs/results/figures/") and (ROOT / img).is_file(), img
+        assert img.startswith("paper/figures/") and (ROOT / img).is_file(), img
 
 
 # ------------------------------------------------------------------ the pages
@@ -205,11 +205,11 @@ def test_no_page_quotes_a_result_of_ours_outside_a_generated_block(page):
 
 @pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda p: p.name)
 def test_every_generated_block_is_the_snapshots(page):
-    """The blocks hold what `make snapshot` writes from docs/results/ now: a page edited by
+    """The blocks hold what `make snapshot` writes from paper/ now: a page edited by
     hand, or a snapshot regenerated without them, fails here."""
     text = page.read_text(encoding="utf-8")
     assert snapshot.fill_blocks(text, RESULTS) == text, (
-        f"{page.name}: a generated block differs from docs/results/; run python scripts/snapshot.py blocks")
+        f"{page.name}: a generated block differs from paper/; run python scripts/snapshot.py blocks")
 
 
 def test_the_number_check_sees_a_hand_typed_result():
@@ -234,8 +234,8 @@ def test_make_snapshot_rewrites_the_generated_blocks(tmp_path):
     page = ("x\n<!-- snapshot:counts P1 -->\nold\n<!-- /snapshot -->\ny\n"
             "<!-- snapshot:table t -->\n<!-- /snapshot -->\n")
     got = snapshot.fill_blocks(page, dest)
-    assert "**3 claims:** 2 reproduced · 1 inconclusive (`docs/results/scorecard/P1.md`)\n" in got
-    assert "old" not in got and "| 7 |\n\n(`docs/results/tables/t.md`)\n<!-- /snapshot -->" in got
+    assert "**3 claims:** 2 reproduced · 1 inconclusive (`paper/scorecard/P1.md`)\n" in got
+    assert "old" not in got and "| 7 |\n\n(`paper/tables/t.md`)\n<!-- /snapshot -->" in got
     assert snapshot.fill_blocks(got, dest) == got and quoted_numbers(got) == []
     with pytest.raises(snapshot.Refused, match="missing"):
         snapshot.fill_blocks("<!-- snapshot:table nothere -->\n<!-- /snapshot -->", dest)
@@ -270,15 +270,15 @@ def _write_card(path: Path, rows: list[tuple[str, str, str]], stale: bool = Fals
 def fake_repo(tmp_path):
     """A git repository with a README table, an old snapshot and a paper/ of HEAD."""
     repo = tmp_path / "repo"
-    (repo / "docs/results").mkdir(parents=True)
+    (repo / "paper").mkdir(parents=True)
     (repo / "src/distlab/pgc").mkdir(parents=True)
     readme = README.split(snapshot.BEGIN)[0] + snapshot.BEGIN + README.split(snapshot.BEGIN, 1)[1]
     (repo / "README.md").write_text(readme)
     old = [("a.one", "P1", "reproduced"), ("a.two", "P1", "inconclusive"), ("b.one", "P2", "reproduced"),
            ("gone", "P4", "not run")]
-    _write_card(repo / "docs/results/scorecard.csv", old)
-    (repo / "docs/results/figures").mkdir()
-    (repo / "docs/results/figures/old.png").write_bytes(b"old")
+    _write_card(repo / "paper/scorecard.csv", old)
+    (repo / "paper/figures").mkdir()
+    (repo / "paper/figures/old.png").write_bytes(b"old")
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
 
@@ -289,7 +289,7 @@ def fake_repo(tmp_path):
 
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     first = commit("first")
-    (repo / "docs/results/snapshot.json").write_text(json.dumps({"commit": first}))
+    (repo / "paper/record.json").write_text(json.dumps({"commit": first}))
     (repo / "src/distlab/pgc/coding.py").write_text("x = 1\n")
     head = commit("pgc: a change that moves a verdict")
     (repo / ".gitignore").write_text("/paper/\n/results/\n/benchmarks/\n")
@@ -324,13 +324,13 @@ def test_the_record_holds_the_run_and_the_machine(fake_repo):
 def test_snapshot_copies_paper_keeps_previous_verdicts_and_lists_the_changes(fake_repo):
     repo, first, head = fake_repo
     assert snapshot.main(["--root", str(repo)]) == 0
-    res = repo / "docs/results"
+    res = repo / "paper"
     assert (res / "figures/pgc_fig7.png").read_bytes() == b"png"
     assert not (res / "figures/old.png").exists()  # the old figures go with the old snapshot
     assert (res / "tables/pgc.md").exists() and (res / "scorecard/P1.csv").exists()
     assert (res / "README.md").read_text() == "# write-up\n"
     assert (res / "benchmarks/pgc/run.tsv").exists()
-    snap = json.loads((res / "snapshot.json").read_text())
+    snap = json.loads((res / "record.json").read_text())
     assert snap["commit"] == head and snap["previous_commit"] == first and snap["wall_s"] == 600.0
     assert snap["claims"] == 4 and snap["verdict_changes"] == 4
     prev = list(csv.DictReader((res / "previous_verdicts.csv").open()))
@@ -364,7 +364,7 @@ def test_snapshot_refuses_a_paper_made_by_another_tree(fake_repo, capsys):
     (repo / "results/reproduce.json").write_text(json.dumps({**rec, "commit": first}))
     rc, err = _refusal(repo, capsys)
     assert rc == 2 and "reproduce.json" in err and "not HEAD's" in err and len(err.strip().splitlines()) == 1
-    assert json.loads((repo / "docs/results/snapshot.json").read_text())["commit"] == first  # untouched
+    assert json.loads((repo / "paper/record.json").read_text())["commit"] == first  # untouched
     assert snapshot.main(["--root", str(repo), "--allow-other-commit"]) == 0
 
 

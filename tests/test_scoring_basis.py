@@ -49,7 +49,7 @@ def test_only_decided_rows_count():
 def test_snapshot_writes_the_basis_into_the_readme(fake_repo):
     root, _, _ = fake_repo
     assert snapshot.main(["--root", str(root)]) == 0
-    snap = json.loads((root / "docs/results/snapshot.json").read_text())
+    snap = json.loads((root / "paper/record.json").read_text())
     decided = sum(1 for v in snap["verdicts"] for _ in range(snap["verdicts"][v])
                   if v in basis.DECIDED)
     assert sum(snap["decided_basis"].values()) == decided

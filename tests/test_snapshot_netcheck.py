@@ -76,14 +76,14 @@ def test_a_netcheck_run_after_the_reproduce_is_copied_and_fills_its_blocks(fake_
     (repo / "docs/network.md").write_text(PAGE)
     fake_netcheck(repo)
     assert snapshot.main(["--root", str(repo)]) == 0
-    res = repo / "docs/results"
+    res = repo / "paper"
     for name in ("netcheck.csv", "netcheck.md", "netcheck_fit.csv", "netcheck_skipped.csv",
                  "techerror.csv", "techerror.md", "techerror_steps.csv"):
         assert (res / "netcheck" / name).read_text() == (repo / "results/netcheck" / name).read_text()
     assert (res / "netcheck/techerror.png").read_bytes() == b"png"
     assert (res / "benchmarks/netcheck/bench.tsv").exists() and (res / "benchmarks/netcheck/error.tsv").exists()
     assert (res / "benchmarks/pgc/run.tsv").exists()  # the other benchmarks as before
-    nc = json.loads((res / "snapshot.json").read_text())["netcheck"]
+    nc = json.loads((res / "record.json").read_text())["netcheck"]
     assert nc["run"] is True and nc["when"] == "after make reproduce"  # the fake reproduce ran in 1970
     assert nc["reproduce_utc"] == ["1970-01-01T00:16:40Z", "1970-01-01T00:26:40Z"]
     assert set(nc["rules"]) == {"netcheck_bench", "netcheck_error"}
@@ -109,14 +109,14 @@ def test_without_netcheck_the_snapshot_and_its_blocks_say_not_run(fake_repo):
     repo, _, _ = fake_repo
     (repo / "docs/network.md").write_text(PAGE)
     # an earlier snapshot's netcheck, and a benchmark of a netcheck whose tables are gone
-    (repo / "docs/results/netcheck").mkdir()
-    (repo / "docs/results/netcheck/techerror.csv").write_text("old\n")
+    (repo / "paper/netcheck").mkdir()
+    (repo / "paper/netcheck/techerror.csv").write_text("old\n")
     (repo / "benchmarks/netcheck").mkdir(parents=True)
     (repo / "benchmarks/netcheck/bench.tsv").write_text("s\n1\n")
     assert snapshot.main(["--root", str(repo)]) == 0
-    res = repo / "docs/results"
+    res = repo / "paper"
     assert not (res / "netcheck").exists() and not (res / "benchmarks/netcheck").exists()
-    nc = json.loads((res / "snapshot.json").read_text())["netcheck"]
+    nc = json.loads((res / "record.json").read_text())["netcheck"]
     assert nc == {"run": False, "status": "netcheck: not run in this snapshot"}
     got = blocks_of((repo / "docs/network.md").read_text())
     assert set(got) == {"status", "time", "fit", "error"}
@@ -124,7 +124,7 @@ def test_without_netcheck_the_snapshot_and_its_blocks_say_not_run(fake_repo):
 
 
 def test_a_snapshot_json_of_before_netcheck_reads_not_run(tmp_path):
-    (tmp_path / "snapshot.json").write_text(json.dumps({"commit": "x"}))
+    (tmp_path / "record.json").write_text(json.dumps({"commit": "x"}))
     for arg in ("status", "time", "fit", "error"):
         assert snapshot.netcheck_block(arg, tmp_path).startswith(snapshot.NOT_RUN)
     with pytest.raises(snapshot.Refused, match="unknown netcheck block"):
@@ -138,11 +138,11 @@ def test_netcheck_outputs_older_than_the_reproduce_run_are_refused(fake_repo, ca
     rc = snapshot.main(["--root", str(repo)])
     err = capsys.readouterr().err
     assert rc == 2 and "techerror.md" in err and "another run's" in err and len(err.strip().splitlines()) == 1
-    assert json.loads((repo / "docs/results/snapshot.json").read_text())["commit"] == first  # untouched
+    assert json.loads((repo / "paper/record.json").read_text())["commit"] == first  # untouched
     assert snapshot.main(["--root", str(repo), "--without-netcheck"]) == 0
-    nc = json.loads((repo / "docs/results/snapshot.json").read_text())["netcheck"]
+    nc = json.loads((repo / "paper/record.json").read_text())["netcheck"]
     assert nc["run"] is False and nc["left_out"] == "--without-netcheck"
-    assert not (repo / "docs/results/netcheck").exists()
+    assert not (repo / "paper/netcheck").exists()
 
 
 def test_a_netcheck_run_during_the_reproduce_is_flagged_and_an_incomplete_one_refused(fake_repo, capsys):
@@ -152,7 +152,7 @@ def test_a_netcheck_run_during_the_reproduce_is_flagged_and_an_incomplete_one_re
         os.utime(p, (1200, 1200))  # between the fake reproduce's start (1000) and end (1600)
     (repo / "docs/network.md").write_text(PAGE)
     assert snapshot.main(["--root", str(repo)]) == 0
-    nc = json.loads((repo / "docs/results/snapshot.json").read_text())["netcheck"]
+    nc = json.loads((repo / "paper/record.json").read_text())["netcheck"]
     assert nc["when"].startswith("during make reproduce") and nc["rules"]["netcheck_error"] == snapshot.NOT_RUN
     got = blocks_of((repo / "docs/network.md").read_text())
     assert "during make reproduce" in got["status"] and "| `netcheck_error` | not run in this snapshot |" in got["time"]
@@ -173,7 +173,7 @@ def test_a_netcheck_run_during_the_reproduce_is_flagged_and_an_incomplete_one_re
 
 def test_the_network_page_takes_its_figures_from_the_snapshot():
     """docs/network.md quotes the netcheck run through the snapshot's blocks (filled from
-    docs/results/ as test_docs checks), none typed by hand."""
+    paper/ as test_docs checks), none typed by hand."""
     page = (ROOT / "docs/network.md").read_text(encoding="utf-8")
     assert set(blocks_of(page)) >= {"status", "time", "fit", "error"}
     assert snapshot.fill_blocks(page, RESULTS) == page

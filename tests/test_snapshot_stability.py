@@ -1,6 +1,6 @@
 """A measured verdict that does not survive `make stability`'s reruns reads "unstable
 here" in the snapshot: the settled scorecard (paper/scorecard_stable.csv, written by
-distlab.scoring.stability) becomes docs/results/scorecard.csv with each such row's spread, the
+distlab.scoring.stability) becomes paper/scorecard.csv with each such row's spread, the
 README's table and the per-paper counts count it in a column of its own, and an `unstable`
 block lists the rows.  Crafted scorecards in the fake repository of tests/test_docs.py."""
 
@@ -64,7 +64,7 @@ def test_the_snapshot_carries_unstable_here_with_its_spread(fake_repo):
     _settle(repo)
     page = _page(repo)
     assert snapshot.main(["--root", str(repo)]) == 0
-    res = repo / "docs/results"
+    res = repo / "paper"
     rows = {r["id"]: r for r in csv.DictReader((res / "scorecard.csv").open())}
     assert rows["a.one"]["verdict"] == rows["c.new"]["verdict"] == "unstable here"
     assert rows["a.one"]["spread"] == ("run 1: not reproduced (0.0 [0, 1]); run 2: reproduced (1.5 [1, 2]); "
@@ -74,7 +74,7 @@ def test_the_snapshot_carries_unstable_here_with_its_spread(fake_repo):
     assert (res / "stability.md").exists() and (res / "stability.csv").exists()
     assert (repo / "paper/scorecard/P1.csv.record.json").exists()
     assert not list(res.rglob("*.record.json"))  # the workflow's records stay with the workflow
-    snap = json.loads((res / "snapshot.json").read_text())
+    snap = json.loads((res / "record.json").read_text())
     assert snap["stability"]["run"] is True and snap["stability"]["evaluations"] == 3
     assert snap["stability"]["unstable"] == 2 and snap["stability"]["unstable_by_paper"] == {"P1": 1, "P3": 1}
     assert snap["verdicts"]["unstable here"] == 2
@@ -100,8 +100,8 @@ def test_without_a_stability_run_the_column_reads_zero_and_the_blocks_say_so(fak
     page = repo / "docs/local_learning.md"
     page.write_text("# P3\n\n<!-- snapshot:unstable P3 -->\n<!-- /snapshot -->\n")
     assert snapshot.main(["--root", str(repo)]) == 0
-    res = repo / "docs/results"
-    snap = json.loads((res / "snapshot.json").read_text())
+    res = repo / "paper"
+    snap = json.loads((res / "record.json").read_text())
     assert snap["stability"] == {"run": False, "status": snapshot.NO_STABILITY}
     table, _ = snapshot.parse_table((repo / "README.md").read_text())
     assert all(t["unstable here"] == 0 for t in table.values())
@@ -120,7 +120,7 @@ def test_a_stability_run_older_than_the_scorecard_or_of_other_claims_is_refused(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "scorecard_stable.csv" in err[0] and "another run's" in err[0]
     assert snapshot.main(["--root", str(repo), "--without-stability"]) == 0
-    snap = json.loads((repo / "docs/results/snapshot.json").read_text())
+    snap = json.loads((repo / "paper/record.json").read_text())
     assert snap["stability"]["run"] is False and snap["stability"]["left_out"] == "--without-stability"
     _settle(repo, [_card(FIRST[:3]), _card(SECOND[:3]), _card(FIRST[:3])])
     assert snapshot.main(["--root", str(repo)]) == 2
@@ -234,7 +234,7 @@ def test_the_readme_states_no_finding_whose_row_did_not_hold_in_the_replicate(fa
     readme = (repo / "README.md").read_text()
     assert "2 held, 1 did not (unstable here); the findings cite only rows that held" in readme
     assert "`a.one`: 1.0 [0.5, 1.5], not reproduced (held: not reproduced (0.9 [0.4, 1.4], n = 5)" in page.read_text()
-    snap = json.loads((repo / "docs/results/snapshot.json").read_text())
+    snap = json.loads((repo / "paper/record.json").read_text())
     assert snap["stability"]["replicate"] == {"run": True, "held": 2, "did_not_hold": 1}
     assert snap["machine"]["kind"]["torch"]
     page.write_text("<!-- snapshot:finding c.new -->\n<!-- /snapshot -->\n")

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prepare-only", action="store_true", help="only prepare the data sets into --data (to carry)")
     p.add_argument("--snapshot", metavar="RUN", default=None,
                    help="copy a finished tier run's record (README, jobs, machine, calibration, plans) to "
-                        "docs/results/gpu/ and stop")
+                        "paper/gpu/ and stop")
     a = p.parse_args(argv)
     if a.snapshot:
         return snapshot(Path(a.snapshot), ROOT / "docs" / "results" / "gpu")

@@ -61,12 +61,12 @@ def compare(snapshot: pd.DataFrame, card: pd.DataFrame, same_kind: bool) -> pd.D
 
 def machine_of_snapshot(snapshot_dir: Path) -> dict:
     """The machine kind the snapshot's record names (empty for a record written before it did)."""
-    path = snapshot_dir / "snapshot.json"
+    path = snapshot_dir / "record.json"
     rec = load_json_bounded(path, what="snapshot record") if path.exists() else {}  # --snapshot: a user's folder
     return (rec.get("machine") or {}).get("kind") or {}
 
 
-def run(snapshot_dir: Path = Path("docs/results"), card: Path | None = None) -> int:
+def run(snapshot_dir: Path = Path("paper"), card: Path | None = None) -> int:
     """Print the rows that differ from the snapshot in ``snapshot_dir`` (``card``: this run's
     scorecard; default paper/scorecard_stable.csv, else paper/scorecard.csv); 1 if one fails."""
     from ..results.machinekind import machine_kind, same_kind
