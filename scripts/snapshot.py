@@ -80,6 +80,7 @@ def _registry():
 PAPERS = {p.scorecard: (p.title, p.doc) for p in _registry()}
 PAPER_PATHS = {p.scorecard: list(p.code) for p in _registry()}
 # rows reported beside a test, not counted among the claims: the scorecard's own name and counts line
+from distlab.scoring.paperrecord import banner, put_header, read_card, tally  # noqa: E402
 from distlab.scoring.reported import REPORTED, counts_line  # noqa: E402  (src/ is on the path now)
 # the scorecard's verdicts, in its order; UNSTABLE only from `make stability` (a measured verdict
 # that was not the same in its k evaluations, distlab.scoring.stability.settle)
@@ -172,6 +173,7 @@ def record(args: argparse.Namespace) -> dict:
         "load_end": loadavg(),
         "machine": machine(),
         "config": run_config(args.snakemake_args),
+        "snakemake_args": list(args.snakemake_args),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -207,45 +209,6 @@ def run_config(words: list[str]) -> dict:
     return {"files": files, "overrides": overrides}
 
 
-def check_default_config(rec: dict, record_path: Path, allow_other: bool) -> None:
-    """The snapshot publishes the default configuration's results: a run of other config files or
-    overrides (or one whose record does not say) is refused by name."""
-    cfg = rec.get("config")
-    if not isinstance(cfg, dict):
-        raise Refused(f"{record_path}: no config recorded; rerun make reproduce (it records its config files)")
-    other = [f.get("path") for f in cfg.get("files", [])] + [f"--config {o}" for o in cfg.get("overrides", [])]
-    if other and not allow_other:
-        raise Refused(f"{record_path}: make reproduce ran with {', '.join(map(str, other))}, not the default "
-                      "configuration; rerun it without CONFIG, or pass --allow-other-config")
-
-
-# ------------------------------------------------------------------ checks
-
-def check_made_here(rec: dict, paper: Path, root: Path, allow_other: bool, allow_failed: bool,
-                    record_path: Path) -> None:
-    if rec.get("exit_code") != 0 and not allow_failed:
-        raise Refused(f"{record_path}: make reproduce exited {rec.get('exit_code')}; "
-                      "rerun it, or pass --allow-failed to snapshot a partial run")
-    if allow_other:
-        return
-    commit = rec.get("commit")
-    if not commit:
-        raise Refused(f"{record_path}: no commit recorded; run make reproduce in a git checkout, "
-                      "or pass --allow-other-commit")
-    if rec.get("dirty"):
-        raise Refused(f"{record_path}: make reproduce ran on a dirty tree at {commit[:10]}; commit, "
-                      "rerun it, or pass --allow-other-commit")
-    made = git("rev-parse", f"{commit}^{{tree}}", cwd=root)
-    head = git("rev-parse", "HEAD^{tree}", cwd=root)
-    if made != head:
-        raise Refused(f"{record_path}: paper/ was made at {commit[:10]}, whose tree is not HEAD's; "
-                      "run make reproduce at HEAD, or pass --allow-other-commit")
-    card = paper / "scorecard.md"
-    if STALE in card.read_text(encoding="utf-8"):
-        raise Refused(f"{card}: lists '{STALE[3:]}'; rerun those rules with --forcerun, "
-                      "or pass --allow-other-commit")
-
-
 def check_runs_present(*cards: Path) -> None:
     """A scorecard the snapshot publishes is refused when it is not what its rule wrote or grades
     a run that is gone since (its record, ``distlab.results.tables.table_errors``): a verdict
@@ -267,11 +230,11 @@ def epoch(stamp: str) -> float:
     return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
 
 
-def check_netcheck(rec: dict, outputs: Path, benchmarks: Path, allow_other: bool,
+def check_netcheck(rec: dict, outputs: Path, benchmarks: Path,
                    without: bool) -> tuple[dict, list[tuple[Path, str]]]:
-    """(the snapshot's ``netcheck`` record, the files to copy as (source, path under the
-    snapshot)) of the ``snakemake netcheck`` run in ``outputs``; refused when its outputs
-    are another run's (written before the reproduce run started) or a rule's are incomplete."""
+    """(the record's ``netcheck``, the files to copy as (source, path under paper/)) of the
+    ``snakemake netcheck`` run in ``outputs``: left out when its outputs are another run's
+    (written before make reproduce started); refused when a rule's are incomplete."""
     if without:
         return {"run": False, "status": NOT_RUN, "left_out": "--without-netcheck"}, []
     rules, files, written = {}, [], []
@@ -298,18 +261,16 @@ def check_netcheck(rec: dict, outputs: Path, benchmarks: Path, allow_other: bool
     start, end = epoch(rec["start_utc"]), epoch(rec["end_utc"])
     first = min(written)
     if first < start:
-        old = next(src for src, _ in files if src.stat().st_mtime == first)
-        raise Refused(f"{old}: written {utc(first)}, before make reproduce started ({rec['start_utc']}): "
-                      "another run's; rerun snakemake netcheck, or pass --without-netcheck")
+        return {"run": False, "status": NOT_RUN,
+                "left_out": f"results/netcheck/ was written {utc(first)}, before make reproduce started "
+                            f"({rec['start_utc']}): another run's"}, []
     return {"run": True,
             "rules": rules,
             "written_utc": [utc(first), utc(max(written))],
             "reproduce_utc": [rec["start_utc"], rec["end_utc"]],
             "when": ("after make reproduce" if first >= end
                      else "during make reproduce (sharing its cores: its times may be inflated)"),
-            "tree": ("not checked (--allow-other-commit)" if allow_other else
-                     "HEAD's at the snapshot, the reproduce run's; its outputs record no commit "
-                     "of their own")}, files
+            "tree": "the reproduce run's (its outputs record no commit of their own)"}, files
 
 
 # the atlas's query files (workflow/rules/atlas.smk: atlas_query_pack, atlas_query_bench): what
@@ -393,36 +354,42 @@ def atlas_only(args: argparse.Namespace) -> dict:
     return atlas
 
 
-def check_stability(rec: dict, paper: Path, without: bool) -> tuple[dict, Path | None]:
-    """(the snapshot's ``stability`` record, the settled scorecard to take the verdicts from)
-    of a `make stability` run over this snapshot's paper/: its ``scorecard_stable.csv`` must be
-    written after the reproduce run started and after paper/scorecard.csv (the stability run's
-    last evaluation writes that), and grade the same claims; else it is another run's: refused,
-    unless ``--without-stability`` leaves it out."""
+def settled_by(args: argparse.Namespace) -> dict:
+    """The make stability run that settled paper/ (its commit, dirty or not, start and end), as the
+    Makefile passes it; empty outside make stability."""
+    if not getattr(args, "stability_commit", None) and getattr(args, "stability_start", None) is None:
+        return {}
+    out = {"commit": args.stability_commit or None, "dirty": (args.stability_dirty or 0) > 0}
+    if args.stability_start is not None:
+        out |= {"start_utc": utc(args.stability_start), "end_utc": utc(time.time())}
+    return out
+
+
+def check_stability(rec: dict, paper: Path, without: bool, run: dict | None = None) -> tuple[dict, Path | None]:
+    """(the record's ``stability``, the settled scorecard) of a make stability run over this
+    evaluation's paper/ (``run``: its commit and times): its ``scorecard_stable.csv`` must be
+    written after the reproduce run started and grade the same claims as paper/scorecard.csv;
+    else it is another run's and is left out (and removed with the other stale files)."""
     stable = paper / STABLE_CARD
     if without or not stable.is_file():
         return {"run": False, "status": NO_STABILITY,
                 **({"left_out": "--without-stability"} if without and stable.is_file() else {})}, None
     written = stable.stat().st_mtime
     start = epoch(rec["start_utc"]) if rec.get("start_utc") else 0.0
-    card = paper / "scorecard.csv"
-    if written < start or written < card.stat().st_mtime:
-        raise Refused(f"{stable}: written {utc(written)}, before "
-                      + ("make reproduce started" if written < start else f"{card} was last written")
-                      + ": another run's; rerun make stability, or pass --without-stability")
     with stable.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    if not rows or "verdict" not in rows[0]:
-        raise Refused(f"{stable}: no verdicts; rerun make stability, or pass --without-stability")
-    ids, card_ids = {r["id"] for r in rows}, set(read_verdicts(card))
-    if ids != card_ids:
-        raise Refused(f"{stable}: grades {len(ids)} claims, {card} {len(card_ids)} (not the same claims): "
-                      "another run's; rerun make stability, or pass --without-stability")
+    ids, card_ids = {r.get("id") for r in rows}, set(read_verdicts(paper / "scorecard.csv"))
+    why = (f"written {utc(written)}, before make reproduce started ({rec.get('start_utc')})" if written < start
+           else "no verdicts" if not rows or "verdict" not in rows[0]
+           else f"grades {len(ids)} claims, paper/scorecard.csv {len(card_ids)}" if ids != card_ids else None)
+    if why:
+        return {"run": False, "status": NO_STABILITY, "left_out": f"{STABLE_CARD}: {why}: another run's"}, None
     k = max((int(float(r["evaluations"])) for r in rows if r.get("evaluations")), default=None)
     unstable = [r for r in rows if r["verdict"] == UNSTABLE]
     return {"run": True, "evaluations": k, "unstable": len(unstable),
             "unstable_by_paper": dict(Counter(r.get("paper", "") for r in unstable)),
-            "replicate": replicate_record(rows), "written_utc": utc(written)}, stable
+            "replicate": replicate_record(rows), "written_utc": utc(written),
+            "settled_by": run or {"commit": "not recorded (settled outside make stability)"}}, stable
 
 
 def replicate_record(rows: list[dict]) -> dict:
@@ -628,8 +595,9 @@ def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict, rows: list
         from distlab.scoring.basis import sentence
 
         basis = " " + sentence(Counter(rec["decided_basis"]))
-    block = (f"{BEGIN}{marker_line}\n{table}\n\nCounts from the snapshot of commit `{commit}` "
-             f"({when}), `paper/record.json`{settled}.{basis}\n{END}")
+    check = banner(readme.parent, "paper")
+    block = (f"{BEGIN}{marker_line}\n{table}\n\nCounts from paper/ of commit `{commit}` "
+             f"({when}), `paper/record.json`{settled}.{basis}\n" + (f"\n{check}" if check else "") + END)
     readme.write_text(before + block + after, encoding="utf-8")
 
 
@@ -936,9 +904,91 @@ def rewrite_blocks(root: Path, dest: Path) -> list[Path]:
     return changed
 
 
-# ------------------------------------------------------------------ the snapshot
+# ------------------------------------------------------------------ paper/ assembled
+
+EXTRA = ("record.json", "previous_verdicts.csv", "verdict_changes.md")
+
+
+def previous(root: Path, dest: Path) -> tuple[dict, str | None]:
+    """The verdicts and commit of the paper/ HEAD holds (the committed evaluation this one follows);
+    the folder as it is when it is not in HEAD (another --dest)."""
+    rel = dest.relative_to(root).as_posix() if dest.is_relative_to(root) else None
+    card = git("show", f"HEAD:{rel}/scorecard.csv", cwd=root, check=False) if rel else ""
+    if card:
+        rec = git("show", f"HEAD:{rel}/record.json", cwd=root, check=False)
+        return ({r["id"]: (r.get("paper", ""), r["verdict"]) for r in csv.DictReader(card.splitlines())},
+                json.loads(rec).get("commit") if rec else None)
+    old_rec = json.loads((dest / "record.json").read_text()) if (dest / "record.json").exists() else {}
+    return read_verdicts(dest / "scorecard.csv"), old_rec.get("commit")
+
+
+def planned_outputs(root: Path, words: list[str]) -> set[str] | None:
+    """Every file the workflow's DAG names (``snakemake --summary`` with the run's own words):
+    what paper/ may hold of this evaluation; None when Snakemake cannot say."""
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--summary", *words], cwd=root,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    return {ln.split("\t")[0] for ln in r.stdout.splitlines()[1:] if "\t" in ln}
+
+
+def prune(root: Path, dest: Path, keep: set[Path], planned: set[str] | None) -> list[str]:
+    """Remove every file in ``dest`` that this evaluation did not make: neither an output the
+    workflow plans (``planned``, relative to ``root``; a table's ``.record.json`` with it) nor one
+    the assembly wrote (``keep``).  Returns what it removed, relative to ``root``."""
+    if planned is None:
+        return []
+    from distlab.results.tables import RECORD_SUFFIX
+
+    gone = []
+    for path in sorted(p for p in dest.rglob("*") if p.is_file() or p.is_symlink()):
+        rel = path.relative_to(root).as_posix()
+        base = rel[: -len(RECORD_SUFFIX)] if rel.endswith(RECORD_SUFFIX) else rel
+        if base in planned or path in keep or path.with_name(path.name.removesuffix(RECORD_SUFFIX)) in keep:
+            continue
+        path.unlink()
+        gone.append(rel)
+    for d in sorted((d for d in dest.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
+        if not any(d.iterdir()):
+            d.rmdir()
+    return gone
+
+
+def copy_into(dest: Path, files: list[tuple[Path, str]], folders: tuple[str, ...]) -> set[Path]:
+    """``files`` (source, path under ``dest``) into ``dest``, ``folders`` emptied first (none of an
+    earlier run's); the paths written."""
+    for name in folders:
+        shutil.rmtree(dest / name, ignore_errors=True)
+    out = set()
+    for src, rel in files:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+        out.add(dest / rel)
+    return out
+
+
+def gathered(root: Path, paper: Path, args: argparse.Namespace, settled: Path | None) -> list[tuple[Path, str]]:
+    """The files paper/ gains beside the workflow's own: the benchmarks (each rule's time), and,
+    when ``dest`` is not paper/ itself, the workflow's pages."""
+    files = []
+    bench = root / args.benchmarks
+    if bench.is_dir():
+        files += [(f, "benchmarks/" + f.relative_to(bench).as_posix()) for f in sorted(bench.rglob("*"))
+                  if f.is_file() and f.relative_to(bench).parts[0] != "netcheck"]
+    if paper != root / args.dest:
+        for name in PAPER_FILES + (STABILITY_FILES if settled else ()):
+            if (paper / name).exists():
+                files.append((paper / name, name))
+        for name in PAPER_DIRS:
+            files += [(f, f.relative_to(paper).as_posix()) for f in sorted((paper / name).rglob("*"))
+                      if f.is_file() and not f.name.endswith(".record.json")]
+    return files
+
 
 def snapshot(args: argparse.Namespace) -> dict:
+    """paper/ assembled at the end of make reproduce (and of make stability): what the workflow
+    wrote, plus the benchmarks, netcheck's outputs of this run, the atlas's query files and the
+    stability files; every other file removed; the record written; the pages' blocks refilled."""
     root = Path(args.root).resolve()
     paper = root / args.paper
     dest = root / args.dest
@@ -948,58 +998,53 @@ def snapshot(args: argparse.Namespace) -> dict:
     if not record_path.exists():
         raise Refused(f"{record_path}: missing; run make reproduce (it writes this record) first")
     rec = json.loads(record_path.read_text())
-    check_made_here(rec, paper, root, args.allow_other_commit, args.allow_failed, record_path)
-    check_default_config(rec, record_path, args.allow_other_config)
     check_runs_present(paper / "scorecard.csv", paper / STABLE_CARD)
     netcheck, netcheck_files = check_netcheck(rec, root / args.netcheck, root / args.benchmarks / "netcheck",
-                                              args.allow_other_commit, args.without_netcheck)
-    stability, settled = check_stability(rec, paper, args.without_stability)
+                                              args.without_netcheck)
+    stability, settled = check_stability(rec, paper, args.without_stability, settled_by(args))
     atlas, atlas_files = check_atlas(rec, root / args.atlas_query)
-
-    old = read_verdicts(dest / "scorecard.csv")
-    old_rec = json.loads((dest / "record.json").read_text()) if (dest / "record.json").exists() else {}
-    old_commit = old_rec.get("commit")
-    new = read_verdicts(settled or paper / "scorecard.csv")
-
+    old, old_commit = previous(root, dest)
     dest.mkdir(parents=True, exist_ok=True)
+    keep = copy_into(dest, gathered(root, paper, args, settled) + netcheck_files + atlas_files,
+                     ("benchmarks", "netcheck", "atlas") + (PAPER_DIRS if paper != dest else ()))
+    if settled:  # make stability wrote paper/'s scorecard settled (distlab.scoring.stability.settle_paper)
+        if paper != dest:
+            write_settled(settled, dest)
+        keep |= {dest / n for n in STABILITY_FILES + (STABLE_CARD, "scorecard_stable.md", "stability_first.csv")}
+    new = read_verdicts(dest / "scorecard.csv")
     if old:
         with (dest / "previous_verdicts.csv").open("w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
             w.writerow(["id", "paper", "verdict", "commit"])
             for cid, (p, v) in sorted(old.items()):
                 w.writerow([cid, p, v, old_commit or ""])
-    for name in PAPER_FILES + STABILITY_FILES:
-        (dest / name).unlink(missing_ok=True)  # none of an earlier snapshot's
-        if (paper / name).exists() and (name not in STABILITY_FILES or settled):
-            shutil.copy2(paper / name, dest / name)
-    if settled:  # the snapshot's scorecard is the settled one: "unstable here" rows, with their spread
-        write_settled(settled, dest)
-    for name in PAPER_DIRS + ("benchmarks",):
-        src = (root / args.benchmarks) if name == "benchmarks" else paper / name
-        if src.is_dir():
-            shutil.rmtree(dest / name, ignore_errors=True)
-            # a table's record (its checksum, the run folders it was made from) is for the
-            # workflow's readers, not the snapshot's: the runs are not in paper/
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("*.record.json"))
-    # netcheck's files only as checked above: none of another run's
-    for stale in (dest / "netcheck", dest / "benchmarks" / "netcheck"):
-        shutil.rmtree(stale, ignore_errors=True)
-    for src, rel in netcheck_files:
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dest / rel)
-    copy_atlas(dest, atlas_files)  # the atlas's query files, as checked above
     rows, text = verdict_changes(old, new, old_commit, rec.get("commit"), root)
     (dest / "verdict_changes.md").write_text(text + "\n", encoding="utf-8")
-    reported = sum(1 for _, v in new.values() if v == REPORTED)
-    snap = {**rec, "previous_commit": old_commit, "claims": len(new) - reported, "reported": reported,
-            "verdicts": dict(Counter(v for _, v in new.values())), "verdict_changes": len(rows),
+    keep |= {dest / n for n in EXTRA}
+    planned = (set(args.planned.read_text().split()) if args.planned
+               else planned_outputs(root, rec.get("snakemake_args") or []))
+    removed = prune(root, dest, keep, planned)
+    whole, _ = tally(read_card(dest / "scorecard.csv"))
+    reported = whole.get(REPORTED, 0)
+    snap = {**rec, "previous_commit": old_commit, "claims": sum(whole.values()) - reported, "reported": reported,
+            "verdicts": dict(whole), "verdict_changes": len(rows),
             "decided_basis": decided_basis(dest / "scorecard.csv"),
-            "netcheck": netcheck, "stability": stability, "atlas": atlas}
+            "netcheck": netcheck, "stability": stability, "atlas": atlas,
+            "stale_removed": (len(removed) if planned is not None
+                              else "not checked: snakemake --summary failed, nothing removed")}
     (dest / "record.json").write_text(json.dumps(snap, indent=2) + "\n")
+    if (dest / "README.md").exists():
+        put_header(dest / "README.md", root, dest.relative_to(root).as_posix())
     if args.readme:
-        rewrite_readme(root / args.readme, counts(new), snap, _rows(dest / "scorecard.csv"))
+        rewrite_readme(root / args.readme, per_paper(dest), snap, _rows(dest / "scorecard.csv"))
     rewrite_blocks(root, dest)
     return snap
+
+
+def per_paper(dest: Path) -> dict[str, Counter]:
+    """Each paper's verdict counts, from the one settled scorecard (distlab.scoring.paperrecord.tally)."""
+    _, per = tally(read_card(dest / "scorecard.csv"))
+    return {p: per.get(p, Counter()) for p in PAPERS} | per
 
 
 def write_settled(settled: Path, dest: Path) -> None:
@@ -1051,17 +1096,16 @@ def main(argv: list[str] | None = None) -> int:
                        help="where the atlas's query pack and benchmark lie (atlas_query_pack, atlas_query_bench)")
         a.add_argument("--dest", default="paper")
         a.add_argument("--readme", default="README.md", help="'' to leave the README alone")
-        a.add_argument("--allow-other-commit", action="store_true",
-                       help="snapshot a paper/ made by another tree than HEAD's")
-        a.add_argument("--allow-other-config", action="store_true",
-                       help="snapshot a make reproduce run with config files or overrides of its own")
-        a.add_argument("--allow-failed", action="store_true",
-                       help="snapshot a make reproduce that exited non-zero")
+        a.add_argument("--planned", type=Path, default=None,
+                       help="a file listing the workflow's outputs (default: snakemake --summary with the run's words)")
         a.add_argument("--without-netcheck", action="store_true",
-                       help="leave results/netcheck/ out of the snapshot")
+                       help="leave results/netcheck/ out of paper/")
         a.add_argument("--without-stability", action="store_true",
                        help="leave make stability's settled scorecard (paper/scorecard_stable.csv) out: "
                             "the verdicts of one evaluation")
+        a.add_argument("--stability-commit", default="", help="make stability: the commit it ran at")
+        a.add_argument("--stability-dirty", type=int, default=0, help="make stability: uncommitted tracked files")
+        a.add_argument("--stability-start", type=float, default=None, help="make stability: its start, epoch seconds")
     args = ap.parse_args(argv)
     try:
         if args.verb == "record":
@@ -1074,6 +1118,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.verb == "blocks":
             root = Path(args.root).resolve()
+            if (root / args.dest / "README.md").exists() and put_header(root / args.dest / "README.md", root, args.dest):
+                print(f"snapshot: rewrote the record's lines atop {args.dest}/README.md")
+            rec_path = root / args.dest / "record.json"
+            if args.readme and rec_path.exists():
+                rewrite_readme(root / args.readme, per_paper(root / args.dest), json.loads(rec_path.read_text()),
+                               _rows(root / args.dest / "scorecard.csv"))
             for page in rewrite_blocks(root, root / args.dest):
                 print(f"snapshot: rewrote the generated blocks of {page.relative_to(root)}")
             return 0
@@ -1081,7 +1131,7 @@ def main(argv: list[str] | None = None) -> int:
     except Refused as err:
         print(f"snapshot: {err}", file=sys.stderr)
         return 2
-    print(f"snapshot of {str(snap.get('commit'))[:10]}: {snap['claims']} claims, "
+    print(f"paper/ of {str(snap.get('commit'))[:10]}: {snap['claims']} claims, {snap['stale_removed']} stale files removed, "
           f"{snap['verdict_changes']} verdict changes (paper/verdict_changes.md); "
           + (f"netcheck {snap['netcheck']['when']}" if snap["netcheck"]["run"] else NOT_RUN) + "; "
           + (f"settled over {snap['stability']['evaluations']} evaluations by make stability, "

@@ -266,9 +266,21 @@ def _write_card(path: Path, rows: list[tuple[str, str, str]], stale: bool = Fals
     path.with_suffix(".md").write_text(text)
 
 
+PLANNED = ("paper/scorecard.csv", "paper/scorecard.md", "paper/scorecard/P1.csv", "paper/scorecard/P1.md",
+           "paper/figures/pgc_fig7.png",
+           "paper/tables/pgc.md", "paper/README.md")
+
+
+def run_snapshot(repo: Path, *extra: str) -> int:
+    """scripts/snapshot.py in the fake repository, the workflow's outputs listed in planned.txt
+    (what snakemake --summary lists in a real checkout)."""
+    return snapshot.main(["--root", str(repo), "--planned", str(repo / "planned.txt"), *extra])
+
+
 @pytest.fixture
 def fake_repo(tmp_path):
-    """A git repository with a README table, an old snapshot and a paper/ of HEAD."""
+    """A git repository with a README table, a committed paper/ of an earlier commit and a run of
+    HEAD that rewrote part of paper/ (the workflow's outputs in planned.txt)."""
     repo = tmp_path / "repo"
     (repo / "paper").mkdir(parents=True)
     (repo / "src/distlab/pgc").mkdir(parents=True)
@@ -288,23 +300,22 @@ def fake_repo(tmp_path):
         return git("rev-parse", "HEAD", cwd=repo).stdout.strip()
 
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / ".gitignore").write_text("/results/\n/benchmarks/\n/planned.txt\n")
     first = commit("first")
     (repo / "paper/record.json").write_text(json.dumps({"commit": first}))
     (repo / "src/distlab/pgc/coding.py").write_text("x = 1\n")
     head = commit("pgc: a change that moves a verdict")
-    (repo / ".gitignore").write_text("/paper/\n/results/\n/benchmarks/\n")
-    head = commit("ignore outputs")
     new = [("a.one", "P1", "not reproduced"), ("a.two", "P1", "inconclusive"),
            ("b.one", "P2", "not testable here"), ("c.new", "P3", "reproduced")]
     _write_card(repo / "paper/scorecard.csv", new)
     _write_card(repo / "paper/scorecard/P1.csv", new[:2])
-    (repo / "paper/figures").mkdir()
     (repo / "paper/figures/pgc_fig7.png").write_bytes(b"png")
     (repo / "paper/tables").mkdir()
     (repo / "paper/tables/pgc.md").write_text("| a |\n")
     (repo / "paper/README.md").write_text("# write-up\n")
     (repo / "benchmarks/pgc").mkdir(parents=True)
     (repo / "benchmarks/pgc/run.tsv").write_text("s\n1.0\n")
+    (repo / "planned.txt").write_text("\n".join(PLANNED) + "\n")
     rc = snapshot.main(["record", "--out", str(repo / "results/reproduce.json"), "--start", "1000",
                         "--end", "1600", "--rc", "0", "--commit", head, "--dirty", "0",
                         "--load-start", "0.5 0.4 0.3", "--cores", "2"])
@@ -317,22 +328,23 @@ def test_the_record_holds_the_run_and_the_machine(fake_repo):
     rec = json.loads((repo / "results/reproduce.json").read_text())
     assert rec["commit"] == head and rec["dirty"] is False and rec["exit_code"] == 0
     assert rec["wall_s"] == 600.0 and rec["load_start"] == [0.5, 0.4, 0.3]
-    assert rec["start_utc"] == "1970-01-01T00:16:40Z"
+    assert rec["start_utc"] == "1970-01-01T00:16:40Z" and rec["end_utc"] == "1970-01-01T00:26:40Z"
     assert rec["machine"]["cores"] == os.cpu_count() and rec["machine"]["isa"] in ("avx512", "avx2", "sse", None)
+    assert rec["machine"]["kind"] and rec["config"] == {"files": [], "overrides": []}
 
 
-def test_snapshot_copies_paper_keeps_previous_verdicts_and_lists_the_changes(fake_repo):
+def test_paper_is_made_wholly_of_the_run_keeps_previous_verdicts_and_lists_the_changes(fake_repo):
     repo, first, head = fake_repo
-    assert snapshot.main(["--root", str(repo)]) == 0
+    assert run_snapshot(repo) == 0
     res = repo / "paper"
     assert (res / "figures/pgc_fig7.png").read_bytes() == b"png"
-    assert not (res / "figures/old.png").exists()  # the old figures go with the old snapshot
+    assert not (res / "figures/old.png").exists()  # the earlier run's figure: not of this evaluation, removed
     assert (res / "tables/pgc.md").exists() and (res / "scorecard/P1.csv").exists()
-    assert (res / "README.md").read_text() == "# write-up\n"
+    assert (res / "README.md").read_text().startswith("# write-up\n\n<!-- record -->\n")
     assert (res / "benchmarks/pgc/run.tsv").exists()
     snap = json.loads((res / "record.json").read_text())
     assert snap["commit"] == head and snap["previous_commit"] == first and snap["wall_s"] == 600.0
-    assert snap["claims"] == 4 and snap["verdict_changes"] == 4
+    assert snap["claims"] == 4 and snap["verdict_changes"] == 4 and snap["stale_removed"] == 1
     prev = list(csv.DictReader((res / "previous_verdicts.csv").open()))
     assert {(r["id"], r["verdict"], r["commit"]) for r in prev} >= {("a.one", "reproduced", first)}
     changes = (res / "verdict_changes.md").read_text()
@@ -348,43 +360,29 @@ def test_snapshot_copies_paper_keeps_previous_verdicts_and_lists_the_changes(fak
     assert sum(table["P4"].values()) == 0
     _, before = snapshot.parse_table(README)
     assert findings == before  # the words are kept, the counts rewritten
-    # a second snapshot of the same run: nothing changed any more
-    assert snapshot.main(["--root", str(repo)]) == 0
-    assert "No verdict changed." in (res / "verdict_changes.md").read_text()
+    # paper/ of HEAD: no page says it is of another tree
+    assert "another code tree" not in (repo / "README.md").read_text() + (res / "README.md").read_text()
 
 
-def _refusal(repo, capsys, *extra):
-    rc = snapshot.main(["--root", str(repo), *extra])
-    return rc, capsys.readouterr().err
-
-
-def test_snapshot_refuses_a_paper_made_by_another_tree(fake_repo, capsys):
+def test_paper_of_another_tree_a_dirty_run_or_a_config_of_its_own_says_so_at_its_top(fake_repo):
+    """Made, not refused: the record says what the run was, and the write-up and the README's
+    table say at once that paper/ is not of this checkout's tree or default configuration."""
     repo, first, _ = fake_repo
-    rec = json.loads((repo / "results/reproduce.json").read_text())
-    (repo / "results/reproduce.json").write_text(json.dumps({**rec, "commit": first}))
-    rc, err = _refusal(repo, capsys)
-    assert rc == 2 and "reproduce.json" in err and "not HEAD's" in err and len(err.strip().splitlines()) == 1
-    assert json.loads((repo / "paper/record.json").read_text())["commit"] == first  # untouched
-    assert snapshot.main(["--root", str(repo), "--allow-other-commit"]) == 0
-
-
-def test_snapshot_refuses_a_dirty_run_a_failed_run_and_stale_results(fake_repo, capsys):
-    repo, _, _ = fake_repo
     path = repo / "results/reproduce.json"
     rec = json.loads(path.read_text())
-    path.write_text(json.dumps({**rec, "dirty": True}))
-    rc, err = _refusal(repo, capsys)
-    assert rc == 2 and "dirty" in err
-    path.write_text(json.dumps({**rec, "exit_code": 1}))
-    rc, err = _refusal(repo, capsys)
-    assert rc == 2 and "exited 1" in err and "--allow-failed" in err
-    path.write_text(json.dumps(rec))
-    _write_card(repo / "paper/scorecard.csv", [("a.one", "P1", "reproduced")], stale=True)
-    rc, err = _refusal(repo, capsys)
-    assert rc == 2 and "scorecard.md" in err and "other code" in err
-    path.unlink()
-    rc, err = _refusal(repo, capsys)
-    assert rc == 2 and "make reproduce" in err
+    for other, said in (({"commit": first}, "whose src/ differ"), ({"dirty": True}, "uncommitted changes"),
+                        ({"exit_code": 1}, "exited 1"),
+                        ({"config": {"files": [{"path": "mine.yaml", "sha256": "0"}], "overrides": []}},
+                         "config file mine.yaml (absent here)")):
+        path.write_text(json.dumps({**rec, **other}))
+        assert run_snapshot(repo) == 0
+        top = (repo / "paper/README.md").read_text().split("<!-- /record -->")[0]
+        assert said in top and said in (repo / "README.md").read_text(), top
+        assert "**4 claims:**" in top and json.loads((repo / "paper/record.json").read_text())["commit"] == (
+            other.get("commit") or rec["commit"])
+    path.write_text(json.dumps(rec))  # the run of HEAD again: the pages say nothing of another tree
+    assert run_snapshot(repo) == 0
+    assert "<!-- record -->\n**4 claims:**" in (repo / "paper/README.md").read_text()
 
 
 def test_make_reproduce_records_its_own_run(fake_repo, tmp_path):
@@ -409,3 +407,5 @@ def test_make_reproduce_records_its_own_run(fake_repo, tmp_path):
     rec = json.loads((repo / "results/reproduce.json").read_text())
     assert rec["exit_code"] == 3 and rec["cores_used"] == 2 and rec["wall_s"] >= 0
     assert rec["dirty"] is True and rec["commit"] == head
+    # paper/ is assembled after the failed run all the same, its record saying so
+    assert json.loads((repo / "paper/record.json").read_text())["exit_code"] == 3

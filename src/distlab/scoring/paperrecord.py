@@ -98,6 +98,9 @@ def check(root: str | Path, paper: str = "paper") -> Check:
     if rec.get("dirty"):
         state = OTHER if state == OTHER else UNCHECKED
         why.append(f"made from a tree with uncommitted changes at {commit[:10]}")
+    if rec.get("exit_code") not in (0, None):
+        state = OTHER if state in (SAME, OTHER) else state
+        why.append(f"its make reproduce exited {rec['exit_code']}: a partial evaluation")
     cfg = _config_changes(root, rec)
     if cfg:
         state = OTHER if state in (SAME, OTHER) else state
@@ -208,3 +211,39 @@ def _rewrite(path: Path, df: pd.DataFrame, write) -> None:
     runs = recorded_runs(path)
     write()
     write_table_record(path, df, runs)
+
+
+# ------------------------------------------------------------------ the write-up's first lines
+
+HEADER_BEGIN, HEADER_END = "<!-- record -->", "<!-- /record -->"
+
+
+def header(root: str | Path, paper: str = "paper") -> str:
+    """The write-up's first lines: what the record check says (:func:`banner`: nothing when paper/
+    is of this checkout's tree and default config) and the counts line of the settled scorecard."""
+    root = Path(root)
+    card = root / paper / "scorecard.csv"
+    text = banner(root, paper)
+    if card.is_file():
+        text += ("\n" if text else "") + line(read_card(card)) + f" (`{paper}/scorecard.csv`)\n"
+    return f"{HEADER_BEGIN}\n{text}{HEADER_END}\n"
+
+
+def put_header(page: str | Path, root: str | Path, paper: str = "paper") -> bool:
+    """Write :func:`header` into ``page`` (the write-up): over its previous header, else after its
+    title line (at the top without one).  True when the page changed."""
+    page = Path(page)
+    text = page.read_text(encoding="utf-8")
+    new_head = header(root, paper)
+    if HEADER_BEGIN in text and HEADER_END in text:
+        before, rest = text.split(HEADER_BEGIN, 1)
+        after = rest.split(HEADER_END, 1)[1].lstrip("\n")
+        new = before + new_head + ("\n" + after if after else "")
+    elif text.startswith("# "):
+        title, _, body = text.partition("\n")
+        new = f"{title}\n\n{new_head}\n{body.lstrip(chr(10))}"
+    else:
+        new = f"{new_head}\n{text}"
+    if new != text:
+        page.write_text(new, encoding="utf-8")
+    return new != text
