@@ -283,6 +283,7 @@ def fake_repo(tmp_path):
     HEAD that rewrote part of paper/ (the workflow's outputs in planned.txt)."""
     repo = tmp_path / "repo"
     (repo / "paper").mkdir(parents=True)
+    (repo / "docs").mkdir()
     (repo / "src/distlab/pgc").mkdir(parents=True)
     readme = README.split(snapshot.BEGIN)[0] + snapshot.BEGIN + README.split(snapshot.BEGIN, 1)[1]
     (repo / "README.md").write_text(readme)

@@ -10,7 +10,7 @@ import json
 import os
 
 import pytest
-from test_docs import RESULTS, ROOT, fake_repo, quoted_numbers, snapshot  # noqa: F401  (a fixture)
+from test_docs import RESULTS, ROOT, fake_repo, quoted_numbers, run_snapshot, snapshot  # noqa: F401  (a fixture)
 
 BLOCKS = "".join(f"<!-- snapshot:netcheck {a} -->\n<!-- /snapshot -->\n\n" for a in ("status", "time", "fit", "error"))
 PAGE = "# Network\n\nWhat is measured and how.\n\n" + BLOCKS
@@ -75,7 +75,7 @@ def test_a_netcheck_run_after_the_reproduce_is_copied_and_fills_its_blocks(fake_
     repo, _, head = fake_repo
     (repo / "docs/network.md").write_text(PAGE)
     fake_netcheck(repo)
-    assert snapshot.main(["--root", str(repo)]) == 0
+    assert run_snapshot(repo) == 0
     res = repo / "paper"
     for name in ("netcheck.csv", "netcheck.md", "netcheck_fit.csv", "netcheck_skipped.csv",
                  "techerror.csv", "techerror.md", "techerror_steps.csv"):
@@ -113,7 +113,7 @@ def test_without_netcheck_the_snapshot_and_its_blocks_say_not_run(fake_repo):
     (repo / "paper/netcheck/techerror.csv").write_text("old\n")
     (repo / "benchmarks/netcheck").mkdir(parents=True)
     (repo / "benchmarks/netcheck/bench.tsv").write_text("s\n1\n")
-    assert snapshot.main(["--root", str(repo)]) == 0
+    assert run_snapshot(repo) == 0
     res = repo / "paper"
     assert not (res / "netcheck").exists() and not (res / "benchmarks/netcheck").exists()
     nc = json.loads((res / "record.json").read_text())["netcheck"]
@@ -123,7 +123,7 @@ def test_without_netcheck_the_snapshot_and_its_blocks_say_not_run(fake_repo):
     assert all(text.startswith("netcheck: not run in this snapshot") for text in got.values()), got
 
 
-def test_a_snapshot_json_of_before_netcheck_reads_not_run(tmp_path):
+def test_a_record_of_before_netcheck_reads_not_run(tmp_path):
     (tmp_path / "record.json").write_text(json.dumps({"commit": "x"}))
     for arg in ("status", "time", "fit", "error"):
         assert snapshot.netcheck_block(arg, tmp_path).startswith(snapshot.NOT_RUN)
@@ -131,18 +131,20 @@ def test_a_snapshot_json_of_before_netcheck_reads_not_run(tmp_path):
         snapshot.netcheck_block("pilot", tmp_path)
 
 
-def test_netcheck_outputs_older_than_the_reproduce_run_are_refused(fake_repo, capsys):
-    repo, first, _ = fake_repo
+def test_netcheck_outputs_older_than_the_reproduce_run_are_left_out(fake_repo):
+    """Another run's netcheck: the record says why it was left out, and paper/ holds none of it."""
+    repo, _, _ = fake_repo
     out = fake_netcheck(repo)
     os.utime(out / "techerror.md", (500, 500))  # before the fake reproduce's start (1000)
-    rc = snapshot.main(["--root", str(repo)])
-    err = capsys.readouterr().err
-    assert rc == 2 and "techerror.md" in err and "another run's" in err and len(err.strip().splitlines()) == 1
-    assert json.loads((repo / "paper/record.json").read_text())["commit"] == first  # untouched
-    assert snapshot.main(["--root", str(repo), "--without-netcheck"]) == 0
+    (repo / "paper/netcheck").mkdir()
+    (repo / "paper/netcheck/techerror.csv").write_text("an earlier run's\n")
+    assert run_snapshot(repo) == 0
+    nc = json.loads((repo / "paper/record.json").read_text())["netcheck"]
+    assert nc["run"] is False and "before make reproduce started" in nc["left_out"] and "another run's" in nc["left_out"]
+    assert not (repo / "paper/netcheck").exists() and not (repo / "paper/benchmarks/netcheck").exists()
+    assert run_snapshot(repo, "--without-netcheck") == 0
     nc = json.loads((repo / "paper/record.json").read_text())["netcheck"]
     assert nc["run"] is False and nc["left_out"] == "--without-netcheck"
-    assert not (repo / "paper/netcheck").exists()
 
 
 def test_a_netcheck_run_during_the_reproduce_is_flagged_and_an_incomplete_one_refused(fake_repo, capsys):
@@ -151,7 +153,7 @@ def test_a_netcheck_run_during_the_reproduce_is_flagged_and_an_incomplete_one_re
     for p in [*out.iterdir(), repo / "benchmarks/netcheck/bench.tsv"]:
         os.utime(p, (1200, 1200))  # between the fake reproduce's start (1000) and end (1600)
     (repo / "docs/network.md").write_text(PAGE)
-    assert snapshot.main(["--root", str(repo)]) == 0
+    assert run_snapshot(repo) == 0
     nc = json.loads((repo / "paper/record.json").read_text())["netcheck"]
     assert nc["when"].startswith("during make reproduce") and nc["rules"]["netcheck_error"] == snapshot.NOT_RUN
     got = blocks_of((repo / "docs/network.md").read_text())
@@ -160,13 +162,13 @@ def test_a_netcheck_run_during_the_reproduce_is_flagged_and_an_incomplete_one_re
     assert "| 10Mbit | link | p2p |" in got["fit"]
     _csv(out / "netcheck_fit.csv", [{"rate": "10Mbit", "latency": "link", "op": "p2p",
                                      "status": "not run: needs root"}])
-    assert snapshot.main(["--root", str(repo)]) == 0
+    assert run_snapshot(repo) == 0
     got = blocks_of((repo / "docs/network.md").read_text())
     assert got["status"].startswith("Part of this snapshot, but nothing measured: `netcheck_bench`'s rows "
                                     "read \"not run: needs root\"")
     assert "| 10Mbit | link | p2p | not run: needs root |" in got["fit"]
     (out / "netcheck_skipped.csv").unlink()
-    assert snapshot.main(["--root", str(repo)]) == 2
+    assert run_snapshot(repo) == 2
     assert "incomplete (missing netcheck_skipped.csv)" in capsys.readouterr().err
 
 
