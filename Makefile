@@ -69,7 +69,9 @@ PREFLIGHT = $(SMK_WORDS); $(BIN)/python -c 'import sys; from distlab.config.pref
 # (distlab.results.tables); distlab.results.recheck lists the tables whose runs are gone (or that
 # were cut or edited since), one line each, and make reproduce passes them to --forcerun: those
 # runs and tables, and the scorecard, are made again.
-# make reproduce records its own run in results/reproduce.json (commit, dirty tree, start and
+# make reproduce first empties paper/ unless it was assembled from this checkout's last run
+# (a clone's or a pull's paper/ is another machine's evaluation: Snakemake would take its pages
+# for done and skip the runs behind them); then it records its own run in results/reproduce.json (commit, dirty tree, start and
 # end, exit code, load average, machine, config files) and then makes paper/ wholly of this run
 # (scripts/snapshot.py): the workflow's pages, the benchmarks, netcheck's outputs when run since
 # it started, the atlas's query pack; every other file in paper/ removed; the record in
@@ -83,6 +85,7 @@ reproduce: $(STAMP)
 	@mkdir -p results; start=$$(date +%s); load=$$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); \
 	commit=$$(git rev-parse HEAD 2>/dev/null); \
 	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); rc=0; \
+	$(BIN)/python scripts/snapshot.py clear || exit 2; \
 	force=$$($(BIN)/python -c 'import sys; from distlab.results.recheck import main; sys.exit(main())' results paper) || exit 2; \
 	$(SMK_WORDS); $(JOBS_VIA) snakemake --cores $(CORES) $(SNAKEMAKE_CONSOLE) $$force "$$@" || rc=$$?; \
 	$(BIN)/python scripts/snapshot.py record --out results/reproduce.json --start "$$start" \

@@ -1041,6 +1041,23 @@ def snapshot(args: argparse.Namespace) -> dict:
     return snap
 
 
+def clear(root: Path, dest: Path, record_path: Path) -> bool:
+    """Before make reproduce runs the workflow: paper/ emptied unless it was assembled from this
+    checkout's own last run (its record's commit and start are those of ``results/reproduce.json``).
+    Snakemake takes an output that exists for done even where its inputs are missing, so a paper/
+    that came with the clone (or a pull) would keep the committed evaluation's pages and skip the
+    runs they were made from; emptied, every page of paper/ is this run's.  True when emptied."""
+    mine = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    made = json.loads((dest / "record.json").read_text()) if (dest / "record.json").is_file() else {}
+    if mine and made and all(mine.get(k) == made.get(k) for k in ("commit", "start_utc")):
+        return False
+    if not dest.is_dir() or not any(dest.iterdir()):
+        return False
+    shutil.rmtree(dest)
+    dest.mkdir()
+    return True
+
+
 def per_paper(dest: Path) -> dict[str, Counter]:
     """Each paper's verdict counts, from the one settled scorecard (distlab.scoring.paperrecord.tally)."""
     _, per = tally(read_card(dest / "scorecard.csv"))
@@ -1085,6 +1102,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="after --: the words make reproduce gave Snakemake (its config files are recorded)")
     sub.add_parser("blocks", help="refill the pages' generated blocks from paper/")
     sub.add_parser("atlas", help="the atlas's query files alone into the snapshot of the same run")
+    sub.add_parser("clear", help="before make reproduce: empty paper/ unless it is of this checkout's last run")
     for a in (ap,):
         a.add_argument("--root", default=str(ROOT))
         a.add_argument("--paper", default="paper")
@@ -1115,6 +1133,12 @@ def main(argv: list[str] | None = None) -> int:
             atlas = atlas_only(args)
             print(f"snapshot: the atlas's query files: {', '.join(atlas['files'])}" if atlas["run"] else
                   f"snapshot: {NO_ATLAS}")
+            return 0
+        if args.verb == "clear":
+            root = Path(args.root).resolve()
+            if clear(root, root / args.dest, root / args.record):
+                print(f"snapshot: emptied {args.dest}/ (not of this checkout's last make reproduce; "
+                      f"`git checkout {args.dest}/` brings the committed one back)")
             return 0
         if args.verb == "blocks":
             root = Path(args.root).resolve()

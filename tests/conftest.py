@@ -126,10 +126,14 @@ def pgc_spec(scheme: str, s: int, **over) -> dict:
 
 def tracked_copy(dest: Path) -> Path:
     """The repository's tracked and untracked-but-not-ignored files, copied to ``dest``
-    (what a fresh clone would hold, plus work in progress)."""
+    (what a fresh clone would hold, plus work in progress), without the committed paper/: as
+    ``make reproduce`` leaves a clone before Snakemake starts (scripts/snapshot.py ``clear``:
+    Snakemake would take the committed pages for done and plan none of the runs behind them)."""
     files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     for f in files:
+        if f.startswith("paper/"):
+            continue
         src = ROOT / f
         if src.is_file():
             (dest / f).parent.mkdir(parents=True, exist_ok=True)

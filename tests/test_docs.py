@@ -386,6 +386,20 @@ def test_paper_of_another_tree_a_dirty_run_or_a_config_of_its_own_says_so_at_its
     assert "<!-- record -->\n**4 claims:**" in (repo / "paper/README.md").read_text()
 
 
+def test_paper_is_emptied_before_a_run_unless_it_is_of_this_checkouts_last_run(fake_repo):
+    repo, _, _ = fake_repo
+    assert run_snapshot(repo) == 0  # paper/ assembled from the recorded run
+    assert snapshot.main(["--root", str(repo), "clear"]) == 0
+    assert (repo / "paper/scorecard.csv").exists()  # kept: Snakemake goes on from it
+    path = repo / "results/reproduce.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "start_utc": "2100-01-01T00:00:00Z"}))
+    assert snapshot.main(["--root", str(repo), "clear"]) == 0
+    assert (repo / "paper").is_dir() and not any((repo / "paper").iterdir())
+    path.unlink()  # a fresh clone: no run of its own yet
+    subprocess.run(["git", "checkout", "--", "paper"], cwd=repo, check=True)
+    assert snapshot.main(["--root", str(repo), "clear"]) == 0 and not any((repo / "paper").iterdir())
+
+
 def test_make_reproduce_records_its_own_run(fake_repo, tmp_path):
     """The Makefile's recipe, with a stand-in snakemake that fails: the record says so and
     make exits with snakemake's code."""
@@ -408,5 +422,6 @@ def test_make_reproduce_records_its_own_run(fake_repo, tmp_path):
     rec = json.loads((repo / "results/reproduce.json").read_text())
     assert rec["exit_code"] == 3 and rec["cores_used"] == 2 and rec["wall_s"] >= 0
     assert rec["dirty"] is True and rec["commit"] == head
-    # paper/ is assembled after the failed run all the same, its record saying so
-    assert json.loads((repo / "paper/record.json").read_text())["exit_code"] == 3
+    # the committed paper/ (another run's) was emptied before Snakemake started: none of its pages
+    # passes for this run's
+    assert not (repo / "paper/scorecard.csv").exists() and not (repo / "paper/figures/pgc_fig7.png").exists()

@@ -182,3 +182,23 @@ def test_the_readme_table_and_the_record_count_what_the_scorecard_csv_counts():
     rec = json.loads((ROOT / "paper/record.json").read_text())
     assert rec["verdicts"] == dict(whole)
     assert rec["claims"] + rec["reported"] == sum(whole.values())
+
+
+def test_a_clones_committed_paper_is_emptied_and_the_dry_run_then_plans_every_run(tmp_path):
+    """A fresh clone holds the committed paper/; Snakemake would take its pages for done and plan
+    none of the runs behind them.  make reproduce's first step empties it, after which the tiny
+    config's dry run plans exactly the recorded jobs (tests/expected/dryrun_tiny.txt)."""
+    import shutil
+
+    from conftest import tracked_copy
+    from test_rules_unchanged import EXPECTED, dry_run
+
+    work = tracked_copy(tmp_path / "repo")
+    for f in _git(ROOT, "ls-files", "paper").split():
+        (work / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, work / f)
+    assert (work / "paper/scorecard.csv").exists()
+    assert snapshot.main(["--root", str(work), "clear"]) == 0
+    assert not any((work / "paper").iterdir())
+    assert dry_run(work, ["--configfile", "tests/configs/tiny.yaml"]) == (
+        EXPECTED / "dryrun_tiny.txt").read_text().split("\n\n")
