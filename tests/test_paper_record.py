@@ -76,7 +76,7 @@ def test_a_commit_that_changes_what_decides_results_makes_paper_another_trees(re
     c = pr.check(repo)
     top = path.split("/")[0] + ("/" if "/" in path else "")
     assert c.state == pr.OTHER and c.commit == made and top in c.why[0], c.why
-    assert pr.banner(repo).startswith("**This paper/ is of another code tree") and made[:10] in pr.banner(repo)
+    assert pr.banner(repo).startswith("**paper/ is of another code tree") and made[:10] in pr.banner(repo)
 
 
 def test_a_commit_not_in_the_clone_a_missing_record_or_commit_cannot_be_checked(repo):
@@ -111,7 +111,7 @@ def test_compare_snapshot_says_when_paper_is_of_another_tree(repo, capsys):
     assert record_lines(repo / "paper") == []
     (repo / "src/code.py").write_text("x = 2\n")
     _commit(repo, "code again")
-    assert record_lines(repo / "paper")[0].startswith("**This paper/ is of another code tree")
+    assert record_lines(repo / "paper")[0].startswith("**paper/ is of another code tree")
 
 
 def test_the_write_up_header_is_put_once_and_refreshed(repo):
@@ -202,3 +202,16 @@ def test_a_clones_committed_paper_is_emptied_and_the_dry_run_then_plans_every_ru
     assert not any((work / "paper").iterdir())
     assert dry_run(work, ["--configfile", "tests/configs/tiny.yaml"]) == (
         EXPECTED / "dryrun_tiny.txt").read_text().split("\n\n")
+
+
+def test_the_committed_pages_say_what_the_record_check_says_now():
+    """The write-up's first lines and the README's verdict block carry the record check of the
+    committed paper/ against this checkout (refreshed by `python scripts/snapshot.py blocks`)."""
+    said = pr.banner(ROOT).strip()
+    top = (ROOT / "paper/README.md").read_text(encoding="utf-8").split(pr.HEADER_END)[0]
+    block = (ROOT / "README.md").read_text(encoding="utf-8").split(snapshot.BEGIN)[1].split(snapshot.END)[0]
+    assert top.startswith("# ") and pr.HEADER_BEGIN in top[:200]
+    if said:
+        assert said in top and said in block, "run python scripts/snapshot.py blocks"
+    else:
+        assert "**paper/ is of" not in top + block and "**Whether paper/" not in top + block

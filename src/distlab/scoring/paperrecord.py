@@ -57,7 +57,7 @@ def _config_changes(root: Path, rec: dict) -> list[str]:
     and any named file whose content differs from what the run read."""
     cfg = rec.get("config")
     if not isinstance(cfg, dict):
-        return ["its record names no config files"]
+        return ["no config files recorded"]
     why = []
     for f in cfg.get("files") or []:
         path = root / str(f.get("path"))
@@ -81,7 +81,7 @@ def _tree_changes(root: Path, commit: str) -> tuple[str, list[str]]:
     changed = sorted({n.split("/", 1)[0] + ("/" if "/" in n else "") for n in r.stdout.split()})
     if not changed:
         return SAME, []
-    return OTHER, [f"made at commit {commit[:10]}, whose {', '.join(changed)} differ from this checkout's HEAD"]
+    return OTHER, [f"made at {commit[:10]}, whose {', '.join(changed)} differ from HEAD's"]
 
 
 def check(root: str | Path, paper: str = "paper") -> Check:
@@ -114,9 +114,9 @@ def banner(root: str | Path, paper: str = "paper") -> str:
     c = check(root, paper)
     if c.same:
         return ""
-    head = ("**This paper/ is of another code tree or configuration than this checkout's**"
-            if c.state == OTHER else "**Whether this paper/ is of this checkout's code tree cannot be checked**")
-    return head + ": " + "; ".join(c.why) + f". Rerun `make reproduce` to make it of this tree (`{paper}/{RECORD}`).\n"
+    head = ("**paper/ is of another code tree or config**"
+            if c.state == OTHER else "**Whether paper/ is of this code tree cannot be checked**")
+    return head + ": " + "; ".join(c.why) + f" (`{paper}/{RECORD}`; `make reproduce` remakes it).\n"
 
 
 # ------------------------------------------------------------------ the counts
