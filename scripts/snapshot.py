@@ -1,50 +1,43 @@
-"""The results snapshot in ``paper/``: one ``make reproduce`` of one commit.
+"""paper/, the reader's copy: one evaluation, assembled at the end of ``make reproduce`` and
+of ``make stability``, and its record ``paper/record.json``.
 
-Two verbs:
+Verbs:
+
+``python scripts/snapshot.py clear`` (make reproduce, before Snakemake)
+    empties paper/ unless it was assembled from this checkout's last run (a clone's or a pull's
+    paper/ is another machine's: Snakemake would take its pages for done and skip their runs).
+
+``python scripts/snapshot.py record --out results/reproduce.json --start T0 --rc RC ... -- WORDS``
+    called by ``make reproduce`` after the workflow ends: the commit it ran (and whether the tree
+    was dirty), its start and end, exit code, load average, the machine (CPU model, cores,
+    memory, instruction set, kind), the config files and overrides, and Snakemake's words.
+
+``python scripts/snapshot.py [--stability-commit C --stability-start T]`` (make reproduce, make stability)
+    makes paper/ wholly of the recorded run: the workflow's pages as it wrote them, plus
+    ``benchmarks/`` (paper/benchmarks/), ``snakemake netcheck``'s outputs when written since the
+    run started (paper/netcheck/, paper/benchmarks/netcheck/; another run's are left out and the
+    record says why), the atlas's query files (paper/atlas/: the pack ``distlab atlas query``
+    reads, refused when incomplete or when its record fails), and make stability's files when its
+    settled scorecard grades this run's claims (written after the run started; its run and commit
+    recorded).  Every other file in paper/ is removed: one the workflow's DAG does not name
+    (``snakemake --summary`` with the run's words) and the assembly did not write.  The previous
+    verdicts are those of the paper/ HEAD holds (``previous_verdicts.csv``), the changes listed
+    with the commit range (``verdict_changes.md``); the record goes to ``record.json``, the record
+    check and the counts line atop ``paper/README.md`` (:mod:`distlab.scoring.paperrecord`), the
+    README's verdict table from the settled scorecard's counts, and the pages' generated blocks
+    (``<!-- snapshot:KIND ARG -->`` ... ``<!-- /snapshot -->``) from paper/.
 
 ``python scripts/snapshot.py blocks``
-    rewrites only the pages' generated blocks from ``paper/`` as it is.
+    refills the record check atop paper/README.md, the README's verdict table and the pages'
+    generated blocks from paper/ as it is.
 
-``python scripts/snapshot.py record --out results/reproduce.json --start T0 --end T1 --rc RC ...``
-    called by ``make reproduce`` after the workflow ends: the commit it ran (and whether
-    the tree was dirty), its start and end time, exit code, load average and the machine
-    (CPU model, cores, memory, instruction set).
+``python scripts/snapshot.py atlas``
+    the atlas's query files alone into paper/ of the same run.
 
-``python scripts/snapshot.py [--allow-other-commit] [--allow-failed]`` (``make snapshot``)
-    copies ``paper/`` (scorecard, per-paper sections, figures, tables, write-up) and
-    ``benchmarks/`` into ``paper/``, writes ``paper/record.json`` (the
-    record above), keeps the previous snapshot's verdicts in
-    ``paper/previous_verdicts.csv``, lists every claim whose verdict changed, with
-    the commit range, in ``paper/verdict_changes.md``, and rewrites the README's
-    verdict table between its markers from the new counts, and the generated blocks of the
-    pages (``<!-- snapshot:KIND ARG -->`` ... ``<!-- /snapshot -->``) from the new snapshot.
-    It refuses (exit 2, one line)
-    when ``paper/`` was made by other code than HEAD's tree: a record of another tree, a
-    dirty tree, or a scorecard that lists "Results made by other code".
-
-    ``snakemake netcheck`` (outside ``all``) joins the snapshot when ``results/netcheck/``
-    holds its outputs: its tables and figure go to ``paper/netcheck/``, its
-    benchmarks to ``paper/benchmarks/netcheck/``, and ``record.json`` records under
-    ``netcheck`` which rules ran and when their outputs were written against the reproduce
-    run's start and end.  Outputs older than that start are another run's: refused, unless
-    ``--without-netcheck`` leaves them out.  Without them the snapshot and its ``netcheck``
-    blocks say "netcheck: not run in this snapshot".
-
-    The atlas's query files (``results/atlas/query/``: the pack of the recordings
-    ``distlab atlas query`` reads, and the query's benchmark table) go to
-    ``paper/atlas/``, so the shipped atlas can be queried without ``make reproduce``;
-    refused when incomplete or when the pack's record fails (edited, or its runs gone); without
-    them ``record.json``'s ``atlas`` says "not in this snapshot".  ``snapshot.py atlas`` copies
-    them alone into the snapshot of the same run (its commit and start).
-
-    ``make stability`` (k evaluations of the measured parts) settles the snapshot's verdicts
-    when ``paper/scorecard_stable.csv`` is of this run (written after the reproduce run
-    started and after ``paper/scorecard.csv``, grading the same claims; else refused unless
-    ``--without-stability``): ``paper/scorecard.csv`` and ``.md`` are the settled
-    scorecard, a measured row whose verdict was not the same in every evaluation reads
-    *unstable here* with its ``spread`` (each evaluation's verdict and estimate), the README's
-    table and the ``counts`` blocks count it in its own column, ``unstable PAPER`` blocks list
-    those rows with their spread, and ``record.json`` records it under ``stability``.
+A settled scorecard (make stability, :func:`distlab.scoring.stability.settle_paper`) reads
+*unstable here* for a measured row whose verdict was not the same in every evaluation, with its
+``spread``; the README's table and the ``counts`` blocks count it in its own column and the
+``unstable PAPER`` blocks list those rows with their spread.
 """
 
 from __future__ import annotations
@@ -343,10 +336,10 @@ def atlas_only(args: argparse.Namespace) -> dict:
     if (rec.get("commit"), rec.get("start_utc")) != (snap.get("commit"), snap.get("start_utc")):
         raise Refused(f"{record_path}: the run of {str(rec.get('commit'))[:10]} started {rec.get('start_utc')}, "
                       f"the snapshot's of {str(snap.get('commit'))[:10]} started {snap.get('start_utc')}: "
-                      "another run's; use make snapshot")
+                      "another run's; use make reproduce")
     atlas, files = check_atlas(rec, root / args.atlas_query)
     copy_atlas(dest, files)
-    # made apart from `make snapshot`: by this tree's code (the pack's fields are the runs' own)
+    # made apart from make reproduce: by this tree's code (the pack's fields are the runs' own)
     atlas["copied_by"] = f"snapshot.py atlas at {git('rev-parse', 'HEAD', cwd=root)[:10]}"
     snap["atlas"] = atlas
     (dest / "record.json").write_text(json.dumps(snap, indent=2) + "\n")
@@ -456,8 +449,8 @@ def verdict_changes(old: dict, new: dict, old_commit: str | None, new_commit: st
             rows.append({"id": cid, "paper": paper, "previous": before, "now": after})
     rng = f"{(old_commit or 'unrecorded')[:10]}..{(new_commit or 'unrecorded')[:10]}"
     lines = ["# Verdict changes", "",
-             f"Written by `make snapshot`: every claim whose verdict differs from the previous "
-             f"snapshot's (`previous_verdicts.csv`), commit range `{rng}`. \"—\" marks a claim "
+             f"Written by `make reproduce`: every claim whose verdict differs from the committed "
+             f"paper/'s (`previous_verdicts.csv`), commit range `{rng}`. \"—\" marks a claim "
              "that did not exist on that side. Under each paper, the commits of the range that "
              "touched its code or the claims; the closing note of the snapshot's commit says why "
              "each verdict changed.", ""]
@@ -1150,6 +1143,10 @@ def main(argv: list[str] | None = None) -> int:
                                _rows(root / args.dest / "scorecard.csv"))
             for page in rewrite_blocks(root, root / args.dest):
                 print(f"snapshot: rewrote the generated blocks of {page.relative_to(root)}")
+            return 0
+        if not (Path(args.root).resolve() / args.paper / "scorecard.csv").exists():
+            print(f"snapshot: {args.paper}/scorecard.csv is missing (the run made no scorecard): "
+                  f"{args.paper}/ not assembled, no record written", file=sys.stderr)
             return 0
         snap = snapshot(args)
     except Refused as err:

@@ -10,7 +10,7 @@ default configuration.
 * No technique wins where its interval overlaps the leader's without the query saying "tie".
 
 Skipped, saying so, only where the snapshot has no atlas pack (a snapshot made before
-``make snapshot`` carried it): the snapshot in the repository carries it.
+make reproduce puts it in paper/atlas/): the committed paper/ carries it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ ENV = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
 pytestmark = pytest.mark.skipif(
     not PACK.is_file(),
     reason=f"{PACK.relative_to(ROOT)} missing: this results snapshot does not carry the atlas's pack "
-           "(make reproduce, then make snapshot)")
+           "(make reproduce)")
 
 
 def query(*args: str, fmt: str = "csv"):

@@ -2,7 +2,7 @@
 ancestor of HEAD, the README's verdict table is the snapshot's counts, the pages name
 only paths that exist, quote no hand-typed number of ours (the README stays one short page; the
 docs pages are split by purpose, not trimmed to a length); and
-`make snapshot` (scripts/snapshot.py) on a fake paper/ tree."""
+paper/ assembled by scripts/snapshot.py (the end of make reproduce) in a fake repository."""
 
 from __future__ import annotations
 
@@ -45,14 +45,14 @@ def snapshot_verdicts() -> dict[str, tuple[str, str]]:
 # ------------------------------------------------------------------ the snapshot itself
 
 def test_the_snapshots_claim_ids_equal_the_claims():
-    """Fails until `make reproduce` + `make snapshot` ran after a claim was added, removed
+    """Fails until `make reproduce` ran after a claim was added, removed
     or renamed in config/claims.yaml."""
     from distlab.scoring.scorecard import load_claims
 
     ours = {c["id"] for c in load_claims(ROOT / "config/claims.yaml")}
     snap = set(snapshot_verdicts())
     assert snap == ours, (f"paper/ is stale: missing {sorted(ours - snap)[:10]}, "
-                          f"gone {sorted(snap - ours)[:10]}; run make reproduce, then make snapshot")
+                          f"gone {sorted(snap - ours)[:10]}; run make reproduce")
 
 
 def test_the_snapshots_commit_is_recorded_and_an_ancestor_of_head():
@@ -132,7 +132,7 @@ NUMBER = re.compile(r"(?<![\w.-])\d+(?:[.,]\d+)*(?:\s?(?:%|×|ms|s|min|nats|GB|M
 
 
 def outside_generated(text: str) -> str:
-    """The text less what `make snapshot` writes: the README's verdict table and the pages'
+    """The text less what scripts/snapshot.py writes: the README's verdict table and the pages'
     generated blocks."""
     if snapshot.BEGIN in text and snapshot.END in text:
         text = text.split(snapshot.BEGIN)[0] + text.split(snapshot.END)[-1]
@@ -197,7 +197,7 @@ RESULT_PAGES = ["README.md", *(p.relative_to(ROOT).as_posix() for p in PAGES if 
 
 @pytest.mark.parametrize("page", [ROOT / p for p in RESULT_PAGES], ids=lambda p: p.name)
 def test_no_page_quotes_a_result_of_ours_outside_a_generated_block(page):
-    """A result of ours sits in a block `make snapshot` writes (`<!-- snapshot:KIND ARG -->`)
+    """A result of ours sits in a block scripts/snapshot.py writes (`<!-- snapshot:KIND ARG -->`)
     or is a link to the snapshot; the papers' figures and the settings are in config/*.yaml."""
     stray = stray_results(page.read_text(encoding="utf-8"), config_values())
     assert not stray, f"{page.name} quotes numbers of ours by hand: {stray}"
@@ -205,7 +205,7 @@ def test_no_page_quotes_a_result_of_ours_outside_a_generated_block(page):
 
 @pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda p: p.name)
 def test_every_generated_block_is_the_snapshots(page):
-    """The blocks hold what `make snapshot` writes from paper/ now: a page edited by
+    """The blocks hold what scripts/snapshot.py writes from paper/ now: a page edited by
     hand, or a snapshot regenerated without them, fails here."""
     text = page.read_text(encoding="utf-8")
     assert snapshot.fill_blocks(text, RESULTS) == text, (
@@ -251,7 +251,7 @@ def test_the_path_check_sees_a_missing_file(tmp_path):
                                                                   "config/nothere.yaml"}
 
 
-# ------------------------------------------------------------------ make snapshot on a fake tree
+# ------------------------------------------------------------------ paper/ assembled in a fake repository
 
 def _write_card(path: Path, rows: list[tuple[str, str, str]], stale: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""`make snapshot` (scripts/snapshot.py) and a `snakemake netcheck` run: copied into the
+"""paper/'s assembly (scripts/snapshot.py, the end of make reproduce) and a `snakemake netcheck` run: copied into the
 snapshot with when it ran against the reproduce run, refused when older than that run,
 and the `netcheck` blocks saying "not run in this snapshot" without one.  A fake
 results/netcheck/ beside the fake paper/ tree of tests/test_docs.py; nothing is run."""

@@ -189,7 +189,7 @@ def read_pack(path) -> tuple[dict, dict[str, list[Recording]]]:
     """(the pack's header: format, compute, techniques; technique job -> its recordings), after
     checking the format and the content's checksum; :class:`PackError` (one line) otherwise."""
     p = Path(path)
-    hint = "make it again (snakemake atlas_query_pack, or make snapshot for paper/)"
+    hint = "make it again (snakemake atlas_query_pack; make reproduce puts it in paper/atlas/)"
     try:
         with gzip.open(p, "rb") as gz:
             raw = gz.read(MAX_BYTES + 1)  # a bounded read: a small file may unfold without end

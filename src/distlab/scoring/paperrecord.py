@@ -52,7 +52,7 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
 
 
-def _config_changes(root: Path, rec: dict) -> list[str]:
+def config_changes(root: Path, rec: dict) -> list[str]:
     """The record's config: files or overrides of the run's own (not the default configuration),
     and any named file whose content differs from what the run read."""
     cfg = rec.get("config")
@@ -101,7 +101,7 @@ def check(root: str | Path, paper: str = "paper") -> Check:
     if rec.get("exit_code") not in (0, None):
         state = OTHER if state in (SAME, OTHER) else state
         why.append(f"its make reproduce exited {rec['exit_code']}: a partial evaluation")
-    cfg = _config_changes(root, rec)
+    cfg = config_changes(root, rec)
     if cfg:
         state = OTHER if state in (SAME, OTHER) else state
         why += cfg
