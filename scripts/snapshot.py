@@ -882,7 +882,7 @@ def fill_blocks(text: str, dest: Path) -> str:
 
 def block_pages(root: Path) -> list[Path]:
     return sorted({p for pat in BLOCK_PAGES for p in root.glob(pat)
-                   if not p.is_relative_to(root / "docs" / "results")})
+                   if not p.is_relative_to(root / "paper")})
 
 
 def rewrite_blocks(root: Path, dest: Path) -> list[Path]:
@@ -900,6 +900,9 @@ def rewrite_blocks(root: Path, dest: Path) -> list[Path]:
 # ------------------------------------------------------------------ paper/ assembled
 
 EXTRA = ("record.json", "previous_verdicts.csv", "verdict_changes.md")
+# an evaluation of its own, made on another machine with its own record (scripts/gpu/run_tier.py
+# --snapshot): kept by make reproduce, neither removed as stale nor emptied
+APART = ("gpu",)
 
 
 def previous(root: Path, dest: Path) -> tuple[dict, str | None]:
@@ -935,6 +938,8 @@ def prune(root: Path, dest: Path, keep: set[Path], planned: set[str] | None) -> 
 
     gone = []
     for path in sorted(p for p in dest.rglob("*") if p.is_file() or p.is_symlink()):
+        if path.relative_to(dest).parts[0] in APART:
+            continue
         rel = path.relative_to(root).as_posix()
         base = rel[: -len(RECORD_SUFFIX)] if rel.endswith(RECORD_SUFFIX) else rel
         if base in planned or path in keep or path.with_name(path.name.removesuffix(RECORD_SUFFIX)) in keep:
@@ -1044,11 +1049,10 @@ def clear(root: Path, dest: Path, record_path: Path) -> bool:
     made = json.loads((dest / "record.json").read_text()) if (dest / "record.json").is_file() else {}
     if mine and made and all(mine.get(k) == made.get(k) for k in ("commit", "start_utc")):
         return False
-    if not dest.is_dir() or not any(dest.iterdir()):
-        return False
-    shutil.rmtree(dest)
-    dest.mkdir()
-    return True
+    gone = [p for p in dest.iterdir() if p.name not in APART] if dest.is_dir() else []
+    for p in gone:
+        shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    return bool(gone)
 
 
 def per_paper(dest: Path) -> dict[str, Counter]:

@@ -25,7 +25,7 @@ import pytest
 
 from conftest import ROOT, bin_path
 
-PACK = ROOT / "docs" / "results" / "atlas" / "query_pack.json.gz"
+PACK = ROOT / "paper" / "atlas" / "query_pack.json.gz"
 ENV = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
 
 pytestmark = pytest.mark.skipif(

@@ -336,8 +336,11 @@ def test_the_record_holds_the_run_and_the_machine(fake_repo):
 
 def test_paper_is_made_wholly_of_the_run_keeps_previous_verdicts_and_lists_the_changes(fake_repo):
     repo, first, head = fake_repo
+    (repo / "paper/gpu").mkdir()
+    (repo / "paper/gpu/README.md").write_text("the GPU tier's own evaluation\n")
     assert run_snapshot(repo) == 0
     res = repo / "paper"
+    assert (res / "gpu/README.md").exists()  # made apart (scripts/gpu/run_tier.py), with its own record
     assert (res / "figures/pgc_fig7.png").read_bytes() == b"png"
     assert not (res / "figures/old.png").exists()  # the earlier run's figure: not of this evaluation, removed
     assert (res / "tables/pgc.md").exists() and (res / "scorecard/P1.csv").exists()
@@ -393,8 +396,11 @@ def test_paper_is_emptied_before_a_run_unless_it_is_of_this_checkouts_last_run(f
     assert (repo / "paper/scorecard.csv").exists()  # kept: Snakemake goes on from it
     path = repo / "results/reproduce.json"
     path.write_text(json.dumps({**json.loads(path.read_text()), "start_utc": "2100-01-01T00:00:00Z"}))
+    (repo / "paper/gpu").mkdir()
+    (repo / "paper/gpu/README.md").write_text("the GPU tier's own evaluation\n")
     assert snapshot.main(["--root", str(repo), "clear"]) == 0
-    assert (repo / "paper").is_dir() and not any((repo / "paper").iterdir())
+    assert [p.name for p in (repo / "paper").iterdir()] == ["gpu"]  # kept: an evaluation of its own
+    shutil.rmtree(repo / "paper/gpu")
     path.unlink()  # a fresh clone: no run of its own yet
     subprocess.run(["git", "checkout", "--", "paper"], cwd=repo, check=True)
     assert snapshot.main(["--root", str(repo), "clear"]) == 0 and not any((repo / "paper").iterdir())

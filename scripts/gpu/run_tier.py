@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                         "paper/gpu/ and stop")
     a = p.parse_args(argv)
     if a.snapshot:
-        return snapshot(Path(a.snapshot), ROOT / "docs" / "results" / "gpu")
+        return snapshot(Path(a.snapshot), ROOT / "paper" / "gpu")
     missing = [m for m in REQUIRED if importlib.util.find_spec(m) is None]
     if missing:
         print(f"run_tier: missing Python packages {', '.join(missing)}: carry them on PYTHONPATH (docs/gpu.md)",
