@@ -97,10 +97,12 @@ report: $(STAMP)
 	@$(PREFLIGHT)
 	@$(SMK_WORDS); snakemake --cores $(CORES) --report report.html "$$@"
 
-# the plan of what make reproduce (with the same CONFIG and SNAKEMAKE_ARGS) would run
+# the plan of what make reproduce (with the same CONFIG and SNAKEMAKE_ARGS) would run: with a
+# paper/ that make reproduce would empty first (a clone's), every rule writing into it forced
 dryrun: $(STAMP)
 	@$(PREFLIGHT)
-	@$(SMK_WORDS); snakemake -n --cores $(CORES) "$$@"
+	@$(SMK_WORDS); force=$$($(BIN)/python scripts/snapshot.py forcerun -- "$$@") || exit 2; \
+	snakemake -n --cores $(CORES) $$force "$$@"
 
 # the measured parts (real jobs, timed runs, profiles) run twice; every verdict that flips is listed;
 # then paper/ is made again wholly of the settled evaluation (scorecard, write-up, tables, figures)

@@ -1039,15 +1039,37 @@ def snapshot(args: argparse.Namespace) -> dict:
     return snap
 
 
+def would_clear(dest: Path, record_path: Path) -> bool:
+    """Whether paper/ is not of this checkout's last make reproduce (:func:`clear` empties it)."""
+    mine = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    made = json.loads((dest / "record.json").read_text()) if (dest / "record.json").is_file() else {}
+    return not (mine and made and all(mine.get(k) == made.get(k) for k in ("commit", "start_utc")))
+
+
+def forcerun(root: Path, dest: Path, record_path: Path, words: list[str]) -> list[str]:
+    """make dryrun's words for a paper/ that make reproduce would empty first: ``--forcerun`` with
+    every rule that writes into it (``snakemake --summary``), so the plan is the one make
+    reproduce runs (those pages and the runs behind them), not Snakemake's take of the committed
+    pages as done.  None otherwise."""
+    if not would_clear(dest, record_path) or not dest.is_dir() or not any(dest.iterdir()):
+        return []
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--summary", *words], cwd=root,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Refused(f"snakemake --summary: {r.stderr.strip().splitlines()[-1:] or r.returncode}")
+    prefix = dest.relative_to(root).as_posix() + "/"
+    rules = sorted({row[2] for row in (ln.split("\t") for ln in r.stdout.splitlines()[1:])
+                    if len(row) > 2 and row[0].startswith(prefix)})
+    return ["--forcerun", *rules] if rules else []
+
+
 def clear(root: Path, dest: Path, record_path: Path) -> bool:
     """Before make reproduce runs the workflow: paper/ emptied unless it was assembled from this
     checkout's own last run (its record's commit and start are those of ``results/reproduce.json``).
     Snakemake takes an output that exists for done even where its inputs are missing, so a paper/
     that came with the clone (or a pull) would keep the committed evaluation's pages and skip the
     runs they were made from; emptied, every page of paper/ is this run's.  True when emptied."""
-    mine = json.loads(record_path.read_text()) if record_path.is_file() else {}
-    made = json.loads((dest / "record.json").read_text()) if (dest / "record.json").is_file() else {}
-    if mine and made and all(mine.get(k) == made.get(k) for k in ("commit", "start_utc")):
+    if not would_clear(dest, record_path):
         return False
     gone = [p for p in dest.iterdir() if p.name not in APART] if dest.is_dir() else []
     for p in gone:
@@ -1100,6 +1122,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("blocks", help="refill the pages' generated blocks from paper/")
     sub.add_parser("atlas", help="the atlas's query files alone into the snapshot of the same run")
     sub.add_parser("clear", help="before make reproduce: empty paper/ unless it is of this checkout's last run")
+    fr = sub.add_parser("forcerun", help="make dryrun: --forcerun for paper/'s rules when make reproduce would empty it")
+    fr.add_argument("snakemake_args", nargs="*", default=[], help="after --: the words make dryrun gives Snakemake")
     for a in (ap,):
         a.add_argument("--root", default=str(ROOT))
         a.add_argument("--paper", default="paper")
@@ -1136,6 +1160,10 @@ def main(argv: list[str] | None = None) -> int:
             if clear(root, root / args.dest, root / args.record):
                 print(f"snapshot: emptied {args.dest}/ (not of this checkout's last make reproduce; "
                       f"`git checkout {args.dest}/` brings the committed one back)")
+            return 0
+        if args.verb == "forcerun":
+            root = Path(args.root).resolve()
+            print(" ".join(forcerun(root, root / args.dest, root / args.record, args.snakemake_args)))
             return 0
         if args.verb == "blocks":
             root = Path(args.root).resolve()
