@@ -198,10 +198,16 @@ def test_a_clones_committed_paper_is_emptied_and_the_dry_run_then_plans_every_ru
         (work / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, work / f)
     assert (work / "paper/scorecard.csv").exists()
+    expected = (EXPECTED / "dryrun_tiny.txt").read_text().split("\n\n")
+    tiny = ["--configfile", "tests/configs/tiny.yaml"]
+    # make dryrun, the committed paper/ still there: its rules forced, the same plan
+    force = snapshot.forcerun(work, work / "paper", work / "results/reproduce.json", tiny)
+    assert force[0] == "--forcerun" and "scorecard" in force and "paper" in force
+    assert dry_run(work, [*force, *tiny]) == expected
     assert snapshot.main(["--root", str(work), "clear"]) == 0
     assert not any((work / "paper").iterdir())
-    assert dry_run(work, ["--configfile", "tests/configs/tiny.yaml"]) == (
-        EXPECTED / "dryrun_tiny.txt").read_text().split("\n\n")
+    assert snapshot.forcerun(work, work / "paper", work / "results/reproduce.json", tiny) == []
+    assert dry_run(work, tiny) == expected
 
 
 def test_the_committed_pages_say_what_the_record_check_says_now():
