@@ -900,9 +900,10 @@ def rewrite_blocks(root: Path, dest: Path) -> list[Path]:
 # ------------------------------------------------------------------ paper/ assembled
 
 EXTRA = ("record.json", "previous_verdicts.csv", "verdict_changes.md")
-# an evaluation of its own, made on another machine with its own record (scripts/gpu/run_tier.py
-# --snapshot): kept by make reproduce, neither removed as stale nor emptied
-APART = ("gpu",)
+# measurements made apart from the workflow, each with its own machine and date: the GPU tier's
+# snapshot (scripts/gpu/run_tier.py --snapshot) and the heavy rules' step benchmark
+# (scripts/rulebench.py): kept by make reproduce, neither removed as stale nor emptied
+APART = ("gpu", "rulebench")
 
 
 def previous(root: Path, dest: Path) -> tuple[dict, str | None]:

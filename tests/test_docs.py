@@ -338,9 +338,12 @@ def test_paper_is_made_wholly_of_the_run_keeps_previous_verdicts_and_lists_the_c
     repo, first, head = fake_repo
     (repo / "paper/gpu").mkdir()
     (repo / "paper/gpu/README.md").write_text("the GPU tier's own evaluation\n")
+    (repo / "paper/rulebench").mkdir()
+    (repo / "paper/rulebench/rulebench.csv").write_text("rule,s\n")
     assert run_snapshot(repo) == 0
     res = repo / "paper"
-    assert (res / "gpu/README.md").exists()  # made apart (scripts/gpu/run_tier.py), with its own record
+    # made apart (scripts/gpu/run_tier.py, scripts/rulebench.py), each with its own machine and date
+    assert (res / "gpu/README.md").exists() and (res / "rulebench/rulebench.csv").exists()
     assert (res / "figures/pgc_fig7.png").read_bytes() == b"png"
     assert not (res / "figures/old.png").exists()  # the earlier run's figure: not of this evaluation, removed
     assert (res / "tables/pgc.md").exists() and (res / "scorecard/P1.csv").exists()
