@@ -1052,7 +1052,7 @@ def forcerun(root: Path, dest: Path, record_path: Path, words: list[str]) -> lis
     every rule that writes into it (``snakemake --summary``), so the plan is the one make
     reproduce runs (those pages and the runs behind them), not Snakemake's take of the committed
     pages as done.  None otherwise."""
-    if not would_clear(dest, record_path) or not dest.is_dir() or not any(dest.iterdir()):
+    if not would_clear(dest, record_path) or not dest.is_dir() or all(p.name in APART for p in dest.iterdir()):
         return []
     r = subprocess.run([sys.executable, "-m", "snakemake", "--summary", *words], cwd=root,
                        capture_output=True, text=True)
