@@ -139,6 +139,10 @@ def test_a_counts_line_reads_back_as_the_scorecard_counts_it():
     assert got["not run"] == 1 and got["reported"] == 1 and got["inconclusive"] == 0
     whole, per = pr.tally(card)
     assert whole == per["P1"] + per["P2"] and per["P2"]["reported (not a test)"] == 1
+    # a page's citation of where the line comes from is not a count
+    cited = pr.line(card.iloc[:2]) + " (settled over 3 evaluations by `make stability`; `paper/scorecard.csv`)"
+    assert pr.parse_line(cited) == pr.parse_line(pr.line(card.iloc[:2]))
+    assert pr.parse_line(cited)["unstable here"] == 1
 
 
 # ------------------------------------------------------------------ the committed paper/ and README

@@ -155,7 +155,9 @@ def parse_line(text: str) -> Counter:
     if not m:
         raise ValueError(f"no counts line ('**N claims:** ...') in {text[:80]!r}")
     out = Counter({"claims": int(m.group(1))})
-    tally_part, _, extra = m.group(2).partition("; and ")
+    # a page may cite where the line comes from, in parentheses with a path in backticks
+    body = re.sub(r"(\s*\([^()]*`[^()]*\))+\s*$", "", m.group(2))
+    tally_part, _, extra = body.partition("; and ")
     for item in tally_part.split(" · "):
         n, _, verdict = item.strip().partition(" ")
         out[verdict.strip()] += int(n)
