@@ -17,7 +17,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.distlab-installed
 export PATH := $(abspath $(BIN)):$(PATH)
 
-.PHONY: env reproduce snapshot test lint dryrun report stability clean-results
+.PHONY: env reproduce test lint dryrun report stability clean-results
 
 # the first run installs the environment (torch and the rest: about 2.4 minutes on the project's
 # 2-core machine with a fast network; .venv ends at about 6.2 GB), with pip's own progress shown
@@ -69,9 +69,14 @@ PREFLIGHT = $(SMK_WORDS); $(BIN)/python -c 'import sys; from distlab.config.pref
 # (distlab.results.tables); distlab.results.recheck lists the tables whose runs are gone (or that
 # were cut or edited since), one line each, and make reproduce passes them to --forcerun: those
 # runs and tables, and the scorecard, are made again.
-# make reproduce records its own run in results/reproduce.json (commit, dirty tree, start and
-# end, exit code, load average, machine): `make snapshot` copies paper/ into docs/results/ only
-# from a run of HEAD's tree.
+# make reproduce first empties paper/ unless it was assembled from this checkout's last run
+# (a clone's or a pull's paper/ is another machine's evaluation: Snakemake would take its pages
+# for done and skip the runs behind them); then it records its own run in results/reproduce.json (commit, dirty tree, start and
+# end, exit code, load average, machine, config files) and then makes paper/ wholly of this run
+# (scripts/snapshot.py): the workflow's pages, the benchmarks, netcheck's outputs when run since
+# it started, the atlas's query pack; every other file in paper/ removed; the record in
+# paper/record.json; the README's generated blocks refilled.  paper/ is tracked: `git diff paper/`
+# is what this run changed.
 # SLURM's sinfo without squeue or sacct breaks every snakemake (its SLURM plugin's import): one
 # line naming what to install first (distlab.pipeline.slurmtools.main)
 reproduce: $(STAMP)
@@ -80,30 +85,35 @@ reproduce: $(STAMP)
 	@mkdir -p results; start=$$(date +%s); load=$$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); \
 	commit=$$(git rev-parse HEAD 2>/dev/null); \
 	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); rc=0; \
+	$(BIN)/python scripts/snapshot.py clear || exit 2; \
 	force=$$($(BIN)/python -c 'import sys; from distlab.results.recheck import main; sys.exit(main())' results paper) || exit 2; \
 	$(SMK_WORDS); $(JOBS_VIA) snakemake --cores $(CORES) $(SNAKEMAKE_CONSOLE) $$force "$$@" || rc=$$?; \
 	$(BIN)/python scripts/snapshot.py record --out results/reproduce.json --start "$$start" \
 	  --rc $$rc --commit "$$commit" --dirty "$$dirty" --load-start "$$load" --cores $(CORES) -- "$$@"; \
+	$(BIN)/python scripts/snapshot.py || { [ $$rc -ne 0 ] || rc=2; }; \
 	exit $$rc
-
-# docs/results/ from paper/ and benchmarks/ of the last make reproduce (refused when that run
-# was of another tree than HEAD's); SNAPSHOT_ARGS=--allow-other-commit overrides
-snapshot: $(STAMP)
-	$(BIN)/python scripts/snapshot.py $(SNAPSHOT_ARGS)
 
 report: $(STAMP)
 	@$(PREFLIGHT)
 	@$(SMK_WORDS); snakemake --cores $(CORES) --report report.html "$$@"
 
-# the plan of what make reproduce (with the same CONFIG and SNAKEMAKE_ARGS) would run
+# the plan of what make reproduce (with the same CONFIG and SNAKEMAKE_ARGS) would run: with a
+# paper/ that make reproduce would empty first (a clone's), every rule writing into it forced
 dryrun: $(STAMP)
 	@$(PREFLIGHT)
-	@$(SMK_WORDS); snakemake -n --cores $(CORES) "$$@"
+	@$(SMK_WORDS); force=$$($(BIN)/python scripts/snapshot.py forcerun -- "$$@") || exit 2; \
+	snakemake -n --cores $(CORES) $$force "$$@"
 
-# the measured parts (real jobs, timed runs, profiles) run twice; every verdict that flips is listed
+# the measured parts (real jobs, timed runs, profiles) run twice; every verdict that flips is listed;
+# then paper/ is made again wholly of the settled evaluation (scorecard, write-up, tables, figures)
+# and its record names this run and its commit
 stability: $(STAMP)
 	@$(PREFLIGHT)
-	@$(SMK_WORDS); $(BIN)/python -m distlab stability --cores $(CORES) $${1+--} "$$@"
+	@start=$$(date +%s); commit=$$(git rev-parse HEAD 2>/dev/null); \
+	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); \
+	$(SMK_WORDS); $(BIN)/python -m distlab stability --cores $(CORES) $${1+--} "$$@" || exit $$?; \
+	$(BIN)/python scripts/snapshot.py --stability-commit "$$commit" --stability-dirty "$$dirty" \
+	  --stability-start "$$start"
 
 # pytest exits 5 when it collects no test: say so and fail, rather than pass silently.
 test: $(STAMP)
@@ -116,5 +126,6 @@ lint: $(STAMP)
 	snakemake -n --quiet rules
 	snakemake -n --quiet rules --configfile config/paper.yaml
 
+# paper/ is tracked: `git checkout paper/` brings the committed evaluation back
 clean-results:
 	rm -rf results logs benchmarks .snakemake paper/figures paper/tables paper/scorecard.* paper/README.md

@@ -15,7 +15,7 @@ FLOPs are counted (``torch.utils.flop_counter``: matrix products, attention) on 
 element-wise work is not counted, so the ratio is the matmul share's efficiency, a lower
 bound on the machine's use.
 
-    python scripts/rulebench.py --out docs/results/rulebench/rulebench.csv [--repeats 7]
+    python scripts/rulebench.py --out paper/rulebench/rulebench.csv [--repeats 7]
         [--config config/config.yaml] [--profile data/placement/profiles/resnet50.json | --profile '']
 
 writes the CSV and a Markdown table beside it (``.md``) with the machine and its load.

@@ -1,50 +1,43 @@
-"""The results snapshot in ``docs/results/``: one ``make reproduce`` of one commit.
+"""paper/, the reader's copy: one evaluation, assembled at the end of ``make reproduce`` and
+of ``make stability``, and its record ``paper/record.json``.
 
-Two verbs:
+Verbs:
+
+``python scripts/snapshot.py clear`` (make reproduce, before Snakemake)
+    empties paper/ unless it was assembled from this checkout's last run (a clone's or a pull's
+    paper/ is another machine's: Snakemake would take its pages for done and skip their runs).
+
+``python scripts/snapshot.py record --out results/reproduce.json --start T0 --rc RC ... -- WORDS``
+    called by ``make reproduce`` after the workflow ends: the commit it ran (and whether the tree
+    was dirty), its start and end, exit code, load average, the machine (CPU model, cores,
+    memory, instruction set, kind), the config files and overrides, and Snakemake's words.
+
+``python scripts/snapshot.py [--stability-commit C --stability-start T]`` (make reproduce, make stability)
+    makes paper/ wholly of the recorded run: the workflow's pages as it wrote them, plus
+    ``benchmarks/`` (paper/benchmarks/), ``snakemake netcheck``'s outputs when written since the
+    run started (paper/netcheck/, paper/benchmarks/netcheck/; another run's are left out and the
+    record says why), the atlas's query files (paper/atlas/: the pack ``distlab atlas query``
+    reads, refused when incomplete or when its record fails), and make stability's files when its
+    settled scorecard grades this run's claims (written after the run started; its run and commit
+    recorded).  Every other file in paper/ is removed: one the workflow's DAG does not name
+    (``snakemake --summary`` with the run's words) and the assembly did not write.  The previous
+    verdicts are those of the paper/ HEAD holds (``previous_verdicts.csv``), the changes listed
+    with the commit range (``verdict_changes.md``); the record goes to ``record.json``, the record
+    check and the counts line atop ``paper/README.md`` (:mod:`distlab.scoring.paperrecord`), the
+    README's verdict table from the settled scorecard's counts, and the pages' generated blocks
+    (``<!-- snapshot:KIND ARG -->`` ... ``<!-- /snapshot -->``) from paper/.
 
 ``python scripts/snapshot.py blocks``
-    rewrites only the pages' generated blocks from ``docs/results/`` as it is.
+    refills the record check atop paper/README.md, the README's verdict table and the pages'
+    generated blocks from paper/ as it is.
 
-``python scripts/snapshot.py record --out results/reproduce.json --start T0 --end T1 --rc RC ...``
-    called by ``make reproduce`` after the workflow ends: the commit it ran (and whether
-    the tree was dirty), its start and end time, exit code, load average and the machine
-    (CPU model, cores, memory, instruction set).
+``python scripts/snapshot.py atlas``
+    the atlas's query files alone into paper/ of the same run.
 
-``python scripts/snapshot.py [--allow-other-commit] [--allow-failed]`` (``make snapshot``)
-    copies ``paper/`` (scorecard, per-paper sections, figures, tables, write-up) and
-    ``benchmarks/`` into ``docs/results/``, writes ``docs/results/snapshot.json`` (the
-    record above), keeps the previous snapshot's verdicts in
-    ``docs/results/previous_verdicts.csv``, lists every claim whose verdict changed, with
-    the commit range, in ``docs/results/verdict_changes.md``, and rewrites the README's
-    verdict table between its markers from the new counts, and the generated blocks of the
-    pages (``<!-- snapshot:KIND ARG -->`` ... ``<!-- /snapshot -->``) from the new snapshot.
-    It refuses (exit 2, one line)
-    when ``paper/`` was made by other code than HEAD's tree: a record of another tree, a
-    dirty tree, or a scorecard that lists "Results made by other code".
-
-    ``snakemake netcheck`` (outside ``all``) joins the snapshot when ``results/netcheck/``
-    holds its outputs: its tables and figure go to ``docs/results/netcheck/``, its
-    benchmarks to ``docs/results/benchmarks/netcheck/``, and ``snapshot.json`` records under
-    ``netcheck`` which rules ran and when their outputs were written against the reproduce
-    run's start and end.  Outputs older than that start are another run's: refused, unless
-    ``--without-netcheck`` leaves them out.  Without them the snapshot and its ``netcheck``
-    blocks say "netcheck: not run in this snapshot".
-
-    The atlas's query files (``results/atlas/query/``: the pack of the recordings
-    ``distlab atlas query`` reads, and the query's benchmark table) go to
-    ``docs/results/atlas/``, so the shipped atlas can be queried without ``make reproduce``;
-    refused when incomplete or when the pack's record fails (edited, or its runs gone); without
-    them ``snapshot.json``'s ``atlas`` says "not in this snapshot".  ``snapshot.py atlas`` copies
-    them alone into the snapshot of the same run (its commit and start).
-
-    ``make stability`` (k evaluations of the measured parts) settles the snapshot's verdicts
-    when ``paper/scorecard_stable.csv`` is of this run (written after the reproduce run
-    started and after ``paper/scorecard.csv``, grading the same claims; else refused unless
-    ``--without-stability``): ``docs/results/scorecard.csv`` and ``.md`` are the settled
-    scorecard, a measured row whose verdict was not the same in every evaluation reads
-    *unstable here* with its ``spread`` (each evaluation's verdict and estimate), the README's
-    table and the ``counts`` blocks count it in its own column, ``unstable PAPER`` blocks list
-    those rows with their spread, and ``snapshot.json`` records it under ``stability``.
+A settled scorecard (make stability, :func:`distlab.scoring.stability.settle_paper`) reads
+*unstable here* for a measured row whose verdict was not the same in every evaluation, with its
+``spread``; the README's table and the ``counts`` blocks count it in its own column and the
+``unstable PAPER`` blocks list those rows with their spread.
 """
 
 from __future__ import annotations
@@ -80,6 +73,7 @@ def _registry():
 PAPERS = {p.scorecard: (p.title, p.doc) for p in _registry()}
 PAPER_PATHS = {p.scorecard: list(p.code) for p in _registry()}
 # rows reported beside a test, not counted among the claims: the scorecard's own name and counts line
+from distlab.scoring.paperrecord import banner, put_header, read_card, tally  # noqa: E402
 from distlab.scoring.reported import REPORTED, counts_line  # noqa: E402  (src/ is on the path now)
 # the scorecard's verdicts, in its order; UNSTABLE only from `make stability` (a measured verdict
 # that was not the same in its k evaluations, distlab.scoring.stability.settle)
@@ -172,6 +166,7 @@ def record(args: argparse.Namespace) -> dict:
         "load_end": loadavg(),
         "machine": machine(),
         "config": run_config(args.snakemake_args),
+        "snakemake_args": list(args.snakemake_args),
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -207,49 +202,10 @@ def run_config(words: list[str]) -> dict:
     return {"files": files, "overrides": overrides}
 
 
-def check_default_config(rec: dict, record_path: Path, allow_other: bool) -> None:
-    """The snapshot publishes the default configuration's results: a run of other config files or
-    overrides (or one whose record does not say) is refused by name."""
-    cfg = rec.get("config")
-    if not isinstance(cfg, dict):
-        raise Refused(f"{record_path}: no config recorded; rerun make reproduce (it records its config files)")
-    other = [f.get("path") for f in cfg.get("files", [])] + [f"--config {o}" for o in cfg.get("overrides", [])]
-    if other and not allow_other:
-        raise Refused(f"{record_path}: make reproduce ran with {', '.join(map(str, other))}, not the default "
-                      "configuration; rerun it without CONFIG, or pass --allow-other-config")
-
-
-# ------------------------------------------------------------------ checks
-
-def check_made_here(rec: dict, paper: Path, root: Path, allow_other: bool, allow_failed: bool,
-                    record_path: Path) -> None:
-    if rec.get("exit_code") != 0 and not allow_failed:
-        raise Refused(f"{record_path}: make reproduce exited {rec.get('exit_code')}; "
-                      "rerun it, or pass --allow-failed to snapshot a partial run")
-    if allow_other:
-        return
-    commit = rec.get("commit")
-    if not commit:
-        raise Refused(f"{record_path}: no commit recorded; run make reproduce in a git checkout, "
-                      "or pass --allow-other-commit")
-    if rec.get("dirty"):
-        raise Refused(f"{record_path}: make reproduce ran on a dirty tree at {commit[:10]}; commit, "
-                      "rerun it, or pass --allow-other-commit")
-    made = git("rev-parse", f"{commit}^{{tree}}", cwd=root)
-    head = git("rev-parse", "HEAD^{tree}", cwd=root)
-    if made != head:
-        raise Refused(f"{record_path}: paper/ was made at {commit[:10]}, whose tree is not HEAD's; "
-                      "run make reproduce at HEAD, or pass --allow-other-commit")
-    card = paper / "scorecard.md"
-    if STALE in card.read_text(encoding="utf-8"):
-        raise Refused(f"{card}: lists '{STALE[3:]}'; rerun those rules with --forcerun, "
-                      "or pass --allow-other-commit")
-
-
 def check_runs_present(*cards: Path) -> None:
     """A scorecard the snapshot publishes is refused when it is not what its rule wrote or grades
     a run that is gone since (its record, ``distlab.results.tables.table_errors``): a verdict
-    of a vanished run never reaches docs/results/.  Not overridable."""
+    of a vanished run never reaches paper/.  Not overridable."""
     from distlab.results.tables import table_errors
 
     for card in cards:
@@ -267,11 +223,11 @@ def epoch(stamp: str) -> float:
     return float(calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")))
 
 
-def check_netcheck(rec: dict, outputs: Path, benchmarks: Path, allow_other: bool,
+def check_netcheck(rec: dict, outputs: Path, benchmarks: Path,
                    without: bool) -> tuple[dict, list[tuple[Path, str]]]:
-    """(the snapshot's ``netcheck`` record, the files to copy as (source, path under the
-    snapshot)) of the ``snakemake netcheck`` run in ``outputs``; refused when its outputs
-    are another run's (written before the reproduce run started) or a rule's are incomplete."""
+    """(the record's ``netcheck``, the files to copy as (source, path under paper/)) of the
+    ``snakemake netcheck`` run in ``outputs``: left out when its outputs are another run's
+    (written before make reproduce started); refused when a rule's are incomplete."""
     if without:
         return {"run": False, "status": NOT_RUN, "left_out": "--without-netcheck"}, []
     rules, files, written = {}, [], []
@@ -298,22 +254,20 @@ def check_netcheck(rec: dict, outputs: Path, benchmarks: Path, allow_other: bool
     start, end = epoch(rec["start_utc"]), epoch(rec["end_utc"])
     first = min(written)
     if first < start:
-        old = next(src for src, _ in files if src.stat().st_mtime == first)
-        raise Refused(f"{old}: written {utc(first)}, before make reproduce started ({rec['start_utc']}): "
-                      "another run's; rerun snakemake netcheck, or pass --without-netcheck")
+        return {"run": False, "status": NOT_RUN,
+                "left_out": f"results/netcheck/ was written {utc(first)}, before make reproduce started "
+                            f"({rec['start_utc']}): another run's"}, []
     return {"run": True,
             "rules": rules,
             "written_utc": [utc(first), utc(max(written))],
             "reproduce_utc": [rec["start_utc"], rec["end_utc"]],
             "when": ("after make reproduce" if first >= end
                      else "during make reproduce (sharing its cores: its times may be inflated)"),
-            "tree": ("not checked (--allow-other-commit)" if allow_other else
-                     "HEAD's at the snapshot, the reproduce run's; its outputs record no commit "
-                     "of their own")}, files
+            "tree": "the reproduce run's (its outputs record no commit of their own)"}, files
 
 
 # the atlas's query files (workflow/rules/atlas.smk: atlas_query_pack, atlas_query_bench): what
-# `distlab atlas query` reads, packed, and the query's benchmark table -> docs/results/atlas/
+# `distlab atlas query` reads, packed, and the query's benchmark table -> paper/atlas/
 ATLAS_QUERY_FILES = {"pack.json.gz": "atlas/query_pack.json.gz", "bench.csv": "atlas/query_bench.csv",
                      "bench.md": "atlas/query_bench.md"}
 NO_ATLAS = "atlas query files: not in this snapshot"
@@ -360,7 +314,7 @@ def check_atlas(rec: dict, outputs: Path) -> tuple[dict, list[tuple[Path, str]]]
 
 
 def copy_atlas(dest: Path, files: list[tuple[Path, str]]) -> None:
-    """docs/results/atlas/ holds exactly these files: none of an earlier snapshot's."""
+    """paper/atlas/ holds exactly these files: none of an earlier snapshot's."""
     shutil.rmtree(dest / "atlas", ignore_errors=True)
     for src, rel in files:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -370,59 +324,65 @@ def copy_atlas(dest: Path, files: list[tuple[Path, str]]) -> None:
 def atlas_only(args: argparse.Namespace) -> dict:
     """``snapshot.py atlas``: the atlas's query files alone into the snapshot in ``dest``, from
     results/atlas/query/ of the same make reproduce run as the snapshot (its record's commit and
-    start must be the snapshot's: refused otherwise), its ``atlas`` record in snapshot.json, and
+    start must be the snapshot's: refused otherwise), its ``atlas`` record in record.json, and
     the pages' blocks refilled."""
     root = Path(args.root).resolve()
     dest = root / args.dest
     record_path = root / args.record
-    if not record_path.exists() or not (dest / "snapshot.json").exists():
-        raise Refused(f"{record_path} and {dest / 'snapshot.json'}: both needed (the run and its snapshot)")
+    if not record_path.exists() or not (dest / "record.json").exists():
+        raise Refused(f"{record_path} and {dest / 'record.json'}: both needed (the run and its snapshot)")
     rec = json.loads(record_path.read_text())
-    snap = json.loads((dest / "snapshot.json").read_text())
+    snap = json.loads((dest / "record.json").read_text())
     if (rec.get("commit"), rec.get("start_utc")) != (snap.get("commit"), snap.get("start_utc")):
         raise Refused(f"{record_path}: the run of {str(rec.get('commit'))[:10]} started {rec.get('start_utc')}, "
                       f"the snapshot's of {str(snap.get('commit'))[:10]} started {snap.get('start_utc')}: "
-                      "another run's; use make snapshot")
+                      "another run's; use make reproduce")
     atlas, files = check_atlas(rec, root / args.atlas_query)
     copy_atlas(dest, files)
-    # made apart from `make snapshot`: by this tree's code (the pack's fields are the runs' own)
+    # made apart from make reproduce: by this tree's code (the pack's fields are the runs' own)
     atlas["copied_by"] = f"snapshot.py atlas at {git('rev-parse', 'HEAD', cwd=root)[:10]}"
     snap["atlas"] = atlas
-    (dest / "snapshot.json").write_text(json.dumps(snap, indent=2) + "\n")
+    (dest / "record.json").write_text(json.dumps(snap, indent=2) + "\n")
     rewrite_blocks(root, dest)
     return atlas
 
 
-def check_stability(rec: dict, paper: Path, without: bool) -> tuple[dict, Path | None]:
-    """(the snapshot's ``stability`` record, the settled scorecard to take the verdicts from)
-    of a `make stability` run over this snapshot's paper/: its ``scorecard_stable.csv`` must be
-    written after the reproduce run started and after paper/scorecard.csv (the stability run's
-    last evaluation writes that), and grade the same claims; else it is another run's: refused,
-    unless ``--without-stability`` leaves it out."""
+def settled_by(args: argparse.Namespace) -> dict:
+    """The make stability run that settled paper/ (its commit, dirty or not, start and end), as the
+    Makefile passes it; empty outside make stability."""
+    if not getattr(args, "stability_commit", None) and getattr(args, "stability_start", None) is None:
+        return {}
+    out = {"commit": args.stability_commit or None, "dirty": (args.stability_dirty or 0) > 0}
+    if args.stability_start is not None:
+        out |= {"start_utc": utc(args.stability_start), "end_utc": utc(time.time())}
+    return out
+
+
+def check_stability(rec: dict, paper: Path, without: bool, run: dict | None = None) -> tuple[dict, Path | None]:
+    """(the record's ``stability``, the settled scorecard) of a make stability run over this
+    evaluation's paper/ (``run``: its commit and times): its ``scorecard_stable.csv`` must be
+    written after the reproduce run started and grade the same claims as paper/scorecard.csv;
+    else it is another run's and is left out (and removed with the other stale files)."""
     stable = paper / STABLE_CARD
     if without or not stable.is_file():
         return {"run": False, "status": NO_STABILITY,
                 **({"left_out": "--without-stability"} if without and stable.is_file() else {})}, None
     written = stable.stat().st_mtime
     start = epoch(rec["start_utc"]) if rec.get("start_utc") else 0.0
-    card = paper / "scorecard.csv"
-    if written < start or written < card.stat().st_mtime:
-        raise Refused(f"{stable}: written {utc(written)}, before "
-                      + ("make reproduce started" if written < start else f"{card} was last written")
-                      + ": another run's; rerun make stability, or pass --without-stability")
     with stable.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
-    if not rows or "verdict" not in rows[0]:
-        raise Refused(f"{stable}: no verdicts; rerun make stability, or pass --without-stability")
-    ids, card_ids = {r["id"] for r in rows}, set(read_verdicts(card))
-    if ids != card_ids:
-        raise Refused(f"{stable}: grades {len(ids)} claims, {card} {len(card_ids)} (not the same claims): "
-                      "another run's; rerun make stability, or pass --without-stability")
+    ids, card_ids = {r.get("id") for r in rows}, set(read_verdicts(paper / "scorecard.csv"))
+    why = (f"written {utc(written)}, before make reproduce started ({rec.get('start_utc')})" if written < start
+           else "no verdicts" if not rows or "verdict" not in rows[0]
+           else f"grades {len(ids)} claims, paper/scorecard.csv {len(card_ids)}" if ids != card_ids else None)
+    if why:
+        return {"run": False, "status": NO_STABILITY, "left_out": f"{STABLE_CARD}: {why}: another run's"}, None
     k = max((int(float(r["evaluations"])) for r in rows if r.get("evaluations")), default=None)
     unstable = [r for r in rows if r["verdict"] == UNSTABLE]
     return {"run": True, "evaluations": k, "unstable": len(unstable),
             "unstable_by_paper": dict(Counter(r.get("paper", "") for r in unstable)),
-            "replicate": replicate_record(rows), "written_utc": utc(written)}, stable
+            "replicate": replicate_record(rows), "written_utc": utc(written),
+            "settled_by": run or {"commit": "not recorded (settled outside make stability)"}}, stable
 
 
 def replicate_record(rows: list[dict]) -> dict:
@@ -489,8 +449,8 @@ def verdict_changes(old: dict, new: dict, old_commit: str | None, new_commit: st
             rows.append({"id": cid, "paper": paper, "previous": before, "now": after})
     rng = f"{(old_commit or 'unrecorded')[:10]}..{(new_commit or 'unrecorded')[:10]}"
     lines = ["# Verdict changes", "",
-             f"Written by `make snapshot`: every claim whose verdict differs from the previous "
-             f"snapshot's (`previous_verdicts.csv`), commit range `{rng}`. \"—\" marks a claim "
+             f"Written by `make reproduce`: every claim whose verdict differs from the committed "
+             f"paper/'s (`previous_verdicts.csv`), commit range `{rng}`. \"—\" marks a claim "
              "that did not exist on that side. Under each paper, the commits of the range that "
              "touched its code or the claims; the closing note of the snapshot's commit says why "
              "each verdict changed.", ""]
@@ -617,7 +577,7 @@ def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict, rows: list
     commit = (rec.get("commit") or "unrecorded")[:10]
     st = rec.get("stability") or {}
     settled = (f"; measured verdicts settled over {st.get('evaluations') or 'k'} evaluations by `make stability` "
-               f"({st.get('unstable', 0)} {UNSTABLE}, each with its spread in `docs/results/scorecard.csv`)"
+               f"({st.get('unstable', 0)} {UNSTABLE}, each with its spread in `paper/scorecard.csv`)"
                if st.get("run") else f"; {NO_STABILITY}")
     if replicate.get("run"):
         settled += (f"; trained verdicts replicated on another seed block under another kernel set: "
@@ -628,8 +588,9 @@ def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict, rows: list
         from distlab.scoring.basis import sentence
 
         basis = " " + sentence(Counter(rec["decided_basis"]))
-    block = (f"{BEGIN}{marker_line}\n{table}\n\nCounts from the snapshot of commit `{commit}` "
-             f"({when}), `docs/results/snapshot.json`{settled}.{basis}\n{END}")
+    check = banner(readme.parent, "paper")
+    block = (f"{BEGIN}{marker_line}\n{table}\n\nCounts from paper/ of commit `{commit}` "
+             f"({when}), `paper/record.json`{settled}.{basis}\n" + (f"\n{check}" if check else "") + END)
     readme.write_text(before + block + after, encoding="utf-8")
 
 
@@ -653,12 +614,12 @@ def block_text(kind: str, arg: str, dest: Path) -> str:
                      if ln.startswith("**") and "claims" in ln), None)
         if line is None:
             raise Refused(f"{path}: no counts line ('**N claims:** ...')")
-        return f"{line} (`docs/results/scorecard/{arg}.md`)\n"
+        return f"{line} (`paper/scorecard/{arg}.md`)\n"
     if kind == "table":
         path = dest / "tables" / f"{arg}.md"
         if not path.exists():
             raise Refused(f"{path}: missing; a block names a table the snapshot does not have")
-        return path.read_text(encoding="utf-8").strip() + f"\n\n(`docs/results/tables/{arg}.md`)\n"
+        return path.read_text(encoding="utf-8").strip() + f"\n\n(`paper/tables/{arg}.md`)\n"
     if kind == "netcheck":
         return netcheck_block(arg, dest)
     if kind == "atlas" and arg == "query_bench":
@@ -692,11 +653,11 @@ def finding_block(cid: str, dest: Path) -> str:
     if why:
         raise Refused(f"finding {cid}: not stated: it {why}")
     how = row.get("replicated") or "not replicated: it rests on no trained or seeded quantity"
-    return f"`{cid}`: {row.get('ours')}, {row['verdict']} ({how}; `docs/results/scorecard.csv`)\n"
+    return f"`{cid}`: {row.get('ours')}, {row['verdict']} ({how}; `paper/scorecard.csv`)\n"
 
 
 def _stability(dest: Path) -> dict:
-    path = dest / "snapshot.json"
+    path = dest / "record.json"
     return (json.loads(path.read_text(encoding="utf-8")).get("stability") or {}) if path.exists() else {}
 
 
@@ -715,7 +676,7 @@ def settled_counts(paper: str, dest: Path) -> str:
 
     k = _stability(dest).get("evaluations") or "k"
     return (f"{counts_line(pd.DataFrame(rows), VERDICTS)} (settled over {k} evaluations by "
-            f"`make stability`; `docs/results/scorecard.csv`)\n")
+            f"`make stability`; `paper/scorecard.csv`)\n")
 
 
 def unstable_block(paper: str, dest: Path) -> str:
@@ -730,16 +691,16 @@ def unstable_block(paper: str, dest: Path) -> str:
     if not rows:
         return (f"No verdict of {'any paper' if paper == 'all' else paper} changed over the "
                 f"{st.get('evaluations') or 'k'} evaluations{also} of `make stability` "
-                "(`docs/results/scorecard.csv`).\n")
+                "(`paper/scorecard.csv`).\n")
     return (_md_table(["claim", "spread: each evaluation's verdict (estimate)"],
                       [[f"`{r['id']}`", spread_of(r).replace("|", "\\|")] for r in rows])
             + f"\n\n({len(rows)} {UNSTABLE}, settled over {st.get('evaluations') or 'k'} evaluations{also} by "
-              "`make stability`; `docs/results/scorecard.csv`)\n")
+              "`make stability`; `paper/scorecard.csv`)\n")
 
 
 def run_block(dest: Path) -> str:
-    """``run reproduce``: how long the snapshot's `make reproduce` took, on what (snapshot.json)."""
-    rec = json.loads((dest / "snapshot.json").read_text(encoding="utf-8"))
+    """``run reproduce``: how long the snapshot's `make reproduce` took, on what (record.json)."""
+    rec = json.loads((dest / "record.json").read_text(encoding="utf-8"))
     m = rec.get("machine") or {}
     what = ", ".join(x for x in (m.get("cpu_model"), f"{m['memory_gb']} GB memory" if m.get("memory_gb") else None) if x)
     load = rec.get("load_start") or []
@@ -747,7 +708,7 @@ def run_block(dest: Path) -> str:
             f"{rec['wall_s'] / 60:.1f} min wall time on {rec.get('cores_used')} cores"
             + (f" ({what})" if what else "") + f", exit code {rec.get('exit_code')}"
             + (f", load average {load[0]:g} at the start" if load else "")
-            + " (`docs/results/snapshot.json`, measured).\n")
+            + " (`paper/record.json`, measured).\n")
 
 
 # ------------------------------------------------------------------ netcheck's blocks
@@ -777,7 +738,7 @@ def _ci(row: dict, mean: str, lo: str, hi: str) -> str:
 
 def _rows(path: Path) -> list[dict]:
     if not path.exists():
-        raise Refused(f"{path}: missing; snapshot.json lists it as part of the snapshot")
+        raise Refused(f"{path}: missing; record.json lists it as part of the snapshot")
     with path.open(newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
@@ -791,16 +752,16 @@ def netcheck_block(arg: str, dest: Path) -> str:
     """``netcheck status`` whether and when ``snakemake netcheck`` ran for this snapshot,
     ``netcheck time`` its rules' wall and CPU time, ``netcheck fit`` the alpha-beta fit of
     the shaped benchmark, ``netcheck error`` the simulator's error per technique and its
-    figure (a link relative to ``docs/``): what ``docs/results/`` holds."""
+    figure (a link relative to ``docs/``): what ``paper/`` holds."""
     if arg not in ("status", "time", "fit", "error"):
         raise Refused(f"unknown netcheck block {arg!r} (status, time, fit, error)")
-    meta = (json.loads((dest / "snapshot.json").read_text()).get("netcheck")
-            if (dest / "snapshot.json").exists() else None) or {"run": False}
+    meta = (json.loads((dest / "record.json").read_text()).get("netcheck")
+            if (dest / "record.json").exists() else None) or {"run": False}
     rule = {"fit": "netcheck_bench", "error": "netcheck_error"}.get(arg)
     rules = meta.get("rules", {}) if meta.get("run") else {}
     if not rules or (rule and not isinstance(rules.get(rule), dict)):
         what = f" (rule `{rule}`)" if rule and rules else ""
-        return f"{NOT_RUN}{what}: `docs/results/snapshot.json` records no run of it.\n"
+        return f"{NOT_RUN}{what}: `paper/record.json` records no run of it.\n"
     nc = dest / "netcheck"
     if arg == "status":
         ran = [r for r, v in rules.items() if isinstance(v, dict)]
@@ -812,12 +773,12 @@ def netcheck_block(arg: str, dest: Path) -> str:
                 unmeasured.append(f"`{r}`'s rows read \"{sorted(status)[0]}\"")
         if unmeasured:
             return (f"Part of this snapshot, but nothing measured: {'; '.join(unmeasured)} "
-                    f"(outputs written {meta['written_utc'][0]}; `docs/results/snapshot.json`).\n")
+                    f"(outputs written {meta['written_utc'][0]}; `paper/record.json`).\n")
         return (f"Part of this snapshot (measured): `snakemake netcheck` ({', '.join(ran)}), "
                 f"its outputs written {meta['written_utc'][0]} to {meta['written_utc'][1]}, "
                 f"{meta['when']}, which ran {meta['reproduce_utc'][0]} to {meta['reproduce_utc'][1]}; "
-                f"tree: {meta['tree']}.  Tables and figure: `docs/results/netcheck/` "
-                "(`docs/results/snapshot.json`).\n")
+                f"tree: {meta['tree']}.  Tables and figure: `paper/netcheck/` "
+                "(`paper/record.json`).\n")
     if arg == "time":
         out = []
         for r, v in rules.items():
@@ -831,7 +792,7 @@ def netcheck_block(arg: str, dest: Path) -> str:
                 out.append([f"`{r}`", "" if wall is None else f"{wall:.0f} s ({wall / 60:.1f} min)",
                             _fmt(cpu, ".0f", unit=" s"), _fmt(load, ".0f", unit=" %")])
         return (_md_table(["rule", "wall time (measured)", "CPU time", "mean CPU load"], out)
-                + "\n\n(`docs/results/benchmarks/netcheck/`, Snakemake's benchmark of each rule)\n")
+                + "\n\n(`paper/benchmarks/netcheck/`, Snakemake's benchmark of each rule)\n")
     if arg == "fit":
         fits = _rows(nc / "netcheck_fit.csv")
         points = _rows(nc / "netcheck.csv")
@@ -863,7 +824,7 @@ def netcheck_block(arg: str, dest: Path) -> str:
                            "beta / nominal", "largest point / nominal", "fit rms error",
                            "model error, injected (mean / largest)"], out)
         return (table + "\n\n" + (" ".join(notes) + "\n\n" if notes else "")
-                + "(`docs/results/netcheck/netcheck_fit.csv`, `docs/results/netcheck/netcheck.md`)\n")
+                + "(`paper/netcheck/netcheck_fit.csv`, `paper/netcheck/netcheck.md`)\n")
     rows = _rows(nc / "techerror.csv")
     out, within = [], {"error": 0, "error_with_fitted_link": 0, "error_calibrated": 0}
     cells = 0
@@ -888,29 +849,29 @@ def netcheck_block(arg: str, dest: Path) -> str:
                f"{within['error_with_fitted_link']} with the fitted link, {within['error_calibrated']} "
                f"calibrated; repeats per cell: {', '.join(reps) or 'none'}.\n\n" if cells else "")
     return (table + "\n\n" + summary
-            + "(`docs/results/netcheck/techerror.csv`, `docs/results/netcheck/techerror.md`)\n\n"
+            + "(`paper/netcheck/techerror.csv`, `paper/netcheck/techerror.md`)\n\n"
             "![measured vs simulated step time per technique and link rate]"
             "(results/netcheck/techerror.png)\n")
 
 
 def atlas_block(dest: Path) -> str:
     """``atlas query_bench``: the query's benchmark table of the snapshot and where it came from."""
-    meta = (json.loads((dest / "snapshot.json").read_text()).get("atlas")
-            if (dest / "snapshot.json").exists() else None) or {"run": False}
+    meta = (json.loads((dest / "record.json").read_text()).get("atlas")
+            if (dest / "record.json").exists() else None) or {"run": False}
     if not meta.get("run"):
-        return f"{NO_ATLAS}: `docs/results/snapshot.json` records none.\n"
+        return f"{NO_ATLAS}: `paper/record.json` records none.\n"
     path = dest / "atlas" / "query_bench.md"
     if not path.exists():
-        raise Refused(f"{path}: missing; snapshot.json lists it as part of the snapshot")
+        raise Refused(f"{path}: missing; record.json lists it as part of the snapshot")
     return (path.read_text(encoding="utf-8").strip() + "\n\n"
-            f"(`docs/results/atlas/query_bench.csv`; written {meta['written_utc'][1]}, {meta['when']}; the pack, "
-            f"`docs/results/atlas/query_pack.json.gz`: {meta['runs']} runs of {meta['techniques']} techniques, "
+            f"(`paper/atlas/query_bench.csv`; written {meta['written_utc'][1]}, {meta['when']}; the pack, "
+            f"`paper/atlas/query_pack.json.gz`: {meta['runs']} runs of {meta['techniques']} techniques, "
             f"{meta['pack_bytes'] / 1e3:.0f} kB)\n")
 
 
 def _rows_tsv(path: Path) -> dict:
     if not path.exists():
-        raise Refused(f"{path}: missing; snapshot.json lists it as part of the snapshot")
+        raise Refused(f"{path}: missing; record.json lists it as part of the snapshot")
     with path.open(newline="", encoding="utf-8") as f:
         return next(csv.DictReader(f, delimiter="\t"), {})
 
@@ -921,7 +882,7 @@ def fill_blocks(text: str, dest: Path) -> str:
 
 def block_pages(root: Path) -> list[Path]:
     return sorted({p for pat in BLOCK_PAGES for p in root.glob(pat)
-                   if not p.is_relative_to(root / "docs" / "results")})
+                   if not p.is_relative_to(root / "paper")})
 
 
 def rewrite_blocks(root: Path, dest: Path) -> list[Path]:
@@ -936,9 +897,97 @@ def rewrite_blocks(root: Path, dest: Path) -> list[Path]:
     return changed
 
 
-# ------------------------------------------------------------------ the snapshot
+# ------------------------------------------------------------------ paper/ assembled
+
+EXTRA = ("record.json", "previous_verdicts.csv", "verdict_changes.md")
+# measurements made apart from the workflow, each with its own machine and date: the GPU tier's
+# snapshot (scripts/gpu/run_tier.py --snapshot) and the heavy rules' step benchmark
+# (scripts/rulebench.py): kept by make reproduce, neither removed as stale nor emptied
+APART = ("gpu", "rulebench")
+
+
+def previous(root: Path, dest: Path) -> tuple[dict, str | None]:
+    """The verdicts and commit of the paper/ HEAD holds (the committed evaluation this one follows);
+    the folder as it is when it is not in HEAD (another --dest)."""
+    rel = dest.relative_to(root).as_posix() if dest.is_relative_to(root) else None
+    card = git("show", f"HEAD:{rel}/scorecard.csv", cwd=root, check=False) if rel else ""
+    if card:
+        rec = git("show", f"HEAD:{rel}/record.json", cwd=root, check=False)
+        return ({r["id"]: (r.get("paper", ""), r["verdict"]) for r in csv.DictReader(card.splitlines())},
+                json.loads(rec).get("commit") if rec else None)
+    old_rec = json.loads((dest / "record.json").read_text()) if (dest / "record.json").exists() else {}
+    return read_verdicts(dest / "scorecard.csv"), old_rec.get("commit")
+
+
+def planned_outputs(root: Path, words: list[str]) -> set[str] | None:
+    """Every file the workflow's DAG names (``snakemake --summary`` with the run's own words):
+    what paper/ may hold of this evaluation; None when Snakemake cannot say."""
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--summary", *words], cwd=root,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    return {ln.split("\t")[0] for ln in r.stdout.splitlines()[1:] if "\t" in ln}
+
+
+def prune(root: Path, dest: Path, keep: set[Path], planned: set[str] | None) -> list[str]:
+    """Remove every file in ``dest`` that this evaluation did not make: neither an output the
+    workflow plans (``planned``, relative to ``root``; a table's ``.record.json`` with it) nor one
+    the assembly wrote (``keep``).  Returns what it removed, relative to ``root``."""
+    if planned is None:
+        return []
+    from distlab.results.tables import RECORD_SUFFIX
+
+    gone = []
+    for path in sorted(p for p in dest.rglob("*") if p.is_file() or p.is_symlink()):
+        if path.relative_to(dest).parts[0] in APART:
+            continue
+        rel = path.relative_to(root).as_posix()
+        base = rel[: -len(RECORD_SUFFIX)] if rel.endswith(RECORD_SUFFIX) else rel
+        if base in planned or path in keep or path.with_name(path.name.removesuffix(RECORD_SUFFIX)) in keep:
+            continue
+        path.unlink()
+        gone.append(rel)
+    for d in sorted((d for d in dest.rglob("*") if d.is_dir()), key=lambda d: -len(d.parts)):
+        if not any(d.iterdir()):
+            d.rmdir()
+    return gone
+
+
+def copy_into(dest: Path, files: list[tuple[Path, str]], folders: tuple[str, ...]) -> set[Path]:
+    """``files`` (source, path under ``dest``) into ``dest``, ``folders`` emptied first (none of an
+    earlier run's); the paths written."""
+    for name in folders:
+        shutil.rmtree(dest / name, ignore_errors=True)
+    out = set()
+    for src, rel in files:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+        out.add(dest / rel)
+    return out
+
+
+def gathered(root: Path, paper: Path, args: argparse.Namespace, settled: Path | None) -> list[tuple[Path, str]]:
+    """The files paper/ gains beside the workflow's own: the benchmarks (each rule's time), and,
+    when ``dest`` is not paper/ itself, the workflow's pages."""
+    files = []
+    bench = root / args.benchmarks
+    if bench.is_dir():
+        files += [(f, "benchmarks/" + f.relative_to(bench).as_posix()) for f in sorted(bench.rglob("*"))
+                  if f.is_file() and f.relative_to(bench).parts[0] != "netcheck"]
+    if paper != root / args.dest:
+        for name in PAPER_FILES + (STABILITY_FILES if settled else ()):
+            if (paper / name).exists():
+                files.append((paper / name, name))
+        for name in PAPER_DIRS:
+            files += [(f, f.relative_to(paper).as_posix()) for f in sorted((paper / name).rglob("*"))
+                      if f.is_file() and not f.name.endswith(".record.json")]
+    return files
+
 
 def snapshot(args: argparse.Namespace) -> dict:
+    """paper/ assembled at the end of make reproduce (and of make stability): what the workflow
+    wrote, plus the benchmarks, netcheck's outputs of this run, the atlas's query files and the
+    stability files; every other file removed; the record written; the pages' blocks refilled."""
     root = Path(args.root).resolve()
     paper = root / args.paper
     dest = root / args.dest
@@ -948,62 +997,95 @@ def snapshot(args: argparse.Namespace) -> dict:
     if not record_path.exists():
         raise Refused(f"{record_path}: missing; run make reproduce (it writes this record) first")
     rec = json.loads(record_path.read_text())
-    check_made_here(rec, paper, root, args.allow_other_commit, args.allow_failed, record_path)
-    check_default_config(rec, record_path, args.allow_other_config)
     check_runs_present(paper / "scorecard.csv", paper / STABLE_CARD)
     netcheck, netcheck_files = check_netcheck(rec, root / args.netcheck, root / args.benchmarks / "netcheck",
-                                              args.allow_other_commit, args.without_netcheck)
-    stability, settled = check_stability(rec, paper, args.without_stability)
+                                              args.without_netcheck)
+    stability, settled = check_stability(rec, paper, args.without_stability, settled_by(args))
     atlas, atlas_files = check_atlas(rec, root / args.atlas_query)
-
-    old = read_verdicts(dest / "scorecard.csv")
-    old_rec = json.loads((dest / "snapshot.json").read_text()) if (dest / "snapshot.json").exists() else {}
-    old_commit = old_rec.get("commit")
-    new = read_verdicts(settled or paper / "scorecard.csv")
-
+    old, old_commit = previous(root, dest)
     dest.mkdir(parents=True, exist_ok=True)
+    keep = copy_into(dest, gathered(root, paper, args, settled) + netcheck_files + atlas_files,
+                     ("benchmarks", "netcheck", "atlas") + (PAPER_DIRS if paper != dest else ()))
+    if settled:  # make stability wrote paper/'s scorecard settled (distlab.scoring.stability.settle_paper)
+        if paper != dest:
+            write_settled(settled, dest)
+        keep |= {dest / n for n in STABILITY_FILES + (STABLE_CARD, "scorecard_stable.md", "stability_first.csv")}
+    new = read_verdicts(dest / "scorecard.csv")
     if old:
         with (dest / "previous_verdicts.csv").open("w", newline="", encoding="utf-8") as f:
             w = csv.writer(f)
             w.writerow(["id", "paper", "verdict", "commit"])
             for cid, (p, v) in sorted(old.items()):
                 w.writerow([cid, p, v, old_commit or ""])
-    for name in PAPER_FILES + STABILITY_FILES:
-        (dest / name).unlink(missing_ok=True)  # none of an earlier snapshot's
-        if (paper / name).exists() and (name not in STABILITY_FILES or settled):
-            shutil.copy2(paper / name, dest / name)
-    if settled:  # the snapshot's scorecard is the settled one: "unstable here" rows, with their spread
-        write_settled(settled, dest)
-    for name in PAPER_DIRS + ("benchmarks",):
-        src = (root / args.benchmarks) if name == "benchmarks" else paper / name
-        if src.is_dir():
-            shutil.rmtree(dest / name, ignore_errors=True)
-            # a table's record (its checksum, the run folders it was made from) is for the
-            # workflow's readers, not the snapshot's: the runs are not in docs/results/
-            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("*.record.json"))
-    # netcheck's files only as checked above: none of another run's
-    for stale in (dest / "netcheck", dest / "benchmarks" / "netcheck"):
-        shutil.rmtree(stale, ignore_errors=True)
-    for src, rel in netcheck_files:
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dest / rel)
-    copy_atlas(dest, atlas_files)  # the atlas's query files, as checked above
     rows, text = verdict_changes(old, new, old_commit, rec.get("commit"), root)
     (dest / "verdict_changes.md").write_text(text + "\n", encoding="utf-8")
-    reported = sum(1 for _, v in new.values() if v == REPORTED)
-    snap = {**rec, "previous_commit": old_commit, "claims": len(new) - reported, "reported": reported,
-            "verdicts": dict(Counter(v for _, v in new.values())), "verdict_changes": len(rows),
+    keep |= {dest / n for n in EXTRA}
+    planned = (set(args.planned.read_text().split()) if args.planned
+               else planned_outputs(root, rec.get("snakemake_args") or []))
+    removed = prune(root, dest, keep, planned)
+    whole, _ = tally(read_card(dest / "scorecard.csv"))
+    reported = whole.get(REPORTED, 0)
+    snap = {**rec, "previous_commit": old_commit, "claims": sum(whole.values()) - reported, "reported": reported,
+            "verdicts": dict(whole), "verdict_changes": len(rows),
             "decided_basis": decided_basis(dest / "scorecard.csv"),
-            "netcheck": netcheck, "stability": stability, "atlas": atlas}
-    (dest / "snapshot.json").write_text(json.dumps(snap, indent=2) + "\n")
+            "netcheck": netcheck, "stability": stability, "atlas": atlas,
+            "stale_removed": (len(removed) if planned is not None
+                              else "not checked: snakemake --summary failed, nothing removed")}
+    (dest / "record.json").write_text(json.dumps(snap, indent=2) + "\n")
+    if (dest / "README.md").exists():
+        put_header(dest / "README.md", root, dest.relative_to(root).as_posix())
     if args.readme:
-        rewrite_readme(root / args.readme, counts(new), snap, _rows(dest / "scorecard.csv"))
+        rewrite_readme(root / args.readme, per_paper(dest), snap, _rows(dest / "scorecard.csv"))
     rewrite_blocks(root, dest)
     return snap
 
 
+def would_clear(dest: Path, record_path: Path) -> bool:
+    """Whether paper/ is not of this checkout's last make reproduce (:func:`clear` empties it)."""
+    mine = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    made = json.loads((dest / "record.json").read_text()) if (dest / "record.json").is_file() else {}
+    return not (mine and made and all(mine.get(k) == made.get(k) for k in ("commit", "start_utc")))
+
+
+def forcerun(root: Path, dest: Path, record_path: Path, words: list[str]) -> list[str]:
+    """make dryrun's words for a paper/ that make reproduce would empty first: ``--forcerun`` with
+    every rule that writes into it (``snakemake --summary``), so the plan is the one make
+    reproduce runs (those pages and the runs behind them), not Snakemake's take of the committed
+    pages as done.  None otherwise."""
+    if not would_clear(dest, record_path) or not dest.is_dir() or all(p.name in APART for p in dest.iterdir()):
+        return []
+    r = subprocess.run([sys.executable, "-m", "snakemake", "--summary", *words], cwd=root,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Refused(f"snakemake --summary: {r.stderr.strip().splitlines()[-1:] or r.returncode}")
+    prefix = dest.relative_to(root).as_posix() + "/"
+    rules = sorted({row[2] for row in (ln.split("\t") for ln in r.stdout.splitlines()[1:])
+                    if len(row) > 2 and row[0].startswith(prefix)})
+    return ["--forcerun", *rules] if rules else []
+
+
+def clear(root: Path, dest: Path, record_path: Path) -> bool:
+    """Before make reproduce runs the workflow: paper/ emptied unless it was assembled from this
+    checkout's own last run (its record's commit and start are those of ``results/reproduce.json``).
+    Snakemake takes an output that exists for done even where its inputs are missing, so a paper/
+    that came with the clone (or a pull) would keep the committed evaluation's pages and skip the
+    runs they were made from; emptied, every page of paper/ is this run's.  True when emptied."""
+    if not would_clear(dest, record_path):
+        return False
+    gone = [p for p in dest.iterdir() if p.name not in APART] if dest.is_dir() else []
+    for p in gone:
+        shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    return bool(gone)
+
+
+def per_paper(dest: Path) -> dict[str, Counter]:
+    """Each paper's verdict counts, from the one settled scorecard (distlab.scoring.paperrecord.tally)."""
+    _, per = tally(read_card(dest / "scorecard.csv"))
+    return {p: per.get(p, Counter()) for p in PAPERS} | per
+
+
 def write_settled(settled: Path, dest: Path) -> None:
-    """docs/results/scorecard.csv and .md from `make stability`'s settled scorecard: every row's
+    """paper/scorecard.csv and .md from `make stability`'s settled scorecard: every row's
     verdict over the k evaluations, a ``spread`` column (each evaluation's verdict and estimate)
     filled for the *unstable here* rows."""
     with settled.open(newline="", encoding="utf-8") as f:
@@ -1038,8 +1120,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--command-line", default="make reproduce")
     r.add_argument("snakemake_args", nargs="*", default=[],
                    help="after --: the words make reproduce gave Snakemake (its config files are recorded)")
-    sub.add_parser("blocks", help="refill the pages' generated blocks from docs/results/")
+    sub.add_parser("blocks", help="refill the pages' generated blocks from paper/")
     sub.add_parser("atlas", help="the atlas's query files alone into the snapshot of the same run")
+    sub.add_parser("clear", help="before make reproduce: empty paper/ unless it is of this checkout's last run")
+    fr = sub.add_parser("forcerun", help="make dryrun: --forcerun for paper/'s rules when make reproduce would empty it")
+    fr.add_argument("snakemake_args", nargs="*", default=[], help="after --: the words make dryrun gives Snakemake")
     for a in (ap,):
         a.add_argument("--root", default=str(ROOT))
         a.add_argument("--paper", default="paper")
@@ -1049,19 +1134,18 @@ def main(argv: list[str] | None = None) -> int:
         a.add_argument("--record", default="results/reproduce.json")
         a.add_argument("--atlas-query", default="results/atlas/query",
                        help="where the atlas's query pack and benchmark lie (atlas_query_pack, atlas_query_bench)")
-        a.add_argument("--dest", default="docs/results")
+        a.add_argument("--dest", default="paper")
         a.add_argument("--readme", default="README.md", help="'' to leave the README alone")
-        a.add_argument("--allow-other-commit", action="store_true",
-                       help="snapshot a paper/ made by another tree than HEAD's")
-        a.add_argument("--allow-other-config", action="store_true",
-                       help="snapshot a make reproduce run with config files or overrides of its own")
-        a.add_argument("--allow-failed", action="store_true",
-                       help="snapshot a make reproduce that exited non-zero")
+        a.add_argument("--planned", type=Path, default=None,
+                       help="a file listing the workflow's outputs (default: snakemake --summary with the run's words)")
         a.add_argument("--without-netcheck", action="store_true",
-                       help="leave results/netcheck/ out of the snapshot")
+                       help="leave results/netcheck/ out of paper/")
         a.add_argument("--without-stability", action="store_true",
                        help="leave make stability's settled scorecard (paper/scorecard_stable.csv) out: "
                             "the verdicts of one evaluation")
+        a.add_argument("--stability-commit", default="", help="make stability: the commit it ran at")
+        a.add_argument("--stability-dirty", type=int, default=0, help="make stability: uncommitted tracked files")
+        a.add_argument("--stability-start", type=float, default=None, help="make stability: its start, epoch seconds")
     args = ap.parse_args(argv)
     try:
         if args.verb == "record":
@@ -1072,17 +1156,37 @@ def main(argv: list[str] | None = None) -> int:
             print(f"snapshot: the atlas's query files: {', '.join(atlas['files'])}" if atlas["run"] else
                   f"snapshot: {NO_ATLAS}")
             return 0
+        if args.verb == "clear":
+            root = Path(args.root).resolve()
+            if clear(root, root / args.dest, root / args.record):
+                print(f"snapshot: emptied {args.dest}/ (not of this checkout's last make reproduce; "
+                      f"`git checkout {args.dest}/` brings the committed one back)")
+            return 0
+        if args.verb == "forcerun":
+            root = Path(args.root).resolve()
+            print(" ".join(forcerun(root, root / args.dest, root / args.record, args.snakemake_args)))
+            return 0
         if args.verb == "blocks":
             root = Path(args.root).resolve()
+            if (root / args.dest / "README.md").exists() and put_header(root / args.dest / "README.md", root, args.dest):
+                print(f"snapshot: rewrote the record's lines atop {args.dest}/README.md")
+            rec_path = root / args.dest / "record.json"
+            if args.readme and rec_path.exists():
+                rewrite_readme(root / args.readme, per_paper(root / args.dest), json.loads(rec_path.read_text()),
+                               _rows(root / args.dest / "scorecard.csv"))
             for page in rewrite_blocks(root, root / args.dest):
                 print(f"snapshot: rewrote the generated blocks of {page.relative_to(root)}")
+            return 0
+        if not (Path(args.root).resolve() / args.paper / "scorecard.csv").exists():
+            print(f"snapshot: {args.paper}/scorecard.csv is missing (the run made no scorecard): "
+                  f"{args.paper}/ not assembled, no record written", file=sys.stderr)
             return 0
         snap = snapshot(args)
     except Refused as err:
         print(f"snapshot: {err}", file=sys.stderr)
         return 2
-    print(f"snapshot of {str(snap.get('commit'))[:10]}: {snap['claims']} claims, "
-          f"{snap['verdict_changes']} verdict changes (docs/results/verdict_changes.md); "
+    print(f"paper/ of {str(snap.get('commit'))[:10]}: {snap['claims']} claims, {snap['stale_removed']} stale files removed, "
+          f"{snap['verdict_changes']} verdict changes (paper/verdict_changes.md); "
           + (f"netcheck {snap['netcheck']['when']}" if snap["netcheck"]["run"] else NOT_RUN) + "; "
           + (f"settled over {snap['stability']['evaluations']} evaluations by make stability, "
              f"{snap['stability']['unstable']} {UNSTABLE}" if snap["stability"]["run"] else NO_STABILITY))

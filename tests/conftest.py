@@ -126,10 +126,14 @@ def pgc_spec(scheme: str, s: int, **over) -> dict:
 
 def tracked_copy(dest: Path) -> Path:
     """The repository's tracked and untracked-but-not-ignored files, copied to ``dest``
-    (what a fresh clone would hold, plus work in progress)."""
+    (what a fresh clone would hold, plus work in progress), without the committed paper/: as
+    ``make reproduce`` leaves a clone before Snakemake starts (scripts/snapshot.py ``clear``:
+    Snakemake would take the committed pages for done and plan none of the runs behind them)."""
     files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     for f in files:
+        if f.startswith("paper/"):
+            continue
         src = ROOT / f
         if src.is_file():
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
@@ -201,13 +205,15 @@ def results_tree(tmp_path_factory) -> Path:
 
 
 def makefile_scratch(tmp_path: Path) -> tuple[Path, Path]:
-    """(work, bindir): the Makefile alone in a scratch folder, and a folder of stand-ins for it:
+    """(work, bindir): the Makefile and scripts/snapshot.py in a scratch folder, and stand-ins for it:
     ``python`` (this interpreter) and a ``snakemake`` that writes its arguments, one a line, to
     work/snakemake.args and exits 0, so a test sees whether (and how) Snakemake was started."""
     work, bindir = tmp_path / "work", tmp_path / "bin"
     work.mkdir()
     bindir.mkdir()
     shutil.copy(ROOT / "Makefile", work / "Makefile")
+    (work / "scripts").mkdir()  # the recipes' helper (paper/'s assembly, make dryrun's forced rules)
+    shutil.copy(ROOT / "scripts/snapshot.py", work / "scripts/snapshot.py")
     (bindir / "python").write_text(f"#!/bin/sh\nexec {sys.executable} \"$@\"\n")
     (bindir / "snakemake").write_text(f"#!/bin/sh\nprintf '%s\\n' \"$@\" > {work}/snakemake.args\nexit 0\n")
     for f in bindir.iterdir():

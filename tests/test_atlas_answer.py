@@ -13,7 +13,7 @@ from conftest import ROOT
 from distlab.atlas.projection import LINK_RANGE, MFU_RANGE, ClockSettings, Pattern, step_interval, step_seconds
 from distlab.atlas.query import BE_GRID, _break_even, break_even_phrase, format_ranking, rank
 
-PACK = ROOT / "docs/results/atlas/query_pack.json.gz"
+PACK = ROOT / "paper/atlas/query_pack.json.gz"
 H100 = 989e12
 
 

@@ -1,5 +1,5 @@
 """The sanity an expert checks, on the default atlas's own results: ``python -m distlab atlas
-query`` against the pack the results snapshot carries (``docs/results/atlas/query_pack.json.gz``:
+query`` against the pack the results snapshot carries (``paper/atlas/query_pack.json.gz``:
 every recording of the last ``make reproduce``'s atlas, :mod:`distlab.atlas.pack`), with the
 default configuration.
 
@@ -10,7 +10,7 @@ default configuration.
 * No technique wins where its interval overlaps the leader's without the query saying "tie".
 
 Skipped, saying so, only where the snapshot has no atlas pack (a snapshot made before
-``make snapshot`` carried it): the snapshot in the repository carries it.
+make reproduce puts it in paper/atlas/): the committed paper/ carries it.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ import pytest
 
 from conftest import ROOT, bin_path
 
-PACK = ROOT / "docs" / "results" / "atlas" / "query_pack.json.gz"
+PACK = ROOT / "paper" / "atlas" / "query_pack.json.gz"
 ENV = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(ROOT / "src")}
 
 pytestmark = pytest.mark.skipif(
     not PACK.is_file(),
     reason=f"{PACK.relative_to(ROOT)} missing: this results snapshot does not carry the atlas's pack "
-           "(make reproduce, then make snapshot)")
+           "(make reproduce)")
 
 
 def query(*args: str, fmt: str = "csv"):

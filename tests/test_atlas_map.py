@@ -16,7 +16,7 @@ from distlab.atlas.outputs import crossovers
 from distlab.atlas.projection import LINK_RANGE, MFU_RANGE, ClockSettings, measured_flops_per_s, pattern_of, \
     step_interval
 
-PACK = ROOT / "docs/results/atlas/query_pack.json.gz"
+PACK = ROOT / "paper/atlas/query_pack.json.gz"
 BWS = np.geomspace(1.25e6, 5e10, 5)  # 10 Mbit/s .. 400 Gbit/s
 LAT = 1e-3
 

@@ -1,8 +1,8 @@
-"""What a reader sees: the snapshot in docs/results/ is the current claims' and of an
+"""What a reader sees: the snapshot in paper/ is the current claims' and of an
 ancestor of HEAD, the README's verdict table is the snapshot's counts, the pages name
 only paths that exist, quote no hand-typed number of ours (the README stays one short page; the
 docs pages are split by purpose, not trimmed to a length); and
-`make snapshot` (scripts/snapshot.py) on a fake paper/ tree."""
+paper/ assembled by scripts/snapshot.py (the end of make reproduce) in a fake repository."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from conftest import ROOT
 sys.path.insert(0, str(ROOT / "scripts"))
 import snapshot  # noqa: E402
 
-RESULTS = ROOT / "docs/results"
+RESULTS = ROOT / "paper"
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 PAGES = sorted((ROOT / "docs").glob("*.md"))
 # what the workflow writes: named in the docs, never versioned
@@ -49,7 +49,7 @@ def claims_not_in_the_snapshot() -> set[str]:
     added after that evaluation, which its scorecard cannot hold (listed, not exempted by name)."""
     import yaml
 
-    rec = json.loads((RESULTS / "snapshot.json").read_text())
+    rec = json.loads((RESULTS / "record.json").read_text())
     then = git("show", f"{rec['commit']}:config/claims.yaml")
     assert then.returncode == 0, f"config/claims.yaml at the snapshot's commit {rec['commit'][:10]}: {then.stderr}"
     data = yaml.safe_load(then.stdout)
@@ -60,22 +60,22 @@ def claims_not_in_the_snapshot() -> set[str]:
 
 
 def test_the_snapshots_claim_ids_equal_the_claims():
-    """Fails until `make reproduce` + `make snapshot` ran after a claim was removed or renamed
-    in config/claims.yaml; a claim added after the snapshot's commit is listed as not in this
-    snapshot (its claims.yaml then had no such id) until the next evaluation."""
+    """Fails until `make reproduce` ran after a claim was removed or renamed in
+    config/claims.yaml; a claim added after paper/'s commit is listed as not in this
+    evaluation (its claims.yaml then had no such id) until the next one."""
     from distlab.scoring.scorecard import load_claims
 
     ours = {c["id"] for c in load_claims(ROOT / "config/claims.yaml")}
     snap = set(snapshot_verdicts())
     not_in_snapshot = claims_not_in_the_snapshot()
     assert snap == ours - not_in_snapshot, (
-        f"docs/results/ is stale: missing {sorted(ours - snap - not_in_snapshot)[:10]}, "
-        f"gone {sorted(snap - ours)[:10]}; run make reproduce, then make snapshot "
-        f"(not in this snapshot, added after its commit: {sorted(not_in_snapshot)})")
+        f"paper/ is stale: missing {sorted(ours - snap - not_in_snapshot)[:10]}, "
+        f"gone {sorted(snap - ours)[:10]}; run make reproduce "
+        f"(not in this evaluation, added after its commit: {sorted(not_in_snapshot)})")
 
 
 def test_the_snapshots_commit_is_recorded_and_an_ancestor_of_head():
-    rec = json.loads((RESULTS / "snapshot.json").read_text())
+    rec = json.loads((RESULTS / "record.json").read_text())
     assert re.fullmatch(r"[0-9a-f]{40}", rec["commit"]), rec["commit"]
     r = git("merge-base", "--is-ancestor", rec["commit"], "HEAD")
     assert r.returncode == 0, f"snapshot commit {rec['commit'][:10]} is not an ancestor of HEAD"
@@ -91,7 +91,7 @@ def test_the_readmes_verdict_table_equals_the_snapshots_counts():
     for paper, got in table.items():
         assert got == {v: card[paper][v] for v in snapshot.VERDICTS}, paper
         assert findings[paper], f"README: no 'what it found' for {paper}"
-    rec = json.loads((RESULTS / "snapshot.json").read_text())
+    rec = json.loads((RESULTS / "record.json").read_text())
     assert f"`{rec['commit'][:10]}`" in README.split(snapshot.BEGIN, 1)[1].split(snapshot.END)[0]
 
 
@@ -99,7 +99,7 @@ def test_every_figure_the_readme_shows_is_in_the_snapshot():
     images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", README)
     assert len(images) >= 3
     for img in images:
-        assert img.startswith("docs/results/figures/") and (ROOT / img).is_file(), img
+        assert img.startswith("paper/figures/") and (ROOT / img).is_file(), img
 
 
 # ------------------------------------------------------------------ the pages
@@ -170,7 +170,7 @@ NUMBER = re.compile(r"(?<![\w.-])\d+(?:[.,]\d+)*(?:\s?(?:%|×|ms|s|min|nats|GB|M
 
 
 def outside_generated(text: str) -> str:
-    """The text less what `make snapshot` writes: the README's verdict table and the pages'
+    """The text less what scripts/snapshot.py writes: the README's verdict table and the pages'
     generated blocks."""
     if snapshot.BEGIN in text and snapshot.END in text:
         text = text.split(snapshot.BEGIN)[0] + text.split(snapshot.END)[-1]
@@ -235,7 +235,7 @@ RESULT_PAGES = ["README.md", *(p.relative_to(ROOT).as_posix() for p in PAGES if 
 
 @pytest.mark.parametrize("page", [ROOT / p for p in RESULT_PAGES], ids=lambda p: p.name)
 def test_no_page_quotes_a_result_of_ours_outside_a_generated_block(page):
-    """A result of ours sits in a block `make snapshot` writes (`<!-- snapshot:KIND ARG -->`)
+    """A result of ours sits in a block scripts/snapshot.py writes (`<!-- snapshot:KIND ARG -->`)
     or is a link to the snapshot; the papers' figures and the settings are in config/*.yaml."""
     stray = stray_results(page.read_text(encoding="utf-8"), config_values())
     assert not stray, f"{page.name} quotes numbers of ours by hand: {stray}"
@@ -243,11 +243,11 @@ def test_no_page_quotes_a_result_of_ours_outside_a_generated_block(page):
 
 @pytest.mark.parametrize("page", [ROOT / "README.md", *PAGES], ids=lambda p: p.name)
 def test_every_generated_block_is_the_snapshots(page):
-    """The blocks hold what `make snapshot` writes from docs/results/ now: a page edited by
+    """The blocks hold what scripts/snapshot.py writes from paper/ now: a page edited by
     hand, or a snapshot regenerated without them, fails here."""
     text = page.read_text(encoding="utf-8")
     assert snapshot.fill_blocks(text, RESULTS) == text, (
-        f"{page.name}: a generated block differs from docs/results/; run python scripts/snapshot.py blocks")
+        f"{page.name}: a generated block differs from paper/; run python scripts/snapshot.py blocks")
 
 
 def test_the_number_check_sees_a_hand_typed_result():
@@ -272,8 +272,8 @@ def test_make_snapshot_rewrites_the_generated_blocks(tmp_path):
     page = ("x\n<!-- snapshot:counts P1 -->\nold\n<!-- /snapshot -->\ny\n"
             "<!-- snapshot:table t -->\n<!-- /snapshot -->\n")
     got = snapshot.fill_blocks(page, dest)
-    assert "**3 claims:** 2 reproduced · 1 inconclusive (`docs/results/scorecard/P1.md`)\n" in got
-    assert "old" not in got and "| 7 |\n\n(`docs/results/tables/t.md`)\n<!-- /snapshot -->" in got
+    assert "**3 claims:** 2 reproduced · 1 inconclusive (`paper/scorecard/P1.md`)\n" in got
+    assert "old" not in got and "| 7 |\n\n(`paper/tables/t.md`)\n<!-- /snapshot -->" in got
     assert snapshot.fill_blocks(got, dest) == got and quoted_numbers(got) == []
     with pytest.raises(snapshot.Refused, match="missing"):
         snapshot.fill_blocks("<!-- snapshot:table nothere -->\n<!-- /snapshot -->", dest)
@@ -289,7 +289,7 @@ def test_the_path_check_sees_a_missing_file(tmp_path):
                                                                   "config/nothere.yaml"}
 
 
-# ------------------------------------------------------------------ make snapshot on a fake tree
+# ------------------------------------------------------------------ paper/ assembled in a fake repository
 
 def _write_card(path: Path, rows: list[tuple[str, str, str]], stale: bool = False) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -304,19 +304,32 @@ def _write_card(path: Path, rows: list[tuple[str, str, str]], stale: bool = Fals
     path.with_suffix(".md").write_text(text)
 
 
+PLANNED = ("paper/scorecard.csv", "paper/scorecard.md", "paper/scorecard/P1.csv", "paper/scorecard/P1.md",
+           "paper/figures/pgc_fig7.png",
+           "paper/tables/pgc.md", "paper/README.md")
+
+
+def run_snapshot(repo: Path, *extra: str) -> int:
+    """scripts/snapshot.py in the fake repository, the workflow's outputs listed in planned.txt
+    (what snakemake --summary lists in a real checkout)."""
+    return snapshot.main(["--root", str(repo), "--planned", str(repo / "planned.txt"), *extra])
+
+
 @pytest.fixture
 def fake_repo(tmp_path):
-    """A git repository with a README table, an old snapshot and a paper/ of HEAD."""
+    """A git repository with a README table, a committed paper/ of an earlier commit and a run of
+    HEAD that rewrote part of paper/ (the workflow's outputs in planned.txt)."""
     repo = tmp_path / "repo"
-    (repo / "docs/results").mkdir(parents=True)
+    (repo / "paper").mkdir(parents=True)
+    (repo / "docs").mkdir()
     (repo / "src/distlab/pgc").mkdir(parents=True)
     readme = README.split(snapshot.BEGIN)[0] + snapshot.BEGIN + README.split(snapshot.BEGIN, 1)[1]
     (repo / "README.md").write_text(readme)
     old = [("a.one", "P1", "reproduced"), ("a.two", "P1", "inconclusive"), ("b.one", "P2", "reproduced"),
            ("gone", "P4", "not run")]
-    _write_card(repo / "docs/results/scorecard.csv", old)
-    (repo / "docs/results/figures").mkdir()
-    (repo / "docs/results/figures/old.png").write_bytes(b"old")
+    _write_card(repo / "paper/scorecard.csv", old)
+    (repo / "paper/figures").mkdir()
+    (repo / "paper/figures/old.png").write_bytes(b"old")
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
 
@@ -326,23 +339,22 @@ def fake_repo(tmp_path):
         return git("rev-parse", "HEAD", cwd=repo).stdout.strip()
 
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / ".gitignore").write_text("/results/\n/benchmarks/\n/planned.txt\n")
     first = commit("first")
-    (repo / "docs/results/snapshot.json").write_text(json.dumps({"commit": first}))
+    (repo / "paper/record.json").write_text(json.dumps({"commit": first}))
     (repo / "src/distlab/pgc/coding.py").write_text("x = 1\n")
     head = commit("pgc: a change that moves a verdict")
-    (repo / ".gitignore").write_text("/paper/\n/results/\n/benchmarks/\n")
-    head = commit("ignore outputs")
     new = [("a.one", "P1", "not reproduced"), ("a.two", "P1", "inconclusive"),
            ("b.one", "P2", "not testable here"), ("c.new", "P3", "reproduced")]
     _write_card(repo / "paper/scorecard.csv", new)
     _write_card(repo / "paper/scorecard/P1.csv", new[:2])
-    (repo / "paper/figures").mkdir()
     (repo / "paper/figures/pgc_fig7.png").write_bytes(b"png")
     (repo / "paper/tables").mkdir()
     (repo / "paper/tables/pgc.md").write_text("| a |\n")
     (repo / "paper/README.md").write_text("# write-up\n")
     (repo / "benchmarks/pgc").mkdir(parents=True)
     (repo / "benchmarks/pgc/run.tsv").write_text("s\n1.0\n")
+    (repo / "planned.txt").write_text("\n".join(PLANNED) + "\n")
     rc = snapshot.main(["record", "--out", str(repo / "results/reproduce.json"), "--start", "1000",
                         "--end", "1600", "--rc", "0", "--commit", head, "--dirty", "0",
                         "--load-start", "0.5 0.4 0.3", "--cores", "2"])
@@ -355,22 +367,29 @@ def test_the_record_holds_the_run_and_the_machine(fake_repo):
     rec = json.loads((repo / "results/reproduce.json").read_text())
     assert rec["commit"] == head and rec["dirty"] is False and rec["exit_code"] == 0
     assert rec["wall_s"] == 600.0 and rec["load_start"] == [0.5, 0.4, 0.3]
-    assert rec["start_utc"] == "1970-01-01T00:16:40Z"
+    assert rec["start_utc"] == "1970-01-01T00:16:40Z" and rec["end_utc"] == "1970-01-01T00:26:40Z"
     assert rec["machine"]["cores"] == os.cpu_count() and rec["machine"]["isa"] in ("avx512", "avx2", "sse", None)
+    assert rec["machine"]["kind"] and rec["config"] == {"files": [], "overrides": []}
 
 
-def test_snapshot_copies_paper_keeps_previous_verdicts_and_lists_the_changes(fake_repo):
+def test_paper_is_made_wholly_of_the_run_keeps_previous_verdicts_and_lists_the_changes(fake_repo):
     repo, first, head = fake_repo
-    assert snapshot.main(["--root", str(repo)]) == 0
-    res = repo / "docs/results"
+    (repo / "paper/gpu").mkdir()
+    (repo / "paper/gpu/README.md").write_text("the GPU tier's own evaluation\n")
+    (repo / "paper/rulebench").mkdir()
+    (repo / "paper/rulebench/rulebench.csv").write_text("rule,s\n")
+    assert run_snapshot(repo) == 0
+    res = repo / "paper"
+    # made apart (scripts/gpu/run_tier.py, scripts/rulebench.py), each with its own machine and date
+    assert (res / "gpu/README.md").exists() and (res / "rulebench/rulebench.csv").exists()
     assert (res / "figures/pgc_fig7.png").read_bytes() == b"png"
-    assert not (res / "figures/old.png").exists()  # the old figures go with the old snapshot
+    assert not (res / "figures/old.png").exists()  # the earlier run's figure: not of this evaluation, removed
     assert (res / "tables/pgc.md").exists() and (res / "scorecard/P1.csv").exists()
-    assert (res / "README.md").read_text() == "# write-up\n"
+    assert (res / "README.md").read_text().startswith("# write-up\n\n<!-- record -->\n")
     assert (res / "benchmarks/pgc/run.tsv").exists()
-    snap = json.loads((res / "snapshot.json").read_text())
+    snap = json.loads((res / "record.json").read_text())
     assert snap["commit"] == head and snap["previous_commit"] == first and snap["wall_s"] == 600.0
-    assert snap["claims"] == 4 and snap["verdict_changes"] == 4
+    assert snap["claims"] == 4 and snap["verdict_changes"] == 4 and snap["stale_removed"] == 1
     prev = list(csv.DictReader((res / "previous_verdicts.csv").open()))
     assert {(r["id"], r["verdict"], r["commit"]) for r in prev} >= {("a.one", "reproduced", first)}
     changes = (res / "verdict_changes.md").read_text()
@@ -386,43 +405,46 @@ def test_snapshot_copies_paper_keeps_previous_verdicts_and_lists_the_changes(fak
     assert sum(table["P4"].values()) == 0
     _, before = snapshot.parse_table(README)
     assert findings == before  # the words are kept, the counts rewritten
-    # a second snapshot of the same run: nothing changed any more
-    assert snapshot.main(["--root", str(repo)]) == 0
-    assert "No verdict changed." in (res / "verdict_changes.md").read_text()
+    # paper/ of HEAD: no page says it is of another tree
+    assert "another code tree" not in (repo / "README.md").read_text() + (res / "README.md").read_text()
 
 
-def _refusal(repo, capsys, *extra):
-    rc = snapshot.main(["--root", str(repo), *extra])
-    return rc, capsys.readouterr().err
-
-
-def test_snapshot_refuses_a_paper_made_by_another_tree(fake_repo, capsys):
+def test_paper_of_another_tree_a_dirty_run_or_a_config_of_its_own_says_so_at_its_top(fake_repo):
+    """Made, not refused: the record says what the run was, and the write-up and the README's
+    table say at once that paper/ is not of this checkout's tree or default configuration."""
     repo, first, _ = fake_repo
-    rec = json.loads((repo / "results/reproduce.json").read_text())
-    (repo / "results/reproduce.json").write_text(json.dumps({**rec, "commit": first}))
-    rc, err = _refusal(repo, capsys)
-    assert rc == 2 and "reproduce.json" in err and "not HEAD's" in err and len(err.strip().splitlines()) == 1
-    assert json.loads((repo / "docs/results/snapshot.json").read_text())["commit"] == first  # untouched
-    assert snapshot.main(["--root", str(repo), "--allow-other-commit"]) == 0
-
-
-def test_snapshot_refuses_a_dirty_run_a_failed_run_and_stale_results(fake_repo, capsys):
-    repo, _, _ = fake_repo
     path = repo / "results/reproduce.json"
     rec = json.loads(path.read_text())
-    path.write_text(json.dumps({**rec, "dirty": True}))
-    rc, err = _refusal(repo, capsys)
-    assert rc == 2 and "dirty" in err
-    path.write_text(json.dumps({**rec, "exit_code": 1}))
-    rc, err = _refusal(repo, capsys)
-    assert rc == 2 and "exited 1" in err and "--allow-failed" in err
-    path.write_text(json.dumps(rec))
-    _write_card(repo / "paper/scorecard.csv", [("a.one", "P1", "reproduced")], stale=True)
-    rc, err = _refusal(repo, capsys)
-    assert rc == 2 and "scorecard.md" in err and "other code" in err
-    path.unlink()
-    rc, err = _refusal(repo, capsys)
-    assert rc == 2 and "make reproduce" in err
+    for other, said in (({"commit": first}, "whose src/ differ"), ({"dirty": True}, "uncommitted changes"),
+                        ({"exit_code": 1}, "exited 1"),
+                        ({"config": {"files": [{"path": "mine.yaml", "sha256": "0"}], "overrides": []}},
+                         "config file mine.yaml (absent here)")):
+        path.write_text(json.dumps({**rec, **other}))
+        assert run_snapshot(repo) == 0
+        top = (repo / "paper/README.md").read_text().split("<!-- /record -->")[0]
+        assert said in top and said in (repo / "README.md").read_text(), top
+        assert "**4 claims:**" in top and json.loads((repo / "paper/record.json").read_text())["commit"] == (
+            other.get("commit") or rec["commit"])
+    path.write_text(json.dumps(rec))  # the run of HEAD again: the pages say nothing of another tree
+    assert run_snapshot(repo) == 0
+    assert "<!-- record -->\n**4 claims:**" in (repo / "paper/README.md").read_text()
+
+
+def test_paper_is_emptied_before_a_run_unless_it_is_of_this_checkouts_last_run(fake_repo):
+    repo, _, _ = fake_repo
+    assert run_snapshot(repo) == 0  # paper/ assembled from the recorded run
+    assert snapshot.main(["--root", str(repo), "clear"]) == 0
+    assert (repo / "paper/scorecard.csv").exists()  # kept: Snakemake goes on from it
+    path = repo / "results/reproduce.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "start_utc": "2100-01-01T00:00:00Z"}))
+    (repo / "paper/gpu").mkdir()
+    (repo / "paper/gpu/README.md").write_text("the GPU tier's own evaluation\n")
+    assert snapshot.main(["--root", str(repo), "clear"]) == 0
+    assert [p.name for p in (repo / "paper").iterdir()] == ["gpu"]  # kept: an evaluation of its own
+    shutil.rmtree(repo / "paper/gpu")
+    path.unlink()  # a fresh clone: no run of its own yet
+    subprocess.run(["git", "checkout", "--", "paper"], cwd=repo, check=True)
+    assert snapshot.main(["--root", str(repo), "clear"]) == 0 and not any((repo / "paper").iterdir())
 
 
 def test_make_reproduce_records_its_own_run(fake_repo, tmp_path):
@@ -447,3 +469,6 @@ def test_make_reproduce_records_its_own_run(fake_repo, tmp_path):
     rec = json.loads((repo / "results/reproduce.json").read_text())
     assert rec["exit_code"] == 3 and rec["cores_used"] == 2 and rec["wall_s"] >= 0
     assert rec["dirty"] is True and rec["commit"] == head
+    # the committed paper/ (another run's) was emptied before Snakemake started: none of its pages
+    # passes for this run's
+    assert not (repo / "paper/scorecard.csv").exists() and not (repo / "paper/figures/pgc_fig7.png").exists()

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, makefile_scratch
+from conftest import makefile_scratch
 from distlab.config.preflight import configfiles, main
 
 # a "billion laughs": nine levels of ten aliases each, 10^9 strings once expanded
@@ -102,8 +102,6 @@ def test_make_reproduce_makes_again_a_table_whose_run_vanished(scratch):
     from distlab.results.tables import write_checked_table
 
     work, bindir = scratch
-    (work / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts/snapshot.py", work / "scripts/snapshot.py")
     runs = []
     for s in (0, 1):
         (work / f"results/g/seed{s}").mkdir(parents=True)

@@ -1,6 +1,6 @@
 """`make` hands CONFIG and SNAKEMAKE_ARGS to Snakemake as words, never to the shell as code, and
-the record of a `make reproduce` names the configuration it ran with, which `make snapshot`
-checks: only the default configuration's results are published."""
+the record of a `make reproduce` names the configuration it ran with, which paper/'s record
+check names when it is not the default configuration."""
 
 from __future__ import annotations
 
@@ -77,12 +77,13 @@ def test_the_record_names_the_config_files_and_overrides_of_its_run(tmp_path):
     assert _record(tmp_path, "--cores", "2")["config"] == {"files": [], "overrides": []}
 
 
-def test_the_snapshot_refuses_another_configs_run_by_name(tmp_path):
-    path = tmp_path / "reproduce.json"
-    snapshot.check_default_config(_record(tmp_path, "--cores", "2"), path, False)  # the default: accepted
-    other = _record(tmp_path, "--configfile", "config/paper.yaml")
-    with pytest.raises(snapshot.Refused, match=r"ran with config/paper.yaml, not the default.*--allow-other-config"):
-        snapshot.check_default_config(other, path, False)
-    snapshot.check_default_config(other, path, True)
-    with pytest.raises(snapshot.Refused, match="no config recorded"):
-        snapshot.check_default_config({"commit": "x"}, path, False)
+def test_a_paper_of_another_configs_run_says_so_by_name(tmp_path):
+    """paper/'s record check (distlab.scoring.paperrecord) names each config file and override of a
+    run that was not of the default configuration; a record without its config says so."""
+    from distlab.scoring.paperrecord import config_changes
+
+    assert config_changes(ROOT, _record(tmp_path, "--cores", "2")) == []  # the default
+    other = config_changes(ROOT, _record(tmp_path, "--configfile", "config/paper.yaml", "--config", "seeds=[1]"))
+    assert other == ["made with config file config/paper.yaml (unchanged), not the default configuration",
+                     "made with the override --config seeds=[1], not the default configuration"]
+    assert config_changes(ROOT, {"commit": "x"}) == ["no config files recorded"]

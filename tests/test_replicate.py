@@ -180,11 +180,11 @@ def test_compare_snapshot_command_runs_on_the_committed_snapshot(tmp_path):
 
     snap = tmp_path / "snap"
     snap.mkdir()
-    card = pd.read_csv(ROOT / "docs/results/scorecard.csv")
+    card = pd.read_csv(ROOT / "paper/scorecard.csv")
     card.assign(replicated=["held: x" if v == "reproduced" else "" for v in card["verdict"]]).to_csv(
         snap / "scorecard.csv", index=False)
     cmd = [sys.executable, "-m", "distlab", "compare-snapshot", "--snapshot", str(snap)]
-    same = subprocess.run([*cmd, "--card", str(ROOT / "docs/results/scorecard.csv")], capture_output=True,
+    same = subprocess.run([*cmd, "--card", str(ROOT / "paper/scorecard.csv")], capture_output=True,
                           text=True, timeout=120)
     assert same.returncode == 0 and "Another machine kind (the snapshot's record names no machine kind)" in same.stdout
     moved = card.assign(verdict=card["verdict"].replace("reproduced", "inconclusive"))
@@ -232,11 +232,12 @@ def test_make_stability_ends_with_the_replicate_and_a_verdict_it_does_not_repeat
     report gains the replicate's section and power table."""
     from distlab.scoring import stability
 
-    card = pd.read_csv(ROOT / "docs/results/scorecard/foundation.csv")
+    card = pd.read_csv(ROOT / "paper/scorecard/foundation.csv")
     (tmp_path / "paper").mkdir()
     card.to_csv(tmp_path / "paper/scorecard.csv", index=False)
     (tmp_path / "config").symlink_to(ROOT / "config")
-    monkeypatch.setattr(stability, "_snakemake", lambda args, cwd: None)
+    calls = []
+    monkeypatch.setattr(stability, "_snakemake", lambda args, cwd: calls.append(args))
     monkeypatch.setattr(stability, "dag_rules", lambda cwd, targets, extra: {"baseline_train_dist"})
     monkeypatch.setattr("distlab.results.tables.record_graded_runs", lambda *a, **k: None)
     seen = {}
@@ -258,3 +259,8 @@ def test_make_stability_ends_with_the_replicate_and_a_verdict_it_does_not_repeat
     assert settled.at["baseline.gloo_equals_single", "replicated"].startswith("did not hold: inconclusive")
     assert "## The replicate" in (tmp_path / "paper/stability.md").read_text()
     assert list(pd.read_csv(tmp_path / "paper/replicate_power.csv")["id"]) == ["baseline.gloo_equals_single"]
+    # paper/ is then the settled evaluation's: its scorecard is the settled one, and the workflow's
+    # default target runs last (the write-up, tables and figures made again with it)
+    whole = pd.read_csv(tmp_path / "paper/scorecard.csv").set_index("id")
+    assert whole.at["baseline.gloo_equals_single", "verdict"] == "unstable here"
+    assert "**" in (tmp_path / "paper/scorecard.md").read_text() and calls[-1] == ["--cores", "1"]

@@ -54,11 +54,15 @@ def test_no_project_file_points_outside_the_project():
 
 def test_no_environment_or_build_output_is_tracked():
     """The environment and the workflow's outputs are made on each machine: a tracked link or
-    file there (a worktree's .venv link, say) would replace a user's environment on checkout."""
+    file there (a worktree's .venv link, say) would replace a user's environment on checkout.
+    paper/ is tracked (the reader's copy of one evaluation), but never a table's record, which
+    names this machine's run folders."""
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
-    made_here = (".venv", "results", "logs", "benchmarks", ".snakemake", "paper")
-    tracked = [f for f in files if f.split("/")[0] in made_here]
+    made_here = (".venv", "results", "logs", "benchmarks", ".snakemake")
+    tracked = [f for f in files if f.split("/")[0] in made_here
+               or (f.startswith("paper/") and f.endswith(".record.json"))]
     assert not tracked, f"made on each machine, yet tracked: {tracked[:5]}"
+    assert "paper/record.json" in files and "paper/scorecard.csv" in files
 
 
 def test_conda_environment_lists_the_lock():

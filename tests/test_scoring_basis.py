@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from test_docs import fake_repo, snapshot  # noqa: F401  (a fixture)
+from test_docs import fake_repo, run_snapshot, snapshot  # noqa: F401  (a fixture)
 
 from distlab.scoring import basis
 from distlab.scoring.claims import load_claims
@@ -48,8 +48,8 @@ def test_only_decided_rows_count():
 
 def test_snapshot_writes_the_basis_into_the_readme(fake_repo):
     root, _, _ = fake_repo
-    assert snapshot.main(["--root", str(root)]) == 0
-    snap = json.loads((root / "docs/results/snapshot.json").read_text())
+    assert run_snapshot(root) == 0
+    snap = json.loads((root / "paper/record.json").read_text())
     decided = sum(1 for v in snap["verdicts"] for _ in range(snap["verdicts"][v])
                   if v in basis.DECIDED)
     assert sum(snap["decided_basis"].values()) == decided

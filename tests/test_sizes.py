@@ -19,7 +19,7 @@ from conftest import ROOT
 from distlab.atlas import pack
 from distlab.config.specs import MAX_TIMEOUT_S, SpecError, runtime_defaults
 
-PACK = ROOT / "docs/results/atlas/query_pack.json.gz"
+PACK = ROOT / "paper/atlas/query_pack.json.gz"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
 

@@ -1,4 +1,4 @@
-"""`make snapshot` (scripts/snapshot.py) and a `snakemake netcheck` run: copied into the
+"""paper/'s assembly (scripts/snapshot.py, the end of make reproduce) and a `snakemake netcheck` run: copied into the
 snapshot with when it ran against the reproduce run, refused when older than that run,
 and the `netcheck` blocks saying "not run in this snapshot" without one.  A fake
 results/netcheck/ beside the fake paper/ tree of tests/test_docs.py; nothing is run."""
@@ -10,7 +10,7 @@ import json
 import os
 
 import pytest
-from test_docs import RESULTS, ROOT, fake_repo, quoted_numbers, snapshot  # noqa: F401  (a fixture)
+from test_docs import RESULTS, ROOT, fake_repo, quoted_numbers, run_snapshot, snapshot  # noqa: F401  (a fixture)
 
 BLOCKS = "".join(f"<!-- snapshot:netcheck {a} -->\n<!-- /snapshot -->\n\n" for a in ("status", "time", "fit", "error"))
 PAGE = "# Network\n\nWhat is measured and how.\n\n" + BLOCKS
@@ -75,15 +75,15 @@ def test_a_netcheck_run_after_the_reproduce_is_copied_and_fills_its_blocks(fake_
     repo, _, head = fake_repo
     (repo / "docs/network.md").write_text(PAGE)
     fake_netcheck(repo)
-    assert snapshot.main(["--root", str(repo)]) == 0
-    res = repo / "docs/results"
+    assert run_snapshot(repo) == 0
+    res = repo / "paper"
     for name in ("netcheck.csv", "netcheck.md", "netcheck_fit.csv", "netcheck_skipped.csv",
                  "techerror.csv", "techerror.md", "techerror_steps.csv"):
         assert (res / "netcheck" / name).read_text() == (repo / "results/netcheck" / name).read_text()
     assert (res / "netcheck/techerror.png").read_bytes() == b"png"
     assert (res / "benchmarks/netcheck/bench.tsv").exists() and (res / "benchmarks/netcheck/error.tsv").exists()
     assert (res / "benchmarks/pgc/run.tsv").exists()  # the other benchmarks as before
-    nc = json.loads((res / "snapshot.json").read_text())["netcheck"]
+    nc = json.loads((res / "record.json").read_text())["netcheck"]
     assert nc["run"] is True and nc["when"] == "after make reproduce"  # the fake reproduce ran in 1970
     assert nc["reproduce_utc"] == ["1970-01-01T00:16:40Z", "1970-01-01T00:26:40Z"]
     assert set(nc["rules"]) == {"netcheck_bench", "netcheck_error"}
@@ -109,40 +109,42 @@ def test_without_netcheck_the_snapshot_and_its_blocks_say_not_run(fake_repo):
     repo, _, _ = fake_repo
     (repo / "docs/network.md").write_text(PAGE)
     # an earlier snapshot's netcheck, and a benchmark of a netcheck whose tables are gone
-    (repo / "docs/results/netcheck").mkdir()
-    (repo / "docs/results/netcheck/techerror.csv").write_text("old\n")
+    (repo / "paper/netcheck").mkdir()
+    (repo / "paper/netcheck/techerror.csv").write_text("old\n")
     (repo / "benchmarks/netcheck").mkdir(parents=True)
     (repo / "benchmarks/netcheck/bench.tsv").write_text("s\n1\n")
-    assert snapshot.main(["--root", str(repo)]) == 0
-    res = repo / "docs/results"
+    assert run_snapshot(repo) == 0
+    res = repo / "paper"
     assert not (res / "netcheck").exists() and not (res / "benchmarks/netcheck").exists()
-    nc = json.loads((res / "snapshot.json").read_text())["netcheck"]
+    nc = json.loads((res / "record.json").read_text())["netcheck"]
     assert nc == {"run": False, "status": "netcheck: not run in this snapshot"}
     got = blocks_of((repo / "docs/network.md").read_text())
     assert set(got) == {"status", "time", "fit", "error"}
     assert all(text.startswith("netcheck: not run in this snapshot") for text in got.values()), got
 
 
-def test_a_snapshot_json_of_before_netcheck_reads_not_run(tmp_path):
-    (tmp_path / "snapshot.json").write_text(json.dumps({"commit": "x"}))
+def test_a_record_of_before_netcheck_reads_not_run(tmp_path):
+    (tmp_path / "record.json").write_text(json.dumps({"commit": "x"}))
     for arg in ("status", "time", "fit", "error"):
         assert snapshot.netcheck_block(arg, tmp_path).startswith(snapshot.NOT_RUN)
     with pytest.raises(snapshot.Refused, match="unknown netcheck block"):
         snapshot.netcheck_block("pilot", tmp_path)
 
 
-def test_netcheck_outputs_older_than_the_reproduce_run_are_refused(fake_repo, capsys):
-    repo, first, _ = fake_repo
+def test_netcheck_outputs_older_than_the_reproduce_run_are_left_out(fake_repo):
+    """Another run's netcheck: the record says why it was left out, and paper/ holds none of it."""
+    repo, _, _ = fake_repo
     out = fake_netcheck(repo)
     os.utime(out / "techerror.md", (500, 500))  # before the fake reproduce's start (1000)
-    rc = snapshot.main(["--root", str(repo)])
-    err = capsys.readouterr().err
-    assert rc == 2 and "techerror.md" in err and "another run's" in err and len(err.strip().splitlines()) == 1
-    assert json.loads((repo / "docs/results/snapshot.json").read_text())["commit"] == first  # untouched
-    assert snapshot.main(["--root", str(repo), "--without-netcheck"]) == 0
-    nc = json.loads((repo / "docs/results/snapshot.json").read_text())["netcheck"]
+    (repo / "paper/netcheck").mkdir()
+    (repo / "paper/netcheck/techerror.csv").write_text("an earlier run's\n")
+    assert run_snapshot(repo) == 0
+    nc = json.loads((repo / "paper/record.json").read_text())["netcheck"]
+    assert nc["run"] is False and "before make reproduce started" in nc["left_out"] and "another run's" in nc["left_out"]
+    assert not (repo / "paper/netcheck").exists() and not (repo / "paper/benchmarks/netcheck").exists()
+    assert run_snapshot(repo, "--without-netcheck") == 0
+    nc = json.loads((repo / "paper/record.json").read_text())["netcheck"]
     assert nc["run"] is False and nc["left_out"] == "--without-netcheck"
-    assert not (repo / "docs/results/netcheck").exists()
 
 
 def test_a_netcheck_run_during_the_reproduce_is_flagged_and_an_incomplete_one_refused(fake_repo, capsys):
@@ -151,8 +153,8 @@ def test_a_netcheck_run_during_the_reproduce_is_flagged_and_an_incomplete_one_re
     for p in [*out.iterdir(), repo / "benchmarks/netcheck/bench.tsv"]:
         os.utime(p, (1200, 1200))  # between the fake reproduce's start (1000) and end (1600)
     (repo / "docs/network.md").write_text(PAGE)
-    assert snapshot.main(["--root", str(repo)]) == 0
-    nc = json.loads((repo / "docs/results/snapshot.json").read_text())["netcheck"]
+    assert run_snapshot(repo) == 0
+    nc = json.loads((repo / "paper/record.json").read_text())["netcheck"]
     assert nc["when"].startswith("during make reproduce") and nc["rules"]["netcheck_error"] == snapshot.NOT_RUN
     got = blocks_of((repo / "docs/network.md").read_text())
     assert "during make reproduce" in got["status"] and "| `netcheck_error` | not run in this snapshot |" in got["time"]
@@ -160,20 +162,20 @@ def test_a_netcheck_run_during_the_reproduce_is_flagged_and_an_incomplete_one_re
     assert "| 10Mbit | link | p2p |" in got["fit"]
     _csv(out / "netcheck_fit.csv", [{"rate": "10Mbit", "latency": "link", "op": "p2p",
                                      "status": "not run: needs root"}])
-    assert snapshot.main(["--root", str(repo)]) == 0
+    assert run_snapshot(repo) == 0
     got = blocks_of((repo / "docs/network.md").read_text())
     assert got["status"].startswith("Part of this snapshot, but nothing measured: `netcheck_bench`'s rows "
                                     "read \"not run: needs root\"")
     assert "| 10Mbit | link | p2p | not run: needs root |" in got["fit"]
     (out / "netcheck_skipped.csv").unlink()
-    assert snapshot.main(["--root", str(repo)]) == 2
+    assert run_snapshot(repo) == 2
     assert "incomplete (missing netcheck_skipped.csv)" in capsys.readouterr().err
 
 
 
 def test_the_network_page_takes_its_figures_from_the_snapshot():
     """docs/network.md quotes the netcheck run through the snapshot's blocks (filled from
-    docs/results/ as test_docs checks), none typed by hand."""
+    paper/ as test_docs checks), none typed by hand."""
     page = (ROOT / "docs/network.md").read_text(encoding="utf-8")
     assert set(blocks_of(page)) >= {"status", "time", "fit", "error"}
     assert snapshot.fill_blocks(page, RESULTS) == page

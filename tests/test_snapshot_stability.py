@@ -1,6 +1,6 @@
 """A measured verdict that does not survive `make stability`'s reruns reads "unstable
 here" in the snapshot: the settled scorecard (paper/scorecard_stable.csv, written by
-distlab.scoring.stability) becomes docs/results/scorecard.csv with each such row's spread, the
+distlab.scoring.stability) becomes paper/scorecard.csv with each such row's spread, the
 README's table and the per-paper counts count it in a column of its own, and an `unstable`
 block lists the rows.  Crafted scorecards in the fake repository of tests/test_docs.py."""
 
@@ -8,21 +8,29 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import time
 
 import pandas as pd
 import pytest
-from test_docs import fake_repo, snapshot  # noqa: F401  (a fixture)
+from conftest import ROOT
+from test_docs import fake_repo, run_snapshot, snapshot  # noqa: F401  (a fixture)
 
-from distlab.scoring import stability
+from distlab.scoring import paperrecord, stability
+
+
+NUMERIC = ("p_", "estimate", "ci_", "threshold", "margin", "seeds_needed", "planned_n", "paper_value")
 
 
 def _card(rows, ours=None):
-    """One evaluation's scorecard: (id, paper, verdict) rows, each with an estimate."""
-    return pd.DataFrame({"id": [r[0] for r in rows], "paper": [r[1] for r in rows],
+    """One evaluation's scorecard: (id, paper, verdict) rows, each with an estimate, and every
+    other column the scorecard has (the committed one's) empty."""
+    card = pd.DataFrame({"id": [r[0] for r in rows], "paper": [r[1] for r in rows],
                          "statement": "s", "verdict": [r[2] for r in rows], "measured": True,
                          "ours": ours or [f"{i}.0 [0, 1]" for i in range(len(rows))], "reason": "r"})
+    for col in pd.read_csv(ROOT / "paper/scorecard.csv", nrows=0).columns:
+        if col not in card:
+            card[col] = 3 if col == "n_seeds" else float("nan") if col.startswith(NUMERIC) else ""
+    return card
 
 
 # the fake repo's paper/scorecard.csv: a.one (P1) not reproduced, a.two (P1) inconclusive,
@@ -46,8 +54,8 @@ def _settle(repo, frames=None, settled=None):
     (paper / "scorecard_stable.md").write_text("# settled\n\n**4 claims:** ...\n")
     (paper / "stability.md").write_text("# Stability\n")
     stability.compare_runs(frames).to_csv(paper / "stability.csv", index=False)
-    later = os.stat(paper / "scorecard.csv").st_mtime + 1
-    os.utime(paper / "scorecard_stable.csv", (later, later))
+    # make stability then rewrites paper/'s scorecard from the settled one (stability.settle_paper)
+    paperrecord.write_settled(settled, paper)
     return settled
 
 
@@ -63,18 +71,18 @@ def test_the_snapshot_carries_unstable_here_with_its_spread(fake_repo):
     (repo / "paper/scorecard/P1.csv.record.json").write_text("{}\n")
     _settle(repo)
     page = _page(repo)
-    assert snapshot.main(["--root", str(repo)]) == 0
-    res = repo / "docs/results"
+    assert run_snapshot(repo) == 0
+    res = repo / "paper"
     rows = {r["id"]: r for r in csv.DictReader((res / "scorecard.csv").open())}
     assert rows["a.one"]["verdict"] == rows["c.new"]["verdict"] == "unstable here"
     assert rows["a.one"]["spread"] == ("run 1: not reproduced (0.0 [0, 1]); run 2: reproduced (1.5 [1, 2]); "
                                        "run 3: not reproduced (0.0 [0, 1])")
     assert rows["a.two"]["verdict"] == "inconclusive" and rows["a.two"]["spread"] == ""
-    assert (res / "scorecard.md").read_text().startswith("# settled")
+    assert (res / "scorecard.md").read_text().startswith("# Reproduction scorecard, settled over 3 evaluations")
+    assert "**4 claims:** 0 reproduced" in (res / "scorecard.md").read_text()
     assert (res / "stability.md").exists() and (res / "stability.csv").exists()
-    assert (repo / "paper/scorecard/P1.csv.record.json").exists()
-    assert not list(res.rglob("*.record.json"))  # the workflow's records stay with the workflow
-    snap = json.loads((res / "snapshot.json").read_text())
+    assert (res / "scorecard_stable.csv").exists() and (res / "scorecard/P1.csv.record.json").exists()
+    snap = json.loads((res / "record.json").read_text())
     assert snap["stability"]["run"] is True and snap["stability"]["evaluations"] == 3
     assert snap["stability"]["unstable"] == 2 and snap["stability"]["unstable_by_paper"] == {"P1": 1, "P3": 1}
     assert snap["verdicts"]["unstable here"] == 2
@@ -99,9 +107,9 @@ def test_without_a_stability_run_the_column_reads_zero_and_the_blocks_say_so(fak
     repo, _, _ = fake_repo
     page = repo / "docs/local_learning.md"
     page.write_text("# P3\n\n<!-- snapshot:unstable P3 -->\n<!-- /snapshot -->\n")
-    assert snapshot.main(["--root", str(repo)]) == 0
-    res = repo / "docs/results"
-    snap = json.loads((res / "snapshot.json").read_text())
+    assert run_snapshot(repo) == 0
+    res = repo / "paper"
+    snap = json.loads((res / "record.json").read_text())
     assert snap["stability"] == {"run": False, "status": snapshot.NO_STABILITY}
     table, _ = snapshot.parse_table((repo / "README.md").read_text())
     assert all(t["unstable here"] == 0 for t in table.values())
@@ -110,21 +118,35 @@ def test_without_a_stability_run_the_column_reads_zero_and_the_blocks_say_so(fak
     assert not (res / "stability.md").exists() and "spread" not in (res / "scorecard.csv").read_text()
 
 
-def test_a_stability_run_older_than_the_scorecard_or_of_other_claims_is_refused(fake_repo, capsys):
+def test_a_stability_run_older_than_the_reproduce_run_or_of_other_claims_is_left_out(fake_repo):
+    """Another run's settled scorecard: the record says it was left out, and its files leave paper/."""
     repo, _, _ = fake_repo
     _settle(repo)
-    stable, card = repo / "paper/scorecard_stable.csv", repo / "paper/scorecard.csv"
-    old = os.stat(card).st_mtime - 60
-    os.utime(stable, (old, old))
-    assert snapshot.main(["--root", str(repo)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "scorecard_stable.csv" in err[0] and "another run's" in err[0]
-    assert snapshot.main(["--root", str(repo), "--without-stability"]) == 0
-    snap = json.loads((repo / "docs/results/snapshot.json").read_text())
+    stable = repo / "paper/scorecard_stable.csv"
+    rec = json.loads((repo / "results/reproduce.json").read_text())
+    (repo / "results/reproduce.json").write_text(json.dumps({**rec, "start_utc": "2100-01-01T00:00:00Z"}))
+    assert run_snapshot(repo) == 0
+    snap = json.loads((repo / "paper/record.json").read_text())
+    assert snap["stability"]["run"] is False and "before make reproduce started" in snap["stability"]["left_out"]
+    assert not stable.exists() and not (repo / "paper/stability.md").exists()
+    (repo / "results/reproduce.json").write_text(json.dumps(rec))
+    _settle(repo)
+    assert run_snapshot(repo, "--without-stability") == 0
+    snap = json.loads((repo / "paper/record.json").read_text())
     assert snap["stability"]["run"] is False and snap["stability"]["left_out"] == "--without-stability"
     _settle(repo, [_card(FIRST[:3]), _card(SECOND[:3]), _card(FIRST[:3])])
-    assert snapshot.main(["--root", str(repo)]) == 2
-    assert "not the same claims" in capsys.readouterr().err
+    paperrecord.write_settled(stability.settle([_card(FIRST)] * 2), repo / "paper")  # the whole card again
+    assert run_snapshot(repo) == 0
+    assert "grades 3 claims, paper/scorecard.csv 4" in json.loads((repo / "paper/record.json").read_text())[
+        "stability"]["left_out"]
+
+
+def test_make_stabilitys_record_names_its_run_and_commit(fake_repo):
+    repo, _, head = fake_repo
+    _settle(repo)
+    assert run_snapshot(repo, "--stability-commit", head, "--stability-start", "2000") == 0
+    by = json.loads((repo / "paper/record.json").read_text())["stability"]["settled_by"]
+    assert by["commit"] == head and by["dirty"] is False and by["start_utc"] == "1970-01-01T00:33:20Z"
 
 
 def test_the_readme_table_is_read_by_its_header_an_older_table_has_no_unstable_column():
@@ -163,15 +185,14 @@ def test_a_scorecard_grading_a_vanished_run_never_reaches_the_snapshot(fake_repo
         (r / "manifest.json").write_text("{}")
     card = repo / "paper/scorecard.csv"
     write_table_record(card, pd.read_csv(card), runs)
-    assert snapshot.main(["--root", str(repo)]) == 0
+    assert run_snapshot(repo) == 0
     (runs[1] / "manifest.json").unlink()
-    for extra in ([], ["--allow-other-commit", "--allow-failed"]):
-        assert snapshot.main(["--root", str(repo), *extra]) == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and f"{card}: 1 of the 2 runs it summarises are gone (first: {runs[1]}" in err[0]
+    assert run_snapshot(repo) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{card}: 1 of the 2 runs it summarises are gone (first: {runs[1]}" in err[0]
     (runs[1] / "manifest.json").write_text("{}")
     card.write_text(card.read_text().replace("not reproduced", "reproduced"))
-    assert snapshot.main(["--root", str(repo)]) == 2
+    assert run_snapshot(repo) == 2
     assert "not the table its rule wrote" in capsys.readouterr().err
 
 
@@ -216,29 +237,29 @@ def test_the_readme_states_no_finding_whose_row_did_not_hold_in_the_replicate(fa
     judged = _replicated(repo).set_index("id")
     assert judged.at["c.new", "verdict"] == "unstable here" and judged.at["a.one", "replicated"].startswith("held")
     _findings(repo, {"P1": "PGC needs more steps (`a.one`).", "P3": "RC is reproduced (`c.new`)."})
-    assert snapshot.main(["--root", str(repo)]) == 2
+    assert run_snapshot(repo) == 2
     err = capsys.readouterr().err
     assert "`c.new`, which reads unstable here" in err and "replicate (seeds shifted by 1000)" in err
     assert "`a.one`" not in err
     _findings(repo, {"P1": "PGC needs more steps (`a.one`).", "P3": "Not stated."})
-    assert snapshot.main(["--root", str(repo)]) == 2
+    assert run_snapshot(repo) == 2
     assert "P3: the finding cites no scorecard row" in capsys.readouterr().err
     _findings(repo, {"P1": "PGC needs more steps (`a.one`)."})
     page = repo / "docs/pgc.md"
     page.write_text("<!-- snapshot:finding a.one -->\n<!-- /snapshot -->\n\n"
                     "<!-- snapshot:unstable all -->\n<!-- /snapshot -->\n")
-    assert snapshot.main(["--root", str(repo)]) == 0
+    assert run_snapshot(repo) == 0
     assert "| `c.new` | comparison: reproduced (-1.0 [-1.5, -0.5], n = 5); replicate (seeds shifted by 1000): " \
            "inconclusive (-0.3 [-0.8, 0.2], n = 5) |" in page.read_text()
     assert "(1 unstable here, settled over 2 evaluations and the replicate by `make stability`" in page.read_text()
     readme = (repo / "README.md").read_text()
     assert "2 held, 1 did not (unstable here); the findings cite only rows that held" in readme
     assert "`a.one`: 1.0 [0.5, 1.5], not reproduced (held: not reproduced (0.9 [0.4, 1.4], n = 5)" in page.read_text()
-    snap = json.loads((repo / "docs/results/snapshot.json").read_text())
+    snap = json.loads((repo / "paper/record.json").read_text())
     assert snap["stability"]["replicate"] == {"run": True, "held": 2, "did_not_hold": 1}
     assert snap["machine"]["kind"]["torch"]
     page.write_text("<!-- snapshot:finding c.new -->\n<!-- /snapshot -->\n")
-    assert snapshot.main(["--root", str(repo)]) == 2
+    assert run_snapshot(repo) == 2
     assert "finding c.new: not stated: it reads unstable here" in capsys.readouterr().err
 
 

@@ -60,10 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--prepare-only", action="store_true", help="only prepare the data sets into --data (to carry)")
     p.add_argument("--snapshot", metavar="RUN", default=None,
                    help="copy a finished tier run's record (README, jobs, machine, calibration, plans) to "
-                        "docs/results/gpu/ and stop")
+                        "paper/gpu/ and stop")
     a = p.parse_args(argv)
     if a.snapshot:
-        return snapshot(Path(a.snapshot), ROOT / "docs" / "results" / "gpu")
+        return snapshot(Path(a.snapshot), ROOT / "paper" / "gpu")
     missing = [m for m in REQUIRED if importlib.util.find_spec(m) is None]
     if missing:
         print(f"run_tier: missing Python packages {', '.join(missing)}: carry them on PYTHONPATH (docs/gpu.md)",

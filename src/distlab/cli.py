@@ -420,7 +420,8 @@ def _add_reproduction_checks(sub) -> None:
     q.set_defaults(func=cmd_stability)
 
     q = sub.add_parser("compare-snapshot", help="a make reproduce against the committed snapshot, row by row")
-    q.add_argument("--snapshot", type=Path, default=Path("docs/results"), help="the committed snapshot's folder")
+    q.add_argument("--snapshot", type=Path, default=Path("paper"),
+                   help="the snapshot's folder (default paper/, as HEAD holds it: a run rewrites it in place)")
     q.add_argument("--card", type=Path, default=None,
                    help="this run's scorecard (default: paper/scorecard_stable.csv, else paper/scorecard.csv)")
     q.set_defaults(func=cmd_compare_snapshot)

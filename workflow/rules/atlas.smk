@@ -81,7 +81,7 @@ rule atlas_map:
 
 rule atlas_query_pack:
     """The recordings `distlab atlas query` reads, in one small file with its record (the run
-    folders it was made from): the results snapshot carries it (docs/results/atlas/), so the
+    folders it was made from): the results snapshot carries it (paper/atlas/), so the
     shipped atlas can be queried without make reproduce."""
     input:
         done=ATLAS_WF.technique_done,

@@ -353,6 +353,6 @@ def register(sub) -> None:
                 format={"default": "table", "help": "table (for people) or csv (one row per technique)"},
                 runs={"default": "results/atlas/techniques",
                       "help": "the techniques' runs folder, or a pack of them (.json.gz: `atlas pack`; the "
-                              "snapshot's docs/results/atlas/query_pack.json.gz)"},
+                              "snapshot's paper/atlas/query_pack.json.gz)"},
                 config={"default": "config/config.yaml"})
     q._negative_number_matcher = _NEGATIVE_VALUE

@@ -8,10 +8,10 @@ profile is looked up by, DiLoCo's H, the trend flag), its validation curve, and 
 the replay re-times (passes, collectives, master messages, who was waited for).  The pack keeps
 exactly that, the steps run-length encoded (a run of identical steps stored once with its
 count), gzip-compressed: about 140 kB for the default atlas, small enough for the results
-snapshot to carry (``docs/results/atlas/query_pack.json.gz``), so the shipped atlas can be
+snapshot to carry (``paper/atlas/query_pack.json.gz``), so the shipped atlas can be
 queried without ``make reproduce``::
 
-    python -m distlab atlas query --runs docs/results/atlas/query_pack.json.gz --params 1e9 ...
+    python -m distlab atlas query --runs paper/atlas/query_pack.json.gz --params 1e9 ...
 
 With ``atlas.compute: stored`` (the default) the recorded compute seconds are not kept: the
 query charges the stored profile's from each step's passes (:func:`distlab.atlas.profile.apply`),
@@ -189,7 +189,7 @@ def read_pack(path) -> tuple[dict, dict[str, list[Recording]]]:
     """(the pack's header: format, compute, techniques; technique job -> its recordings), after
     checking the format and the content's checksum; :class:`PackError` (one line) otherwise."""
     p = Path(path)
-    hint = "make it again (snakemake atlas_query_pack, or make snapshot for docs/results/)"
+    hint = "make it again (snakemake atlas_query_pack; make reproduce puts it in paper/atlas/)"
     try:
         with gzip.open(p, "rb") as gz:
             raw = gz.read(MAX_BYTES + 1)  # a bounded read: a small file may unfold without end

@@ -105,7 +105,7 @@ def parse_stragglers(text: str, n: int) -> dict:
 
 def check_complete(a: dict, runs_dir) -> list[Recording]:
     """The atlas's recordings under ``runs_dir`` (the techniques' folder, or a pack of them:
-    :mod:`distlab.atlas.pack`, e.g. the snapshot's ``docs/results/atlas/query_pack.json.gz``) if
+    :mod:`distlab.atlas.pack`, e.g. the snapshot's ``paper/atlas/query_pack.json.gz``) if
     every run the ``atlas:`` section ``a`` asks for is there; else :class:`QueryError` naming the
     missing runs (a job still running, a config overlay whose runs were never made)."""
     import json

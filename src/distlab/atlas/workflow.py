@@ -262,8 +262,8 @@ class AtlasRules:
     @property
     def query_files(self) -> list[str]:
         """What the query reads, packed (the snapshot carries it), and the query's benchmark table:
-        atlas_query_pack's and atlas_query_bench's outputs (``make snapshot`` copies them to
-        docs/results/atlas/)."""
+        atlas_query_pack's and atlas_query_bench's outputs (``make reproduce`` puts them in
+        paper/atlas/)."""
         return [f"{self.out}/query/pack.json.gz", f"{self.out}/query/bench.csv", f"{self.out}/query/bench.md"]
 
     def data(self, wildcards) -> str:

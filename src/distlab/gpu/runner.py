@@ -9,7 +9,7 @@ What :func:`run_tier` writes under ``out``:
 * ``jobs.csv`` — every job: ran / failed / not run (the slice's time), its wall seconds
   (measured) against its estimate, and the final validation loss where the run reports one;
 * ``runs/<job>/`` — each run's own record and manifest, as the workflow writes them;
-* ``README.md`` — the machine and the table, the shape of a ``docs/results/gpu/`` snapshot.
+* ``README.md`` — the machine and the table, the shape of a ``paper/gpu/`` snapshot.
 
 GPU jobs are trained in this process one after another (torch imported once); CPU jobs (real
 multi-process runs, the P3 benchmark) are ``python -m distlab`` subprocesses, run after the GPU

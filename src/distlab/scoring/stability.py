@@ -7,8 +7,11 @@ or not-reproduced row whose 95 % intervals of two evaluations do not overlap (th
 moved further between reruns of one commit than its interval allows, so the interval does not
 hold this machine's run-to-run variation, even where the verdict happened to hold), reads
 *unstable here*, with the verdicts and the estimates of every run (:func:`settle`), in
-``paper/scorecard_stable.csv`` and ``.md`` beside the report.  The settled scorecard's estimates are the last evaluation's, as are the tables and figures left in
-``paper/``; the first evaluation's scorecard is kept as ``paper/stability_first.csv``.
+``paper/scorecard_stable.csv`` and ``.md`` beside the report.  The settled scorecard's estimates are the last evaluation's; over the whole
+scorecard it then becomes ``paper/scorecard.csv`` (and each paper's page), and the workflow's
+default target runs again, so the write-up, tables and figures in ``paper/`` are all of the
+settled evaluation (:func:`settle_paper`); the first evaluation's scorecard is kept as
+``paper/stability_first.csv``.
 
 Simulated runs are deterministic (seeded, on the spec's own thread count), so
 rerunning them proves nothing; what can move between two runs of one commit
@@ -249,6 +252,19 @@ def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None 
     write_scorecard(settled, out.with_name("scorecard_stable.md"), out.with_name("scorecard_stable.csv"),
                     title=f"Reproduction scorecard, settled over {k} evaluations of the measured parts"
                     + (" and the replicate" if replicate else ""))
-    # its record: the runs the evaluated scorecards graded (the snapshot refuses it once one is gone)
+    # its record: the runs the evaluated scorecards graded (paper/'s assembly refuses it once one is gone)
     record_graded_runs(out.with_name("scorecard_stable.csv"), settled, cards)
+    if not papers:
+        settle_paper(settled, cores, cwd, extra)
     return table
+
+
+def settle_paper(settled: pd.DataFrame, cores: int, cwd: Path, extra: list[str]) -> None:
+    """paper/ wholly of the settled evaluation: its scorecard, whole and per paper, becomes the
+    settled one (:func:`distlab.scoring.paperrecord.write_settled`), then the workflow's default
+    target runs, so the write-up, tables and figures are made again from the last evaluation's
+    results and the settled scorecard together, not left from the first evaluation."""
+    from .paperrecord import write_settled
+
+    write_settled(settled, cwd / "paper")
+    _snakemake(["--cores", str(cores), *extra], cwd)
