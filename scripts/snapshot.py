@@ -851,7 +851,7 @@ def netcheck_block(arg: str, dest: Path) -> str:
     return (table + "\n\n" + summary
             + "(`paper/netcheck/techerror.csv`, `paper/netcheck/techerror.md`)\n\n"
             "![measured vs simulated step time per technique and link rate]"
-            "(results/netcheck/techerror.png)\n")
+            "(../paper/netcheck/techerror.png)\n")
 
 
 def atlas_block(dest: Path) -> str:

@@ -100,7 +100,7 @@ def test_a_netcheck_run_after_the_reproduce_is_copied_and_fills_its_blocks(fake_
         in got["error"]
     assert "| PGC | 100Mbit | 8.9 | 2.1 | -76 % [-84, -68] | -70 % | +75 % |  |  |" in got["error"]
     assert "Within 10 %: 0 of 2 cells at the nominal link, 1 with the fitted link, 1 calibrated" in got["error"]
-    assert "](results/netcheck/techerror.png)" in got["error"]
+    assert "](../paper/netcheck/techerror.png)" in got["error"]  # relative to docs/
     assert snapshot.NOT_RUN not in page and quoted_numbers(page) == []
     assert snapshot.fill_blocks(page, res) == page  # `snapshot.py blocks` keeps them
 

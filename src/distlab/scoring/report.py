@@ -65,10 +65,17 @@ BASIS_LABEL = {MEASURED: "measured", TRAINED: "trained", TRAINED_CLOCK: "trained
                CLOCK: "simulated clock", ARITHMETIC: "arithmetic"}
 
 
-def _record_note(root: Path) -> list[str]:
-    """HOOK: the lines that say whether ``root`` (paper/) is of this commit and config; they open
-    the page.  Another part of the project provides the check; until it is connected, none."""
-    return []
+def _record_note(out: Path) -> None:
+    """Open the write-up ``out`` with the record check and the counts line
+    (:func:`distlab.scoring.paperrecord.put_header`): whether its folder (paper/) is of this
+    checkout's code tree and config, read from its record against the repository it sits in
+    (the working directory when it is inside it: the workflow's case)."""
+    from .paperrecord import put_header
+
+    folder = out.parent.resolve()
+    cwd = Path.cwd().resolve()
+    root, paper = (cwd, str(folder.relative_to(cwd))) if folder.is_relative_to(cwd) else (folder.parent, folder.name)
+    put_header(out, root, paper)
 
 
 def figure_number(stem: str) -> float:
@@ -249,12 +256,13 @@ def write_report(out: str | Path, scorecard_csv: str | Path, meta: dict | None =
     root = out.parent
     card = read_table_checked(scorecard_csv)  # cut short, or grading a run that is gone: refused
     by_id = _claims_by_id(claims)
-    lines = [*_record_note(root), "# distlab: what reproduced", "",
+    lines = ["# distlab: what reproduced", "",
              "Each paper's question, its headline claims and one or two of its figures.",
              "*Ours*: the paired estimate over seeds (a − b, or a / b) and its 95 % Student-t interval.",
              "*Basis*: what decides the row (measured on this machine, trained, the simulated clock, arithmetic).",
-             "Every row: [scorecard.md](scorecard.md) and [scorecard.csv](scorecard.csv).", "",
-             counts_line(card, _verdicts()), ""]
+             "Every row: [scorecard.md](scorecard.md) and [scorecard.csv](scorecard.csv).", ""]
+    if not (root / "scorecard.csv").is_file():  # else the header's counts line (_record_note) says it
+        lines += [counts_line(card, _verdicts()), ""]
     stale = _stale_parts(Path(scorecard_csv))
     if stale:
         lines += ["Runs made by other code than this revision: " + ", ".join(
@@ -265,5 +273,6 @@ def write_report(out: str | Path, scorecard_csv: str | Path, meta: dict | None =
     for s in SECTIONS:
         lines += _section(s, root, card, by_id)
     atomic_write_text(out, "\n".join(lines).rstrip() + "\n")
+    _record_note(out)
     for s in (FOUNDATION, *SECTIONS):
         atomic_write_text(root / f"{s.key}.md", _page(s, root, card, by_id, meta).rstrip() + "\n")
