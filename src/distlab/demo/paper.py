@@ -3,7 +3,7 @@
 from ..pipeline.paper import Paper
 
 PAPER = Paper(
-    name="demo", title="P4 DeMo", scorecard="P4", section="demo", claims_prefix="demo",
+    name="demo", order=4, title="P4 DeMo", scorecard="P4", section="demo", claims_prefix="demo",
     rule_file="workflow/rules/demo.smk", schema="workflow/schemas/demo.schema.yaml", doc="docs/demo.md",
     trainer="distlab.demo.train", spec_module="distlab.demo.spec", config_check="distlab.demo.spec",
     cli="distlab.demo.cli", summarize=("demo", "summarize"), figures=("demo", "figure"),
