@@ -4,7 +4,9 @@
 * the schemas' enums, the rules' wildcard constraints, the option tables, the figures' labels
   and orders and the atlas catalogue are the registries', not written again;
 * a toy DeMo variant in a test-only registry goes through the workflow's jobs and specs, a
-  summary table and a figure;
+  summary table and a figure; in a copy of the repository, a DeMo variant and an atlas
+  technique are one catalogue line each: Snakemake plans their jobs, runs the variant to its
+  summary rows, table and figures, and refuses a name no spec declares in one line;
 * nothing unknown passes silently: an unknown method, a variant without its encoding, a
   method in a figure's data that no registry knows are each refused by name;
 * each option's default lives in one place, and DeMo's ``topk <= chunk^2`` is one check.
@@ -247,11 +249,15 @@ def _git(tree, *args):
     return subprocess.run(["git", *args], cwd=tree, capture_output=True, text=True, check=True).stdout
 
 
-@pytest.mark.slow
-def test_a_new_variant_and_a_new_atlas_technique_are_their_spec_and_config_lines(tmp_path):
-    """As a user adds them: one spec line each in the catalogue, and the config naming them
-    (a variant whose encoding and mean exist needs no code; a new one adds its code).  The
-    dry run plans their jobs, and nothing else was edited."""
+# one line each, as a user adds them: a variant whose encoding and mean exist (no code), and an
+# atlas technique that is DDP again under another name
+NEW_METHOD = '    _demo("demo-cheap", "DeMo (compact, plain mean)", 6, encoding="compact", mean="all"),\n'
+NEW_TECHNIQUE = '    _atlas("ddp-twin", "sync", "DDP again", 12, _WRAPPED, method="adamw"),\n'
+
+
+def _added_in_a_copy(tmp_path) -> tuple[Path, dict]:
+    """A copy of the repository under git with the two spec lines added to the catalogue (the
+    only file edited), and the environment its Snakemake runs in."""
     from conftest import bin_path, tracked_copy
 
     tree = tracked_copy(tmp_path / "repo")
@@ -263,26 +269,80 @@ def test_a_new_variant_and_a_new_atlas_technique_are_their_spec_and_config_lines
     last_method = '              label="PowerSGD", order=5, payload="dense", sweep_key=("powersgd", "rank")),\n'
     last_tech = '"relayed", _DEMO_SWEEP, ("demo",), dep=True, method="demo"),\n'
     assert last_method in text and last_tech in text
-    text = text.replace(last_method, last_method + '    _demo("demo-cheap", "DeMo (compact, plain mean)", 6, '
-                                                   'encoding="compact", mean="all"),\n')
-    text = text.replace(last_tech, last_tech + '    _atlas("ddp-twin", "sync", "DDP again", 12, _WRAPPED, '
-                                               'method="adamw"),\n')
-    cat.write_text(text)
-    cfg = tree / "tests/configs/tiny.yaml"
-    lines = cfg.read_text().replace("  methods: [adamw, demo, demo-compact, demo-allmean, diloco, powersgd]\n",
-                                    "  methods: [adamw, demo-cheap]\n")
-    lines = lines.replace("  lr: {adamw: 0.003,", "  lr: {demo-cheap: 0.001, adamw: 0.003,")
-    lines = lines.replace("  lr_follows: {", "  lr_follows: {demo-cheap: demo, ")
-    lines = lines.replace("  techniques: [ddp, demo, diloco, is-sgd, gc-fr, pgc-cr]\n", "  techniques: [ddp, ddp-twin]\n")
-    cfg.write_text(lines)
+    cat.write_text(text.replace(last_method, last_method + NEW_METHOD).replace(last_tech, last_tech + NEW_TECHNIQUE))
+    env = {**__import__("os").environ, "PATH": bin_path(), "PYTHONPATH": str(tree / "src"),
+           "HF_DATASETS_OFFLINE": "1"}
+    return tree, env
 
-    env = {**__import__("os").environ, "PATH": bin_path(), "PYTHONPATH": str(tree / "src")}
-    r = subprocess.run(["snakemake", "demo", "atlas", "-n", "--quiet", "rules", "--configfile", "tests/configs/tiny.yaml"],
-                       cwd=tree, env=env, capture_output=True, text=True, timeout=600)
+
+def _naming(tree: Path, name: str, methods: list[str], techniques: list[str], **demo) -> str:
+    """A config file on top of the tiny one (outside git's view) naming ``methods`` for DeMo's
+    comparison and ``techniques`` for the atlas; ``demo`` further DeMo settings."""
+    import yaml
+
+    section = {"methods": methods, "lr": {m: 0.001 for m in methods}, "lr_follows": {m: "demo" for m in methods[1:]},
+               **demo}
+    path = tree / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"demo": section, "atlas": {"techniques": techniques}}))
+    (tree / ".git/info/exclude").open("a").write(f"{name}.yaml\n")
+    return path.name
+
+
+def _snakemake(tree, env, *args, timeout=600):
+    return subprocess.run(["snakemake", *args], cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_a_new_variant_and_a_new_atlas_technique_are_one_spec_line_each(tmp_path):
+    """As a user adds them: one spec line each in the catalogue, and a config naming them (a
+    variant whose encoding and mean exist needs no code; a new one adds its code).  The dry run
+    plans their jobs; the variant runs through Snakemake to its summary rows, the results table
+    under its label and the figures; a name no spec declares is refused in one line, before any
+    job; and nothing but the catalogue was edited."""
+    tree, env = _added_in_a_copy(tmp_path)
+    tiny = ["--configfile", "tests/configs/tiny.yaml"]
+    both = _naming(tree, "both", ["adamw", "demo-cheap"], ["ddp", "ddp-twin"])
+    r = _snakemake(tree, env, "demo", "atlas", "-n", "--quiet", "rules", *tiny, both)
     assert r.returncode == 0, r.stderr[-3000:]
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", r.stdout, re.M))
     # DeMo: adamw and the variant at each N (more_workers keeps its own three), the atlas: two
     # techniques and the reference
     assert int(jobs["demo_train_sim"]) == 2 + 3 and int(jobs["atlas_job"]) == 3, r.stdout
+
+    # a name no spec declares: one line naming it, not a run without it or of another
+    unknown = _naming(tree, "unknown", ["adamw", "demo-sign"], ["ddp", "ddp-twin", "gc-xx"])
+    r = _snakemake(tree, env, "demo", "atlas", "-n", *tiny, unknown)
+    assert r.returncode != 0 and "Job stats" not in r.stdout
+    named = [line for line in (r.stdout + r.stderr).splitlines() if "demo-sign" in line or "gc-xx" in line]
+    assert any("demo.methods" in line and "'demo-sign' is not one of" in line for line in named), named
+    assert any("atlas.techniques" in line and "'gc-xx' is not one of" in line for line in named), named
+
+    _runs_to_its_table_and_figures(tree, env, tiny)
     changed = sorted(line[3:] for line in _git(tree, "status", "--porcelain").splitlines())
-    assert changed == ["src/distlab/techniques/catalogue.py", "tests/configs/tiny.yaml"]
+    assert changed == ["src/distlab/techniques/catalogue.py"], changed
+    diff = [d for d in _git(tree, "diff", "--unified=0").splitlines() if d[:1] in "+-" and d[:3] not in ("+++", "---")]
+    assert diff == ["+" + NEW_METHOD.rstrip("\n"), "+" + NEW_TECHNIQUE.rstrip("\n")], diff
+
+
+def _runs_to_its_table_and_figures(tree, env, tiny):
+    """The variant and AdamW at N = 2 (no sweep, no real processes): Snakemake trains both,
+    summarizes them, tables and draws them; the variant is in each, under its spec's label."""
+    only = _naming(tree, "only", ["adamw", "demo-cheap"], ["ddp"], lr_from_sweep=False,
+                   more_workers={"n_workers": [2], "methods": ["demo-cheap"]}, real={"enabled": False})
+    figures = [f"paper/figures/demo_{k}.png" for k in ("loss_steps", "gap_steps", "loss_bytes")]
+    targets = ["results/demo/simulated/summary.csv", "paper/tables/demo_results.md", *figures]
+    r = _snakemake(tree, env, "--cores", "1", *targets, *tiny, only, timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    summary = pd.read_csv(tree / "results/demo/simulated/summary.csv")
+    rows = summary[summary["method"] == "demo-cheap"]
+    assert sorted(rows["seed"]) == [0, 1] and set(rows["n_workers"]) == {2}
+    assert set(summary["method"]) == {"adamw", "demo-cheap"} and rows["final_val_loss"].notna().all()
+    # its payload is its own (compact top-k), not the dense gradient of a substitute
+    adamw = summary[summary["method"] == "adamw"]
+    assert rows["payload_bytes_per_step"].max() < adamw["payload_bytes_per_step"].min()
+    assert "DeMo (compact, plain mean)" in (tree / "paper/tables/demo_results.md").read_text()
+    assert all((tree / f).read_bytes()[:4] == b"\x89PNG" for f in figures)
+    import json
+
+    manifest = json.loads((tree / "results/demo/simulated/n2/demo-cheap/seed0/manifest.json").read_text())
+    assert manifest["spec"]["method"] == "demo-cheap" and manifest["spec"]["demo"]["topk"] == 8
