@@ -346,3 +346,79 @@ def _runs_to_its_table_and_figures(tree, env, tiny):
 
     manifest = json.loads((tree / "results/demo/simulated/n2/demo-cheap/seed0/manifest.json").read_text())
     assert manifest["spec"]["method"] == "demo-cheap" and manifest["spec"]["demo"]["topk"] == 8
+
+
+def test_a_workers_passes_a_step_are_its_codes_stated_once():
+    """The gradient passes a worker computes a step (the atlas's clock and the GPU tier's plan)
+    are its code's, read from its spec's scheme: one rule, in distlab.techniques.gradient_codes."""
+    from distlab.atlas import projection
+    from distlab.gpu import plan
+    from distlab.techniques.gradient_codes import CodingError, make_scheme, passes_per_step
+
+    assert projection.passes_per_step is plan.passes_per_step is catalogue.passes_per_step
+    got = {t: catalogue.passes_per_step(t, 2) for t in TECHNIQUES}
+    assert {t: p for t, p in got.items() if p != 1} == {"gc-fr": 3, "gc-cr": 3, "is-gc": 2}
+    for scheme, s in (("gc-fr", 1), ("gc-cr", 2), ("is-gc-cr", 3), ("is-sgd", 1), ("dgd", 0)):
+        assert passes_per_step(scheme, s) == make_scheme(scheme, 6, s).c
+    assert passes_per_step("pgc-cr", 2) == len(make_scheme("pgc-cr", 6, 2).partitions_to_compute(0, 1)) == 1
+    with pytest.raises(UnknownTechnique, match="'gc-xx'"):
+        catalogue.passes_per_step("gc-xx", 1)
+    with pytest.raises(CodingError, match="unknown scheme 'gc-xx'"):
+        passes_per_step("gc-xx", 1)
+
+
+# the literals naming two techniques or more that are not lists of the registry's: each a
+# namespace or a choice of its own (the reason beside it)
+NOT_THE_REGISTRY = {
+    "src/distlab/techniques/gradient_codes.py": "P1's coding schemes (SCHEMES), a namespace of their own",
+    "src/distlab/pgc/regime.py": "P1's coding schemes and their clock names",
+    "src/distlab/pgc/figures.py": "P1's coding schemes in P1's figures",
+    "src/distlab/atlas/outputs.py": "the pairs the crossover table compares, a choice",
+    "src/distlab/bench/techerror.py": "the techniques the simulator-error benchmark measures, a choice",
+}
+
+
+def technique_lists(root: Path) -> list[str]:
+    """Each literal (list, tuple, set, dict keys, ``a|b`` string) in src/ and workflow/ naming two
+    registered techniques or more, outside the catalogue; the option sections' names (``demo``,
+    ``diloco``, ...) are also sections of a spec, and are not counted."""
+    from distlab.techniques.options import SECTIONS
+
+    names = (set(METHODS) | set(TECHNIQUES)) - set(SECTIONS)
+    out = []
+    files = [root / "Snakefile", *sorted((root / "workflow").rglob("*.smk")),
+             *[f for d in ("src", "workflow") for f in sorted((root / d).rglob("*.py"))]]
+    for f in files:
+        rel = f.relative_to(root).as_posix()
+        if rel == "src/distlab/techniques/catalogue.py" or rel in NOT_THE_REGISTRY:
+            continue
+        text = f.read_text(encoding="utf-8")
+        if f.suffix == ".py":
+            groups = []
+            for node in ast.walk(ast.parse(text)):
+                items = (node.elts if isinstance(node, (ast.List, ast.Tuple, ast.Set))
+                         else node.keys if isinstance(node, ast.Dict) else None)
+                if items is not None:
+                    groups.append((node.lineno, [i.value for i in items if isinstance(i, ast.Constant)]))
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "|" in node.value:
+                    groups.append((node.lineno, node.value.split("|")))
+        else:
+            groups = [(i, re.findall(r'["\'|]([a-z0-9-]+)(?=["\'|])', m.group()))
+                      for i, line in enumerate(text.splitlines(), 1)
+                      for m in re.finditer(r'[\[\(\{][^\]\)\}]*[\]\)\}]|"[^"]*\|[^"]*"', line)]
+        out += [f"{rel}:{i}" for i, strings in groups if len(names & set(strings)) >= 2]
+    return out
+
+
+def test_no_list_of_techniques_is_kept_outside_the_registry():
+    assert technique_lists(ROOT) == []
+    assert all((ROOT / f).is_file() for f in NOT_THE_REGISTRY)
+
+
+def test_the_checker_finds_a_list_of_techniques(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text('X = {"gc-fr": 2, "is-gc": 2}\nY = ("demo", "diloco")\nZ = "ddp|is-sgd"\n')
+    (tmp_path / "workflow").mkdir()
+    (tmp_path / "workflow" / "r.smk").write_text('    m="demo-compact|demo-allmean",\n')
+    (tmp_path / "Snakefile").write_text("")
+    assert technique_lists(tmp_path) == ["workflow/r.smk:1", "src/m.py:1", "src/m.py:3"]
