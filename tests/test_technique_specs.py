@@ -422,3 +422,27 @@ def test_the_checker_finds_a_list_of_techniques(tmp_path):
     (tmp_path / "workflow" / "r.smk").write_text('    m="demo-compact|demo-allmean",\n')
     (tmp_path / "Snakefile").write_text("")
     assert technique_lists(tmp_path) == ["workflow/r.smk:1", "src/m.py:1", "src/m.py:3"]
+
+
+def test_each_demo_encoding_is_declared_once_and_an_undeclared_one_is_refused():
+    """The wire format reads each encoding's declaration (payload.ENCODINGS); a name no entry
+    declares is refused by every function that reads one, never sized or packed as another."""
+    torch = pytest.importorskip("torch")
+    from distlab.techniques.demo import payload as pl
+
+    assert set(pl.ENCODINGS) == {"reference", "compact"}
+    sizes = {e: (pl.index_nbytes(10, e, 4096), pl.value_nbytes(10, e, torch.float32, torch.bfloat16))
+             for e in pl.ENCODINGS}
+    assert sizes == {"reference": (80, 40), "compact": (15, 20)}
+    idx, val = torch.arange(10), torch.linspace(-1, 1, 10)
+    calls = [lambda e: pl.index_nbytes(10, e, 4096), lambda e: pl.value_nbytes(10, e, torch.float32, torch.bfloat16),
+             lambda e: pl.pack_indices(idx, e, 4096), lambda e: pl.pack_values(val, e, torch.bfloat16),
+             lambda e: pl.unpack_indices(torch.zeros(80, dtype=torch.uint8), 10, e, 4096),
+             lambda e: pl.unpack_values(torch.zeros(40, dtype=torch.uint8), 10, e, torch.float32, torch.bfloat16),
+             lambda e: pl.quantize(val, e, torch.bfloat16)]
+    for call in calls:
+        with pytest.raises(ValueError, match="encoding must be one of \\('reference', 'compact'\\), got 'sign'"):
+            call("sign")
+    for e in pl.ENCODINGS:
+        got = pl.unpack_indices(pl.pack_indices(idx, e, 4096), 10, e, 4096)
+        assert torch.equal(got, idx)
