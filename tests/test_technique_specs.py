@@ -6,7 +6,9 @@
 * a toy DeMo variant in a test-only registry goes through the workflow's jobs and specs, a
   summary table and a figure; in a copy of the repository, a DeMo variant and an atlas
   technique are one catalogue line each: Snakemake plans their jobs, runs the variant to its
-  summary rows, table and figures, and refuses a name no spec declares in one line;
+  summary rows, table and figures, the atlas maps the technique in each of its tables (a
+  compute profile that never measured it refuses it in one line), and a name no spec declares
+  is refused in one line;
 * nothing unknown passes silently: an unknown method, a variant without its encoding, a
   method in a figure's data that no registry knows are each refused by name;
 * each option's default lives in one place, and DeMo's ``topk <= chunk^2`` is one check.
@@ -275,15 +277,15 @@ def _added_in_a_copy(tmp_path) -> tuple[Path, dict]:
     return tree, env
 
 
-def _naming(tree: Path, name: str, methods: list[str], techniques: list[str], **demo) -> str:
+def _naming(tree: Path, name: str, methods: list[str], techniques: list[str], atlas=None, **demo) -> str:
     """A config file on top of the tiny one (outside git's view) naming ``methods`` for DeMo's
-    comparison and ``techniques`` for the atlas; ``demo`` further DeMo settings."""
+    comparison and ``techniques`` for the atlas; ``atlas`` and ``demo`` further settings."""
     import yaml
 
     section = {"methods": methods, "lr": {m: 0.001 for m in methods}, "lr_follows": {m: "demo" for m in methods[1:]},
                **demo}
     path = tree / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"demo": section, "atlas": {"techniques": techniques}}))
+    path.write_text(yaml.safe_dump({"demo": section, "atlas": {"techniques": techniques, **(atlas or {})}}))
     (tree / ".git/info/exclude").open("a").write(f"{name}.yaml\n")
     return path.name
 
@@ -318,6 +320,7 @@ def test_a_new_variant_and_a_new_atlas_technique_are_one_spec_line_each(tmp_path
     assert any("atlas.techniques" in line and "'gc-xx' is not one of" in line for line in named), named
 
     _runs_to_its_table_and_figures(tree, env, tiny)
+    _the_atlas_maps_it(tree, env, tiny)
     changed = sorted(line[3:] for line in _git(tree, "status", "--porcelain").splitlines())
     assert changed == ["src/distlab/techniques/catalogue.py"], changed
     diff = [d for d in _git(tree, "diff", "--unified=0").splitlines() if d[:1] in "+-" and d[:3] not in ("+++", "---")]
@@ -346,6 +349,30 @@ def _runs_to_its_table_and_figures(tree, env, tiny):
 
     manifest = json.loads((tree / "results/demo/simulated/n2/demo-cheap/seed0/manifest.json").read_text())
     assert manifest["spec"]["method"] == "demo-cheap" and manifest["spec"]["demo"]["topk"] == 8
+
+
+def _the_atlas_maps_it(tree, env, tiny):
+    """The atlas with DDP and its twin: under the stored compute profile the twin, never
+    profiled, is refused in one line naming it (no other technique's profile stands in); under
+    measured compute the map has the twin's rows in each of its tables."""
+    stored = _naming(tree, "stored", ["adamw"], ["ddp", "ddp-twin"])
+    r = _snakemake(tree, env, "--cores", "1", "atlas_map", *tiny, stored)
+    assert r.returncode != 0
+    refused = (tree / "logs/atlas/techniques/ddp-twin.log").read_text().strip().splitlines()
+    assert "atlas.compute_profile: size" in refused[-1] and "has no ddp-twin at N = 2" in refused[-1], refused
+    measured = _naming(tree, "measured", ["adamw"], ["ddp", "ddp-twin"], atlas={"compute": "measured"})
+    r = _snakemake(tree, env, "--cores", "1", "atlas_map", *tiny, measured, timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    for table in ("steps_to_target", "ttt", "cells", "winners"):
+        df = pd.read_csv(tree / f"results/atlas/map/{table}.csv")
+        named = {c for c in df.columns if "technique" in c or c == "winner"}
+        assert named and any((df[c] == "ddp-twin").any() for c in named), (table, named)
+    steps = pd.read_csv(tree / "results/atlas/map/steps_to_target.csv")
+    keys = {t: set(zip(g["n_params"], g["N"], g["seed"])) for t, g in steps.groupby("technique")}
+    # every (size, N, seed) of the map's grid that DDP has (DDP's trend runs aside), none dropped
+    assert keys["ddp-twin"] <= keys["ddp"] and len(keys["ddp-twin"]) == len(steps.query("technique == 'ddp-twin'"))
+    assert {(n, s) for _, n, s in keys["ddp-twin"]} == {(2, 0), (2, 1), (4, 0), (4, 1)}
+    assert len({p for p, _, _ in keys["ddp-twin"]}) == 2  # atlas.sizes: small and large
 
 
 def test_a_workers_passes_a_step_are_its_codes_stated_once():
