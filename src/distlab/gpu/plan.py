@@ -158,7 +158,8 @@ def atlas_jobs(cfg: dict, dev: dict, cal: dict | None) -> list[Job]:
         specs += [("run/" + lab, s) for lab, s in aw.run_specs(a, t, lr, None)]
         for lab, spec in specs:
             n, steps = int(spec["n_workers"]), int(spec["steps"])
-            est, label = _gpu_run_s(spec["model"], int(spec["batch_size"]), n, passes_per_step(t, int(spec.get("s", 0))),
+            passes = passes_per_step(t, int(spec.get("s", 0)))
+            est, label = _gpu_run_s(spec["model"], int(spec["batch_size"]), n, passes,
                                     steps, int(spec["eval_every"]), int(spec["eval_batches"]), dev, cal)
             seed0 = lab.endswith("seed0") and "/none/" in lab
             out.append(Job("atlas", f"atlas/{t}/{lab}", "gpu", _train("atlas", spec), a["dataset"], est, est, est,
