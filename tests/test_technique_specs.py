@@ -473,3 +473,31 @@ def test_each_demo_encoding_is_declared_once_and_an_undeclared_one_is_refused():
     for e in pl.ENCODINGS:
         got = pl.unpack_indices(pl.pack_indices(idx, e, 4096), 10, e, 4096)
         assert torch.equal(got, idx)
+
+
+def test_a_claim_naming_a_technique_no_registry_holds_is_refused_in_one_line(tmp_path):
+    """A claim's or condition's selector reads its paper's registry (Paper.claim_registries): a
+    misspelt method or technique is one line of the config check, not a row that reads "not run"."""
+    import yaml
+
+    from distlab.config.checks import ConfigError, check_config, claims_technique_errors
+    from distlab.papers import papers
+
+    claims = ROOT / "config" / "claims.yaml"
+    assert claims_technique_errors(claims, papers()) == []
+    text = claims.read_text()
+    bad = (text.replace("    a: {method: demo-allmean, n_workers: 2}", "    a: {method: demo-allmaen, n_workers: 2}", 1)
+           .replace("a: {technique: diloco-demo,", "a: {technique: diloco-dmeo,", 1)
+           .replace("b: {method: demo-allmean, n_workers: 2}", "b: {method: demo-sign, n_workers: 2}", 1))
+    path = tmp_path / "claims.yaml"
+    path.write_text(bad)
+    errors = claims_technique_errors(path, papers())
+    assert len(errors) == 3 and all(e.count("\n") == 0 for e in errors), errors
+    assert any("'demo-allmaen' is no registered method (adamw, demo, " in e for e in errors)
+    assert any("'diloco-dmeo' is no registered technique (ddp, demo, " in e for e in errors)
+    assert any("'demo-sign' is no registered method" in e for e in errors)
+    # a label is a name the tables use (DeMo's bytes table): accepted
+    assert "method: DeMo," in text
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    with pytest.raises(ConfigError, match="'diloco-dmeo' is no registered technique"):
+        check_config(config, SCHEMAS, claims_path=path, papers=papers())

@@ -9,4 +9,4 @@ PAPER = Paper(
     trainer="distlab.atlas.train", config_check="distlab.atlas.spec", cli="distlab.atlas.cli",
     summarize=("atlas", "map"),
     figures=("atlas", "figures"), code=("src/distlab/atlas",), scored_without_tables=True,
-    gpu_tier_device=True)
+    gpu_tier_device=True, claim_registries=(("technique", "techniques"),))

@@ -7,5 +7,5 @@ PAPER = Paper(
     rule_file="workflow/rules/demo.smk", schema="workflow/schemas/demo.schema.yaml", doc="docs/demo.md",
     trainer="distlab.demo.train", spec_module="distlab.demo.spec", config_check="distlab.demo.spec",
     cli="distlab.demo.cli", summarize=("demo", "summarize"), figures=("demo", "figure"),
-    code=("src/distlab/demo",), text_floors=True,
+    code=("src/distlab/demo",), text_floors=True, claim_registries=(("method", "methods"),),
     device_default="auto", batch_per_worker=True, gpu_tier_device=True)

@@ -148,6 +148,9 @@ class Paper:
     text_floors: bool = False           # its claims' conditions read its text data set's n-gram floors
     scored_without_tables: bool = False  # its scorecard section exists even without tables ("not run")
     aliases: tuple[str, ...] = field(default=())  # other spellings in use (wildcard values, file names)
+    # (selector key, technique registry): its claims' selectors under that key name a registered
+    # technique (distlab.techniques.catalogue.REGISTRIES), its name or its label; the config check refuses others
+    claim_registries: tuple[tuple[str, str], ...] = ()
     # what the shared modules read of a paper by its spec's `experiment` (through find(), below)
     device_default: str = "cpu"         # a simulated spec without `device` runs there (distlab.runtime.device)
     batch_per_worker: bool = False      # its spec's batch_size is each worker's, not the step's (pipeline.jobs)
