@@ -60,7 +60,7 @@ validate_defaults(config, f"{workflow.basedir}/workflow/schemas", papers())
 
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
-# each registered paper's rule file (distlab.papers: one line a paper), in the registry's order;
+# each registered paper's rule file (distlab.papers: each package found), in the write-up order;
 # all before paper.smk, whose targets gather what they register (the atlas's, with
 # atlas.in_default_target, join the default target)
 for _paper in papers():

@@ -6,9 +6,12 @@
 * no hand-kept list of papers is left in src/, scripts/, workflow/ or the Snakefile: no list,
   tuple, set or dict literal (and no ``a|b`` pattern) holding the names of two papers, outside
   the registry itself;
-* a sixth, toy paper (tests/toy_paper/toy: its trainer, spec, command plugin, rule file,
-  schema and config section) joins a copy of the repository as its package plus one registry
-  line, and ``snakemake`` runs it through to its summary and table; nothing else changes.
+* the papers are found one way (each ``distlab/<package>/paper.py``,
+  :func:`distlab.pipeline.paper.registered`): the registry, the shared modules' lookup, the
+  config checks and the command line see a new package through it, and nothing lists them;
+* a seventh, toy paper (tests/toy_paper/toy: its trainer, spec, command plugin, rule file,
+  schema and config section) joins a copy of the repository as its package alone, and
+  ``snakemake`` runs it through to its summary and table; nothing else changes.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import yaml
 
 from conftest import ROOT, bin_path, tracked_copy
 
-from distlab.papers import REGISTRY, paper, papers
+from distlab.papers import paper, papers
 from distlab.pipeline.paper import (CliPlugin, ConfigCheck, DistributedTrainer, Paper, PaperError, SpecModule,
                                     Trainer)
 
@@ -38,7 +41,7 @@ TOY = Path(__file__).parent / "toy_paper" / "toy"
 def test_the_registry_holds_every_paper_once_with_distinct_names():
     ps = papers()
     assert [p.name for p in ps] == ["baseline", "pgc", "placement", "local", "demo", "atlas"]
-    assert all(isinstance(p, Paper) for p in ps) and len(REGISTRY) == len(ps)
+    assert all(isinstance(p, Paper) for p in ps) and [p.order for p in ps] == sorted(p.order for p in ps)
     # the four names P3 had, one object
     assert paper("local") is paper("local_learning") is paper("P3")
     assert paper("foundation").name == "baseline"
@@ -102,7 +105,7 @@ def test_the_protocols_refuse_a_module_without_the_contract(tmp_path, monkeypatc
     (tmp_path / "halftrainer.py").write_text("SPEC_SCHEMA = {}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     bad = Paper(name="half", title="t", scorecard="H", section="half", claims_prefix="half", rule_file="x.smk",
-                doc="d", trainer="halftrainer")
+                doc="d", order=9, trainer="halftrainer")
     with pytest.raises(PaperError, match="does not keep the Trainer contract.*run_simulated"):
         bad.trainer_module()
     import distlab.pgc.train as pgc_train
@@ -233,7 +236,7 @@ def test_the_shared_modules_find_the_registrys_papers_by_their_fields():
     assert {p.name: p.device_default for p in papers() if p.device_default != "cpu"} == {"demo": "auto"}
     assert {p.section for p in papers() if p.gpu_tier_device} == {"atlas", "demo"}
     # the fields' defaults: a paper that names none keeps the step's batch and the CPU
-    toy = Paper(name="t", title="t", scorecard="T", section="t", claims_prefix="t", rule_file="x", doc="d")
+    toy = Paper(name="t", title="t", scorecard="T", section="t", claims_prefix="t", rule_file="x", doc="d", order=9)
     assert (toy.device_default, toy.batch_per_worker, toy.gpu_tier_device) == ("cpu", False, False)
     real = {"backend": "gloo", "batch_size": 8, "n_workers": 4}
     assert jobs.per_process_batch({**real, "experiment": "demo"}) == 8
@@ -241,7 +244,68 @@ def test_the_shared_modules_find_the_registrys_papers_by_their_fields():
     assert jobs.per_process_batch({**real, "experiment": "no-such-paper"}) == 2
 
 
-# ------------------------------------------------------------------ (c) a sixth paper
+# ------------------------------------------------------------------ (c) one way to the papers
+def _found_with(monkeypatch, root: Path) -> None:
+    """The papers as if the packages under ``root`` were distlab's (the discovery's caches emptied
+    before and after, so that no other test sees them)."""
+    import distlab
+    from distlab.pipeline import paper as contract
+
+    for f in (contract.registered, contract.discovered):
+        f.cache_clear()
+    monkeypatch.setattr(distlab, "__path__", [*distlab.__path__, str(root)])
+
+
+@pytest.fixture
+def found(monkeypatch):
+    from distlab.pipeline import paper as contract
+
+    yield lambda root: _found_with(monkeypatch, root)
+    monkeypatch.undo()
+    for f in (contract.registered, contract.discovered):
+        f.cache_clear()
+    for name in [m for m in sys.modules if m.startswith(("distlab.toy", "distlab.broken"))]:
+        del sys.modules[name]
+
+
+def test_a_new_paper_package_is_found_by_every_consumer_through_one_path(tmp_path, found):
+    from distlab.cli import build_parser
+    from distlab.config.checks import paper_checks, paper_schemas
+    from distlab.papers import trainers
+    from distlab.pipeline.paper import discovered, find, registered
+
+    shutil.copytree(TOY, tmp_path / "toy", ignore=shutil.ignore_patterns("__pycache__"))
+    found(tmp_path)
+    toy = find("toy")
+    assert toy is not None and toy.order == 6
+    assert [p.name for p in papers()] == ["baseline", "pgc", "placement", "local", "demo", "atlas", "toy"]
+    assert papers() is registered() and paper("TOY") is toy and trainers()["toy"] is toy
+    assert {discovered()[n] for n in toy.names} == {toy}
+    assert paper_checks()["toy"] is toy.config_checker().check  # the config checks, without the registry
+    assert paper_schemas(None, ROOT / "workflow" / "schemas")["toy"] == ROOT / "src/distlab/toy/toy.schema.yaml"
+    top = next(a for a in build_parser()._actions if a.dest == "command").choices
+    assert "toy" in top and "toy" in next(a for a in top["train"]._actions if a.dest == "experiment").choices
+
+
+def test_a_paper_module_without_its_paper_or_an_order_taken_twice_is_refused(tmp_path, found):
+    from distlab.pipeline.paper import registered
+
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "__init__.py").write_text("")
+    (tmp_path / "broken" / "paper.py").write_text("PAPER = None\n")
+    found(tmp_path)
+    with pytest.raises(PaperError, match="distlab.broken.paper: PAPER is not a distlab.pipeline.paper.Paper"):
+        registered()
+    text = (TOY / "paper.py").read_text().replace("order=6", "order=4")
+    shutil.copytree(TOY, tmp_path / "toy", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "toy" / "paper.py").write_text(text)
+    shutil.rmtree(tmp_path / "broken")
+    registered.cache_clear()
+    with pytest.raises(PaperError, match="papers 'demo' and 'toy' take the same order 4"):
+        registered()
+
+
+# ------------------------------------------------------------------ (d) a seventh paper
 def _git(tree: Path, *args: str) -> str:
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t"}
@@ -249,17 +313,13 @@ def _git(tree: Path, *args: str) -> str:
 
 
 @pytest.mark.slow
-def test_a_toy_paper_runs_end_to_end_as_its_package_and_one_line(tmp_path):
+def test_a_toy_paper_runs_end_to_end_as_its_package_alone(tmp_path):
     tree = tracked_copy(tmp_path / "repo")
     _git(tree, "init", "-q")
     _git(tree, "add", "-A")
     _git(tree, "commit", "-qm", "the repository as it is")
-    # the toy's package, and one registration line
+    # the toy's package, and nothing else: it is found, not listed
     shutil.copytree(TOY, tree / "src" / "distlab" / "toy", ignore=shutil.ignore_patterns("__pycache__"))
-    registry = tree / "src" / "distlab" / "papers.py"
-    text = registry.read_text()
-    last = f'    "{REGISTRY[-1]}",\n'
-    registry.write_text(text.replace(last, last + '    "distlab.toy.paper",\n', 1))
 
     env = {**os.environ, "PATH": bin_path(), "PYTHONPATH": str(tree / "src")}
     targets = ["results/toy/summary.csv", "paper/tables/toy.md"]
@@ -272,13 +332,10 @@ def test_a_toy_paper_runs_end_to_end_as_its_package_and_one_line(tmp_path):
     assert "final loss (simulated)" in (tree / "paper/tables/toy.md").read_text()
     assert (tree / "results/toy/seed1/metrics.csv").is_file()
 
-    # what changed: the toy's package (new files) and one added line of the registry
+    # what changed: the toy's package (new files), nothing tracked
     status = _git(tree, "status", "--porcelain", "--untracked-files=all").splitlines()
     changed = sorted(line[3:] for line in status)
-    assert [c for c in changed if not c.startswith("src/distlab/toy/")] == ["src/distlab/papers.py"], changed
-    diff = _git(tree, "diff", "--unified=0", "src/distlab/papers.py").splitlines()
-    edits = [d for d in diff if d[:1] in "+-" and not d.startswith(("+++", "---"))]
-    assert edits == ['+    "distlab.toy.paper",']
+    assert changed and [c for c in changed if not c.startswith("src/distlab/toy/")] == [], changed
 
     # the toy is a paper like the others: its train command, its nested verbs, the config check
     assert "toy" in subprocess.run([sys.executable, "-m", "distlab", "train", "--help"], cwd=tree, env=env,

@@ -4,7 +4,11 @@
 * the schemas' enums, the rules' wildcard constraints, the option tables, the figures' labels
   and orders and the atlas catalogue are the registries', not written again;
 * a toy DeMo variant in a test-only registry goes through the workflow's jobs and specs, a
-  summary table and a figure;
+  summary table and a figure; in a copy of the repository, a DeMo variant and an atlas
+  technique are one catalogue line each: Snakemake plans their jobs, runs the variant to its
+  summary rows, table and figures, the atlas maps the technique in each of its tables (a
+  compute profile that never measured it refuses it in one line), and a name no spec declares
+  is refused in one line;
 * nothing unknown passes silently: an unknown method, a variant without its encoding, a
   method in a figure's data that no registry knows are each refused by name;
 * each option's default lives in one place, and DeMo's ``topk <= chunk^2`` is one check.
@@ -247,11 +251,15 @@ def _git(tree, *args):
     return subprocess.run(["git", *args], cwd=tree, capture_output=True, text=True, check=True).stdout
 
 
-@pytest.mark.slow
-def test_a_new_variant_and_a_new_atlas_technique_are_their_spec_and_config_lines(tmp_path):
-    """As a user adds them: one spec line each in the catalogue, and the config naming them
-    (a variant whose encoding and mean exist needs no code; a new one adds its code).  The
-    dry run plans their jobs, and nothing else was edited."""
+# one line each, as a user adds them: a variant whose encoding and mean exist (no code), and an
+# atlas technique that is DDP again under another name
+NEW_METHOD = '    _demo("demo-cheap", "DeMo (compact, plain mean)", 6, encoding="compact", mean="all"),\n'
+NEW_TECHNIQUE = '    _atlas("ddp-twin", "sync", "DDP again", 12, _WRAPPED, method="adamw"),\n'
+
+
+def _added_in_a_copy(tmp_path) -> tuple[Path, dict]:
+    """A copy of the repository under git with the two spec lines added to the catalogue (the
+    only file edited), and the environment its Snakemake runs in."""
     from conftest import bin_path, tracked_copy
 
     tree = tracked_copy(tmp_path / "repo")
@@ -263,26 +271,233 @@ def test_a_new_variant_and_a_new_atlas_technique_are_their_spec_and_config_lines
     last_method = '              label="PowerSGD", order=5, payload="dense", sweep_key=("powersgd", "rank")),\n'
     last_tech = '"relayed", _DEMO_SWEEP, ("demo",), dep=True, method="demo"),\n'
     assert last_method in text and last_tech in text
-    text = text.replace(last_method, last_method + '    _demo("demo-cheap", "DeMo (compact, plain mean)", 6, '
-                                                   'encoding="compact", mean="all"),\n')
-    text = text.replace(last_tech, last_tech + '    _atlas("ddp-twin", "sync", "DDP again", 12, _WRAPPED, '
-                                               'method="adamw"),\n')
-    cat.write_text(text)
-    cfg = tree / "tests/configs/tiny.yaml"
-    lines = cfg.read_text().replace("  methods: [adamw, demo, demo-compact, demo-allmean, diloco, powersgd]\n",
-                                    "  methods: [adamw, demo-cheap]\n")
-    lines = lines.replace("  lr: {adamw: 0.003,", "  lr: {demo-cheap: 0.001, adamw: 0.003,")
-    lines = lines.replace("  lr_follows: {", "  lr_follows: {demo-cheap: demo, ")
-    lines = lines.replace("  techniques: [ddp, demo, diloco, is-sgd, gc-fr, pgc-cr]\n", "  techniques: [ddp, ddp-twin]\n")
-    cfg.write_text(lines)
+    cat.write_text(text.replace(last_method, last_method + NEW_METHOD).replace(last_tech, last_tech + NEW_TECHNIQUE))
+    env = {**__import__("os").environ, "PATH": bin_path(), "PYTHONPATH": str(tree / "src"),
+           "HF_DATASETS_OFFLINE": "1"}
+    return tree, env
 
-    env = {**__import__("os").environ, "PATH": bin_path(), "PYTHONPATH": str(tree / "src")}
-    r = subprocess.run(["snakemake", "demo", "atlas", "-n", "--quiet", "rules", "--configfile", "tests/configs/tiny.yaml"],
-                       cwd=tree, env=env, capture_output=True, text=True, timeout=600)
+
+def _naming(tree: Path, name: str, methods: list[str], techniques: list[str], atlas=None, **demo) -> str:
+    """A config file on top of the tiny one (outside git's view) naming ``methods`` for DeMo's
+    comparison and ``techniques`` for the atlas; ``atlas`` and ``demo`` further settings."""
+    import yaml
+
+    section = {"methods": methods, "lr": {m: 0.001 for m in methods}, "lr_follows": {m: "demo" for m in methods[1:]},
+               **demo}
+    path = tree / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"demo": section, "atlas": {"techniques": techniques, **(atlas or {})}}))
+    (tree / ".git/info/exclude").open("a").write(f"{name}.yaml\n")
+    return path.name
+
+
+def _snakemake(tree, env, *args, timeout=600):
+    return subprocess.run(["snakemake", *args], cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_a_new_variant_and_a_new_atlas_technique_are_one_spec_line_each(tmp_path):
+    """As a user adds them: one spec line each in the catalogue, and a config naming them (a
+    variant whose encoding and mean exist needs no code; a new one adds its code).  The dry run
+    plans their jobs; the variant runs through Snakemake to its summary rows, the results table
+    under its label and the figures; a name no spec declares is refused in one line, before any
+    job; and nothing but the catalogue was edited."""
+    tree, env = _added_in_a_copy(tmp_path)
+    tiny = ["--configfile", "tests/configs/tiny.yaml"]
+    both = _naming(tree, "both", ["adamw", "demo-cheap"], ["ddp", "ddp-twin"])
+    r = _snakemake(tree, env, "demo", "atlas", "-n", "--quiet", "rules", *tiny, both)
     assert r.returncode == 0, r.stderr[-3000:]
     jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", r.stdout, re.M))
     # DeMo: adamw and the variant at each N (more_workers keeps its own three), the atlas: two
     # techniques and the reference
     assert int(jobs["demo_train_sim"]) == 2 + 3 and int(jobs["atlas_job"]) == 3, r.stdout
+
+    # a name no spec declares: one line naming it, not a run without it or of another
+    unknown = _naming(tree, "unknown", ["adamw", "demo-sign"], ["ddp", "ddp-twin", "gc-xx"])
+    r = _snakemake(tree, env, "demo", "atlas", "-n", *tiny, unknown)
+    assert r.returncode != 0 and "Job stats" not in r.stdout
+    named = [line for line in (r.stdout + r.stderr).splitlines() if "demo-sign" in line or "gc-xx" in line]
+    assert any("demo.methods" in line and "'demo-sign' is not one of" in line for line in named), named
+    assert any("atlas.techniques" in line and "'gc-xx' is not one of" in line for line in named), named
+
+    _runs_to_its_table_and_figures(tree, env, tiny)
+    _the_atlas_maps_it(tree, env, tiny)
     changed = sorted(line[3:] for line in _git(tree, "status", "--porcelain").splitlines())
-    assert changed == ["src/distlab/techniques/catalogue.py", "tests/configs/tiny.yaml"]
+    assert changed == ["src/distlab/techniques/catalogue.py"], changed
+    diff = [d for d in _git(tree, "diff", "--unified=0").splitlines() if d[:1] in "+-" and d[:3] not in ("+++", "---")]
+    assert diff == ["+" + NEW_METHOD.rstrip("\n"), "+" + NEW_TECHNIQUE.rstrip("\n")], diff
+
+
+def _runs_to_its_table_and_figures(tree, env, tiny):
+    """The variant and AdamW at N = 2 (no sweep, no real processes): Snakemake trains both,
+    summarizes them, tables and draws them; the variant is in each, under its spec's label."""
+    only = _naming(tree, "only", ["adamw", "demo-cheap"], ["ddp"], lr_from_sweep=False,
+                   more_workers={"n_workers": [2], "methods": ["demo-cheap"]}, real={"enabled": False})
+    figures = [f"paper/figures/demo_{k}.png" for k in ("loss_steps", "gap_steps", "loss_bytes")]
+    targets = ["results/demo/simulated/summary.csv", "paper/tables/demo_results.md", *figures]
+    r = _snakemake(tree, env, "--cores", "1", *targets, *tiny, only, timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    summary = pd.read_csv(tree / "results/demo/simulated/summary.csv")
+    rows = summary[summary["method"] == "demo-cheap"]
+    assert sorted(rows["seed"]) == [0, 1] and set(rows["n_workers"]) == {2}
+    assert set(summary["method"]) == {"adamw", "demo-cheap"} and rows["final_val_loss"].notna().all()
+    # its payload is its own (compact top-k), not the dense gradient of a substitute
+    adamw = summary[summary["method"] == "adamw"]
+    assert rows["payload_bytes_per_step"].max() < adamw["payload_bytes_per_step"].min()
+    assert "DeMo (compact, plain mean)" in (tree / "paper/tables/demo_results.md").read_text()
+    assert all((tree / f).read_bytes()[:4] == b"\x89PNG" for f in figures)
+    import json
+
+    manifest = json.loads((tree / "results/demo/simulated/n2/demo-cheap/seed0/manifest.json").read_text())
+    assert manifest["spec"]["method"] == "demo-cheap" and manifest["spec"]["demo"]["topk"] == 8
+
+
+def _the_atlas_maps_it(tree, env, tiny):
+    """The atlas with DDP and its twin: under the stored compute profile the twin, never
+    profiled, is refused in one line naming it (no other technique's profile stands in); under
+    measured compute the map has the twin's rows in each of its tables."""
+    stored = _naming(tree, "stored", ["adamw"], ["ddp", "ddp-twin"])
+    r = _snakemake(tree, env, "--cores", "1", "atlas_map", *tiny, stored)
+    assert r.returncode != 0
+    refused = (tree / "logs/atlas/techniques/ddp-twin.log").read_text().strip().splitlines()
+    assert "atlas.compute_profile: size" in refused[-1] and "has no ddp-twin at N = 2" in refused[-1], refused
+    measured = _naming(tree, "measured", ["adamw"], ["ddp", "ddp-twin"], atlas={"compute": "measured"})
+    r = _snakemake(tree, env, "--cores", "1", "atlas_map", *tiny, measured, timeout=900)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    for table in ("steps_to_target", "ttt", "cells", "winners"):
+        df = pd.read_csv(tree / f"results/atlas/map/{table}.csv")
+        named = {c for c in df.columns if "technique" in c or c == "winner"}
+        assert named and any((df[c] == "ddp-twin").any() for c in named), (table, named)
+    steps = pd.read_csv(tree / "results/atlas/map/steps_to_target.csv")
+    keys = {t: set(zip(g["n_params"], g["N"], g["seed"])) for t, g in steps.groupby("technique")}
+    # every (size, N, seed) of the map's grid that DDP has (DDP's trend runs aside), none dropped
+    assert keys["ddp-twin"] <= keys["ddp"] and len(keys["ddp-twin"]) == len(steps.query("technique == 'ddp-twin'"))
+    assert {(n, s) for _, n, s in keys["ddp-twin"]} == {(2, 0), (2, 1), (4, 0), (4, 1)}
+    assert len({p for p, _, _ in keys["ddp-twin"]}) == 2  # atlas.sizes: small and large
+
+
+def test_a_workers_passes_a_step_are_its_codes_stated_once():
+    """The gradient passes a worker computes a step (the atlas's clock and the GPU tier's plan)
+    are its code's, read from its spec's scheme: one rule, in distlab.techniques.gradient_codes."""
+    from distlab.atlas import projection
+    from distlab.gpu import plan
+    from distlab.techniques.gradient_codes import CodingError, make_scheme, passes_per_step
+
+    assert projection.passes_per_step is plan.passes_per_step is catalogue.passes_per_step
+    got = {t: catalogue.passes_per_step(t, 2) for t in TECHNIQUES}
+    assert {t: p for t, p in got.items() if p != 1} == {"gc-fr": 3, "gc-cr": 3, "is-gc": 2}
+    for scheme, s in (("gc-fr", 1), ("gc-cr", 2), ("is-gc-cr", 3), ("is-sgd", 1), ("dgd", 0)):
+        assert passes_per_step(scheme, s) == make_scheme(scheme, 6, s).c
+    assert passes_per_step("pgc-cr", 2) == len(make_scheme("pgc-cr", 6, 2).partitions_to_compute(0, 1)) == 1
+    with pytest.raises(UnknownTechnique, match="'gc-xx'"):
+        catalogue.passes_per_step("gc-xx", 1)
+    with pytest.raises(CodingError, match="unknown scheme 'gc-xx'"):
+        passes_per_step("gc-xx", 1)
+
+
+# the literals naming two techniques or more that are not lists of the registry's: each a
+# namespace or a choice of its own (the reason beside it)
+NOT_THE_REGISTRY = {
+    "src/distlab/techniques/gradient_codes.py": "P1's coding schemes (SCHEMES), a namespace of their own",
+    "src/distlab/pgc/regime.py": "P1's coding schemes and their clock names",
+    "src/distlab/pgc/figures.py": "P1's coding schemes in P1's figures",
+    "src/distlab/atlas/outputs.py": "the pairs the crossover table compares, a choice",
+    "src/distlab/bench/techerror.py": "the techniques the simulator-error benchmark measures, a choice",
+}
+
+
+def technique_lists(root: Path) -> list[str]:
+    """Each literal (list, tuple, set, dict keys, ``a|b`` string) in src/ and workflow/ naming two
+    registered techniques or more, outside the catalogue; the option sections' names (``demo``,
+    ``diloco``, ...) are also sections of a spec, and are not counted."""
+    from distlab.techniques.options import SECTIONS
+
+    names = (set(METHODS) | set(TECHNIQUES)) - set(SECTIONS)
+    out = []
+    files = [root / "Snakefile", *sorted((root / "workflow").rglob("*.smk")),
+             *[f for d in ("src", "workflow") for f in sorted((root / d).rglob("*.py"))]]
+    for f in files:
+        rel = f.relative_to(root).as_posix()
+        if rel == "src/distlab/techniques/catalogue.py" or rel in NOT_THE_REGISTRY:
+            continue
+        text = f.read_text(encoding="utf-8")
+        if f.suffix == ".py":
+            groups = []
+            for node in ast.walk(ast.parse(text)):
+                items = (node.elts if isinstance(node, (ast.List, ast.Tuple, ast.Set))
+                         else node.keys if isinstance(node, ast.Dict) else None)
+                if items is not None:
+                    groups.append((node.lineno, [i.value for i in items if isinstance(i, ast.Constant)]))
+                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "|" in node.value:
+                    groups.append((node.lineno, node.value.split("|")))
+        else:
+            groups = [(i, re.findall(r'["\'|]([a-z0-9-]+)(?=["\'|])', m.group()))
+                      for i, line in enumerate(text.splitlines(), 1)
+                      for m in re.finditer(r'[\[\(\{][^\]\)\}]*[\]\)\}]|"[^"]*\|[^"]*"', line)]
+        out += [f"{rel}:{i}" for i, strings in groups if len(names & set(strings)) >= 2]
+    return out
+
+
+def test_no_list_of_techniques_is_kept_outside_the_registry():
+    assert technique_lists(ROOT) == []
+    assert all((ROOT / f).is_file() for f in NOT_THE_REGISTRY)
+
+
+def test_the_checker_finds_a_list_of_techniques(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text('X = {"gc-fr": 2, "is-gc": 2}\nY = ("demo", "diloco")\nZ = "ddp|is-sgd"\n')
+    (tmp_path / "workflow").mkdir()
+    (tmp_path / "workflow" / "r.smk").write_text('    m="demo-compact|demo-allmean",\n')
+    (tmp_path / "Snakefile").write_text("")
+    assert technique_lists(tmp_path) == ["workflow/r.smk:1", "src/m.py:1", "src/m.py:3"]
+
+
+def test_each_demo_encoding_is_declared_once_and_an_undeclared_one_is_refused():
+    """The wire format reads each encoding's declaration (payload.ENCODINGS); a name no entry
+    declares is refused by every function that reads one, never sized or packed as another."""
+    torch = pytest.importorskip("torch")
+    from distlab.techniques.demo import payload as pl
+
+    assert set(pl.ENCODINGS) == {"reference", "compact"}
+    sizes = {e: (pl.index_nbytes(10, e, 4096), pl.value_nbytes(10, e, torch.float32, torch.bfloat16))
+             for e in pl.ENCODINGS}
+    assert sizes == {"reference": (80, 40), "compact": (15, 20)}
+    idx, val = torch.arange(10), torch.linspace(-1, 1, 10)
+    calls = [lambda e: pl.index_nbytes(10, e, 4096), lambda e: pl.value_nbytes(10, e, torch.float32, torch.bfloat16),
+             lambda e: pl.pack_indices(idx, e, 4096), lambda e: pl.pack_values(val, e, torch.bfloat16),
+             lambda e: pl.unpack_indices(torch.zeros(80, dtype=torch.uint8), 10, e, 4096),
+             lambda e: pl.unpack_values(torch.zeros(40, dtype=torch.uint8), 10, e, torch.float32, torch.bfloat16),
+             lambda e: pl.quantize(val, e, torch.bfloat16)]
+    for call in calls:
+        with pytest.raises(ValueError, match="encoding must be one of \\('reference', 'compact'\\), got 'sign'"):
+            call("sign")
+    for e in pl.ENCODINGS:
+        got = pl.unpack_indices(pl.pack_indices(idx, e, 4096), 10, e, 4096)
+        assert torch.equal(got, idx)
+
+
+def test_a_claim_naming_a_technique_no_registry_holds_is_refused_in_one_line(tmp_path):
+    """A claim's or condition's selector reads its paper's registry (Paper.claim_registries): a
+    misspelt method or technique is one line of the config check, not a row that reads "not run"."""
+    import yaml
+
+    from distlab.config.checks import ConfigError, check_config, claims_technique_errors
+    from distlab.papers import papers
+
+    claims = ROOT / "config" / "claims.yaml"
+    assert claims_technique_errors(claims, papers()) == []
+    text = claims.read_text()
+    bad = (text.replace("    a: {method: demo-allmean, n_workers: 2}", "    a: {method: demo-allmaen, n_workers: 2}", 1)
+           .replace("a: {technique: diloco-demo,", "a: {technique: diloco-dmeo,", 1)
+           .replace("b: {method: demo-allmean, n_workers: 2}", "b: {method: demo-sign, n_workers: 2}", 1))
+    path = tmp_path / "claims.yaml"
+    path.write_text(bad)
+    errors = claims_technique_errors(path, papers())
+    assert len(errors) == 3 and all(e.count("\n") == 0 for e in errors), errors
+    assert any("'demo-allmaen' is no registered method (adamw, demo, " in e for e in errors)
+    assert any("'diloco-dmeo' is no registered technique (ddp, demo, " in e for e in errors)
+    assert any("'demo-sign' is no registered method" in e for e in errors)
+    # a label is a name the tables use (DeMo's bytes table): accepted
+    assert "method: DeMo," in text
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    with pytest.raises(ConfigError, match="'diloco-dmeo' is no registered technique"):
+        check_config(config, SCHEMAS, claims_path=path, papers=papers())

@@ -63,8 +63,8 @@ def cmd_data_floors(a: argparse.Namespace) -> int:
     return 0
 
 
-# Every paper (its trainer, torch-free spec module and command plugin) is found in the registry
-# (distlab.papers: one line a paper); each module is checked against its protocol
+# Every paper (its trainer, torch-free spec module and command plugin) is found by its package
+# (distlab.papers: each distlab/<package>/paper.py); each module is checked against its protocol
 # (distlab.pipeline.paper: Trainer, DistributedTrainer, SpecModule, CliPlugin), not with hasattr.
 # A trainer may also set nprocs(spec), work(spec) (the steps its deadline scales with, when not
 # the spec's steps), expendable_ranks(spec) (each its protocol), NEEDS_DATA = False (no --data: placement's inputs

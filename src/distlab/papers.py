@@ -1,48 +1,26 @@
-"""The registry of papers: the one place that lists them.
+"""The papers, for the levels above the paper packages: found, not listed.
 
-One line a paper: the module holding its ``PAPER`` (a :class:`distlab.pipeline.paper.Paper`).
-``cli.py`` (trainers, spec modules, command plugins), the Snakefile (the rule files it
-includes), ``workflow/rules/common.smk`` (each paper's tables and outputs, the scorecard's
-sections), the config checks (each section's schema and cross-field rules) and
-``scripts/snapshot.py`` read the papers here.  A new paper is its package plus one line below.
+Each paper is its package: ``distlab/<package>/paper.py`` and the ``PAPER`` there (a
+:class:`distlab.pipeline.paper.Paper`), found by :func:`distlab.pipeline.paper.registered`,
+the one way to the papers (the shared modules below read the same objects through
+:func:`distlab.pipeline.paper.find`).  ``cli.py`` (trainers, spec modules, command plugins),
+the Snakefile (the rule files it includes), ``workflow/rules/common.smk`` (each paper's tables
+and outputs, the scorecard's sections), the config checks and ``scripts/snapshot.py`` read them
+here.  A new paper is its package and nothing else.
 
-The order is the write-up's: the rule files are included, the outputs gathered and the
-scorecard's sections merged in it.  A level above the paper packages (it names them), like
-the dispatcher; importing it imports only the small ``paper`` modules (no torch).
+The order is the write-up's (each ``Paper.order``): the rule files are included, the outputs
+gathered and the scorecard's sections merged in it.  Importing this imports only the small
+``paper`` modules (no torch).
 """
 
 from __future__ import annotations
 
-import importlib
-from functools import lru_cache
-
-from .pipeline.paper import Paper, PaperError
-
-REGISTRY = (
-    "distlab.baseline.paper",
-    "distlab.pgc.paper",
-    "distlab.placement.paper",
-    "distlab.local.paper",
-    "distlab.demo.paper",
-    "distlab.atlas.paper",
-)
+from .pipeline.paper import Paper, PaperError, registered
 
 
-@lru_cache(maxsize=None)
 def papers() -> tuple[Paper, ...]:
-    """Every registered paper, in the registry's order; names are checked to be unique."""
-    out: list[Paper] = []
-    for module in REGISTRY:
-        paper = getattr(importlib.import_module(module), "PAPER", None)
-        if not isinstance(paper, Paper):
-            raise PaperError(f"{module}: PAPER is not a distlab.pipeline.paper.Paper")
-        out.append(paper)
-    seen: dict[str, str] = {}
-    for p in out:
-        for n in p.names:
-            if seen.setdefault(n, p.name) != p.name:
-                raise PaperError(f"the name {n!r} belongs to two papers: {seen[n]!r} and {p.name!r}")
-    return tuple(out)
+    """Every paper, in the write-up's order; names and orders are checked to be unique."""
+    return registered()
 
 
 def paper(name: str) -> Paper:

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..config.specs import SpecError
 from ..runtime.stragglers import StragglerModel
+from ..techniques.catalogue import passes_per_step
 from .record import Recording
 from .spec import TECHNIQUES, kind
 
@@ -109,10 +110,6 @@ class ClockSettings:
         link = (f"the link at {lo:g}..{hi:g} of its nominal bandwidth ({LINK_SOURCE})" if (lo, hi) == LINK_RANGE
                 else f"the link at {lo:g}..{hi:g} of its nominal bandwidth")
         return f"{m}; {link}"
-
-
-def passes_per_step(technique: str, s: int) -> int:
-    return {"gc-fr": s + 1, "gc-cr": s + 1, "is-gc": 2}.get(technique, 1)
 
 
 def measured_flops_per_s(recs: list[Recording]) -> float:

@@ -5,7 +5,7 @@ part of workflow/schemas/config.schema.yaml (its ``schema`` None)."""
 from ..pipeline.paper import Paper
 
 PAPER = Paper(
-    name="baseline", title="Shared baseline (DGD = single-process SGD)",
+    name="baseline", order=0, title="Shared baseline (DGD = single-process SGD)",
     scorecard="foundation", section="baseline", claims_prefix="baseline", rule_file="workflow/rules/baseline.smk",
     doc="docs/runtime.md", trainer="distlab.baseline.train", config_check="distlab.baseline.spec",
     cli="distlab.baseline.cli", summarize=("summarize",), figures=("figures", "--experiment", "baseline"),

@@ -368,6 +368,39 @@ def claims_paper_errors(claims_path: str | Path, papers, claims: list | None = N
     return out
 
 
+def _selected(node, key: str):
+    """Each value a claim's or condition's selectors give ``key`` (its a, b, links, wherever)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == key and isinstance(v, (str, list)):
+                yield from ([v] if isinstance(v, str) else [x for x in v if isinstance(x, str)])
+            else:
+                yield from _selected(v, key)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _selected(v, key)
+
+
+def claims_technique_errors(claims_path: str | Path, papers) -> list[str]:
+    """Claims and conditions whose selector names a technique no registry holds (by name or
+    label), where their paper's ``claim_registries`` says which registry its selectors read: one
+    line each; a misspelt method would otherwise match no rows and read "not run"."""
+    from ..techniques.catalogue import REGISTRIES
+
+    data = yaml.safe_load(Path(claims_path).read_text(encoding="utf-8")) or {}
+    entries = [(c.get("id", "?"), c) for c in data.get("claims") or [] if isinstance(c, dict)]
+    entries += list((data.get("conditions") or {}).items())
+    out = []
+    for ident, entry in entries:
+        p = next((p for p in papers if str(ident).startswith(p.claims_prefix + ".")), None)
+        for key, name in (p.claim_registries if p else ()):
+            reg = REGISTRIES[name]
+            known = set(reg) | {s.label for s in reg.values()}
+            out += [f"{claims_path}: {ident!r}: bad key {key!r}: {v!r} is no registered {reg.what} "
+                    f"({', '.join(reg)})" for v in dict.fromkeys(_selected(entry, key)) if v not in known]
+    return out
+
+
 def _check_claims(claims_path: str | Path | None, errors: list[str], papers=None) -> None:
     if claims_path is None:
         return
@@ -393,6 +426,7 @@ def _claims_errors(claims_path: str | Path, errors: list[str], papers=None) -> N
         claims = load_claims(claims_path)
         if papers is not None:  # each claim's paper registered, its id under the paper's prefix
             errors += claims_paper_errors(claims_path, papers, claims)
+            errors += claims_technique_errors(claims_path, papers)
     except ClaimError as e:
         errors.append(f"{claims_path}: {e}")
     except yaml.YAMLError as e:

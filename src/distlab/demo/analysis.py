@@ -224,6 +224,8 @@ def sweep_table(summary, out_md, choice_out=None, follows: dict | None = None, m
 
 def bytes_rows(model, topks=(32, 1), chunk: int = 64) -> list[dict]:
     """DeMo payload per worker per step for ``model``'s real shapes (meta device is fine)."""
+    import torch
+
     from ..techniques.demo import payload as pl
     from ..techniques.demo.transforms import clamp_topk, tile_shape
 
@@ -236,16 +238,15 @@ def bytes_rows(model, topks=(32, 1), chunk: int = 64) -> list[dict]:
     ddp, demo = METHODS.label("adamw"), METHODS.label("demo")
     rows = [{"method": ddp, "k": None, "encoding": "fp32 gradients", "bytes": 4 * n_params},
             {"method": ddp, "k": None, "encoding": "bf16 gradients", "bytes": 2 * n_params}]
+    # fp32 parameters, bf16 values where the encoding sends its own (the payload model's sizes)
+    what = {"reference": "int64 index + fp32 value", "compact": "12-bit index + bf16 value"}
     for k in topks:
-        for enc in ("reference", "compact"):
+        for enc in pl.ENCODINGS:
             total = 0
             for (n1, n2), tiles in groups.items():
-                kk = clamp_topk(k, n1 * n2)
-                cnt = tiles * kk
-                total += pl.index_nbytes(cnt, enc, n1 * n2) + (4 * cnt if enc == "reference" else 2 * cnt)
-            rows.append({"method": demo, "k": k,
-                         "encoding": "int64 index + fp32 value" if enc == "reference"
-                         else "12-bit index + bf16 value", "bytes": total})
+                cnt = tiles * clamp_topk(k, n1 * n2)
+                total += pl.index_nbytes(cnt, enc, n1 * n2) + pl.value_nbytes(cnt, enc, torch.float32, torch.bfloat16)
+            rows.append({"method": demo, "k": k, "encoding": what[enc], "bytes": total})
     return [{**r, "params": n_params} for r in rows]
 
 

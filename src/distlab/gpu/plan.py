@@ -35,6 +35,7 @@ import yaml
 
 from ..config.specs import SpecError
 from ..config.yamlio import YamlLimitError, load_user_file
+from ..techniques.catalogue import passes_per_step  # a worker's gradient passes a step, by technique
 
 ROOT = Path(__file__).resolve().parents[3]
 VOCAB = 256
@@ -111,15 +112,6 @@ def worker_step_s(model: dict, batch: int, dev: dict, calibration: dict | None) 
     return s, "extrapolated"
 
 
-# passes a worker computes a step (the atlas's techniques; s stragglers tolerated)
-def atlas_passes(technique: str, s: int) -> int:
-    if technique in ("gc-fr", "gc-cr"):
-        return s + 1
-    if technique == "is-gc":
-        return 2
-    return 1
-
-
 # ------------------------------------------------------------------ jobs
 
 @dataclass
@@ -166,7 +158,8 @@ def atlas_jobs(cfg: dict, dev: dict, cal: dict | None) -> list[Job]:
         specs += [("run/" + lab, s) for lab, s in aw.run_specs(a, t, lr, None)]
         for lab, spec in specs:
             n, steps = int(spec["n_workers"]), int(spec["steps"])
-            est, label = _gpu_run_s(spec["model"], int(spec["batch_size"]), n, atlas_passes(t, int(spec.get("s", 0))),
+            passes = passes_per_step(t, int(spec.get("s", 0)))
+            est, label = _gpu_run_s(spec["model"], int(spec["batch_size"]), n, passes,
                                     steps, int(spec["eval_every"]), int(spec["eval_batches"]), dev, cal)
             seed0 = lab.endswith("seed0") and "/none/" in lab
             out.append(Job("atlas", f"atlas/{t}/{lab}", "gpu", _train("atlas", spec), a["dataset"], est, est, est,

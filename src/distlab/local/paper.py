@@ -4,7 +4,7 @@ section is ``local_learning`` and its rule file ``local_learning.smk``; everythi
 from ..pipeline.paper import Paper
 
 PAPER = Paper(
-    name="local", title="P3 Local credit assignment", scorecard="P3", section="local_learning",
+    name="local", order=3, title="P3 Local credit assignment", scorecard="P3", section="local_learning",
     claims_prefix="local", rule_file="workflow/rules/local_learning.smk",
     schema="workflow/schemas/local_learning.schema.yaml", doc="docs/local_learning.md",
     trainer="distlab.local.train", config_check="distlab.local.spec", cli="distlab.local.cli",

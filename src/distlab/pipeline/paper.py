@@ -5,9 +5,10 @@ A paper package (``distlab.pgc``, ``distlab.local``, ..., the baseline's ``distl
 exports ``PAPER`` from its ``paper`` module: its one canonical name and the other names the
 project gives it (its config section, its scorecard section, its claims' id prefix), its rule
 file, its config schema, its trainer and torch-free spec module, its command plugin, its
-summarize and figure steps and its page.  The registry (:mod:`distlab.papers`, one line a paper)
-lists those modules; ``cli.py``, the Snakefile, ``common.smk`` (:class:`SharedWorkflow`) and
-the config checks find every paper there, and nowhere else is a list of papers kept.
+summarize and figure steps and its page, and its place in the write-up.  The papers are found,
+not listed (:func:`registered`: each ``distlab/<package>/paper.py``); ``cli.py``, the
+Snakefile, ``common.smk`` (:class:`SharedWorkflow`) and the config checks read them through
+:mod:`distlab.papers`, the shared modules through :func:`find`, and no list of papers is kept.
 
 The modules a paper names are checked against the protocols below (``isinstance`` of a
 ``runtime_checkable`` protocol), not with ``hasattr`` at each use:
@@ -35,7 +36,7 @@ from types import ModuleType
 from typing import Any, Generic, Mapping, Protocol, runtime_checkable
 
 __all__ = ["CliPlugin", "ConfigCheck", "CountsProcesses", "CountsWork", "LosesRanks", "DistributedTrainer", "Paper",
-           "PaperError", "SpecModule", "Trainer", "discovered", "find"]
+           "PaperError", "SpecModule", "Trainer", "discovered", "find", "registered"]
 
 
 class PaperError(ValueError):
@@ -134,6 +135,7 @@ class Paper:
     claims_prefix: str                  # config/claims.yaml ids start with "<prefix>."
     rule_file: str                      # its Snakemake rules, relative to the repository
     doc: str                            # its page, relative to the repository
+    order: int                          # its place in the write-up: rule files, outputs, scorecard sections
     package: str = ""                   # default distlab.<name>
     schema: str | None = None           # its section's JSON schema file (None: in config.schema.yaml)
     trainer: str | None = None          # module of its trainer (Trainer)
@@ -146,6 +148,9 @@ class Paper:
     text_floors: bool = False           # its claims' conditions read its text data set's n-gram floors
     scored_without_tables: bool = False  # its scorecard section exists even without tables ("not run")
     aliases: tuple[str, ...] = field(default=())  # other spellings in use (wildcard values, file names)
+    # (selector key, technique registry): its claims' selectors under that key name a registered
+    # technique (distlab.techniques.catalogue.REGISTRIES), its name or its label; the config check refuses others
+    claim_registries: tuple[tuple[str, str], ...] = ()
     # what the shared modules read of a paper by its spec's `experiment` (through find(), below)
     device_default: str = "cpu"         # a simulated spec without `device` runs there (distlab.runtime.device)
     batch_per_worker: bool = False      # its spec's batch_size is each worker's, not the step's (pipeline.jobs)
@@ -186,24 +191,45 @@ class Paper:
         return tuple(m for m in (self.trainer, self.spec_module, self.config_check, self.cli) if m)
 
 
-@lru_cache(maxsize=None)
-def discovered() -> dict[str, Paper]:
-    """Every paper package's ``PAPER``, by each of its names: found, not listed (each
-    ``distlab/<package>/paper.py`` that defines one).
+# the contract's own module matches distlab/*/paper.py and is no paper
+_CONTRACT = "pipeline"
 
-    For the shared modules that read a paper's fields by a spec's ``experiment``
-    (:mod:`distlab.runtime.device`, :mod:`distlab.pipeline.jobs`): they sit below the registry
-    (:mod:`distlab.papers`, a level above the paper packages) and may not import it.  The
-    registry's papers are the same objects (``tests/test_registry.py`` checks it)."""
+
+@lru_cache(maxsize=None)
+def registered() -> tuple[Paper, ...]:
+    """Every paper: each package's ``distlab/<package>/paper.py`` and its ``PAPER``, found, not
+    listed, in the write-up's order (``Paper.order``).  The one way to the papers: the registry
+    (:mod:`distlab.papers`), the shared modules (:func:`find`) and the config checks read it.
+
+    A ``paper.py`` without a ``PAPER``, two papers of one order or one name are refused."""
     import distlab
 
-    out: dict[str, Paper] = {}
+    out: list[Paper] = []
     for root in distlab.__path__:
         for f in sorted(Path(root).glob("*/paper.py")):
-            paper = getattr(importlib.import_module(f"distlab.{f.parent.name}.paper"), "PAPER", None)
-            if isinstance(paper, Paper):
-                out.update({n: paper for n in paper.names})
-    return out
+            if f.parent.name == _CONTRACT:
+                continue
+            module = f"distlab.{f.parent.name}.paper"
+            paper = getattr(importlib.import_module(module), "PAPER", None)
+            if not isinstance(paper, Paper):
+                raise PaperError(f"{module}: PAPER is not a distlab.pipeline.paper.Paper")
+            out.append(paper)
+    out.sort(key=lambda p: p.order)
+    for a, b in zip(out, out[1:]):
+        if a.order == b.order:
+            raise PaperError(f"papers {a.name!r} and {b.name!r} take the same order {a.order}")
+    seen: dict[str, str] = {}
+    for p in out:
+        for n in p.names:
+            if seen.setdefault(n, p.name) != p.name:
+                raise PaperError(f"the name {n!r} belongs to two papers: {seen[n]!r} and {p.name!r}")
+    return tuple(out)
+
+
+@lru_cache(maxsize=None)
+def discovered() -> dict[str, Paper]:
+    """The papers of :func:`registered` by each of their names."""
+    return {n: p for p in registered() for n in p.names}
 
 
 def find(name: str) -> Paper | None:

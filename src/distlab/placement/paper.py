@@ -3,7 +3,7 @@
 from ..pipeline.paper import Paper
 
 PAPER = Paper(
-    name="placement", title="P2 HSDAG device placement", scorecard="P2", section="placement",
+    name="placement", order=2, title="P2 HSDAG device placement", scorecard="P2", section="placement",
     claims_prefix="placement", rule_file="workflow/rules/placement.smk",
     schema="workflow/schemas/placement.schema.yaml", doc="docs/placement.md",
     trainer="distlab.placement.train", config_check="distlab.placement.spec", cli="distlab.placement.cli",

@@ -119,6 +119,17 @@ def in_groups(technique: str) -> bool:
     return CODED.get(technique, "").endswith("-fr")
 
 
+def passes_per_step(technique: str, s: int) -> int:
+    """Gradient passes a worker computes a step with ``s`` stragglers tolerated: its code's
+    (:func:`distlab.techniques.gradient_codes.passes_per_step`), one for an uncoded technique."""
+    TECHNIQUES[technique]  # refuses an unknown name
+    if technique not in CODED:
+        return 1
+    from .gradient_codes import passes_per_step as code_passes  # numpy, only when a code is asked
+
+    return code_passes(CODED[technique], s)
+
+
 def setting_key(technique: str) -> tuple[str, str] | None:
     """The (section, option) of the technique's natural sweep, or None."""
     return TECHNIQUES[technique].sweep_key

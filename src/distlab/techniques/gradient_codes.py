@@ -223,6 +223,20 @@ class Scheme:
         return len(set(received)) >= self.wait_for
 
 
+def implied_c(name: str, s: int) -> int:
+    """Partitions a worker holds: 1 for the uncoded schemes, ``s + 1`` for the exact codes, 2
+    by default for ignore-straggler codes (free for them: :func:`make_scheme`'s ``c``)."""
+    if name not in SCHEMES:
+        raise CodingError(f"unknown scheme {name!r}; expected one of {', '.join(SCHEMES)}")
+    return 2 if name.startswith("is-gc") else {"dgd": 1, "is-sgd": 1}.get(name, s + 1)
+
+
+def passes_per_step(name: str, s: int) -> int:
+    """Partition gradients a worker computes at a step after the first: one for a pipelined
+    scheme (it refreshes one partition a step), each partition it holds for the others."""
+    return 1 if name.startswith("pgc") else implied_c(name, s)
+
+
 def make_scheme(name: str, n: int, s: int, seed: int = 0, c: int | None = None) -> Scheme:
     """Validate parameters and build scheme ``name`` for ``n`` workers tolerating ``s`` stragglers.
 
@@ -236,9 +250,7 @@ def make_scheme(name: str, n: int, s: int, seed: int = 0, c: int | None = None) 
         raise CodingError(f"need n >= 1 workers, got n={n}")
     if not 0 <= s < n:
         raise CodingError(f"need 0 <= s < n stragglers, got n={n}, s={s}")
-    implied = {"dgd": 1, "is-sgd": 1}.get(name, s + 1)
-    if name.startswith("is-gc"):
-        implied = 2 if c is None else c
+    implied = implied_c(name, s) if c is None or not name.startswith("is-gc") else c
     if c is not None and c != implied:
         raise CodingError(f"{name} uses c={implied} partitions per worker (n={n}, s={s}), got c={c}")
     c = implied

@@ -103,8 +103,7 @@ def _check_rates(lr, weight_decay, who: str) -> None:
             raise ValueError(f"{who}: {key} must be a finite number {least}, got {v!r}")
 
 
-# the tile layout and the kernels on tiles live in optim_tiles; _segment_length and _top_k
-# are named here too for the tests that check them
+# the tile layout and the kernels on tiles live in optim_tiles
 MEANS = ("senders", "all")
 SELECTIONS = ("grouped", "topk")
 NONFINITE = ("raise", "skip")
@@ -174,8 +173,7 @@ class DeMo(Optimizer):
             raise ValueError(f"DeMo: compression_chunk must be positive, got {compression_chunk}")
         if not 0 <= compression_decay < 1:
             raise ValueError(f"DeMo: compression_decay must be in [0, 1), got {compression_decay}")
-        if encoding not in pl.ENCODINGS:
-            raise ValueError(f"DeMo: encoding must be one of {pl.ENCODINGS}, got {encoding!r}")
+        pl.encoding_of(encoding)  # an encoding no entry declares is refused by name
         if value_dtype not in pl.VALUE_DTYPES:
             raise ValueError(f"DeMo: value_dtype must be one of {sorted(pl.VALUE_DTYPES)}, got {value_dtype!r}")
         if mean not in MEANS:

@@ -20,10 +20,31 @@ same length, so one all-gather carries all parameters.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
-ENCODINGS = ("reference", "compact")
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """How a payload's indices and values go on the wire."""
+
+    int64_index: bool  # each index an int64 as is; False: packed in index_bits(tile) bits
+    own_values: bool   # values in the run's value_dtype; False: the parameters' dtype
+
+
+# each encoding declared once; every function below reads its declaration (an encoding no entry
+# declares is refused by name, never handled as another)
+ENCODINGS = {"reference": Encoding(int64_index=True, own_values=False),
+             "compact": Encoding(int64_index=False, own_values=True)}
+
+
+def encoding_of(name: str) -> Encoding:
+    try:
+        return ENCODINGS[name]
+    except KeyError:
+        raise ValueError(f"DeMo: encoding must be one of {tuple(ENCODINGS)}, got {name!r}") from None
 VALUE_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -42,7 +63,7 @@ def index_bits(tile_numel: int) -> int:
 
 
 def index_nbytes(count: int, encoding: str, tile_numel: int) -> int:
-    if encoding == "reference":
+    if encoding_of(encoding).int64_index:
         return 8 * count
     bits = index_bits(tile_numel)
     if bits == 12:
@@ -51,14 +72,14 @@ def index_nbytes(count: int, encoding: str, tile_numel: int) -> int:
 
 
 def value_nbytes(count: int, encoding: str, param_dtype: torch.dtype, value_dtype: torch.dtype) -> int:
-    dt = param_dtype if encoding == "reference" else value_dtype
+    dt = value_dtype if encoding_of(encoding).own_values else param_dtype
     return count * torch.empty((), dtype=dt).element_size()
 
 
 def pack_indices(idx: torch.Tensor, encoding: str, tile_numel: int) -> torch.Tensor:
     """Flat int64 indices -> bytes (uint8) in ``encoding``."""
     idx = idx.reshape(-1)
-    if encoding == "reference":
+    if encoding_of(encoding).int64_index:
         return idx.to(torch.int64).contiguous().view(torch.uint8)
     bits = index_bits(tile_numel)
     if bits == 16:
@@ -76,7 +97,7 @@ def pack_indices(idx: torch.Tensor, encoding: str, tile_numel: int) -> torch.Ten
 def unpack_indices(buf: torch.Tensor, count: int, encoding: str, tile_numel: int) -> torch.Tensor:
     """Inverse of :func:`pack_indices`: ``count`` int64 indices (``buf`` is uint8, maybe (N, bytes))."""
     lead = buf.shape[:-1]
-    if encoding == "reference":
+    if encoding_of(encoding).int64_index:
         return _fresh(buf).view(torch.int64).reshape(*lead, count)
     bits = index_bits(tile_numel)
     if bits == 16:
@@ -93,7 +114,7 @@ def unpack_indices(buf: torch.Tensor, count: int, encoding: str, tile_numel: int
 
 def pack_values(val: torch.Tensor, encoding: str, value_dtype: torch.dtype) -> torch.Tensor:
     v = val.reshape(-1)
-    if encoding == "compact":
+    if encoding_of(encoding).own_values:
         v = v.to(value_dtype)
     return v.contiguous().view(torch.uint8)
 
@@ -101,13 +122,13 @@ def pack_values(val: torch.Tensor, encoding: str, value_dtype: torch.dtype) -> t
 def unpack_values(buf: torch.Tensor, count: int, encoding: str, param_dtype: torch.dtype,
                   value_dtype: torch.dtype) -> torch.Tensor:
     lead = buf.shape[:-1]
-    dt = param_dtype if encoding == "reference" else value_dtype
+    dt = value_dtype if encoding_of(encoding).own_values else param_dtype
     return _fresh(buf).view(dt).reshape(*lead, count).to(param_dtype)
 
 
 def quantize(val: torch.Tensor, encoding: str, value_dtype: torch.dtype) -> torch.Tensor:
-    """The value the receivers will decode (identity for the reference encoding)."""
-    if encoding == "compact":
+    """The value the receivers will decode (identity for an encoding of the parameters' dtype)."""
+    if encoding_of(encoding).own_values:
         return val.to(value_dtype).to(val.dtype)
     return val
 
