@@ -47,34 +47,18 @@ from distlab.plotting.plottext import (  # noqa: E402,F401 (the key checks, part
     absent_legend_entries, apart, band_colour_problems, figure_texts, shown_tick_boxes, text_box, text_collisions)
 from distlab.plotting.plotclock import (  # noqa: E402,F401 (the clock's helpers, part of this module's interface)
     CLOCKS, MEASURED_BACKENDS, carry_clock, clock_in_titles, provenance_text, titles)
+from distlab.plotting import captions, names, style  # noqa: E402
 from distlab.scoring.stats import t_errorbar, t_interval  # noqa: E402
 from distlab.results.tables import atomic_output  # noqa: E402
 
-DPI = 150
+DPI = style.DPI
 SUFFIXES = {".png": "png", ".pdf": "pdf", ".svg": "svg"}
 
 
 def set_style() -> None:
-    """Apply the project style: seaborn whitegrid, paper context, colorblind palette."""
-    sns.set_theme(
-        context="paper",
-        style="whitegrid",
-        palette="colorblind",
-        rc={
-            "figure.figsize": (4.5, 3.0),
-            "font.size": 9,
-            "axes.titlesize": 10,
-            "axes.labelsize": 9,
-            "xtick.labelsize": 8,
-            "ytick.labelsize": 8,
-            "legend.fontsize": 8,
-            "legend.title_fontsize": 8,
-            "lines.linewidth": 1.5,
-            "savefig.dpi": DPI,
-            "savefig.bbox": "tight",
-            "svg.hashsalt": "distlab",  # deterministic SVG ids
-        },
-    )
+    """Apply the project style (:func:`distlab.plotting.style.apply`: seaborn whitegrid, paper
+    context, colorblind palette, type sizes of 8 points and up at print size)."""
+    style.apply()
 
 
 def _axes(ax: Axes | None) -> Axes:
@@ -105,6 +89,22 @@ def clipped_t_errorbar(confidence: float = 0.95):
 
 
 POSITIVE_NOTE = "mean over seeds, 95% t interval cut at 0"
+BAND = "shaded band: 95 % Student-t interval of the mean over seeds"
+BARS = "error bars: 95 % Student-t interval of the mean over seeds"
+BARS_POSITIVE = BARS + ", cut at 0"
+COLUMN, PAGE = style.COLUMN, style.PAGE
+
+
+def caption(fig: Figure, what: str, seeds: int | str, interval: str, basis: str) -> None:
+    """The caption ``fig`` is saved with (:func:`distlab.plotting.captions.set_caption`); ``seeds``
+    a count (``3`` reads "3 seeds") or words; ``basis`` defaults to the clocks of its provenance."""
+    n = f"{seeds} seed{'s' if seeds != 1 else ''}" if isinstance(seeds, (int, np.integer)) else str(seeds)
+    captions.set_caption(fig, what, n, interval, basis)
+
+
+def name(internal: str) -> str:
+    """The paper's name for an internal id (:func:`distlab.plotting.names.display`)."""
+    return names.display(internal)
 
 
 def _with_ci(kind: str, df: pd.DataFrame, x: str, y: str, hue: str | None, ax: Axes | None = None,
@@ -203,34 +203,24 @@ def bar_with_ci(df: pd.DataFrame, x: str, y: str, hue: str | None, ax: Axes | No
 
 
 def label_provenance(ax_or_fig: Axes | Figure, backend: str, note: str = "") -> Text:
-    """Stamp a small text box saying whether times are simulated or measured.
-
-    On an Axes it goes into the first corner of the axes where it covers no data
-    and no legend (lower right, lower left, upper right, upper left, then the
-    middle of the lower and upper edge), else just above the axes at the right; the
-    place is chosen when the figure is saved (:func:`save`), after its layout.  On a
-    Figure it goes into the lower-right corner of the figure.  ``note`` (e.g.
-    ``"5 seeds"``) is appended.
-    """
+    """Say whether the figure's times are simulated or measured (``note``, e.g. ``"5 seeds"``,
+    appended): the words go to the figure's caption, not over its data, and the clock to its
+    title (:func:`carry_clock`).  Returns the (undrawn) text that carries them."""
+    if not isinstance(ax_or_fig, (Axes, Figure)):
+        raise TypeError(f"expected a matplotlib Axes or Figure, got {type(ax_or_fig).__name__}")
     text = provenance_text(backend, note)
-    style = {
-        "ha": "right",
-        "va": "bottom",
-        "fontsize": 7,
-        "color": "0.25",
-        "bbox": {"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.85},
-    }
-    clock = text.split(" ", 1)[0]  # simulated | measured | extrapolated
-    if isinstance(ax_or_fig, Axes):
-        label = ax_or_fig.text(0.99, 0.02, text, transform=ax_or_fig.transAxes, **style)
-        label._distlab_provenance = True  # placed clear of the data by place_provenance (save does it)
-        label._distlab_clock = clock
-        return label
-    if isinstance(ax_or_fig, Figure):
-        label = ax_or_fig.text(0.99, 0.01, text, **style)
-        label._distlab_clock = clock
-        return label
-    raise TypeError(f"expected a matplotlib Axes or Figure, got {type(ax_or_fig).__name__}")
+    label = Text(0, 0, text, visible=False)
+    label._distlab_clock = text.split(" ", 1)[0]  # simulated | measured | extrapolated
+    label._distlab_axes = ax_or_fig if isinstance(ax_or_fig, Axes) else None  # whose title takes its clock
+    fig = ax_or_fig.get_figure(root=True) if isinstance(ax_or_fig, Axes) else ax_or_fig
+    stamps = fig.__dict__.setdefault("_distlab_stamps", [])
+    stamps.append(label)
+    return label
+
+
+def stamps(fig: Figure) -> list[str]:
+    """The provenance texts given to ``fig`` (:func:`label_provenance`), once each, in order."""
+    return list(dict.fromkeys(t.get_text() for t in getattr(fig, "_distlab_stamps", [])))
 
 
 # --------------------------------------------------------------------------- legibility
@@ -588,26 +578,60 @@ def _numeric(s: str) -> bool:
     return bool(cleaned.strip()) and re.fullmatch(r"[\d.,eE+\-\u2212^{}\s%]*", cleaned) is not None
 
 
-def save(fig: Figure, path: str | os.PathLike[str]) -> Path:
+PAD_IN = 0.03  # inches of margin kept around what a figure draws
+
+
+def _print_box(fig: Figure, width: float) -> Bbox:
+    """The box (inches) saved of ``fig``: exactly ``width`` wide, around all it draws.  A figure
+    whose drawing is wider than ``width`` is narrowed (its layout redone) until it fits."""
+    for _ in range(4):
+        tight = fig.get_tightbbox(_renderer(fig))
+        excess = tight.width + 2 * PAD_IN - width
+        if excess <= 0.005 or fig.get_figwidth() - excess < 0.5 * width:
+            break
+        fig.set_size_inches(fig.get_figwidth() - excess, fig.get_figheight())
+        if fig.get_layout_engine() is None and not getattr(fig, "_distlab_fixed_layout", False):
+            fig.tight_layout(rect=(0, 0, 1, 0.96) if fig._suptitle is not None else None)
+    x0 = tight.x0 - (width - tight.width) / 2
+    return Bbox.from_bounds(x0, tight.y0 - PAD_IN, width, tight.height + 2 * PAD_IN)
+
+
+def print_report(fig: Figure) -> dict:
+    """What a reader sees of ``fig`` at print size: its texts and their smallest size in points."""
+    texts = style.visible_texts(fig)
+    return {"min_pt": min((t.get_fontsize() for t in texts), default=style.MIN_PT),
+            "texts": [t.get_text() for t in texts]}
+
+
+def save(fig: Figure, path: str | os.PathLike[str], width: float | None = None) -> Path:
     """Save ``fig`` atomically (format from the suffix: .png, .pdf, .svg) and close it.
 
-    Before saving, :func:`tidy` fixes what it can of the layout and places the
-    provenance boxes; a PNG records what :func:`legibility_problems` still finds
-    (text key ``distlab:legibility``) and its titles (``distlab:titles``).  Creation dates are omitted from PDF/SVG metadata so reruns
-    are identical.
+    The figure is laid out at its print width (``width``: :data:`style.COLUMN` or
+    :data:`style.PAGE`, else the nearer of the two, :func:`distlab.plotting.style.fit`), no text
+    under :data:`style.MIN_PT` points, and saved exactly that wide at :data:`DPI`.  Before saving,
+    :func:`tidy` fixes what it can of the layout; a PNG records what :func:`legibility_problems`
+    still finds (text key ``distlab:legibility``), its titles (``distlab:titles``) and what it
+    prints (``distlab:print``: its texts and their smallest size), and gets its caption beside it
+    (:func:`distlab.plotting.captions.write_caption`).  Creation dates are omitted from PDF/SVG
+    metadata so reruns are identical.
     """
     target = Path(path)
     fmt = SUFFIXES.get(target.suffix.lower())
     try:
         if fmt is None:
             raise ValueError(f"unsupported figure suffix {target.suffix!r}; use one of {sorted(SUFFIXES)}")
+        width = style.fit(fig, width)
         tidy(fig)
+        box = _print_box(fig, width)
+        style.floor_fonts(fig)
         metadata = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}.get(fmt)
-        if fmt == "png":  # what legibility_problems finds, and the titles, for tests/test_figures_legible.py
+        if fmt == "png":  # for tests/test_figures_legible.py and tests/test_figure_print.py
             metadata = {"distlab:legibility": json.dumps(legibility_problems(fig)),
-                        "distlab:titles": json.dumps(titles(fig))}
+                        "distlab:titles": json.dumps(titles(fig)), "distlab:print": json.dumps(print_report(fig))}
         with atomic_output(target) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight", metadata=metadata)
+            fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches=box, metadata=metadata)
+        if fmt == "png":
+            captions.write_caption(fig, target)
     finally:
         plt.close(fig)
     return target

@@ -1,0 +1,47 @@
+"""The papers' names for the methods, techniques and schemes, from the internal ids.
+
+One mapping for every legend, tick and title: :func:`display`.  DeMo's methods carry their
+name in the techniques registry (:data:`distlab.techniques.catalogue.METHODS`'s ``label``); the
+atlas's techniques, P1's schemes, P2's placers and P3's methods have none there (the atlas's
+label is its id), so their names are kept here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..techniques.catalogue import METHODS
+
+# P1 (PGC): the paper's scheme names
+SCHEMES = {"dgd": "DGD", "gc-fr": "GC-FR", "gc-cr": "GC-CR", "pgc-fr": "PGC-FR", "pgc-cr": "PGC-CR",
+           "is-sgd": "IS-SGD", "is-gc-fr": "IS-GC-FR", "is-gc-cr": "IS-GC-CR", "is-gc": "IS-GC"}
+# P2 (HSDAG): the placers; "corrected" is our fix of the released code, HSDAG as the paper runs it
+PLACERS = {"cpu_only": "CPU only", "gpu_only": "GPU only", "random": "Random", "heft": "HEFT", "rnn": "RNN placer",
+           "placeto": "Placeto", "hsdag": "HSDAG (as released)", "hsdag_corrected": "HSDAG",
+           "hsdag_fine": "HSDAG (fine-tuned)", "optimum": "Optimum"}
+# P3 (local credit assignment)
+LOCAL = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-heads": "RC, a head per section", "rc-par": "RC (parallel)",
+         "rc-async": "RC (async)", "rc-thread": "RC (threads)", "pc-fixed": "PC (fixed prediction)",
+         "pc-fixed-trunc": "PC (fixed prediction, truncated T)", "pc-strict": "PC (strict)"}
+# the atlas's techniques (DeMo's methods come from the registry below)
+TECHNIQUES = {"ddp": "AdamW (DDP)", "demo": "DeMo", "diloco": "DiLoCo", "powersgd": "PowerSGD",
+              "diloco-demo": "DiLoCo + DeMo", "is-demo": "IS-DeMo"}
+DISPLAY = {**SCHEMES, **PLACERS, **LOCAL, **TECHNIQUES,
+           **{n: s.label.replace("AdamW-DDP", "AdamW (DDP)") for n, s in METHODS.items()}}
+CONTROL = "_const"
+
+
+def display(name: str) -> str:
+    """The paper's name for an internal id; a placer's constant-reward control says so; an id
+    with no name is returned as it is."""
+    name = str(name)
+    if name.endswith(CONTROL):
+        return f"{display(name[: -len(CONTROL)])}, constant reward"
+    if name.startswith("rc-pc-T"):
+        return f"RC + PC feedback, T = {name[len('rc-pc-T'):]}"
+    return DISPLAY.get(name, name)
+
+
+def internal_ids_in(text: str) -> list[str]:
+    """The internal ids (those whose name differs from the id) written in ``text`` as words."""
+    return [k for k, v in DISPLAY.items() if k != v and re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", text)]
