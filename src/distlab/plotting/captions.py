@@ -64,22 +64,34 @@ def caption_text(name: str, parts: dict) -> str:
             f"Interval: {parts['interval']}.")
 
 
-def write_caption(fig: Figure, png: Path) -> Path | None:
-    """``<name>.caption.txt`` beside ``png`` from the caption ``fig`` was given; None when it has none."""
+def caption_of(fig: Figure, png: Path) -> str | None:
+    """The caption of ``fig`` saved as ``png`` (:func:`caption_text`); None when it was given none."""
     parts = getattr(fig, "_distlab_caption", None)
-    if parts is None:
-        return None
+    return None if parts is None else caption_text(png.stem, parts)
+
+
+def write_caption(text: str, png: Path) -> Path:
+    """``<name>.caption.txt`` beside ``png``."""
     out = png.with_name(png.stem + ".caption.txt")
     with atomic_output(out) as tmp:
-        Path(tmp).write_text(caption_text(png.stem, parts) + "\n")
+        Path(tmp).write_text(text + "\n")
     return out
 
 
 def figure_caption(path: str | os.PathLike[str]) -> str:
-    """The caption of the figure at ``path`` (its ``<name>.caption.txt``); raises
-    FileNotFoundError naming the file when the figure has none."""
+    """The caption of the figure at ``path``: its ``<name>.caption.txt``, else the caption the PNG
+    carries (a figure copied under another name keeps it); FileNotFoundError when it has none."""
     p = Path(path)
-    return p.with_name(p.stem + ".caption.txt").read_text().strip()
+    side = p.with_name(p.stem + ".caption.txt")
+    if side.exists():
+        return side.read_text().strip()
+    if p.suffix.lower() == ".png" and p.exists():
+        from PIL import Image
+
+        text = Image.open(p).text.get("distlab:caption")
+        if text:
+            return text.strip()
+    raise FileNotFoundError(f"no caption for {p}: neither {side.name} nor one in the PNG")
 
 
 def figure_number(path: str | os.PathLike[str]) -> tuple[int, int, str]:

@@ -625,13 +625,15 @@ def save(fig: Figure, path: str | os.PathLike[str], width: float | None = None) 
         box = _print_box(fig, width)
         style.floor_fonts(fig)
         metadata = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}.get(fmt)
+        text = captions.caption_of(fig, target)
         if fmt == "png":  # for tests/test_figures_legible.py and tests/test_figure_print.py
             metadata = {"distlab:legibility": json.dumps(legibility_problems(fig)),
-                        "distlab:titles": json.dumps(titles(fig)), "distlab:print": json.dumps(print_report(fig))}
+                        "distlab:titles": json.dumps(titles(fig)), "distlab:print": json.dumps(print_report(fig)),
+                        **({"distlab:caption": text} if text else {})}
         with atomic_output(target) as tmp:
             fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches=box, metadata=metadata)
-        if fmt == "png":
-            captions.write_caption(fig, target)
+        if fmt == "png" and text:
+            captions.write_caption(text, target)
     finally:
         plt.close(fig)
     return target
