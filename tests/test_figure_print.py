@@ -43,6 +43,8 @@ def print_problems(png: Path) -> list[str]:
         problems.append("no record of its texts")
     elif shown["min_pt"] < style.MIN_PT:
         problems.append(f"a text at {shown['min_pt']:g} pt")
+    if shown.get("cropped"):
+        problems.append("what it draws is wider than its print width: cut")
     ids = sorted({i for t in shown.get("texts", []) for i in names.internal_ids_in(t)})
     if ids:
         problems.append(f"internal ids shown: {ids}")

@@ -23,7 +23,7 @@ from PIL import Image
 
 from conftest import ROOT
 
-from distlab.plotting import plots
+from distlab.plotting import captions, plots
 
 
 def _meta(path) -> tuple[list[str], list[str]]:
@@ -82,14 +82,18 @@ def test_tick_labels_outside_the_view_limits_are_not_counted():
     plt.close(fig)
 
 
-def test_a_coinciding_note_keeps_hyphenated_names_whole():
+def test_a_coinciding_note_goes_to_the_caption_with_names_whole(tmp_path):
+    """Which lines coincide is said in the caption (with the panel's title), not over the figure."""
     plots.set_style()
     fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    ax.set(title="s = 1 (simulated)", xlabel="x", ylabel="y")
     note = plots.note_coinciding(ax, [["GC-FR", "GC-CR", "IS-GC-FR", "IS-GC-CR", "DGD"]], "losses", wrap=40)
-    assert all(line.split(" = ")[-1].rstrip(" =") in ("GC-FR", "GC-CR", "IS-GC-FR", "IS-GC-CR", "DGD")
-               or line.endswith(":") or line.endswith("=") for line in note.splitlines()[1:])
-    assert not any(line.endswith("-") for line in note.splitlines())
-    plt.close(fig)
+    assert note == "losses that lie on top of each other: GC-FR = GC-CR = IS-GC-FR = IS-GC-CR = DGD"
+    assert ax.get_title() == "s = 1 (simulated)"
+    plots.caption(fig, "A line", 2, plots.BAND, "simulated")
+    out = plots.save(fig, tmp_path / "f.png")
+    assert f"A line; s = 1 (simulated): {note}. Basis" in captions.figure_caption(out)
 
 
 def test_runs_on_a_time_grid_are_never_extrapolated():
@@ -125,7 +129,7 @@ def test_coinciding_lines_are_found_and_named():
     fig, ax = plt.subplots()
     ax.set_title("loss")
     note = plots.note_coinciding(ax, plots.coinciding(df, "x", "y", "run"))
-    assert "a = b" in note and ax.get_title().startswith("loss\n")
+    assert "a = b" in note and ax.get_title() == "loss"
     # drawn, a difference of a thousandth of the range is invisible: those coincide too
     near = df.assign(y=df["y"] + np.where(df["run"] == "b", 1e-4, 0.0))
     assert plots.coinciding(near, "x", "y", "run") == [["a", "b"]]
@@ -286,8 +290,8 @@ def test_every_figure_of_the_tiny_run_is_legible(tiny_workflow):
     steps = pd.read_csv(work / "results/baseline/steps.csv")
     steps["run"] = steps["method"] + "/" + steps["backend"]
     same = plots.coinciding(steps, "step", "loss", "run")
-    titles = " ".join(_meta(work / "paper/figures/baseline_loss.png")[1])
-    assert ("losses that lie on top of each other" in titles) == bool(same)
+    caption = captions.figure_caption(work / "paper/figures/baseline_loss.png")
+    assert ("losses that lie on top of each other" in caption) == bool(same)
 
 
 # ------------------------------------------------------------------ ticks and intervals

@@ -33,7 +33,8 @@ def _listed_apart(r) -> bool:
 
 def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str, ylabel: str) -> None:
     bws = np.sort(win["bandwidth_Bps"].unique())
-    fig, ax = plt.subplots(figsize=(plots.PAGE, 0.3 * len(row_order) + 1.5))
+    plots.set_style()
+    fig, ax = plt.subplots(figsize=(plots.PAGE, 0.3 * len(row_order) + 1.6), layout="constrained")
     drawn, ties, apart = set(), False, False  # the key names what the cells show, no more
     for i, rv in enumerate(row_order):
         g = win[win[rows] == rv].set_index("bandwidth_Bps")
@@ -55,8 +56,10 @@ def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str
                 apart = True
     ax.set_xlim(0, len(bws))
     ax.set_ylim(0, len(row_order))
-    ax.set_xticks(np.arange(len(bws))[:: max(1, len(bws) // 8)] + 0.5)
-    ax.set_xticklabels([f"{b * 8 / 1e9:.3g}" for b in bws[:: max(1, len(bws) // 8)]])
+    every = max(1, -(-len(bws) // 6))  # at most six labelled bandwidths
+    ax.set_xticks(np.arange(len(bws))[::every] + 0.5)
+    ax.set_xticklabels([f"{b * 8 / 1e9:.3g}" for b in bws[::every]])
+    ax.grid(False)
     ax.set_xlabel("bandwidth (Gbit/s)")
     ax.set_yticks(np.arange(len(row_order)) + 0.5)
     ax.set_yticklabels([str(r) for r in row_order])
@@ -67,19 +70,20 @@ def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str
     # the hatch keyed only where a drawn cell has it
     if ties:
         handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="0.1", hatch="//"))
-        labels.append("hatched: a tie (the winner's\n95 % interval overlaps the next)")
+        labels.append("hatched: a tie (the winner's\n95 % interval overlaps\nthe next)")
     if apart:
         handles.append(plt.Line2D([], [], ls="", marker="o", ms=4, color="white", mec="0.1", mew=0.8))
-        labels.append("dot: techniques without a step\nratio there, not ranked (listed\napart in winners.csv)")
+        labels.append("dot: techniques without\na step ratio there, not\nranked (listed apart)")
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), title="winner", frameon=False)
-    ax.set_title(title)
-    plots.label_provenance(fig, "extrapolated" if "extrap" in ylabel else "simulated")
-    if "extrap" in ylabel:
-        plots.label_provenance(fig, "simulated")
+    ax.set_title(title.split(": ")[0])
+    extrapolated = "extrap" in title
+    plots.label_provenance(fig, "simulated")
+    if extrapolated:
+        plots.label_provenance(fig, "extrapolated")
     plots.caption(fig, f"The technique that reaches the target loss first in each cell ({ylabel} against bandwidth); "
                   f"{title}", _seeds(win), "the winner's 95 % Student-t interval over seeds: hatched where it "
                   "overlaps the next technique's (a tie)", "simulated cluster (virtual clock)"
-                  + ("; rows marked extrap. extrapolated from measurements" if "extrap" in ylabel else ""))
+                  + ("; rows marked extrap. extrapolated from measurements" if extrapolated else ""))
     plots.save(fig, out)
 
 
@@ -102,13 +106,14 @@ def winner_maps(winners_csv: Path, axis_order, out_strag: Path, out_size: Path) 
     N = meas["N"].max()
     sub = meas[(meas["n_params"] == P) & (meas["N"] == N)]
     _winner_image(sub, "straggler", [s for s in axis_order if s in set(sub["straggler"])], out_strag,
-                  f"simulated: {int(P):,} parameters, N = {N}, latency {lat:g} s", "straggler model (severity up)")
+                  f"Winner by straggler model and bandwidth (simulated): {int(P):,} parameters, N = {N}, latency "
+                  f"{lat:g} s", "straggler model (severity up)")
     sz = w[(w["N"] == N) & (w["straggler"] == axis_order[0])].copy()
     sz["size"] = sz["n_params"].map(lambda p: f"{p:.3g}") + np.where(sz["label"] == "extrapolated", " (extrap.)", " (sim.)")
     order = [f"{p:.3g}" + (" (extrap.)" if lab == "extrapolated" else " (sim.)")
              for p, lab in sorted(set(zip(sz["n_params"], sz["label"])))]
-    _winner_image(sz, "size", order, out_size, f"simulated (measured sizes) and extrapolated: N = {N}, no stragglers, latency {lat:g} s",
-                  "parameters (sim. or extrap.)")
+    _winner_image(sz, "size", order, out_size, f"Winner by model size and bandwidth: N = {N}, no stragglers, latency "
+                  f"{lat:g} s; sizes simulated (sim.) or extrapolated (extrap.)", "parameters")
 
 
 # the panels of time_vs_bandwidth: at most six lines each, DDP (the reference) in every one

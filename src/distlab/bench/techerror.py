@@ -305,7 +305,7 @@ def figure(summary: pd.DataFrame, out: Path) -> None:
                 transform=ax.transAxes)
     ax.set_xlabel("measured step time (s)")
     ax.set_ylabel("simulated step time (s)")
-    ax.set_title("Measured vs simulated step time")
+    ax.set_title("Step time: measured vs simulated")
     plots.label_provenance(fig, "gloo")
     plots.label_provenance(fig, "simulated")
     repeats = int(summary["repeats"].max()) if "repeats" in summary and summary["repeats"].notna().any() else None

@@ -49,6 +49,22 @@ def _groups(steps: pd.DataFrame) -> list[str]:
     return sorted(steps["group"].unique(), key=lambda g: -int(steps[steps.group == g].n_layer.iloc[0]))
 
 
+def _common_x(d: pd.DataFrame, x: str, every: bool) -> pd.DataFrame:
+    """Each method's runs on one x grid where its seeds were evaluated at different x (every
+    method's, ``every``; times always differ): free-running RC's sections count their tokens
+    apart, so a mean over seeds at each of its x values would join one seed's point to
+    another's and draw a sawtooth, each with a one-seed interval.  Nothing is extrapolated
+    (:func:`distlab.plotting.util.on_grid`)."""
+    from ..plotting.util import on_grid
+
+    parts = []
+    for _, g in d.groupby("method", sort=False):
+        apart = len({tuple(sorted(r[x])) for _, r in g.groupby("seed")}) > 1
+        parts.append(on_grid(g, x, "val_loss", ["method", "seed"], points=60) if every or apart
+                     else g[["method", "seed", x, "val_loss"]])
+    return pd.concat(parts, ignore_index=True) if parts else d
+
+
 def _loss_curves(steps: pd.DataFrame, x: str, xlabel: str, out: Path, note: str) -> None:
     plots.set_style()
     ev = steps.dropna(subset=["val_loss"])
@@ -64,9 +80,7 @@ def _loss_curves(steps: pd.DataFrame, x: str, xlabel: str, out: Path, note: str)
     for ax, g in zip(axes[0], groups):
         d = ev[ev.group == g]
         n_seeds = d.seed.nunique()
-        if x == "time":  # per-run times differ: put every run on a common time grid
-            from ..plotting.util import on_grid
-            d = on_grid(d, "time", "val_loss", ["method", "seed"], points=60)
+        d = _common_x(d, x, every=x == "time")
         seeds.append(n_seeds)
         order = [plots.name(m) for m in _order(d.method)]
         d = d.assign(method=d.method.map(plots.name))

@@ -79,7 +79,7 @@ def main_fit(trace: Path, csv: Path, md: Path, png: Path) -> None:
     plots.set_style()
     x = np.sort(np.clip(df["delay"].to_numpy(dtype=float), 0, None))
     ecdf = np.arange(1, len(x) + 1) / len(x)
-    fig, axes = plt.subplots(1, 2, figsize=(plots.PAGE, 2.8))
+    fig, axes = plt.subplots(1, 2, figsize=(plots.PAGE, 3.4), layout="constrained")
     axes[0].step(x, 1 - ecdf, where="post", label="trace (gloo, this machine)", color="k")
     grid = np.linspace(0, x.max(), 200)
     e, p = table.iloc[0], table.iloc[1]
@@ -90,13 +90,13 @@ def main_fit(trace: Path, csv: Path, md: Path, png: Path) -> None:
     axes[0].set_ylim(0.5 / len(x), 1.5)
     axes[0].set_xlabel("response delay beyond compute (s)")
     axes[0].set_ylabel("P(delay > x)")
-    axes[0].legend()
+    axes[0].legend(loc="upper left", bbox_to_anchor=(0, -0.28), frameon=False)
     w = df.pivot_table(index="step", columns="worker", values="delay", aggfunc="mean")
     for col in w.columns:
         axes[1].plot(w.index, w[col], lw=0.8, label=f"worker {col}")
     axes[1].set_xlabel("step")
     axes[1].set_ylabel("delay (s)")
-    axes[1].legend(ncol=2)
+    axes[1].legend(ncol=2, loc="upper left", bbox_to_anchor=(0, -0.28), frameon=False)
     axes[0].set_title("survival of the delays")
     axes[1].set_title("delay of each worker by step")
     plots.label_provenance(fig, "gloo")
@@ -105,5 +105,4 @@ def main_fit(trace: Path, csv: Path, md: Path, png: Path) -> None:
                   f"{p['ks_distance']:.2f}); right: each worker's delay by step", "one recorded trace",
                   "none drawn: one trace, every message shown", "measured (wall clock, gloo)")
     fig.suptitle("Recorded straggler delays and the simulator's models")
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
     plots.save(fig, png)

@@ -67,7 +67,10 @@ def caption_text(name: str, parts: dict) -> str:
 def caption_of(fig: Figure, png: Path) -> str | None:
     """The caption of ``fig`` saved as ``png`` (:func:`caption_text`); None when it was given none."""
     parts = getattr(fig, "_distlab_caption", None)
-    return None if parts is None else caption_text(png.stem, parts)
+    if parts is None:
+        return None
+    notes = getattr(fig, "_distlab_notes", [])  # which lines coincide (plots.note_coinciding)
+    return caption_text(png.stem, {**parts, "what": "; ".join([parts["what"], *notes])} if notes else parts)
 
 
 def write_caption(text: str, png: Path) -> Path:

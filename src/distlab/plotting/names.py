@@ -42,6 +42,12 @@ def display(name: str) -> str:
     return DISPLAY.get(name, name)
 
 
+# ids that are also plain English words ("the serial optimum", "random search"): not counted as ids in prose
+WORDS = {"random", "optimum"}
+
+
 def internal_ids_in(text: str) -> list[str]:
-    """The internal ids (those whose name differs from the id) written in ``text`` as words."""
-    return [k for k, v in DISPLAY.items() if k != v and re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", text)]
+    """The internal ids (those whose name differs from the id, English words aside) written in
+    ``text`` as words."""
+    return [k for k, v in DISPLAY.items()
+            if k != v and k not in WORDS and re.search(rf"(?<![\w-]){re.escape(k)}(?![\w-])", text)]

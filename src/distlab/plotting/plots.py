@@ -166,15 +166,16 @@ def coinciding(df: pd.DataFrame, x: str, y: str, hue: str, tol: float = 0.002, l
 
 
 def note_coinciding(ax: Axes, groups: list[list], what: str = "curves", wrap: int = 60) -> str:
-    """Add to ``ax``'s title a line saying which lines coincide (nothing when none do);
-    returns that line."""
+    """Say which lines of ``ax`` coincide (nothing when none do): in the figure's caption (its
+    notes, after what it shows, with the axes' title), not over the figure; returns the note
+    (``wrap`` is kept for callers: a caption is not wrapped)."""
     if not groups:
         return ""
     note = f"{what} that lie on top of each other: " + "; ".join(" = ".join(str(k) for k in g)
                                                                          for g in groups)
-    note = textwrap.fill(note, width=int(wrap), break_on_hyphens=False)  # names keep their hyphens
     title = ax.get_title()
-    ax.set_title(f"{title}\n{note}" if title else note, fontsize=ax.title.get_fontsize())
+    fig = ax.get_figure(root=True)
+    fig.__dict__.setdefault("_distlab_notes", []).append(f"{title}: {note}" if title else note)
     return note
 
 
@@ -524,7 +525,8 @@ def legibility_problems(fig: Figure) -> list[str]:
         return bool(axis.label.get_text()) or any(t.get_text() and not _numeric(t.get_text()) for t in ticks)
 
     for i, a in enumerate(axes):
-        if not named(a.xaxis, a.get_xticklabels()):
+        shared_x = [b for b in a.get_shared_x_axes().get_siblings(a) if b is not a]
+        if not named(a.xaxis, a.get_xticklabels()) and not any(named(b.xaxis, b.get_xticklabels()) for b in shared_x):
             problems.append(f"axes {i} ({a.get_title()!r}): no x label")
         shared = [b for b in a.get_shared_y_axes().get_siblings(a) if b is not a]
         if not named(a.yaxis, a.get_yticklabels()) and not any(named(b.yaxis, b.get_yticklabels()) for b in shared):
@@ -563,7 +565,8 @@ def _tick_problems(ax: Axes, renderer) -> list[str]:
         shown = [t for which in ("major", "minor") for t, v in
                  zip(axis.get_ticklabels(which=which), axis.get_ticklocs(minor=which == "minor"))
                  if lo <= v <= hi and t.get_text() and _numeric(t.get_text())]
-        if axis.get_scale() == "log" and ax.has_data() and (
+        hidden = not any(t.get_visible() for t in axis.get_ticklabels()) or not axis._major_tick_kw.get("label1On", True)
+        if axis.get_scale() == "log" and ax.has_data() and not hidden and (
                 len(shown) < 3 or hi < 10 * lo and any("10^" in t.get_text() for t in shown)):
             out.append(f"log {name} axis with fewer than three plain numbers on it")
     bars = [b.get_height() for b in ax.patches if hasattr(b, "get_height") and b.get_width() > 0]
@@ -592,6 +595,7 @@ def _print_box(fig: Figure, width: float) -> Bbox:
         fig.set_size_inches(fig.get_figwidth() - excess, fig.get_figheight())
         if fig.get_layout_engine() is None and not getattr(fig, "_distlab_fixed_layout", False):
             fig.tight_layout(rect=(0, 0, 1, 0.96) if fig._suptitle is not None else None)
+    fig._distlab_cropped = tight.width > width + 0.01  # what no narrowing brought within the width
     x0 = tight.x0 - (width - tight.width) / 2
     return Bbox.from_bounds(x0, tight.y0 - PAD_IN, width, tight.height + 2 * PAD_IN)
 
@@ -600,7 +604,7 @@ def print_report(fig: Figure) -> dict:
     """What a reader sees of ``fig`` at print size: its texts and their smallest size in points."""
     texts = style.visible_texts(fig)
     return {"min_pt": min((t.get_fontsize() for t in texts), default=style.MIN_PT),
-            "texts": [t.get_text() for t in texts]}
+            "texts": [t.get_text() for t in texts], "cropped": bool(getattr(fig, "_distlab_cropped", False))}
 
 
 def save(fig: Figure, path: str | os.PathLike[str], width: float | None = None) -> Path:
