@@ -7,14 +7,18 @@ times are simulated (virtual clock) or measured (wall clock) via
 :func:`label_provenance` (its words and the titles' clock: :mod:`distlab.plotting.plotclock`).
 Rendering uses the non-interactive Agg backend.
 
+Print: :func:`save` lays a figure out at a column's or a page's width
+(:mod:`distlab.plotting.style`), no text under 8 points, and writes its caption beside it
+(:mod:`distlab.plotting.captions`: what it shows, its seeds, its interval, its basis); the
+provenance (:func:`label_provenance`) and the notes on coinciding lines go to the caption, not
+over the data; methods carry the papers' names (:func:`name`).
+
 Legibility, where the helper can tell (:func:`save` applies it, :func:`legibility_problems`
-reports what is left): a provenance box on an axes goes to the first corner where it
-covers no data (lines, bands, bars, points) and no legend, else above the axes, wrapped to
-the axes' width; a legend that covers data moves to a free corner, or the y range grows to make
+reports what is left): a legend that covers data moves to a free corner, or the y range grows to make
 one; every figure's title names its clock (the suptitle, else each axes title, gets the clock of
 its provenance boxes appended: simulated, measured or extrapolated); a figure whose axes titles
 print over another axes' labels is laid out again; :func:`note_coinciding` says which lines lie
-on top of each other.
+on top of each other (in the caption).
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ import json
 import os
 import re
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -225,10 +228,6 @@ def stamps(fig: Figure) -> list[str]:
 
 
 # --------------------------------------------------------------------------- legibility
-_CORNERS = [(0.99, 0.02, "right", "bottom"), (0.01, 0.02, "left", "bottom"), (0.99, 0.98, "right", "top"),
-            (0.01, 0.98, "left", "top"), (0.5, 0.02, "center", "bottom"), (0.5, 0.98, "center", "top")]
-
-
 def _renderer(fig: Figure):
     fig.canvas.draw()  # fixes the layout, the autoscaled limits and the text sizes
     return fig.canvas.get_renderer()
@@ -292,43 +291,6 @@ def text_over_data(ax: Axes, text: Text, renderer=None) -> bool:
     if any(box.overlaps(o) for o in _obstacles(ax, renderer)):
         return True
     return _covers(box, _data_paths(ax))
-
-
-def _fit_width(ax: Axes, text: Text, renderer) -> None:
-    """Wrap ``text`` onto more lines while its box is wider than ``ax``."""
-    width = ax.get_window_extent(renderer).width * 0.95
-    raw = text.get_text().replace("\n", " ")
-    box = text.get_window_extent(renderer).width
-    if box <= width or len(raw) < 20:
-        return
-    chars = max(16, int(len(raw) * width / box))
-    while chars >= 16:
-        text.set_text(textwrap.fill(raw, chars, break_on_hyphens=False))
-        if text.get_window_extent(renderer).width <= width:
-            return
-        chars -= 4
-
-
-def place_provenance(ax: Axes, text: Text, renderer=None) -> None:
-    """Move ``text`` to the first corner of ``ax`` where it covers no data, else above the axes
-    (wrapped first if it is wider than the axes)."""
-    renderer = renderer or _renderer(ax.figure)
-    _fit_width(ax, text, renderer)
-    for x, y, ha, va in _CORNERS:
-        text.set_position((x, y))
-        text.set_ha(ha)
-        text.set_va(va)
-        if not text_over_data(ax, text, renderer):
-            return
-    # no free corner: a line of its own above the axes, the title raised above it
-    text.set_position((1.0, 1.01))
-    text.set_ha("right")
-    text.set_va("bottom")
-    height_pt = text.get_window_extent(renderer).height * 72.0 / ax.figure.dpi
-    for title in (ax.title, ax._left_title, ax._right_title):
-        if title.get_text():
-            ax.set_title(title.get_text(), loc=title.get_horizontalalignment(), fontsize=title.get_fontsize(),
-                         pad=matplotlib.rcParams["axes.titlepad"] + height_pt + 2)
 
 
 _LEGEND_LOCS = ("upper right", "upper left", "lower left", "lower right", "center right", "center left",
@@ -447,36 +409,10 @@ def lift_suptitle(fig: Figure, renderer=None) -> None:
         fig._suptitle.set_va("bottom")
 
 
-def drop_figure_boxes(fig: Figure, renderer=None) -> None:
-    """Move each of the figure's own text boxes (a provenance stamp in its lower-right corner)
-    that prints over an axes' labels, tick labels or text to just below everything the axes
-    draw (``bbox_inches="tight"`` then keeps it in the saved image)."""
-    renderer = renderer or _renderer(fig)
-    for text in fig.texts:
-        if text.get_bbox_patch() is None or not text.get_text():
-            continue
-        box = text_box(text, renderer)
-        below = [b for _, owner, b in figure_texts(fig, renderer) if owner is not fig]
-        below += [b for a in fig.axes if a.get_visible() for b in shown_tick_boxes(a, renderer)]
-        if all(apart(box, b) for b in below):
-            continue
-        bottom = min([b.y0 for b in below] + [a.get_window_extent(renderer).y0 for a in fig.axes])
-        text.set_va("top")
-        text.set_y(fig.transFigure.inverted().transform((0, bottom - 6))[1])
-        renderer = _renderer(fig)
-
-
 def tidy(fig: Figure) -> None:
     """Name the clock in the title (:func:`carry_clock`), give a short log axis plain ticks
-    (:func:`log_ticks`), move legends off the data, lay
-    ``fig`` out again if an axes title prints over another axes' labels, then place each
-    axes' provenance box clear of the data."""
-    def place(renderer):
-        for ax in fig.axes:
-            for text in ax.texts:
-                if getattr(text, "_distlab_provenance", False):
-                    place_provenance(ax, text, renderer)
-
+    (:func:`log_ticks`), move legends off the data, lay ``fig`` out again if an axes title
+    prints over another axes' labels, and lift the suptitle above what it would print over."""
     carry_clock(fig)
     renderer = _renderer(fig)
     for ax in fig.axes:  # plain numbers on a short log axis; then crowded level x labels turned
@@ -486,10 +422,8 @@ def tidy(fig: Figure) -> None:
         if "x tick labels overlap" in _tick_problems(ax, _renderer(fig)):  # the plain ticks may crowd
             ax.tick_params(axis="x", labelrotation=30)
         place_legend(ax)
-    place(_renderer(fig))
     if _labels_overlap(fig, _renderer(fig)) and fig.get_layout_engine() is None:
         fig.tight_layout(rect=(0, 0, 1, 0.96) if fig._suptitle is not None else None)
-        place(_renderer(fig))
     # the layout above can narrow an axes after its labels were checked (on CI, the tiny run's
     # demo_loss_time panels): crowded level x labels are turned once more, on the final layout
     # turned labels are taller and push the x label down: onto the title of the panel below
@@ -503,9 +437,7 @@ def tidy(fig: Figure) -> None:
     if turned:
         if _labels_overlap(fig, _renderer(fig)) and fig.get_layout_engine() is None:
             fig.tight_layout(rect=(0, 0, 1, 0.96) if fig._suptitle is not None else None)
-        place(_renderer(fig))
     lift_suptitle(fig)
-    drop_figure_boxes(fig)
 
 
 def legibility_problems(fig: Figure) -> list[str]:
