@@ -14,10 +14,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING
 
 from ..results.tables import atomic_output
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 PAPERS = ("P1", "P2", "P3", "P4", "atlas", "baseline")
 
