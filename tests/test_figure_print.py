@@ -122,10 +122,10 @@ def test_a_figure_is_saved_at_print_size_with_its_caption(tmp_path):
 
 
 def test_the_names_are_the_papers():
-    assert plots.name("hsdag_corrected") == "HSDAG" and plots.name("rc-async") == "RC (async)"
+    assert plots.name("hsdag_corrected") == "HSDAG" and plots.name("rc-async") == "RC (asynchronous)"
     assert plots.name("gc-cr") == "GC-CR" and plots.name("adamw") == "AdamW (DDP)" and plots.name("ddp") == "AdamW (DDP)"
     assert plots.name("hsdag_const") == "HSDAG (as released), constant reward"
-    assert names.internal_ids_in("RC (async) beside rc-async and gc-fr") == ["gc-fr", "rc-async"]
+    assert names.internal_ids_in("RC (asynchronous) beside rc-async and gc-fr") == ["gc-fr", "rc-async"]
     assert names.internal_ids_in("GC-CR, HSDAG, DeMo") == []
 
 

@@ -17,15 +17,13 @@ import pandas as pd
 import seaborn as sns
 
 from ..plotting import plots
+from ..plotting.names import LOCAL
 from ..scoring import stats
 from ..scoring.scorecard_links import ratio_interval
 from ..results.tables import fmt_ci, read_table_checked, write_table
 
 ORDER = ["bp", "rc-seq", "rc-heads", "rc-par", "rc-async", "rc-thread", "pc-fixed", "pc-fixed-trunc", "pc-strict"]
-NAMES = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-heads": "RC, a head per section (ablation)", "rc-par": "RC (parallel, lock-step)",
-         "rc-async": "RC (asynchronous)", "rc-thread": "RC (threads, lock-step)",
-         "pc-fixed": "PC (fixed prediction)",
-         "pc-fixed-trunc": "PC (fixed prediction, truncated T)", "pc-strict": "PC (strict)"}
+NAMES = LOCAL  # the papers' names, one mapping for every figure and table (distlab.plotting.names)
 
 
 def _name(method: str) -> str:

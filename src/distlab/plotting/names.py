@@ -20,9 +20,10 @@ PLACERS = {"cpu_only": "CPU only", "gpu_only": "GPU only", "random": "Random", "
            "placeto": "Placeto", "hsdag": "HSDAG (as released)", "hsdag_corrected": "HSDAG",
            "hsdag_fine": "HSDAG (fine-tuned)", "optimum": "Optimum"}
 # P3 (local credit assignment)
-LOCAL = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-heads": "RC, a head per section", "rc-par": "RC (parallel)",
-         "rc-async": "RC (async)", "rc-thread": "RC (threads)", "pc-fixed": "PC (fixed prediction)",
-         "pc-fixed-trunc": "PC (fixed prediction, truncated T)", "pc-strict": "PC (strict)"}
+LOCAL = {"bp": "BP", "rc-seq": "RC (sequential)", "rc-heads": "RC, a head per section (ablation)",
+         "rc-par": "RC (parallel, lock-step)", "rc-async": "RC (asynchronous)", "rc-thread": "RC (threads, lock-step)",
+         "pc-fixed": "PC (fixed prediction)", "pc-fixed-trunc": "PC (fixed prediction, truncated T)",
+         "pc-strict": "PC (strict)"}
 # the atlas's techniques (DeMo's methods come from the registry below)
 TECHNIQUES = {"ddp": "AdamW (DDP)", "demo": "DeMo", "diloco": "DiLoCo", "powersgd": "PowerSGD",
               "diloco-demo": "DiLoCo + DeMo", "is-demo": "IS-DeMo"}
