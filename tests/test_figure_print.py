@@ -1,5 +1,5 @@
 """Every figure prints: a column (3.5 in) or a page (7 in) wide at its saved resolution, no text
-under 8 points at that size, the papers' names for methods (no internal id in any text a reader
+under 8 points at that size, no more than six data lines a panel, the papers' names for methods (no internal id in any text a reader
 sees), and a caption beside it naming its seeds, its interval and its basis (simulated,
 measured or extrapolated).
 
@@ -26,6 +26,7 @@ from conftest import ROOT
 from distlab.plotting import captions, names, plots, style
 
 SRC = ROOT / "src/distlab"
+MAX_LINES = 6  # data lines a panel draws; more go to a table or another panel
 CLOCK = re.compile(r"\b(simulated|measured|extrapolated)\b", re.I)
 
 
@@ -43,6 +44,8 @@ def print_problems(png: Path) -> list[str]:
         problems.append("no record of its texts")
     elif shown["min_pt"] < style.MIN_PT:
         problems.append(f"a text at {shown['min_pt']:g} pt")
+    if shown.get("lines_per_panel", 0) > MAX_LINES:
+        problems.append(f"{shown['lines_per_panel']} lines in a panel (at most {MAX_LINES}: the rest to a table)")
     if shown.get("cropped"):
         problems.append("what it draws is wider than its print width: cut")
     ids = sorted({i for t in shown.get("texts", []) for i in names.internal_ids_in(t)})
@@ -119,6 +122,21 @@ def test_a_figure_is_saved_at_print_size_with_its_caption(tmp_path):
     out = plots.save(fig, tmp_path / "small.png")  # no caption given: reported
     assert Image.open(out).size[0] == round(style.COLUMN * style.DPI)
     assert print_problems(out) == ["no caption"]
+
+
+def test_more_than_six_lines_a_panel_are_reported_and_error_bars_are_not_lines(tmp_path):
+    plots.set_style()
+    fig, (crowded, bars) = plt.subplots(1, 2, figsize=(plots.PAGE, 2.5))
+    x = np.arange(5.0)
+    for k in range(7):
+        crowded.plot(x, x + k)
+    df = pd.DataFrame({"m": list("abcdefgh") * 3, "seed": np.repeat([0, 1, 2], 8), "t": np.arange(24.0) + 1})
+    plots.bar_with_ci(df, "m", "t", None, ax=bars, positive=True)  # eight bars, eight error bars
+    for ax in (crowded, bars):
+        ax.set(xlabel="x", ylabel="y", title="t (simulated)")
+    plots.caption(fig, "Lines and bars", 3, plots.BARS, "simulated")
+    out = plots.save(fig, tmp_path / "f.png")
+    assert print_problems(out) == ["7 lines in a panel (at most 6: the rest to a table)"]
 
 
 def test_the_names_are_the_papers():

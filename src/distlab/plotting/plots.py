@@ -532,11 +532,23 @@ def _print_box(fig: Figure, width: float) -> Bbox:
     return Bbox.from_bounds(x0, tight.y0 - PAD_IN, width, tight.height + 2 * PAD_IN)
 
 
+def _is_curve(line) -> bool:
+    """A data line: three x values or more, in order (an error bar's caps go back and forth)."""
+    try:
+        x = np.asarray(line.get_xdata(), dtype=float)
+    except (TypeError, ValueError):  # categorical x: not a curve
+        return False
+    return len(np.unique(x[np.isfinite(x)])) >= 3 and bool(np.all(np.diff(x[np.isfinite(x)]) >= 0))
+
+
 def print_report(fig: Figure) -> dict:
-    """What a reader sees of ``fig`` at print size: its texts and their smallest size in points."""
+    """What a reader sees of ``fig`` at print size: its texts, their smallest size in points,
+    whether it was cut at its print width, the most data lines (of three points or more) a panel draws."""
     texts = style.visible_texts(fig)
+    lines = [sum(_is_curve(ln) for ln in ax.lines) for ax in fig.axes if ax.get_visible()]
     return {"min_pt": min((t.get_fontsize() for t in texts), default=style.MIN_PT),
-            "texts": [t.get_text() for t in texts], "cropped": bool(getattr(fig, "_distlab_cropped", False))}
+            "texts": [t.get_text() for t in texts], "cropped": bool(getattr(fig, "_distlab_cropped", False)),
+            "lines_per_panel": max(lines, default=0)}
 
 
 def save(fig: Figure, path: str | os.PathLike[str], width: float | None = None) -> Path:
