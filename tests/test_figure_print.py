@@ -175,6 +175,7 @@ def _demo_figures(tmp_path) -> list[Path]:
 
 
 def _other_figures(tmp_path) -> list[Path]:
+    from distlab.bench import techerror
     from distlab.local import figures as lf
     from distlab.pgc import figures as pf
 
@@ -193,10 +194,20 @@ def _other_figures(tmp_path) -> list[Path]:
                            "train_loss_full": 2.2 * np.exp(-1.3 * (step / 150) ** 2) * (1 + 0.01 * seed)}
                           for sch, s in [("dgd", 0), ("gc-fr", 1), ("pgc-fr", 1), ("is-gc-cr", 1)]
                           for seed in range(2) for step in range(0, 151, 25)])
-    outs = [tmp_path / n for n in ("local_throughput_memory.png", "local_nonident.png", "pgc_fig8.png")]
+    shapes = pd.DataFrame([{"method": m, "point": pt, "seed": seed, "tokens_per_s": tps * (1 + 0.02 * seed),
+                            "d_model": int(pt[1:3]), "block_size": 32, "sections": 4 if m != "bp" else 0,
+                            "load_1min": 1.0}
+                           for pt in ("d32-K4-T32", "d64-K4-T32") for seed in range(2)
+                           for m, tps in (("bp", 100.0), ("rc-par", 150.0))])
+    shapes.to_csv(tmp_path / "map.csv", index=False)
+    outs = [tmp_path / f"{n}.png" for n in ("local_throughput_memory", "local_nonident", "pgc_fig8",
+                                            "local_throughput_map", "techerror", "techerror_not_run")]
     lf.throughput_memory(tmp_path / "tp.csv", outs[0])
     lf.nonident_figure(tmp_path / "nonident.json", outs[1])
     pf.fig8(steps, outs[2], {})
+    lf.throughput_map(tmp_path / "map.csv", outs[3], target=1.38)
+    techerror.figure(pd.read_csv(ROOT / "tests/data/netcheck_techerror.csv"), outs[4])
+    techerror.figure(pd.DataFrame({"status": ["not run: no root"]}), outs[5])
     return outs
 
 
