@@ -109,7 +109,8 @@ def _loss_curves(steps: pd.DataFrame, x: str, xlabel: str, out: Path, note: str)
 
 def loss_vs_tokens(steps_csv: Path, out: Path) -> None:
     _loss_curves(read_table_checked(steps_csv), "tokens", "training tokens (bytes)", out,
-                 "each method against the tokens it trained on")
+                 "a method whose seeds were evaluated at different token counts (free-running RC) is put on "
+                 "a common token grid first, over the span all its seeds cover")
 
 
 def loss_vs_time(steps_csv: Path, out: Path) -> None:
