@@ -144,7 +144,8 @@ def test_the_names_are_the_papers():
     assert plots.name("gc-cr") == "GC-CR" and plots.name("adamw") == "AdamW (DDP)" and plots.name("ddp") == "AdamW (DDP)"
     assert plots.name("hsdag_const") == "HSDAG (as released), constant reward"
     assert names.internal_ids_in("RC (asynchronous) beside rc-async and gc-fr") == ["gc-fr", "rc-async"]
-    assert names.internal_ids_in("GC-CR, HSDAG, DeMo") == []
+    assert names.internal_ids_in("GC-CR, HSDAG, DeMo, one-thread, GPU-only") == []
+    assert names.internal_ids_in("bp-9thread beside rc-new") == ["bp-9thread", "rc-new"]  # no name yet: reported
 
 
 # ------------------------------------------------------------------ figures from inputs like the workflow's

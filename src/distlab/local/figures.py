@@ -134,7 +134,10 @@ def throughput_memory(throughput_csv: Path, out: Path) -> None:
     axes[1].legend(loc="upper left", bbox_to_anchor=(0, -0.3), frameon=False)
     for ax in axes:
         ax.set_xlabel("")
-        ax.tick_params(axis="x", rotation=20)
+        ax.tick_params(axis="x", rotation=30)
+        for t in ax.get_xticklabels():
+            t.set_ha("right")
+            t.set_rotation_mode("anchor")
     plots.label_provenance(fig, "measured")
     plots.caption(fig, "Training throughput (tokens a second) and peak memory by method (PSS summed counts each page "
                   "once; RSS summed counts shared pages per process)", f"{df.seed.nunique()} interleaved repeats",

@@ -319,7 +319,7 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
                      for b in bases]
             drawn = [d for d in drawn if d is not None]
             ax.set_xscale("log")
-            ax.set(title=f"{model}: {'constant-reward controls' if control else 'learners'}",
+            ax.set(title=f"{plots.name(model)}: {'constant-reward controls' if control else 'learners'}",
                    xlabel="evaluations" if model == models[-1] else "", ylabel="best latency (ms)" if not control else "")
             if drawn:  # curves drawn over each other (two HSDAG variants finding one placement) said so
                 plots.note_coinciding(ax, plots.coinciding(pd.concat(drawn), "evaluation", "ms", "method", tol=0.005),
@@ -332,7 +332,7 @@ def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> Non
     fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
     plots.label_provenance(fig, "simulated")
     plots.caption(fig, f"Best latency found so far against the number of placements evaluated, on "
-                  f"{opts['default_pair']}, per model: each learner (reward = latency) beside random search (left) "
+                  f"{plots.name(opts['default_pair'])}, per model: each learner (reward = latency) beside random search (left) "
                   f"and the same learner rewarded with a constant (right); the second device's times are modelled",
                   int(seeds), plots.BAND, "simulated (virtual clock; second device modelled)")
     fig.suptitle("Placement search: best latency against evaluations")
@@ -377,13 +377,14 @@ def fig_placement(run_file: str | Path, graph_file: str | Path, out: str | Path,
     ax.set_yticks(list(range(prob.n_devices)) + [prob.n_devices + d for d in range(prob.n_devices)])
     ax.set_yticklabels(names + [f"bus from {n}" for n in names])
     ax.set_xlabel("simulated time (ms)")
-    ax.set_title(f"{plots.name(res['spec']['method'])} placement, {res['spec']['model_name']} on {res['spec']['pair_name']}: "
+    ax.set_title(f"{plots.name(res['spec']['method'])} placement, {plots.name(res['spec']['model_name'])} on "
+                 f"{plots.name(res['spec']['pair_name'])}: "
                  f"{tr.latency * 1e3:.1f} ms (seed {row['seed']})"
                  + (f"\nno operator placed on {', '.join(idle)}" if idle else ""))
     ax.legend(loc="upper right")
     plots.label_provenance(ax, "simulated")
     plots.caption(fig, f"The best placement {plots.name(res['spec']['method'])} found for "
-                  f"{res['spec']['model_name']}: each operator's simulated start and finish on its device, in "
+                  f"{plots.name(res['spec']['model_name'])}: each operator's simulated start and finish on its device, in "
                   f"topological order, and the transfers on the bus", f"one seed (seed {row['seed']}), by design",
                   "none: one placement, no spread to show", "simulated (virtual clock)")
     plots.save(fig, out)

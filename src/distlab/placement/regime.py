@@ -122,7 +122,7 @@ def fig_regime(df, out, paper_pct: float | None = None) -> None:
             ax.axhline(paper_pct, color="0.4", linestyle=":", label=f"paper: up to {paper_pct:g} % over CPU")
         ax.axvline(1.0, color="0.8", linewidth=0.8)
         ax.set_xscale("log", base=2)
-        ax.set_title(model)
+        ax.set_title(plots.name(model))
         ax.set_xlabel("GPU / CPU seconds (conv, linear)")
     axes[0][0].set_ylabel("speedup % (simulated)")
     plots.label_provenance(fig, "simulated")
