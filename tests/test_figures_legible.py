@@ -1,9 +1,9 @@
 """Every figure is legible, as far as the plotting helper can tell.
 
 distlab.plotting.plots.save names the figure's clock in its title, moves a legend off the data,
-lays a figure out again when an axes title prints over another axes' labels, moves each
-provenance box to a corner where it covers no data (else above the axes, wrapped to its
-width), lifts the figure's title above what it would print over, and records in the PNG
+lays a figure out again when an axes title prints over another axes' labels (the provenance
+goes to the caption, not over the data), lifts the figure's title above what it would print
+over, and records in the PNG
 what distlab.plotting.plots.legibility_problems still finds (no title, a title without its clock,
 an unlabelled axis, a text box or a legend over data, overlapping labels).  The unit tests
 check the helper on figures built to fail; the end-to-end test reads every figure the
@@ -23,40 +23,12 @@ from PIL import Image
 
 from conftest import ROOT
 
-from distlab.plotting import plots
+from distlab.plotting import captions, plots
 
 
 def _meta(path) -> tuple[list[str], list[str]]:
     text = Image.open(path).text
     return json.loads(text["distlab:legibility"]), json.loads(text["distlab:titles"])
-
-
-def test_a_provenance_box_moves_off_the_data(tmp_path):
-    plots.set_style()
-    fig, ax = plt.subplots()
-    x = np.linspace(0, 1, 50)
-    ax.plot(x, 1 - x)  # runs through the lower-right corner's neighbourhood ...
-    ax.plot(x, np.full_like(x, 0.02))  # ... and along the whole bottom edge
-    ax.set(title="t", xlabel="x", ylabel="y")
-    box = plots.label_provenance(ax, "simulated", "a long note that makes the box wide")
-    assert plots.text_over_data(ax, box)  # where it starts: on the data
-    plots.tidy(fig)
-    assert not plots.text_over_data(ax, box)
-    assert box.get_position()[1] > 0.5  # moved to the top
-    out = plots.save(fig, tmp_path / "f.png")
-    assert _meta(out) == ([], ["t (simulated)"])
-
-
-def test_a_box_with_no_free_corner_goes_above_the_axes(tmp_path):
-    plots.set_style()
-    fig, ax = plt.subplots()
-    ax.bar(["a", "b", "c"], [1.0, 1.0, 1.0], width=1.0)  # bars fill the whole axes
-    ax.set(title="bars", ylabel="y")
-    box = plots.label_provenance(ax, "measured", "3 repeats")
-    plots.tidy(fig)
-    assert box.get_position()[1] > 1.0 and not plots.text_over_data(ax, box)
-    assert plots.legibility_problems(fig) == []
-    plt.close(fig)
 
 
 def test_titles_over_labels_are_laid_out_again():
@@ -94,21 +66,6 @@ def test_labels_and_boxes_over_each_other_are_reported():
     plt.close(fig)
 
 
-def test_a_figure_stamp_over_an_axes_label_drops_below_the_axes():
-    plots.set_style()
-    fig, axes = plt.subplots(1, 3, figsize=(6, 3))
-    for ax in axes:
-        ax.plot([0, 1], [0, 1])
-        ax.set(title="t", xlabel="a label reaching the corner", ylabel="y")
-    stamp = plots.label_provenance(fig, "simulated", "a long note for the corner")
-    assert any(p.startswith("the figure's text box") for p in plots.legibility_problems(fig))
-    plots.tidy(fig)
-    assert not any(p.startswith("the figure's text box") for p in plots.legibility_problems(fig))
-    r = fig.canvas.get_renderer()
-    assert stamp.get_window_extent(r).y1 < min(a.xaxis.label.get_window_extent(r).y0 for a in axes)
-    plt.close(fig)
-
-
 def test_tick_labels_outside_the_view_limits_are_not_counted():
     """Matplotlib keeps text for ticks beyond the view limits; they are not drawn, so a title
     over where they would be is no collision."""
@@ -125,14 +82,18 @@ def test_tick_labels_outside_the_view_limits_are_not_counted():
     plt.close(fig)
 
 
-def test_a_coinciding_note_keeps_hyphenated_names_whole():
+def test_a_coinciding_note_goes_to_the_caption_with_names_whole(tmp_path):
+    """Which lines coincide is said in the caption (with the panel's title), not over the figure."""
     plots.set_style()
     fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    ax.set(title="s = 1 (simulated)", xlabel="x", ylabel="y")
     note = plots.note_coinciding(ax, [["GC-FR", "GC-CR", "IS-GC-FR", "IS-GC-CR", "DGD"]], "losses", wrap=40)
-    assert all(line.split(" = ")[-1].rstrip(" =") in ("GC-FR", "GC-CR", "IS-GC-FR", "IS-GC-CR", "DGD")
-               or line.endswith(":") or line.endswith("=") for line in note.splitlines()[1:])
-    assert not any(line.endswith("-") for line in note.splitlines())
-    plt.close(fig)
+    assert note == "losses that lie on top of each other: GC-FR = GC-CR = IS-GC-FR = IS-GC-CR = DGD"
+    assert ax.get_title() == "s = 1 (simulated)"
+    plots.caption(fig, "A line", 2, plots.BAND, "simulated")
+    out = plots.save(fig, tmp_path / "f.png")
+    assert f"A line; s = 1 (simulated): {note}. Basis" in captions.figure_caption(out)
 
 
 def test_runs_on_a_time_grid_are_never_extrapolated():
@@ -168,7 +129,7 @@ def test_coinciding_lines_are_found_and_named():
     fig, ax = plt.subplots()
     ax.set_title("loss")
     note = plots.note_coinciding(ax, plots.coinciding(df, "x", "y", "run"))
-    assert "a = b" in note and ax.get_title().startswith("loss\n")
+    assert "a = b" in note and ax.get_title() == "loss"
     # drawn, a difference of a thousandth of the range is invisible: those coincide too
     near = df.assign(y=df["y"] + np.where(df["run"] == "b", 1e-4, 0.0))
     assert plots.coinciding(near, "x", "y", "run") == [["a", "b"]]
@@ -309,24 +270,6 @@ def test_every_title_gets_its_clock():
     plt.close(fig)
 
 
-def test_a_box_wider_than_its_axes_is_wrapped_and_the_suptitle_lifted_above_it(tmp_path):
-    plots.set_style()
-    fig, axes = plt.subplots(1, 2, figsize=(6, 3))
-    for ax in axes:
-        ax.bar(["a", "b"], [1.0, 1.0], width=1.0)
-        ax.set(title="panel", ylabel="time (s)")
-        box = plots.label_provenance(ax, "simulated", "a note long enough to be wider than one of "
-                                     "the two axes, and longer, and longer still")
-    fig.suptitle("the figure's title")
-    plots.tidy(fig)
-    r = fig.canvas.get_renderer()
-    assert "\n" in box.get_text() and box.get_window_extent(r).width <= axes[1].get_window_extent(r).width
-    assert plots.legibility_problems(fig) == []
-    out = plots.save(fig, tmp_path / "wide.png")
-    assert _meta(out) == ([], ["the figure's title (simulated)", "panel", "panel"])
-
-
-@pytest.mark.slow
 def test_every_figure_of_the_tiny_run_is_legible(tiny_workflow):
     work, r = tiny_workflow
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
@@ -347,8 +290,8 @@ def test_every_figure_of_the_tiny_run_is_legible(tiny_workflow):
     steps = pd.read_csv(work / "results/baseline/steps.csv")
     steps["run"] = steps["method"] + "/" + steps["backend"]
     same = plots.coinciding(steps, "step", "loss", "run")
-    titles = " ".join(_meta(work / "paper/figures/baseline_loss.png")[1])
-    assert ("losses that lie on top of each other" in titles) == bool(same)
+    caption = captions.figure_caption(work / "paper/figures/baseline_loss.png")
+    assert ("losses that lie on top of each other" in caption) == bool(same)
 
 
 # ------------------------------------------------------------------ ticks and intervals

@@ -33,7 +33,8 @@ def _listed_apart(r) -> bool:
 
 def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str, ylabel: str) -> None:
     bws = np.sort(win["bandwidth_Bps"].unique())
-    fig, ax = plt.subplots(figsize=(9, 0.5 * len(row_order) + 2))
+    plots.set_style()
+    fig, ax = plt.subplots(figsize=(plots.PAGE, 0.3 * len(row_order) + 1.6), layout="constrained")
     drawn, ties, apart = set(), False, False  # the key names what the cells show, no more
     for i, rv in enumerate(row_order):
         g = win[win[rows] == rv].set_index("bandwidth_Bps")
@@ -55,25 +56,44 @@ def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str
                 apart = True
     ax.set_xlim(0, len(bws))
     ax.set_ylim(0, len(row_order))
-    ax.set_xticks(np.arange(len(bws))[:: max(1, len(bws) // 8)] + 0.5)
-    ax.set_xticklabels([f"{b * 8 / 1e9:.3g}" for b in bws[:: max(1, len(bws) // 8)]])
+    every = max(1, -(-len(bws) // 6))  # at most six labelled bandwidths
+    ax.set_xticks(np.arange(len(bws))[::every] + 0.5)
+    ax.set_xticklabels([f"{b * 8 / 1e9:.3g}" for b in bws[::every]])
+    ax.grid(False)
     ax.set_xlabel("bandwidth (Gbit/s)")
     ax.set_yticks(np.arange(len(row_order)) + 0.5)
     ax.set_yticklabels([str(r) for r in row_order])
     ax.set_ylabel(ylabel)
     present = [t for t in TECHNIQUES if t in drawn] + sorted(drawn - set(TECHNIQUES))  # plot order
     handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS.get(t, "grey")) for t in present]
-    labels = list(present)
+    labels = [plots.name(t) for t in present]
     # the hatch keyed only where a drawn cell has it
     if ties:
         handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="0.1", hatch="//"))
-        labels.append("hatched: a tie (the winner's\n95 % interval overlaps the next)")
+        labels.append("hatched: a tie (the winner's\n95 % interval overlaps\nthe next)")
     if apart:
         handles.append(plt.Line2D([], [], ls="", marker="o", ms=4, color="white", mec="0.1", mew=0.8))
-        labels.append("dot: techniques without a step\nratio there, not ranked (listed\napart in winners.csv)")
-    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, title="winner")
-    ax.set_title(title, fontsize=9)
+        labels.append("dot: techniques without\na step ratio there, not\nranked (listed apart)")
+    ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), title="winner", frameon=False)
+    ax.set_title(title.split(": ")[0])
+    extrapolated = "extrap" in title
+    plots.label_provenance(fig, "simulated")
+    if extrapolated:
+        plots.label_provenance(fig, "extrapolated")
+    plots.caption(fig, f"The technique that reaches the target loss first in each cell ({ylabel} against bandwidth); "
+                  f"{title}", _seeds(win), "the winner's 95 % Student-t interval over seeds: hatched where it "
+                  "overlaps the next technique's (a tie)", "simulated cluster (virtual clock)"
+                  + ("; rows marked extrap. extrapolated from measurements" if extrapolated else ""))
     plots.save(fig, out)
+
+
+def _seeds(df: pd.DataFrame) -> str:
+    """The seeds a map's cells average, from its columns."""
+    for col in ("seeds", "n_seeds"):
+        if col in df and df[col].notna().any():
+            lo, hi = int(df[col].min()), int(df[col].max())
+            return f"{lo} seeds a cell" if lo == hi else f"{lo}-{hi} seeds a cell"
+    return "the map's seeds (each cell's count in the map's table)"
 
 
 def winner_maps(winners_csv: Path, axis_order, out_strag: Path, out_size: Path) -> None:
@@ -86,13 +106,37 @@ def winner_maps(winners_csv: Path, axis_order, out_strag: Path, out_size: Path) 
     N = meas["N"].max()
     sub = meas[(meas["n_params"] == P) & (meas["N"] == N)]
     _winner_image(sub, "straggler", [s for s in axis_order if s in set(sub["straggler"])], out_strag,
-                  f"simulated: {int(P):,} parameters, N = {N}, latency {lat:g} s", "straggler model (severity up)")
+                  f"Winner by straggler model and bandwidth (simulated): {int(P):,} parameters, N = {N}, latency "
+                  f"{lat:g} s", "straggler model (severity up)")
     sz = w[(w["N"] == N) & (w["straggler"] == axis_order[0])].copy()
     sz["size"] = sz["n_params"].map(lambda p: f"{p:.3g}") + np.where(sz["label"] == "extrapolated", " (extrap.)", " (sim.)")
     order = [f"{p:.3g}" + (" (extrap.)" if lab == "extrapolated" else " (sim.)")
              for p, lab in sorted(set(zip(sz["n_params"], sz["label"])))]
-    _winner_image(sz, "size", order, out_size, f"simulated (measured sizes) and extrapolated: N = {N}, no stragglers, latency {lat:g} s",
-                  "parameters (sim. or extrap.)")
+    _winner_image(sz, "size", order, out_size, f"Winner by model size and bandwidth: N = {N}, no stragglers, latency "
+                  f"{lat:g} s; sizes simulated (sim.) or extrapolated (extrap.)", "parameters")
+
+
+# the panels of time_vs_bandwidth: at most six lines each, DDP (the reference) in every one
+PANELS = (("synchronous", ("ddp", "demo", "diloco", "powersgd", "diloco-demo")),
+          ("gradient coding", ("ddp", "gc-fr", "gc-cr", "pgc-fr", "pgc-cr")),
+          ("ignoring stragglers", ("ddp", "is-sgd", "is-gc", "is-demo")))
+
+
+def _bandwidth_panel(ax, c: pd.DataFrame, techniques, lowest: float) -> list[pd.DataFrame]:
+    """One panel's techniques: simulated time to target against bandwidth, mean and band."""
+    curves = []
+    for t in techniques:
+        g = c[(c["technique"] == t) & np.isfinite(c["time_s"])].sort_values("bandwidth_Bps")
+        if g.empty:
+            continue
+        name = plots.name(t)
+        if g["bandwidth_Bps"].iloc[0] > lowest * 1.01:  # a series that starts late: its first point marked
+            name = f"{name} (from {g['bandwidth_Bps'].iloc[0] * 8:.2g} bit/s)"
+            ax.plot(g["bandwidth_Bps"].iloc[:1] * 8, g["time_s"].iloc[:1], "o", ms=4, color=COLORS.get(t))
+        ax.plot(g["bandwidth_Bps"] * 8, g["time_s"], label=name, color=COLORS.get(t), lw=1.2)
+        ax.fill_between(g["bandwidth_Bps"] * 8, g["lo_s"], g["hi_s"], color=COLORS.get(t), alpha=0.2, lw=0)
+        curves.append(g.assign(name=name))
+    return curves
 
 
 def time_vs_bandwidth(cells_csv: Path, crossovers_csv: Path, out: Path) -> None:
@@ -102,41 +146,31 @@ def time_vs_bandwidth(cells_csv: Path, crossovers_csv: Path, out: Path) -> None:
     lat = lat[len(lat) // 2]
     P, N = c["n_params"].max(), c["N"].max()
     c = c[(c["n_params"] == P) & (c["N"] == N) & np.isclose(c["latency_s"], lat) & (c["straggler"] == "none")]
-    fig, ax = plt.subplots(figsize=(9.5, 5))
-    lowest = c["bandwidth_Bps"].min()
-    late, curves = [], []
-    for t, g in c.groupby("technique"):
-        g = g[np.isfinite(g["time_s"])].sort_values("bandwidth_Bps")
-        if g.empty:
-            continue
-        name = t
-        if g["bandwidth_Bps"].iloc[0] > lowest * 1.01:  # a series that starts late says why
-            late.append(t)
-            name = f"{t} (from {g['bandwidth_Bps'].iloc[0] * 8:.2g} bit/s)"
-        ax.plot(g["bandwidth_Bps"] * 8, g["time_s"], label=name, color=COLORS.get(t), lw=1.4)
-        if late and late[-1] == t:  # its first point marked
-            ax.plot(g["bandwidth_Bps"].iloc[:1] * 8, g["time_s"].iloc[:1], "o", ms=4, color=COLORS.get(t))
-        ax.fill_between(g["bandwidth_Bps"] * 8, g["lo_s"], g["hi_s"], color=COLORS.get(t), alpha=0.08, lw=0)
-        curves.append(g.assign(name=name))
+    known = {t for _, ts in PANELS for t in ts}
+    panels = [(title, ts) for title, ts in PANELS] + [("others", tuple(sorted(set(c["technique"]) - known)))]
+    panels = [(title, ts) for title, ts in panels if set(ts) & set(c["technique"]) - {"ddp"}]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(plots.PAGE, 2.1 * len(panels) + 0.6), squeeze=False,
+                             sharex=True, sharey=True, layout="constrained")
     x = pd.read_csv(crossovers_csv)
     x = x[(x["n_params"] == P) & (x["N"] == N) & np.isclose(x["latency_s"], lat) & (x["straggler"] == "none")]
-    for _, r in x.iterrows():
-        ax.axvline(np.sqrt(r["bw_lo_Bps"] * r["bw_hi_Bps"]) * 8, color="k", ls=":", lw=0.8)
-        ax.annotate(f"{r['a']}/{r['b']}", (np.sqrt(r["bw_lo_Bps"] * r["bw_hi_Bps"]) * 8, ax.get_ylim()[1]),
-                    fontsize=7, rotation=90, va="top")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("bandwidth (bit/s)")
-    ax.set_ylabel("simulated time to target (s), mean and 95 % interval over seeds")
-    title = f"simulated: {int(P):,} parameters, N = {N}, latency {lat:g} s, no stragglers; dotted: crossovers"
-    if late:
-        their = "their" if len(late) > 1 else "its"
-        title += (f"\n{', '.join(late)}: no valid replay below {their} first point (dot): {their} recorded "
-                  "arrivals do not hold on a slower network")
-    ax.set_title(title, fontsize=9)
-    if curves:  # lines hidden under others are named (in log time: the axis they are read on)
-        plots.note_coinciding(ax, plots.coinciding(pd.concat(curves), "bandwidth_Bps", "time_s", "name", log=True),
-                              wrap=110)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1),
-              title="technique (band: 95 % interval\nover seeds, in its colour)", title_fontsize=7)
+    lowest = c["bandwidth_Bps"].min()
+    for ax, (title, techniques) in zip(axes[:, 0], panels):
+        curves = _bandwidth_panel(ax, c, techniques, lowest)
+        for _, r in x[x["a"].isin(techniques) & x["b"].isin(techniques)].iterrows():
+            ax.axvline(np.sqrt(r["bw_lo_Bps"] * r["bw_hi_Bps"]) * 8, color="k", ls=":", lw=0.8)
+        ax.set(xscale="log", yscale="log", ylabel="time to target (s)", title=title)
+        if curves:  # lines hidden under others are named (in log time: the axis they are read on)
+            plots.note_coinciding(ax, plots.coinciding(pd.concat(curves), "bandwidth_Bps", "time_s", "name", log=True),
+                                  wrap=90)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    axes[-1, 0].set_xlabel("bandwidth (bit/s)")
+    fig.suptitle(f"Time to target against bandwidth (simulated): {int(P):,} parameters, N = {N}")
+    crossings = "; ".join(f"{plots.name(r['a'])}/{plots.name(r['b'])} at {np.sqrt(r['bw_lo_Bps'] * r['bw_hi_Bps']) * 8:.2g}"
+                          for _, r in x.iterrows())
+    plots.label_provenance(fig, "simulated")
+    plots.caption(fig, f"Simulated time to the target loss against bandwidth, {int(P):,} parameters, N = {N}, latency "
+                  f"{lat:g} s, no stragglers, a panel per family (AdamW (DDP), the reference, in each); dotted: the "
+                  f"crossovers within a panel (bit/s: {crossings or 'none'}); a dot marks a series' first valid "
+                  f"replay (its recorded arrivals do not hold on a slower network)", _seeds(c),
+                  plots.BAND, "simulated cluster (virtual clock) replaying measured compute")
     plots.save(fig, out)

@@ -26,7 +26,7 @@ def make(inputs: dict, out_dir: Path, opts: dict) -> None:
     summary = read_table_checked(inputs["summary"])
     steps["run"] = _run_label(steps)
     summary["run"] = _run_label(summary)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
+    fig, axes = plt.subplots(1, 2, figsize=(plots.PAGE, 3.0))
     plots.line_with_ci(steps, x="step", y="loss", hue="run", ax=axes[0], distinct=True)
     axes[0].set_ylabel("training loss (global mini-batch)")
     axes[0].set_title("training loss")
@@ -38,10 +38,13 @@ def make(inputs: dict, out_dir: Path, opts: dict) -> None:
     axes[1].set_title("validation accuracy")
     plots.note_coinciding(axes[1], plots.coinciding(ev, "step", "val_acc", "run"), "accuracies")
     clocks = "; ".join(f"[{b}] {plots.provenance_text(b)}" for b in sorted(set(summary["backend"])))
-    fig.text(0.01, 0.01, f"{clocks}; no times plotted; {summary['seed'].nunique()} seeds",
-             fontsize=7, color="0.3")
+    for b in sorted(set(summary["backend"])):
+        plots.label_provenance(fig, b)
     fig.suptitle("Synchronous data-parallel SGD vs single-process SGD, same global batch")
-    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+    plots.caption(fig, "Training loss and validation accuracy against step, data-parallel SGD (DGD) on each "
+                  "backend beside single-process SGD at the same global batch; no times are plotted",
+                  int(summary["seed"].nunique()), plots.BAND, clocks)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     plots.save(fig, out_dir / "figures/baseline_loss.png")
     rows = []
     for run, g in summary.groupby("run"):

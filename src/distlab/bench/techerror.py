@@ -284,28 +284,37 @@ def figure(summary: pd.DataFrame, out: Path) -> None:
     plots.set_style()
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    fig, ax = plt.subplots(figsize=(plots.COLUMN, 3.2))
     if "measured_step_s" in summary:
         for i, (tech, g) in enumerate(summary.dropna(subset=["measured_step_s"]).groupby("technique", sort=False)):
             colour = f"C{i}"
             ax.loglog(g["measured_step_s"], g["simulated_step_s"], "o-", color=colour,
-                      label=f"{tech}: nominal link")
+                      label=f"{plots.name(tech)}: nominal link")
             if "error_calibrated" in g and g["error_calibrated"].notna().all():
                 ax.loglog(g["measured_step_s"], g["measured_step_s"] * (1 + g["error_calibrated"]), "s--",
-                          mfc="none", color=colour, label=f"{tech}: fitted link + unshaped residual")
+                          mfc="none", color=colour, label=f"{plots.name(tech)}: fitted link + residual")
         lo = float(min(summary["measured_step_s"].min(), summary["simulated_step_s"].min())) * 0.8
         hi = float(max(summary["measured_step_s"].max(), summary["simulated_step_s"].max())) * 1.25
         # the diagonal and its ±10 % band in one colour: the band reads as the diagonal's, not a series
         ax.plot([lo, hi], [lo, hi], "--", color="grey", lw=0.8, label="simulated = measured")
         ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="grey", alpha=0.2,
                         label="simulated = measured ±10 %")
-        ax.legend(fontsize=7)
+        ax.legend(loc="upper left", bbox_to_anchor=(0, -0.25), frameon=False)
     else:
         ax.text(0.5, 0.5, "not run: " + str(summary["status"].iloc[0]), ha="center", va="center", wrap=True,
                 transform=ax.transAxes)
-    ax.set_xlabel("measured step time (s), 4 gloo ranks on shaped links")
-    ax.set_ylabel("simulated step time (s), NetworkModel")
-    ax.set_title("measured vs simulated (median step, per technique and link rate)")
+    ax.set_xlabel("measured step time (s)")
+    ax.set_ylabel("simulated step time (s)")
+    ax.set_title("Step time: measured vs simulated")
+    plots.label_provenance(fig, "gloo")
+    plots.label_provenance(fig, "simulated")
+    repeats = int(summary["repeats"].max()) if "repeats" in summary and summary["repeats"].notna().any() else None
+    plots.caption(fig, "Median step time of each technique on 4 gloo ranks over shaped links (x) against the "
+                  "simulator's NetworkModel for the same steps (y), per link rate; dashed: the fitted link plus the "
+                  "unshaped residual; grey: simulated = measured and its 10 % band",
+                  f"{repeats} repeats a point" if repeats else "the repeats of the benchmark",
+                  "none drawn: medians of repeated steps", "measured (wall clock, gloo) on x, simulated (virtual "
+                  "clock) on y")
     plots.save(fig, out)
 
 

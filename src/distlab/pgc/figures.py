@@ -18,8 +18,16 @@ from ..plotting.util import ci_cell, on_grid  # noqa: E402
 ORDER = ["dgd", "gc-fr", "gc-cr", "pgc-fr", "pgc-cr", "is-sgd", "is-gc-fr", "is-gc-cr"]
 
 
+# the schemes a line figure draws (at most six lines a panel); the rest are in the tables
+HEADLINE = ["dgd", "gc-fr", "gc-cr", "pgc-fr", "pgc-cr", "is-sgd"]
+
+
 def _label(s: str) -> str:
-    return s.upper()
+    return plots.name(s)
+
+
+def _headline(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["scheme"].isin(HEADLINE)]
 
 
 def _order(df: pd.DataFrame) -> list[str]:
@@ -46,7 +54,7 @@ def fig3(summary: pd.DataFrame, out: Path, opts: dict) -> None:
     order = ["DGD (c=1)"] + [f"{sc} c={c}" for sc in ("GC-FR", "GC-CR")
                             for c in sorted({int(s) + 1 for s in d["s"] if s > 0})]
     order = [o for o in order if o in set(d["config"])]
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(plots.PAGE, 2.8))
     for ax, col, title in [(axes[0], "total_time", "training time (simulated s)"),
                            (axes[1], "final_train_loss_full", "final training loss")]:
         plots.bar_with_ci(d, x="config", y=col, hue=None, ax=ax, order=order, positive=True)
@@ -54,10 +62,12 @@ def fig3(summary: pd.DataFrame, out: Path, opts: dict) -> None:
         ax.set_xlabel("")
         ax.set_ylabel(title)
     mu = float(d["delay_mean"].iloc[0])
-    plots.label_provenance(fig, "simulated", f"{d['seed'].nunique()} seeds; exp. delays mean "
-                           f"{mu:g} s; {_regime(opts, mu)}; {plots.POSITIVE_NOTE}")
-    fig.suptitle("Fig. 3 counterpart: DGD vs GC with c partitions per worker")
-    fig.tight_layout(rect=(0, 0.05, 1, 0.95))
+    plots.label_provenance(fig, "simulated")
+    plots.caption(fig, f"Training time and final training loss of DGD against gradient coding with c partitions "
+                  f"per worker; exponential delays of mean {mu:g} s, {_regime(opts, mu)}", int(d["seed"].nunique()),
+                  plots.BARS_POSITIVE, "simulated cluster (virtual clock)")
+    fig.suptitle("DGD vs GC with c partitions per worker")
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     plots.save(fig, out)
 
 
@@ -73,38 +83,40 @@ def _s_values(df: pd.DataFrame) -> list[int]:
     return sorted(int(s) for s in df["s"].unique() if s > 0)
 
 
-def _finish(fig, out: Path, title: str, note: str, margin: float = 0.05) -> None:
-    """The figure's simulated-clock box, its title, its layout, and the file."""
-    plots.label_provenance(fig, "simulated", note)
+def _finish(fig, out: Path, title: str, what: str, seeds: int, interval: str) -> None:
+    """The figure's simulated clock, its title and caption, its layout, and the file."""
+    plots.label_provenance(fig, "simulated")
+    plots.caption(fig, what, seeds, interval, "simulated cluster (virtual clock)")
     fig.suptitle(title)
-    fig.tight_layout(rect=(0, margin, 1, 1 - margin))
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     plots.save(fig, out)
 
 
 def fig7(summary: pd.DataFrame, out: Path, opts: dict) -> None:
     s_values = _s_values(summary)
-    d = _with_label(_expand_dgd(summary, s_values))
+    d = _with_label(_expand_dgd(_headline(summary), s_values))
     means = sorted(d["delay_mean"].unique())
-    fig, axes = plt.subplots(1, len(means), figsize=(6 * len(means), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(means), figsize=(plots.PAGE, 3.2), squeeze=False, sharey=True)
     for ax, mu in zip(axes[0], means):
         sub = d[d["delay_mean"] == mu]
         plots.bar_with_ci(sub, x="s", y="time_per_step", hue="Scheme", ax=ax,
                           hue_order=_order(sub), positive=True)
-        ax.set_title(f"exp. delays, mean {mu:g} s ({_regime(opts, mu)})")
+        ax.set_title(f"delay mean {mu:g} s")
         ax.set_ylabel("time per step (simulated s)")
-        ax.set_xlabel("s: stragglers tolerated (each worker holds s + 1 partitions; DGD's bar repeats: "
-                      "it has no s)", fontsize=8)
-        ax.legend(fontsize=7, ncol=2)
-    _finish(fig, out, "Fig. 7 counterpart: time per step",
-            f"n = {opts.get('n')}, {d['seed'].nunique()} seeds; {plots.POSITIVE_NOTE}")
+        ax.set_xlabel("s (stragglers tolerated)")
+        ax.legend(ncol=2)
+    _finish(fig, out, "Time per step against s",
+            f"Time per step against s, the stragglers tolerated (each worker holds s + 1 partitions; DGD has "
+            f"no s and its bar repeats); n = {opts.get('n')} workers, exponential delays, {_regime(opts)}; "
+            f"IS-GC-FR and IS-GC-CR are in the P1 tables", int(d["seed"].nunique()), plots.BARS_POSITIVE)
 
 
 def fig8(steps: pd.DataFrame, out: Path, opts: dict) -> None:
     s_values = _s_values(steps)
-    ev = steps[steps["train_loss_full"].notna()]
+    ev = _headline(steps[steps["train_loss_full"].notna()])
     d = _with_label(_expand_dgd(ev, s_values))
     means = sorted(d["delay_mean"].unique())
-    fig, axes = plt.subplots(len(s_values), len(means), figsize=(6.5 * len(means), 3.6 * len(s_values)),
+    fig, axes = plt.subplots(len(s_values), len(means), figsize=(plots.PAGE, 2.3 * len(s_values) + 0.8),
                              squeeze=False, sharex=True)
     for i, s in enumerate(s_values):
         for j, mu in enumerate(means):
@@ -117,37 +129,39 @@ def fig8(steps: pd.DataFrame, out: Path, opts: dict) -> None:
                                hue_order=_order(sub), distinct=True)
             ax.set_yscale("log")
             plots.log_ticks(ax)
-            ax.set_title(f"s = {s}, delay mean {mu:g} s", fontsize=9)
+            ax.set_title(f"s = {s}, delay mean {mu:g} s")
             plots.note_coinciding(ax, plots.coinciding(sub, "step", "train_loss_full", "Scheme", log=True),
                                   "losses")
             ax.set_ylabel("training loss (full train set)")
             if (i, j) != (0, 0):
                 ax.get_legend().remove()
             else:
-                ax.legend(fontsize=7, ncol=2)
-    _finish(fig, out, "Fig. 8 counterpart: training loss against steps",
-            f"{d['seed'].nunique()} seeds; loss vs steps", margin=0.03)
+                ax.legend(ncol=2)
+    _finish(fig, out, "Training loss against steps",
+            "Training loss on the full train set against steps, per s and delay mean; IS-GC-FR and IS-GC-CR "
+            "are in the P1 tables", int(d["seed"].nunique()), plots.BAND)
 
 
 def fig9(summary: pd.DataFrame, out: Path, opts: dict) -> None:
     d = _with_label(summary)
     order = _order(d)
     thr = opts.get("threshold", {})
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(plots.PAGE, 2.9))
     plots.bar_with_ci(d, x="Scheme", y="time_per_step", hue=None, ax=axes[0], order=order, positive=True)
     axes[0].set_ylabel("time per step (simulated s)")
     plots.bar_with_ci(d, x="Scheme", y="steps_to_threshold", hue=None, ax=axes[1], order=order, positive=True)
-    axes[1].set_ylabel(f"steps to loss <= {thr.get('loss')}\n(paper: {thr.get('repeat', 3)} mini-batches in a row)")
+    axes[1].set_ylabel(f"steps to loss <= {thr.get('loss')}\n({thr.get('repeat', 3)} batches in a row)")
     plots.bar_with_ci(d, x="Scheme", y="steps_to_threshold_ma", hue=None, ax=axes[2], order=order,
                       positive=True)
-    axes[2].set_ylabel(f"steps to loss <= {thr.get('loss')}\n(mean of last {thr.get('window', 10)} mini-batches)")
+    axes[2].set_ylabel(f"steps to loss <= {thr.get('loss')}\n(mean of last {thr.get('window', 10)} batches)")
     for ax in axes:
         ax.tick_params(axis="x", labelrotation=30)
         ax.set_xlabel("")
     mu = float(d["delay_mean"].iloc[0])
-    _finish(fig, out, "Fig. 9 counterpart: time per step and steps to the loss threshold",
-            f"s = {opts.get('cloud_s')}, exp. delays mean {mu:g} s, {_regime(opts, mu)}; "
-            f"{d['seed'].nunique()} seeds; {plots.POSITIVE_NOTE}")
+    _finish(fig, out, "Time per step and steps to the loss threshold",
+            f"Time per step and steps to the loss threshold (as the paper: {thr.get('repeat', 3)} mini-batches in a "
+            f"row; and the mean of the last {thr.get('window', 10)}), s = {opts.get('cloud_s')}, exponential delays "
+            f"of mean {mu:g} s, {_regime(opts, mu)}", int(d["seed"].nunique()), plots.BARS_POSITIVE)
 
 
 def fig10(steps: pd.DataFrame, out: Path, opts: dict) -> None:
@@ -155,8 +169,8 @@ def fig10(steps: pd.DataFrame, out: Path, opts: dict) -> None:
     # the per-step loss of the messages used, smoothed over 10 steps
     d["loss_smooth"] = d.groupby(["scheme", "seed"])["loss"].transform(
         lambda v: v.rolling(10, min_periods=1).mean())
-    g = _with_label(on_grid(d, "time", "loss_smooth", ["scheme", "seed"]))
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    g = _with_label(on_grid(_headline(d), "time", "loss_smooth", ["scheme", "seed"]))
+    fig, ax = plt.subplots(figsize=(plots.COLUMN, 2.8))
     plots.line_with_ci(g, x="time", y="loss_smooth", hue="Scheme", ax=ax, hue_order=_order(g))
     for line in ax.lines:
         line.set_marker("")
@@ -167,9 +181,13 @@ def fig10(steps: pd.DataFrame, out: Path, opts: dict) -> None:
     plots.log_ticks(ax)
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("training loss (10-step mean)")
-    plots.label_provenance(fig, "simulated", f"{d['seed'].nunique()} seeds")
-    ax.set_title("Fig. 10 counterpart: training loss against time")
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    plots.label_provenance(fig, "simulated")
+    plots.caption(fig, "Training loss (10-step running mean of the mini-batch loss) against simulated time; "
+                  "dashed: the loss threshold; IS-GC-FR and IS-GC-CR are in the P1 tables",
+                  int(d["seed"].nunique()), plots.BAND + " (each run put on a common time grid)",
+                  "simulated cluster (virtual clock)")
+    ax.set_title("Training loss against time")
+    fig.tight_layout()
     plots.save(fig, out)
 
 
@@ -218,15 +236,18 @@ def real_vs_sim(summary: pd.DataFrame, out_png: Path, out_md: Path, opts: dict) 
     d = _with_label(summary)
     d["clock"] = d["backend"].map(lambda b: "simulated prediction" if b == "simulated"
                                   else f"measured ({b})")
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(plots.PAGE, 2.8))
     plots.bar_with_ci(d, x="Scheme", y="time_per_step", hue="clock", ax=ax, order=_order(d), positive=True)
     ax.set_ylabel("time per step (s)")
     n = int(d["n"].iloc[0])
     mu = float(d["delay_mean"].iloc[0])
-    plots.label_provenance(fig, "gloo", f"beside the simulator's prediction; n = {n}, exp. delays "
-                           f"mean {mu:g} s, {d['seed'].nunique()} seeds; {plots.POSITIVE_NOTE}")
-    ax.set_title("Real processes (torchrun, gloo) vs the simulated cluster")
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    plots.label_provenance(fig, "gloo")
+    plots.caption(fig, f"Time per step of real processes (torchrun, gloo) beside the simulator's prediction for the "
+                  f"same runs; n = {n} workers, exponential delays of mean {mu:g} s", int(d["seed"].nunique()),
+                  plots.BARS_POSITIVE, "each bar's basis is in its key: measured (wall clock, gloo) or simulated "
+                  "(virtual clock)")
+    ax.set_title("Real processes (gloo) vs the simulated cluster")
+    fig.tight_layout()
     plots.save(fig, out_png)
     rows = []
     for scheme, g in d.groupby("scheme"):

@@ -140,7 +140,7 @@ def resnet18_unit_seconds(batch: int, dtype: str = "float64", image: int = 32, r
     return float(np.median(secs[1:]))  # the first pass warms up
 
 
-def plot(ord_df: pd.DataFrame, marks: dict[str, float], png: Path, caption: str) -> None:
+def plot(ord_df: pd.DataFrame, marks: dict[str, float], png: Path, caption: str, seeds: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -156,8 +156,9 @@ def plot(ord_df: pd.DataFrame, marks: dict[str, float], png: Path, caption: str)
     cmap.set_bad("0.88")  # not defined
     s_values = sorted(ord_df["s"].unique())
     ratios = sorted(ord_df["c_over_mu"].unique())
-    fig, axes = plt.subplots(1, len(s_values), figsize=(5.2 * len(s_values), 4.2), sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(len(s_values), 1, figsize=(plots.PAGE, 1.55 * len(s_values) + 1.3), sharex=True,
+                             squeeze=False, layout="constrained")
+    axes = axes.T
     labels = [text for _, text in ORDERINGS]
     for ax, s in zip(axes[0], s_values):
         sub = ord_df[ord_df["s"] == s]
@@ -182,26 +183,30 @@ def plot(ord_df: pd.DataFrame, marks: dict[str, float], png: Path, caption: str)
         ax.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.grid(False)
-        ax.set_xlabel("c / mu (per-partition compute / mean delay), log scale")
-        ax.set_title(f"s = {s}" + (" (trends: s-1 -> s)" if s != s_values[0] else " (trends: no s-1, grey)"),
-                     fontsize=9)
+        if s == s_values[-1]:
+            ax.set_xlabel("c / mu (per-partition compute / mean delay), log scale")
+        ax.set_title(f"s = {s}" + (" (trends: s-1 -> s)" if s != s_values[0] else " (trends: no s-1, grey)"))
+        ax.set_yticks(range(len(ORDERINGS)))
+        ax.set_yticklabels(labels)
         for k, (name, val) in enumerate(marks.items()):
             if val and np.isfinite(val):
                 ax.axvline(val, color=f"C{k}", ls=("--", ":", "-.")[k % 3], lw=1.5,
                            label=f"{name}: c/mu = {val:.2g}" if ax is axes[0][0] else None)
-    axes[0][0].set_yticks(range(len(ORDERINGS)))
-    axes[0][0].set_yticklabels(labels, fontsize=8)
     # a key for every colour of the cells, beside the marks' lines
     from matplotlib.patches import Patch
 
     key = [Patch(facecolor=cmap(1.0), label="the ordering holds"), Patch(facecolor=cmap(0.0), label="it does not"),
            Patch(facecolor=cmap.get_bad(), edgecolor="0.6", label="not defined (a trend at the first s)")]
     handles, names = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles=key + handles, labels=[p.get_label() for p in key] + names, loc="lower left", fontsize=7,
-               ncol=3, frameon=False)
-    plots.label_provenance(fig, "simulated", caption)
-    fig.suptitle("Regime map: where the paper's Fig. 7 orderings hold, from the clock alone")
-    fig.tight_layout(rect=(0, 0.1, 1, 0.93))
+    fig.legend(handles=key + handles, labels=[p.get_label() for p in key] + names, loc="outside lower center",
+               ncol=2, frameon=False)
+    plots.label_provenance(fig, "simulated")
+    plots.caption(fig, f"Regime map: for each of the orderings the paper's Fig. 7 shows, whether it holds (green) "
+                  f"or not (red) against c / mu, per s; the lines mark where this project's configs and runs sit; "
+                  f"{caption}", seeds,
+                  "none drawn: a cell is whether the ordering holds between the means over seeds",
+                  "simulated cluster (virtual clock), no training")
+    fig.suptitle("Where the paper's Fig. 7 orderings hold, from the clock alone")
     plots.save(fig, png)
 
 
@@ -244,7 +249,7 @@ def main_regime(opts: dict, csv: Path, png: Path, md: Path, unit_cost: list[str]
                               "holds_for_c_over_mu": f"c/mu = {v:.3g}"} for k, v in marks.items()])
     write_table(pd.concat([mdf, marks_df], ignore_index=True), md.with_suffix(".csv"), md)
     plot(ords, marks, png, f"n = {n}, exponential delays (mu = 1), {len(seeds)} seeds x "
-                           f"{int(opts.get('steps', 300))} steps a point; clock only, no training")
+                           f"{int(opts.get('steps', 300))} steps a point", len(seeds))
 
 
 def _span(held: np.ndarray, grid: np.ndarray) -> str:

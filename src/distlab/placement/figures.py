@@ -275,65 +275,67 @@ def write_ablation(summary: str | Path, out_dir: str | Path, opts: dict[str, Any
                 out / "placement_ablation.md")
 
 
+def _curve(ax, c: pd.DataFrame, method: str, colour, dashed: bool) -> pd.DataFrame | None:
+    """One method's best latency so far against evaluations: the mean over seeds, and its 95 % t
+    band in the line's colour; the drawn means (for :func:`plots.coinciding`)."""
+    from distlab.plotting import plots
+
+    s = c[c.method == method]
+    if s.empty:
+        return None
+    piv = s.pivot(index="evaluation", columns="seed", values="best_ms")
+    mean = piv.mean(1)
+    ax.plot(piv.index, mean, color=colour, linestyle="--" if dashed else "-", linewidth=1.2)
+    if piv.shape[1] > 1:
+        cis = [stats.t_interval(row.dropna().to_numpy()) for _, row in piv.iterrows()]
+        ax.fill_between(piv.index, [ci.low for ci in cis], [ci.high for ci in cis], color=colour, alpha=0.15,
+                        linewidth=0)
+    return pd.DataFrame({"evaluation": piv.index, "ms": mean.to_numpy(), "method": plots.name(method)})
+
+
 def fig_curves(curves: str | Path, out: str | Path, opts: dict[str, Any]) -> None:
+    """Best latency so far against evaluations, a row per model: the learners beside random
+    search (left) and the same learners' constant-reward controls (right), each with its band."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     from distlab.plotting import plots
 
     plots.set_style()
     c = read_table_checked(curves)
     learners = list(opts.get("learners", []))
-    shown = ["random"] + [x for m in learners for x in (m, m + CONTROL)]
-    c = c[(c.pair == opts["default_pair"]) & c.method.isin(shown)]
+    c = c[(c.pair == opts["default_pair"]) & c.method.isin(["random"] + [x for m in learners for x in (m, m + CONTROL)])]
     models = sorted(c.model.unique())
-    key_in = 2.9  # inches beside the panels for the figure's one key
-    width = 5.0 * len(models) + key_in
-    fig, axes = plt.subplots(1, len(models), figsize=(width, 3.8), squeeze=False)
     bases = [m for m in ["random"] + learners if c.method.str.startswith(m).any()]
-    # colours told apart at a glance (the palette's orange, vermilion and brown are near each other)
     palette = ["C7", "C0", "C2", "C3", "C4", "C9", "C1", "C5", "C6", "C8"]
     colours = {m: palette[i % len(palette)] for i, m in enumerate(bases)}
+    fig, axes = plt.subplots(len(models), 2, figsize=(plots.PAGE, 1.9 * len(models) + 1.2), squeeze=False,
+                             sharey="row", layout="constrained")
+    for row, model in zip(axes, models):
+        m = c[c.model == model]
+        for ax, control in zip(row, (False, True)):
+            drawn = [_curve(ax, m, b if b == "random" or not control else b + CONTROL, colours[b], control)
+                     for b in bases]
+            drawn = [d for d in drawn if d is not None]
+            ax.set_xscale("log")
+            ax.set(title=f"{plots.name(model)}: {'constant-reward controls' if control else 'learners'}",
+                   xlabel="evaluations" if model == models[-1] else "", ylabel="best latency (ms)" if not control else "")
+            if drawn:  # curves drawn over each other (two HSDAG variants finding one placement) said so
+                plots.note_coinciding(ax, plots.coinciding(pd.concat(drawn), "evaluation", "ms", "method", tol=0.005),
+                                      wrap=45)
+    handles = [Line2D([], [], color=colours[b], linewidth=1.4, label=plots.name(b)) for b in bases]
+    handles += [Line2D([], [], color="0.3", linestyle="--", label="dashed: constant reward (control)")]
     seeds = c.seed.nunique()
-    drawn: set[str] = set()
-    for ax, model in zip(axes[0], models):
-        means = []
-        for method in shown:
-            s = c[(c.model == model) & (c.method == method)]
-            if s.empty:
-                continue
-            piv = s.pivot(index="evaluation", columns="seed", values="best_ms")
-            mean = piv.mean(1)
-            base = method[: -len(CONTROL)] if method.endswith(CONTROL) else method
-            control = method.endswith(CONTROL)
-            drawn.add(base)
-            ax.plot(piv.index, mean, color=colours.get(base), linestyle="--" if control else "-",
-                    linewidth=1.2 if control else 1.6)
-            means.append(pd.DataFrame({"evaluation": piv.index, "ms": mean.to_numpy(), "method": label(method)}))
-            # the learners' own band, in their line's colour (the controls' would double the clutter)
-            if piv.shape[1] > 1 and not control:
-                cis = [stats.t_interval(row.dropna().to_numpy()) for _, row in piv.iterrows()]
-                ax.fill_between(piv.index, [ci.low for ci in cis], [ci.high for ci in cis],
-                                color=colours.get(base), alpha=0.12, linewidth=0)
-        ax.set_xscale("log")
-        ax.set_title(model)
-        ax.set_xlabel("evaluations")
-        ax.set_ylabel("best latency so far (ms)")
-        if means:  # curves drawn over each other (two HSDAG variants finding one placement) said so
-            plots.note_coinciding(ax, plots.coinciding(pd.concat(means), "evaluation", "ms", "method", tol=0.005),
-                                  wrap=55)
-        plots.label_provenance(ax, "simulated", "2nd device modelled")
-    # one key for the figure, beside the panels: a colour per method, the line style for its control
-    handles = [Line2D([], [], color=colours[m], linewidth=1.6, label=m) for m in bases if m in drawn]
-    handles += [Line2D([], [], color="0.3", linestyle="-", label="solid: learner (reward = latency)"),
-                Line2D([], [], color="0.3", linestyle="--", label="dashed: control (constant reward)")]
     if seeds > 1:
-        from matplotlib.patches import Patch
-
-        handles.append(Patch(facecolor="0.3", alpha=0.2, label=f"band: 95% t interval over {seeds} seeds (solid lines)"))
-    right = 1 - key_in / width
-    fig.tight_layout(rect=(0, 0, right, 1))
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(right + 0.005, 0.9), fontsize=7, frameon=False)
+        handles.append(Patch(facecolor="0.3", alpha=0.2, label="band: 95% t interval over seeds"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
+    plots.label_provenance(fig, "simulated")
+    plots.caption(fig, f"Best latency found so far against the number of placements evaluated, on "
+                  f"{plots.name(opts['default_pair'])}, per model: each learner (reward = latency) beside random search (left) "
+                  f"and the same learner rewarded with a constant (right); the second device's times are modelled",
+                  int(seeds), plots.BAND, "simulated (virtual clock; second device modelled)")
+    fig.suptitle("Placement search: best latency against evaluations")
     plots.save(fig, out)
 
 
@@ -359,7 +361,7 @@ def fig_placement(run_file: str | Path, graph_file: str | Path, out: str | Path,
     row = res["rows"][0]
     tr = prob.sim.trace(np.asarray(row["placement"]))
     place = np.asarray(row["placement"])
-    fig, ax = plt.subplots(figsize=(9, 3.2))
+    fig, ax = plt.subplots(figsize=(plots.PAGE, 2.6))
     names = [device_label(d, i) for i, d in enumerate(res["spec"]["pair"]["devices"])]
     colors = ["tab:blue", "tab:orange", "tab:green", "tab:red"]
     idle = []
@@ -375,9 +377,14 @@ def fig_placement(run_file: str | Path, graph_file: str | Path, out: str | Path,
     ax.set_yticks(list(range(prob.n_devices)) + [prob.n_devices + d for d in range(prob.n_devices)])
     ax.set_yticklabels(names + [f"bus from {n}" for n in names])
     ax.set_xlabel("simulated time (ms)")
-    ax.set_title(f"{res['spec']['method']} placement, {res['spec']['model_name']} on {res['spec']['pair_name']}: "
+    ax.set_title(f"{plots.name(res['spec']['method'])} placement, {plots.name(res['spec']['model_name'])} on "
+                 f"{plots.name(res['spec']['pair_name'])}: "
                  f"{tr.latency * 1e3:.1f} ms (seed {row['seed']})"
                  + (f"\nno operator placed on {', '.join(idle)}" if idle else ""))
-    ax.legend(fontsize=8, loc="upper right")
-    plots.label_provenance(ax, "simulated", "best placement of one seed")
+    ax.legend(loc="upper right")
+    plots.label_provenance(ax, "simulated")
+    plots.caption(fig, f"The best placement {plots.name(res['spec']['method'])} found for "
+                  f"{plots.name(res['spec']['model_name'])}: each operator's simulated start and finish on its device, in "
+                  f"topological order, and the transfers on the bus", f"one seed (seed {row['seed']}), by design",
+                  "none: one placement, no spread to show", "simulated (virtual clock)")
     plots.save(fig, out)

@@ -107,7 +107,8 @@ def fig_regime(df, out, paper_pct: float | None = None) -> None:
 
     plots.set_style()
     models = list(dict.fromkeys(df.model))
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(models), figsize=(plots.PAGE, 2.6), squeeze=False, sharey=True,
+                             layout="constrained")
     for ax, model in zip(axes[0], models):
         s = df[df.model == model].sort_values("ratio")
         ax.plot(s.ratio, s.serial_headroom_pct, marker="o", color="C0",
@@ -121,10 +122,16 @@ def fig_regime(df, out, paper_pct: float | None = None) -> None:
             ax.axhline(paper_pct, color="0.4", linestyle=":", label=f"paper: up to {paper_pct:g} % over CPU")
         ax.axvline(1.0, color="0.8", linewidth=0.8)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("GPU / CPU seconds, conv + linear + matmul")
-        ax.set_title(model)
-        ax.set_ylabel("speedup % (simulated)")
-    plots.label_provenance(fig, "simulated", "CPU: stored profile; GPU: roofline, scaled")
-    axes[0][-1].legend(fontsize=7, loc="upper right")
-    fig.suptitle("Where a mixed placement pays: roofline GPU's conv/linear speed swept (simulated)", fontsize=10)
+        ax.set_title(plots.name(model))
+        ax.set_xlabel("GPU / CPU seconds (conv, linear)")
+    axes[0][0].set_ylabel("speedup % (simulated)")
+    plots.label_provenance(fig, "simulated")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=2, frameon=False)
+    plots.caption(fig, "The serial optimum's and HEFT's (concurrent) speedup over the faster single device and "
+                  "over CPU only, against the GPU/CPU cost ratio of the conv, linear and matmul operators; CPU "
+                  "times from the stored profile, the GPU's a roofline scaled by the ratio",
+                  "none: deterministic (a stored profile and a model)", "none: no seeds, no spread",
+                  "simulated (virtual clock)")
+    fig.suptitle("Where a mixed placement pays (simulated)")
     plots.save(fig, out)

@@ -69,7 +69,8 @@ def carry_clock(fig: Figure) -> None:
     """Append the clock of the figure's provenance boxes to its title when the title names
     none: to the suptitle if there is one, else to each axes title (that axes' own boxes
     first, then the figure's)."""
-    every = _clocks(list(fig.texts) + [t for a in fig.axes for t in a.texts])
+    stamps = getattr(fig, "_distlab_stamps", [])
+    every = _clocks(list(fig.texts) + [t for a in fig.axes for t in a.texts] + stamps)
     if not every:
         return
     if fig._suptitle is not None and fig._suptitle.get_text():
@@ -79,7 +80,9 @@ def carry_clock(fig: Figure) -> None:
     for ax in fig.axes:
         title = ax.get_title()
         if title and not _CLOCK_WORD.search(title):
-            own = _clocks(ax.texts) or _clocks(fig.texts) or every
+            own = _clocks([*ax.texts, *(t for t in stamps if getattr(t, "_distlab_axes", None) is ax)])
+            own = own or _clocks([*fig.texts, *(t for t in stamps if getattr(t, "_distlab_axes", None) is None)])
+            own = own or every
             ax.title.set_text(f"{title} ({' and '.join(own)})")
 
 

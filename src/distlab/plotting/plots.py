@@ -7,14 +7,18 @@ times are simulated (virtual clock) or measured (wall clock) via
 :func:`label_provenance` (its words and the titles' clock: :mod:`distlab.plotting.plotclock`).
 Rendering uses the non-interactive Agg backend.
 
+Print: :func:`save` lays a figure out at a column's or a page's width
+(:mod:`distlab.plotting.style`), no text under 8 points, and writes its caption beside it
+(:mod:`distlab.plotting.captions`: what it shows, its seeds, its interval, its basis); the
+provenance (:func:`label_provenance`) and the notes on coinciding lines go to the caption, not
+over the data; methods carry the papers' names (:func:`name`).
+
 Legibility, where the helper can tell (:func:`save` applies it, :func:`legibility_problems`
-reports what is left): a provenance box on an axes goes to the first corner where it
-covers no data (lines, bands, bars, points) and no legend, else above the axes, wrapped to
-the axes' width; a legend that covers data moves to a free corner, or the y range grows to make
+reports what is left): a legend that covers data moves to a free corner, or the y range grows to make
 one; every figure's title names its clock (the suptitle, else each axes title, gets the clock of
 its provenance boxes appended: simulated, measured or extrapolated); a figure whose axes titles
 print over another axes' labels is laid out again; :func:`note_coinciding` says which lines lie
-on top of each other.
+on top of each other (in the caption).
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ import json
 import os
 import re
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -47,34 +50,18 @@ from distlab.plotting.plottext import (  # noqa: E402,F401 (the key checks, part
     absent_legend_entries, apart, band_colour_problems, figure_texts, shown_tick_boxes, text_box, text_collisions)
 from distlab.plotting.plotclock import (  # noqa: E402,F401 (the clock's helpers, part of this module's interface)
     CLOCKS, MEASURED_BACKENDS, carry_clock, clock_in_titles, provenance_text, titles)
+from distlab.plotting import captions, names, style  # noqa: E402
 from distlab.scoring.stats import t_errorbar, t_interval  # noqa: E402
 from distlab.results.tables import atomic_output  # noqa: E402
 
-DPI = 150
+DPI = style.DPI
 SUFFIXES = {".png": "png", ".pdf": "pdf", ".svg": "svg"}
 
 
 def set_style() -> None:
-    """Apply the project style: seaborn whitegrid, paper context, colorblind palette."""
-    sns.set_theme(
-        context="paper",
-        style="whitegrid",
-        palette="colorblind",
-        rc={
-            "figure.figsize": (4.5, 3.0),
-            "font.size": 9,
-            "axes.titlesize": 10,
-            "axes.labelsize": 9,
-            "xtick.labelsize": 8,
-            "ytick.labelsize": 8,
-            "legend.fontsize": 8,
-            "legend.title_fontsize": 8,
-            "lines.linewidth": 1.5,
-            "savefig.dpi": DPI,
-            "savefig.bbox": "tight",
-            "svg.hashsalt": "distlab",  # deterministic SVG ids
-        },
-    )
+    """Apply the project style (:func:`distlab.plotting.style.apply`: seaborn whitegrid, paper
+    context, colorblind palette, type sizes of 8 points and up at print size)."""
+    style.apply()
 
 
 def _axes(ax: Axes | None) -> Axes:
@@ -105,6 +92,22 @@ def clipped_t_errorbar(confidence: float = 0.95):
 
 
 POSITIVE_NOTE = "mean over seeds, 95% t interval cut at 0"
+BAND = "shaded band: 95 % Student-t interval of the mean over seeds"
+BARS = "error bars: 95 % Student-t interval of the mean over seeds"
+BARS_POSITIVE = BARS + ", cut at 0"
+COLUMN, PAGE = style.COLUMN, style.PAGE
+
+
+def caption(fig: Figure, what: str, seeds: int | str, interval: str, basis: str) -> None:
+    """The caption ``fig`` is saved with (:func:`distlab.plotting.captions.set_caption`); ``seeds``
+    a count (``3`` reads "3 seeds") or words; ``basis`` defaults to the clocks of its provenance."""
+    n = f"{seeds} seed{'s' if seeds != 1 else ''}" if isinstance(seeds, (int, np.integer)) else str(seeds)
+    captions.set_caption(fig, what, n, interval, basis)
+
+
+def name(internal: str) -> str:
+    """The paper's name for an internal id (:func:`distlab.plotting.names.display`)."""
+    return names.display(internal)
 
 
 def _with_ci(kind: str, df: pd.DataFrame, x: str, y: str, hue: str | None, ax: Axes | None = None,
@@ -166,15 +169,16 @@ def coinciding(df: pd.DataFrame, x: str, y: str, hue: str, tol: float = 0.002, l
 
 
 def note_coinciding(ax: Axes, groups: list[list], what: str = "curves", wrap: int = 60) -> str:
-    """Add to ``ax``'s title a line saying which lines coincide (nothing when none do);
-    returns that line."""
+    """Say which lines of ``ax`` coincide (nothing when none do): in the figure's caption (its
+    notes, after what it shows, with the axes' title), not over the figure; returns the note
+    (``wrap`` is kept for callers: a caption is not wrapped)."""
     if not groups:
         return ""
     note = f"{what} that lie on top of each other: " + "; ".join(" = ".join(str(k) for k in g)
                                                                          for g in groups)
-    note = textwrap.fill(note, width=int(wrap), break_on_hyphens=False)  # names keep their hyphens
     title = ax.get_title()
-    ax.set_title(f"{title}\n{note}" if title else note, fontsize=ax.title.get_fontsize())
+    fig = ax.get_figure(root=True)
+    fig.__dict__.setdefault("_distlab_notes", []).append(f"{title}: {note}" if title else note)
     return note
 
 
@@ -203,41 +207,27 @@ def bar_with_ci(df: pd.DataFrame, x: str, y: str, hue: str | None, ax: Axes | No
 
 
 def label_provenance(ax_or_fig: Axes | Figure, backend: str, note: str = "") -> Text:
-    """Stamp a small text box saying whether times are simulated or measured.
-
-    On an Axes it goes into the first corner of the axes where it covers no data
-    and no legend (lower right, lower left, upper right, upper left, then the
-    middle of the lower and upper edge), else just above the axes at the right; the
-    place is chosen when the figure is saved (:func:`save`), after its layout.  On a
-    Figure it goes into the lower-right corner of the figure.  ``note`` (e.g.
-    ``"5 seeds"``) is appended.
-    """
+    """Say whether the figure's times are simulated or measured (``note``, e.g. ``"5 seeds"``,
+    appended): the words go to the figure's caption, not over its data, and the clock to its
+    title (:func:`carry_clock`).  Returns the (undrawn) text that carries them."""
+    if not isinstance(ax_or_fig, (Axes, Figure)):
+        raise TypeError(f"expected a matplotlib Axes or Figure, got {type(ax_or_fig).__name__}")
     text = provenance_text(backend, note)
-    style = {
-        "ha": "right",
-        "va": "bottom",
-        "fontsize": 7,
-        "color": "0.25",
-        "bbox": {"boxstyle": "round,pad=0.25", "facecolor": "white", "edgecolor": "0.7", "alpha": 0.85},
-    }
-    clock = text.split(" ", 1)[0]  # simulated | measured | extrapolated
-    if isinstance(ax_or_fig, Axes):
-        label = ax_or_fig.text(0.99, 0.02, text, transform=ax_or_fig.transAxes, **style)
-        label._distlab_provenance = True  # placed clear of the data by place_provenance (save does it)
-        label._distlab_clock = clock
-        return label
-    if isinstance(ax_or_fig, Figure):
-        label = ax_or_fig.text(0.99, 0.01, text, **style)
-        label._distlab_clock = clock
-        return label
-    raise TypeError(f"expected a matplotlib Axes or Figure, got {type(ax_or_fig).__name__}")
+    label = Text(0, 0, text, visible=False)
+    label._distlab_clock = text.split(" ", 1)[0]  # simulated | measured | extrapolated
+    label._distlab_axes = ax_or_fig if isinstance(ax_or_fig, Axes) else None  # whose title takes its clock
+    fig = ax_or_fig.get_figure(root=True) if isinstance(ax_or_fig, Axes) else ax_or_fig
+    stamps = fig.__dict__.setdefault("_distlab_stamps", [])
+    stamps.append(label)
+    return label
+
+
+def stamps(fig: Figure) -> list[str]:
+    """The provenance texts given to ``fig`` (:func:`label_provenance`), once each, in order."""
+    return list(dict.fromkeys(t.get_text() for t in getattr(fig, "_distlab_stamps", [])))
 
 
 # --------------------------------------------------------------------------- legibility
-_CORNERS = [(0.99, 0.02, "right", "bottom"), (0.01, 0.02, "left", "bottom"), (0.99, 0.98, "right", "top"),
-            (0.01, 0.98, "left", "top"), (0.5, 0.02, "center", "bottom"), (0.5, 0.98, "center", "top")]
-
-
 def _renderer(fig: Figure):
     fig.canvas.draw()  # fixes the layout, the autoscaled limits and the text sizes
     return fig.canvas.get_renderer()
@@ -301,43 +291,6 @@ def text_over_data(ax: Axes, text: Text, renderer=None) -> bool:
     if any(box.overlaps(o) for o in _obstacles(ax, renderer)):
         return True
     return _covers(box, _data_paths(ax))
-
-
-def _fit_width(ax: Axes, text: Text, renderer) -> None:
-    """Wrap ``text`` onto more lines while its box is wider than ``ax``."""
-    width = ax.get_window_extent(renderer).width * 0.95
-    raw = text.get_text().replace("\n", " ")
-    box = text.get_window_extent(renderer).width
-    if box <= width or len(raw) < 20:
-        return
-    chars = max(16, int(len(raw) * width / box))
-    while chars >= 16:
-        text.set_text(textwrap.fill(raw, chars, break_on_hyphens=False))
-        if text.get_window_extent(renderer).width <= width:
-            return
-        chars -= 4
-
-
-def place_provenance(ax: Axes, text: Text, renderer=None) -> None:
-    """Move ``text`` to the first corner of ``ax`` where it covers no data, else above the axes
-    (wrapped first if it is wider than the axes)."""
-    renderer = renderer or _renderer(ax.figure)
-    _fit_width(ax, text, renderer)
-    for x, y, ha, va in _CORNERS:
-        text.set_position((x, y))
-        text.set_ha(ha)
-        text.set_va(va)
-        if not text_over_data(ax, text, renderer):
-            return
-    # no free corner: a line of its own above the axes, the title raised above it
-    text.set_position((1.0, 1.01))
-    text.set_ha("right")
-    text.set_va("bottom")
-    height_pt = text.get_window_extent(renderer).height * 72.0 / ax.figure.dpi
-    for title in (ax.title, ax._left_title, ax._right_title):
-        if title.get_text():
-            ax.set_title(title.get_text(), loc=title.get_horizontalalignment(), fontsize=title.get_fontsize(),
-                         pad=matplotlib.rcParams["axes.titlepad"] + height_pt + 2)
 
 
 _LEGEND_LOCS = ("upper right", "upper left", "lower left", "lower right", "center right", "center left",
@@ -456,36 +409,10 @@ def lift_suptitle(fig: Figure, renderer=None) -> None:
         fig._suptitle.set_va("bottom")
 
 
-def drop_figure_boxes(fig: Figure, renderer=None) -> None:
-    """Move each of the figure's own text boxes (a provenance stamp in its lower-right corner)
-    that prints over an axes' labels, tick labels or text to just below everything the axes
-    draw (``bbox_inches="tight"`` then keeps it in the saved image)."""
-    renderer = renderer or _renderer(fig)
-    for text in fig.texts:
-        if text.get_bbox_patch() is None or not text.get_text():
-            continue
-        box = text_box(text, renderer)
-        below = [b for _, owner, b in figure_texts(fig, renderer) if owner is not fig]
-        below += [b for a in fig.axes if a.get_visible() for b in shown_tick_boxes(a, renderer)]
-        if all(apart(box, b) for b in below):
-            continue
-        bottom = min([b.y0 for b in below] + [a.get_window_extent(renderer).y0 for a in fig.axes])
-        text.set_va("top")
-        text.set_y(fig.transFigure.inverted().transform((0, bottom - 6))[1])
-        renderer = _renderer(fig)
-
-
 def tidy(fig: Figure) -> None:
     """Name the clock in the title (:func:`carry_clock`), give a short log axis plain ticks
-    (:func:`log_ticks`), move legends off the data, lay
-    ``fig`` out again if an axes title prints over another axes' labels, then place each
-    axes' provenance box clear of the data."""
-    def place(renderer):
-        for ax in fig.axes:
-            for text in ax.texts:
-                if getattr(text, "_distlab_provenance", False):
-                    place_provenance(ax, text, renderer)
-
+    (:func:`log_ticks`), move legends off the data, lay ``fig`` out again if an axes title
+    prints over another axes' labels, and lift the suptitle above what it would print over."""
     carry_clock(fig)
     renderer = _renderer(fig)
     for ax in fig.axes:  # plain numbers on a short log axis; then crowded level x labels turned
@@ -495,10 +422,8 @@ def tidy(fig: Figure) -> None:
         if "x tick labels overlap" in _tick_problems(ax, _renderer(fig)):  # the plain ticks may crowd
             ax.tick_params(axis="x", labelrotation=30)
         place_legend(ax)
-    place(_renderer(fig))
     if _labels_overlap(fig, _renderer(fig)) and fig.get_layout_engine() is None:
         fig.tight_layout(rect=(0, 0, 1, 0.96) if fig._suptitle is not None else None)
-        place(_renderer(fig))
     # the layout above can narrow an axes after its labels were checked (on CI, the tiny run's
     # demo_loss_time panels): crowded level x labels are turned once more, on the final layout
     # turned labels are taller and push the x label down: onto the title of the panel below
@@ -512,9 +437,7 @@ def tidy(fig: Figure) -> None:
     if turned:
         if _labels_overlap(fig, _renderer(fig)) and fig.get_layout_engine() is None:
             fig.tight_layout(rect=(0, 0, 1, 0.96) if fig._suptitle is not None else None)
-        place(_renderer(fig))
     lift_suptitle(fig)
-    drop_figure_boxes(fig)
 
 
 def legibility_problems(fig: Figure) -> list[str]:
@@ -534,7 +457,8 @@ def legibility_problems(fig: Figure) -> list[str]:
         return bool(axis.label.get_text()) or any(t.get_text() and not _numeric(t.get_text()) for t in ticks)
 
     for i, a in enumerate(axes):
-        if not named(a.xaxis, a.get_xticklabels()):
+        shared_x = [b for b in a.get_shared_x_axes().get_siblings(a) if b is not a]
+        if not named(a.xaxis, a.get_xticklabels()) and not any(named(b.xaxis, b.get_xticklabels()) for b in shared_x):
             problems.append(f"axes {i} ({a.get_title()!r}): no x label")
         shared = [b for b in a.get_shared_y_axes().get_siblings(a) if b is not a]
         if not named(a.yaxis, a.get_yticklabels()) and not any(named(b.yaxis, b.get_yticklabels()) for b in shared):
@@ -573,7 +497,8 @@ def _tick_problems(ax: Axes, renderer) -> list[str]:
         shown = [t for which in ("major", "minor") for t, v in
                  zip(axis.get_ticklabels(which=which), axis.get_ticklocs(minor=which == "minor"))
                  if lo <= v <= hi and t.get_text() and _numeric(t.get_text())]
-        if axis.get_scale() == "log" and ax.has_data() and (
+        hidden = not any(t.get_visible() for t in axis.get_ticklabels()) or not axis._major_tick_kw.get("label1On", True)
+        if axis.get_scale() == "log" and ax.has_data() and not hidden and (
                 len(shown) < 3 or hi < 10 * lo and any("10^" in t.get_text() for t in shown)):
             out.append(f"log {name} axis with fewer than three plain numbers on it")
     bars = [b.get_height() for b in ax.patches if hasattr(b, "get_height") and b.get_width() > 0]
@@ -588,26 +513,75 @@ def _numeric(s: str) -> bool:
     return bool(cleaned.strip()) and re.fullmatch(r"[\d.,eE+\-\u2212^{}\s%]*", cleaned) is not None
 
 
-def save(fig: Figure, path: str | os.PathLike[str]) -> Path:
+PAD_IN = 0.03  # inches of margin kept around what a figure draws
+
+
+def _print_box(fig: Figure, width: float) -> Bbox:
+    """The box (inches) saved of ``fig``: exactly ``width`` wide, around all it draws.  A figure
+    whose drawing is wider than ``width`` is narrowed (its layout redone) until it fits."""
+    for _ in range(4):
+        tight = fig.get_tightbbox(_renderer(fig))
+        excess = tight.width + 2 * PAD_IN - width
+        if excess <= 0.005 or fig.get_figwidth() - excess < 0.5 * width:
+            break
+        fig.set_size_inches(fig.get_figwidth() - excess, fig.get_figheight())
+        if fig.get_layout_engine() is None and not getattr(fig, "_distlab_fixed_layout", False):
+            fig.tight_layout(rect=(0, 0, 1, 0.96) if fig._suptitle is not None else None)
+    fig._distlab_cropped = tight.width > width + 0.01  # what no narrowing brought within the width
+    x0 = tight.x0 - (width - tight.width) / 2
+    return Bbox.from_bounds(x0, tight.y0 - PAD_IN, width, tight.height + 2 * PAD_IN)
+
+
+def _is_curve(line) -> bool:
+    """A data line: three x values or more, in order (an error bar's caps go back and forth)."""
+    try:
+        x = np.asarray(line.get_xdata(), dtype=float)
+    except (TypeError, ValueError):  # categorical x: not a curve
+        return False
+    return len(np.unique(x[np.isfinite(x)])) >= 3 and bool(np.all(np.diff(x[np.isfinite(x)]) >= 0))
+
+
+def print_report(fig: Figure) -> dict:
+    """What a reader sees of ``fig`` at print size: its texts, their smallest size in points,
+    whether it was cut at its print width, the most data lines (of three points or more) a panel draws."""
+    texts = style.visible_texts(fig)
+    lines = [sum(_is_curve(ln) for ln in ax.lines) for ax in fig.axes if ax.get_visible()]
+    return {"min_pt": min((t.get_fontsize() for t in texts), default=style.MIN_PT),
+            "texts": [t.get_text() for t in texts], "cropped": bool(getattr(fig, "_distlab_cropped", False)),
+            "lines_per_panel": max(lines, default=0)}
+
+
+def save(fig: Figure, path: str | os.PathLike[str], width: float | None = None) -> Path:
     """Save ``fig`` atomically (format from the suffix: .png, .pdf, .svg) and close it.
 
-    Before saving, :func:`tidy` fixes what it can of the layout and places the
-    provenance boxes; a PNG records what :func:`legibility_problems` still finds
-    (text key ``distlab:legibility``) and its titles (``distlab:titles``).  Creation dates are omitted from PDF/SVG metadata so reruns
-    are identical.
+    The figure is laid out at its print width (``width``: :data:`style.COLUMN` or
+    :data:`style.PAGE`, else the nearer of the two, :func:`distlab.plotting.style.fit`), no text
+    under :data:`style.MIN_PT` points, and saved exactly that wide at :data:`DPI`.  Before saving,
+    :func:`tidy` fixes what it can of the layout; a PNG records what :func:`legibility_problems`
+    still finds (text key ``distlab:legibility``), its titles (``distlab:titles``) and what it
+    prints (``distlab:print``: its texts and their smallest size), and gets its caption beside it
+    (:func:`distlab.plotting.captions.write_caption`).  Creation dates are omitted from PDF/SVG
+    metadata so reruns are identical.
     """
     target = Path(path)
     fmt = SUFFIXES.get(target.suffix.lower())
     try:
         if fmt is None:
             raise ValueError(f"unsupported figure suffix {target.suffix!r}; use one of {sorted(SUFFIXES)}")
+        width = style.fit(fig, width)
         tidy(fig)
+        box = _print_box(fig, width)
+        style.floor_fonts(fig)
         metadata = {"pdf": {"CreationDate": None}, "svg": {"Date": None}}.get(fmt)
-        if fmt == "png":  # what legibility_problems finds, and the titles, for tests/test_figures_legible.py
+        text = captions.caption_of(fig, target)
+        if fmt == "png":  # for tests/test_figures_legible.py and tests/test_figure_print.py
             metadata = {"distlab:legibility": json.dumps(legibility_problems(fig)),
-                        "distlab:titles": json.dumps(titles(fig))}
+                        "distlab:titles": json.dumps(titles(fig)), "distlab:print": json.dumps(print_report(fig)),
+                        **({"distlab:caption": text} if text else {})}
         with atomic_output(target) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight", metadata=metadata)
+            fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches=box, metadata=metadata)
+        if fmt == "png" and text:
+            captions.write_caption(text, target)
     finally:
         plt.close(fig)
     return target
