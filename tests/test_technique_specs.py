@@ -269,7 +269,7 @@ def _added_in_a_copy(tmp_path) -> tuple[Path, dict]:
     cat = tree / "src/distlab/techniques/catalogue.py"
     text = cat.read_text()
     last_method = '              label="PowerSGD", order=5, payload="dense", sweep_key=("powersgd", "rank")),\n'
-    last_tech = '"relayed", _DEMO_SWEEP, ("demo",), dep=True, method="demo"),\n'
+    last_tech = '"relayed", _DEMO_SWEEP, ("demo",), dep=True, method="demo", label="IS-DeMo"),\n'
     assert last_method in text and last_tech in text
     cat.write_text(text.replace(last_method, last_method + NEW_METHOD).replace(last_tech, last_tech + NEW_TECHNIQUE))
     env = {**__import__("os").environ, "PATH": bin_path(), "PYTHONPATH": str(tree / "src"),

@@ -1,7 +1,5 @@
 # The scorecard, the figures and tables targets, and the reproduction write-up.
 # Everything here reads only the summary tables under results/.
-from distlab.scoring.report import PAGES as REPORT_PAGES
-
 
 rule scorecard_paper:
     """One paper's claims of config/claims.yaml, evaluated from that paper's tables only
@@ -77,7 +75,7 @@ rule paper:
         outputs=SHARED.all_outputs(),
     output:
         readme="paper/README.md",
-        pages=[f"paper/{page}.md" for page in REPORT_PAGES],
+        pages=SHARED.report_pages(),
     params:
         meta=as_json({"seeds": config["seeds"], "cluster": config["cluster"]}),
     conda:

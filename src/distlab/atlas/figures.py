@@ -116,10 +116,22 @@ def winner_maps(winners_csv: Path, axis_order, out_strag: Path, out_size: Path) 
                   f"{lat:g} s; sizes simulated (sim.) or extrapolated (extrap.)", "parameters")
 
 
-# the panels of time_vs_bandwidth: at most six lines each, DDP (the reference) in every one
-PANELS = (("synchronous", ("ddp", "demo", "diloco", "powersgd", "diloco-demo")),
-          ("gradient coding", ("ddp", "gc-fr", "gc-cr", "pgc-fr", "pgc-cr")),
-          ("ignoring stragglers", ("ddp", "is-sgd", "is-gc", "is-demo")))
+def _panels() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The panels of time_vs_bandwidth, from the techniques registry: the synchronous ones, the
+    gradient codes (a coding scheme that is not an ignore-stragglers one) and those that ignore
+    stragglers (the rest of the master kind); DDP, the reference, in every panel (at most six
+    lines a panel with today's registry)."""
+    from ..techniques.catalogue import CODED, TECHNIQUES
+
+    ref = next(iter(TECHNIQUES))
+    coded = tuple(n for n in TECHNIQUES if n in CODED and not CODED[n].startswith("is-"))
+    groups = (("synchronous", tuple(n for n, s in TECHNIQUES.items() if s.kind == "sync")),
+              ("gradient coding", coded),
+              ("ignoring stragglers", tuple(n for n, s in TECHNIQUES.items() if s.kind == "master" and n not in coded)))
+    return tuple((title, (ref, *(n for n in names if n != ref))) for title, names in groups)
+
+
+PANELS = _panels()
 
 
 def _bandwidth_panel(ax, c: pd.DataFrame, techniques, lowest: float) -> list[pd.DataFrame]:

@@ -14,8 +14,9 @@ import pandas as pd  # noqa: E402
 from ..plotting import plots  # noqa: E402
 from ..results.tables import write_table  # noqa: E402
 from ..plotting.util import ci_cell, on_grid  # noqa: E402
+from ..techniques.gradient_codes import SCHEMES  # noqa: E402
 
-ORDER = ["dgd", "gc-fr", "gc-cr", "pgc-fr", "pgc-cr", "is-sgd", "is-gc-fr", "is-gc-cr"]
+ORDER = list(SCHEMES)  # the schemes in their declared order
 
 
 # the schemes a line figure draws (at most six lines a panel); the rest are in the tables

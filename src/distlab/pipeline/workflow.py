@@ -248,6 +248,13 @@ class SharedWorkflow:
         """Every paper's figures and tables, in the registry's order."""
         return [f for paper in self.papers for f in self.paper_outputs.get(paper.scorecard, [])]
 
+    @staticmethod
+    def report_pages() -> list[str]:
+        """The write-up's pages beside paper/README.md, one a section (distlab.scoring.report.PAGES)."""
+        from ..scoring.report import PAGES
+
+        return [f"paper/{page}.md" for page in PAGES]
+
     def scorecard_papers(self) -> list[str]:
         """The scorecard's sections, in the registry's order: each paper with at least one
         registered table, and those scored without tables (their rows then read "not run")."""

@@ -1,20 +1,20 @@
 """The papers' names for the methods, techniques and schemes, from the internal ids.
 
-One mapping for every legend, tick and title: :func:`display`.  DeMo's methods carry their
-name in the techniques registry (:data:`distlab.techniques.catalogue.METHODS`'s ``label``); the
-atlas's techniques, P1's schemes, P2's placers and P3's methods have none there (the atlas's
-label is its id), so their names are kept here.
+One mapping for every legend, tick and title: :func:`display`.  DeMo's methods and the atlas's
+techniques carry their name in the techniques registry (``label`` in
+:mod:`distlab.techniques.catalogue`); P1's schemes are their ids in capitals; P2's placers and
+P3's methods have no registry entry, so their names are kept here.
 """
 
 from __future__ import annotations
 
 import re
 
-from ..techniques.catalogue import METHODS
+from ..techniques.catalogue import METHODS, TECHNIQUES as ATLAS
+from ..techniques.gradient_codes import SCHEMES as CODES
 
-# P1 (PGC): the paper's scheme names
-SCHEMES = {"dgd": "DGD", "gc-fr": "GC-FR", "gc-cr": "GC-CR", "pgc-fr": "PGC-FR", "pgc-cr": "PGC-CR",
-           "is-sgd": "IS-SGD", "is-gc-fr": "IS-GC-FR", "is-gc-cr": "IS-GC-CR", "is-gc": "IS-GC"}
+# P1 (PGC): the paper's scheme names are the schemes' ids in capitals (GC-FR, IS-SGD)
+SCHEMES = {s: s.upper() for s in CODES}
 # P2 (HSDAG): the placers; "corrected" is our fix of the released code, HSDAG as the paper runs it
 PLACERS = {"cpu_only": "CPU only", "gpu_only": "GPU only", "random": "Random", "heft": "HEFT", "rnn": "RNN placer",
            "placeto": "Placeto", "hsdag": "HSDAG (as released)", "hsdag_corrected": "HSDAG",
@@ -28,9 +28,8 @@ LOCAL = {"bp": "BP", "bp-1thread": "BP (one thread)", "rc-seq": "RC (sequential)
          "rc-par": "RC (parallel, lock-step)", "rc-async": "RC (asynchronous)", "rc-thread": "RC (threads, lock-step)",
          "pc-fixed": "PC (fixed prediction)", "pc-fixed-trunc": "PC (fixed prediction, truncated T)",
          "pc-strict": "PC (strict)"}
-# the atlas's techniques (DeMo's methods come from the registry below)
-TECHNIQUES = {"ddp": "AdamW (DDP)", "demo": "DeMo", "diloco": "DiLoCo", "powersgd": "PowerSGD",
-              "diloco-demo": "DiLoCo + DeMo", "is-demo": "IS-DeMo"}
+# the atlas's techniques and DeMo's methods: their labels in the techniques registry
+TECHNIQUES = {n: s.label for n, s in ATLAS.items()}
 DISPLAY = {**SCHEMES, **PLACERS, **PAIRS, **MODELS, **LOCAL, **TECHNIQUES,
            **{n: s.label.replace("AdamW-DDP", "AdamW (DDP)") for n, s in METHODS.items()}}
 CONTROL = "_const"

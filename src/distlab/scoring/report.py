@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,24 +77,24 @@ def _record_note(out: Path) -> None:
     put_header(out, root, paper)
 
 
-def figure_number(stem: str) -> float:
-    """The paper's figure number a figure's file name carries (``pgc_fig10`` -> 10), else inf:
-    figures sort by it (fig3 before fig10), the unnumbered after in the order given."""
-    m = re.search(r"fig(\d+)", stem)
-    return float(m.group(1)) if m else math.inf
-
-
 def in_figure_order(paths: list[Path]) -> list[Path]:
-    """``paths`` by the paper's figure number (a stable sort: the unnumbered keep their order)."""
-    return sorted(paths, key=lambda p: figure_number(p.stem))
+    """``paths`` in the papers' figure order (:func:`distlab.plotting.figure_number`: the paper's
+    figure number first, fig3 before fig10; a figure it does not list after, by name)."""
+    from ..plotting import figure_number
+
+    return sorted(paths, key=figure_number)
 
 
 def _caption(fig_path: Path, card: pd.DataFrame | None = None, claims: dict | None = None) -> str:
-    """The caption of ``fig_path``: ``paper/figures/<stem>.caption.txt`` where the figure's rule
-    wrote one; otherwise built from the scorecard rows whose claims name the figure."""
-    side = fig_path.with_name(f"{fig_path.stem}.caption.txt")
-    if side.exists():
-        return " ".join(side.read_text(encoding="utf-8").split())
+    """The caption of ``fig_path`` its figure function wrote (:func:`distlab.plotting.figure_caption`:
+    ``<stem>.caption.txt`` beside it, else the one the PNG carries); for a figure without one,
+    a caption built from the scorecard rows whose claims name the figure."""
+    from ..plotting import figure_caption
+
+    try:
+        return " ".join(figure_caption(fig_path).split())
+    except OSError:  # no caption written, or a PNG that cannot be read: the scorecard's rows say it
+        pass
     rows = [] if card is None or claims is None else [
         r for _, r in card.iterrows() if claims.get(r["id"], {}).get("figure") == fig_path.stem]
     if not rows:

@@ -58,8 +58,11 @@ METHODS = Registry("method", [
 
 
 def _atlas(name, kind, what, order, builder, payload="dense", sweep_key=None, options=(), dep=False,
-           overlapped=False, **args):
-    return technique(name=name, kind=kind, options=options, builder=f"{_M}.{builder}", label=name, order=order,
+           overlapped=False, label=None, **args):
+    """An atlas technique; ``label`` its name in figures and tables (the name written in capitals
+    when not given: GC-FR, IS-SGD)."""
+    return technique(name=name, kind=kind, options=options, builder=f"{_M}.{builder}",
+                     label=label or name.upper(), order=order,
                      payload=payload, sweep_key=sweep_key, args=args, what=what, arrival_dependent=dep,
                      overlapped=overlapped)
 
@@ -67,13 +70,14 @@ def _atlas(name, kind, what, order, builder, payload="dense", sweep_key=None, op
 _WRAPPED, _CODED = "step:Wrapped", "step:Coded"
 # the coded techniques' ``scheme`` is their gradient-coding scheme (distlab.techniques.gradient_codes)
 TECHNIQUES = Registry("technique", [
-    _atlas("ddp", "sync", "AdamW on the all-reduced mean gradient", 0, _WRAPPED, overlapped=True, method="adamw"),
+    _atlas("ddp", "sync", "AdamW on the all-reduced mean gradient", 0, _WRAPPED, overlapped=True, method="adamw",
+           label="AdamW (DDP)"),
     _atlas("demo", "sync", "DeMo: top-k DCT of decoupled momentum, all-gather", 1, _WRAPPED, "own", _DEMO_SWEEP,
-           ("demo",), method="demo"),
+           ("demo",), method="demo", label="DeMo"),
     _atlas("diloco", "sync", "DiLoCo: H local AdamW steps, outer Nesterov on the mean delta", 2, _WRAPPED,
-           sweep_key=("diloco", "H"), options=("diloco",), overlapped=True, method="diloco"),
+           sweep_key=("diloco", "H"), options=("diloco",), overlapped=True, method="diloco", label="DiLoCo"),
     _atlas("powersgd", "sync", "PowerSGD rank r with error feedback, two all-reduces", 3, _WRAPPED,
-           sweep_key=("powersgd", "rank"), options=("powersgd",), method="powersgd"),
+           sweep_key=("powersgd", "rank"), options=("powersgd",), method="powersgd", label="PowerSGD"),
     _atlas("is-sgd", "master", "AdamW on the mean of the fastest n-s gradients", 4, _CODED, dep=True, scheme="is-sgd"),
     _atlas("gc-fr", "master", "gradient coding, fractional repetition (exact decode)", 5, _CODED, scheme="gc-fr"),
     _atlas("gc-cr", "master", "gradient coding, cyclic repetition (exact decode)", 6, _CODED, scheme="gc-cr"),
@@ -83,9 +87,10 @@ TECHNIQUES = Registry("technique", [
     _atlas("is-gc", "master", "ignore-straggler gradient coding, CR, c = 2", 9, _CODED, dep=True, scheme="is-gc-cr"),
     # the last two are combinations none of the anchors measured (ours)
     _atlas("diloco-demo", "sync", "ours: DiLoCo whose outer step is DeMo (top-k DCT, momentum as error feedback)",
-           10, "combinations:DiLoCoDeMo", "own", ("diloco", "H"), ("demo", "diloco"), method="diloco"),
+           10, "combinations:DiLoCoDeMo", "own", ("diloco", "H"), ("demo", "diloco"), method="diloco",
+           label="DiLoCo + DeMo"),
     _atlas("is-demo", "master", "ours: DeMo payloads of the fastest n-s workers only", 11, "combinations:ISDeMo",
-           "relayed", _DEMO_SWEEP, ("demo",), dep=True, method="demo"),
+           "relayed", _DEMO_SWEEP, ("demo",), dep=True, method="demo", label="IS-DeMo"),
 ])
 
 # by the name a schema's ``x-registry`` gives (distlab.config.checks.load_schema)
