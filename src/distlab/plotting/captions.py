@@ -21,12 +21,9 @@ from ..results.tables import atomic_output
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-PAPERS = ("P1", "P2", "P3", "P4", "atlas", "baseline")
-
-
 @dataclass(frozen=True)
 class Entry:
-    paper: str  # one of PAPERS
+    paper: str  # a name of its paper in the papers' registry (distlab.papers: P1, atlas, baseline)
     number: int | None  # the paper's figure number, where the figure reproduces one
     order: int  # its place among the paper's figures (the paper's number first)
 
@@ -100,11 +97,13 @@ def figure_caption(path: str | os.PathLike[str]) -> str:
 
 
 def figure_number(path: str | os.PathLike[str]) -> tuple[int, int, str]:
-    """The sort key of the figure at ``path`` in the papers' order: the paper (P1..P4, the
-    atlas, the baseline), its place in that paper (the paper's figure number first), its name.
-    A figure not listed sorts last."""
+    """The sort key of the figure at ``path`` in the papers' order: the paper (the registry's
+    order: the baseline, P1..P4, the atlas), its place in that paper (the paper's figure number
+    first), its name.  A figure not listed sorts last."""
     name = Path(path).stem
     entry = FIGURES.get(name)
     if entry is None:
-        return (len(PAPERS), 0, name)
-    return (PAPERS.index(entry.paper), entry.order, name)
+        return (10**6, 0, name)
+    from ..papers import paper
+
+    return (paper(entry.paper).order, entry.order, name)
