@@ -104,6 +104,6 @@ def figure_number(path: str | os.PathLike[str]) -> tuple[int, int, str]:
     entry = FIGURES.get(name)
     if entry is None:
         return (10**6, 0, name)
-    from ..papers import paper
+    from ..pipeline.paper import find
 
-    return (paper(entry.paper).order, entry.order, name)
+    return (find(entry.paper).order, entry.order, name)
