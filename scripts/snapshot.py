@@ -86,6 +86,9 @@ END = "<!-- verdicts:end -->"
 STALE = "## Results made by other code"
 PAPER_FILES = ("scorecard.md", "scorecard.csv", "README.md")
 PAPER_DIRS = ("scorecard", "figures", "tables")
+# benchmark folders of no paper (the jobs every paper shares)
+JOB_FOLDERS = {"data": "data preparation", "paper": "scorecard and write-up", "netcheck": "netcheck (outside make reproduce)",
+               "bench": "shared benchmarks"}
 
 
 # what `snakemake netcheck` writes (workflow/rules/netcheck.smk): per rule, its outputs in
@@ -626,12 +629,14 @@ def block_text(kind: str, arg: str, dest: Path) -> str:
         return atlas_block(dest)
     if kind == "run" and arg == "reproduce":
         return run_block(dest)
+    if kind == "run" and arg == "jobs":
+        return jobs_block(dest)
     if kind == "finding":
         return finding_block(arg, dest)
     if kind == "clock" and arg == "measured_points":
         return clock_points_block()
     raise Refused(f"unknown generated block kind {kind!r} (counts, unstable, table, netcheck, run reproduce, "
-                  "atlas query_bench, finding, clock measured_points)")
+                  "run jobs, atlas query_bench, finding, clock measured_points)")
 
 
 def clock_points_block() -> str:
@@ -708,7 +713,46 @@ def run_block(dest: Path) -> str:
             f"{rec['wall_s'] / 60:.1f} min wall time on {rec.get('cores_used')} cores"
             + (f" ({what})" if what else "") + f", exit code {rec.get('exit_code')}"
             + (f", load average {load[0]:g} at the start" if load else "")
-            + " (`paper/record.json`, measured).\n")
+            + " (`paper/record.json`, measured)." + "".join(f" {n}" for n in rec.get("notes") or []) + "\n")
+
+
+def add_note(record_path: Path, text: str) -> None:
+    """A sentence the record of make reproduce carries into paper/record.json and the run's block
+    (say how a run that is not one uninterrupted run came about: its time is then not the budget's)."""
+    if not record_path.is_file():
+        raise Refused(f"{record_path}: missing; run make reproduce (it writes this record) first")
+    text = " ".join(text.split())
+    if not text:
+        raise Refused("note: empty")
+    rec = json.loads(record_path.read_text(encoding="utf-8"))
+    rec["notes"] = [*(rec.get("notes") or []), text if text.endswith(".") else text + "."]
+    record_path.write_text(json.dumps(rec, indent=2) + "\n", encoding="utf-8")
+
+
+def jobs_block(dest: Path) -> str:
+    """``run jobs``: the job-seconds of the snapshot's jobs per paper, from the benchmark file
+    Snakemake wrote for each job (``paper/benchmarks/<folder>/``): what each paper costs a
+    `make reproduce`, whatever the order the jobs ran in and however many cores ran them."""
+    from distlab.pipeline.paper import find
+
+    rows: dict[str, list[float]] = {}
+    for tsv in sorted((dest / "benchmarks").rglob("*.tsv")):
+        lines = tsv.read_text(encoding="utf-8").splitlines()
+        try:
+            s = float(lines[1].split("\t")[0])
+        except (IndexError, ValueError):
+            continue
+        rows.setdefault(tsv.relative_to(dest / "benchmarks").parts[0], []).append(s)
+    if not rows:
+        raise Refused(f"{dest / 'benchmarks'}: no benchmark files; run make reproduce first")
+    found = {k: find(k) for k in rows}
+    order = sorted(rows, key=lambda k: (found[k] is None, found[k].order if found[k] else 0, k))
+    total = sum(sum(v) for v in rows.values())
+    body = [[found[k].title if found[k] else JOB_FOLDERS.get(k, k), str(len(rows[k])), f"{sum(rows[k]):,.0f}",
+             f"{100 * sum(rows[k]) / total:.0f} %"] for k in order]
+    body.append(["**all jobs**", str(sum(len(v) for v in rows.values())), f"{total:,.0f}", "100 %"])
+    return (_md_table(["part", "jobs", "job-seconds (measured)", "share"], body)
+            + "\n\n(`paper/benchmarks/`: Snakemake's benchmark of each job, its wall time)\n")
 
 
 # ------------------------------------------------------------------ netcheck's blocks
@@ -1121,6 +1165,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("snakemake_args", nargs="*", default=[],
                    help="after --: the words make reproduce gave Snakemake (its config files are recorded)")
     sub.add_parser("blocks", help="refill the pages' generated blocks from paper/")
+    nt = sub.add_parser("note", help="add a sentence to the record of the last make reproduce (shown after its time)")
+    nt.add_argument("text", help="one sentence, e.g. how the run was interrupted and resumed")
     sub.add_parser("atlas", help="the atlas's query files alone into the snapshot of the same run")
     sub.add_parser("clear", help="before make reproduce: empty paper/ unless it is of this checkout's last run")
     fr = sub.add_parser("forcerun", help="make dryrun: --forcerun for paper/'s rules when make reproduce would empty it")
@@ -1150,6 +1196,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.verb == "record":
             record(args)
+            return 0
+        if args.verb == "note":
+            add_note(Path(args.root).resolve() / args.record, args.text)
+            print(f"snapshot: noted in {args.record}: {args.text}")
             return 0
         if args.verb == "atlas":
             atlas = atlas_only(args)

@@ -124,6 +124,27 @@ def pgc_spec(scheme: str, s: int, **over) -> dict:
     return spec
 
 
+def write_local_figure_inputs(folder: Path) -> None:
+    """P3's figure inputs shaped like the workflow's, for the figure tests: throughput and memory
+    of two methods with far-apart seeds (``tp.csv``) and the non-identifiability demonstration's
+    result (``nonident.json``)."""
+    import json
+
+    import pandas as pd
+
+    tp = pd.DataFrame([{"method": m, "seed": s, "tokens_per_s": t, "pss_mb": 1000.0 + s, "max_rss_mb": 1100.0,
+                        "rss_sum_mb": 3100.0 + 40 * s}
+                       for m, ts in [("bp", (2400, 2700, 3000)), ("rc-async", (900, 1000, 4200))]
+                       for s, t in enumerate(ts)])
+    tp.to_csv(folder / "tp.csv", index=False)
+    res = {"toy": [{"h": h, "output": 1.0, "loss": 0.5625, "readout_grad": 1.5, "upstream_grad": 3.0 * h}
+                   for h in (1.0, -1.0)],
+           "model": [{"scale": sc, "report_rel_diff": 1e-4, "state_grad_rel_diff": 0.5, "section_grad_rel_diff": 0.3}
+                     for sc in (0.5, 2.0)],
+           "source": {"n_layer": 24, "sections": 4}}
+    (folder / "nonident.json").write_text(json.dumps(res))
+
+
 def tracked_copy(dest: Path) -> Path:
     """The repository's tracked and untracked-but-not-ignored files, copied to ``dest``
     (what a fresh clone would hold, plus work in progress), without the committed paper/: as

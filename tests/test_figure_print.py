@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from conftest import ROOT
+from conftest import ROOT, write_local_figure_inputs
 
 from distlab.plotting import captions, names, plots, style
 
@@ -180,17 +180,7 @@ def _other_figures(tmp_path) -> list[Path]:
     from distlab.local import figures as lf
     from distlab.pgc import figures as pf
 
-    tp = pd.DataFrame([{"method": m, "seed": s, "tokens_per_s": t, "pss_mb": 1000.0 + s, "max_rss_mb": 1100.0,
-                        "rss_sum_mb": 3100.0 + 40 * s}
-                       for m, ts in [("bp", (2400, 2700, 3000)), ("rc-async", (900, 1000, 4200))]
-                       for s, t in enumerate(ts)])
-    tp.to_csv(tmp_path / "tp.csv", index=False)
-    res = {"toy": [{"h": h, "output": 1.0, "loss": 0.5625, "readout_grad": 1.5, "upstream_grad": 3.0 * h}
-                   for h in (1.0, -1.0)],
-           "model": [{"scale": sc, "report_rel_diff": 1e-4, "state_grad_rel_diff": 0.5, "section_grad_rel_diff": 0.3}
-                     for sc in (0.5, 2.0)],
-           "source": {"n_layer": 24, "sections": 4}}
-    (tmp_path / "nonident.json").write_text(json.dumps(res))
+    write_local_figure_inputs(tmp_path)
     steps = pd.DataFrame([{"scheme": sch, "s": s, "delay_mean": 1.0, "seed": seed, "step": step,
                            "train_loss_full": 2.2 * np.exp(-1.3 * (step / 150) ** 2) * (1 + 0.01 * seed)}
                           for sch, s in [("dgd", 0), ("gc-fr", 1), ("pgc-fr", 1), ("is-gc-cr", 1)]

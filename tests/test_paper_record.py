@@ -225,3 +225,32 @@ def test_the_committed_pages_say_what_the_record_check_says_now():
         assert said in top and said in block, "run python scripts/snapshot.py blocks"
     else:
         assert "**paper/ is of" not in top + block and "**Whether paper/" not in top + block
+
+
+def test_the_job_seconds_block_sums_each_parts_benchmarks_and_a_note_follows_the_runs_time(tmp_path):
+    """``run jobs``: job-seconds per paper from the benchmark files (a file Snakemake left empty or
+    cut is not counted); ``snapshot.py note`` adds a sentence the run's block shows after its time."""
+    bench = tmp_path / "benchmarks"
+    for rel, s in [("pgc/a.tsv", 10.0), ("pgc/sub/b.tsv", 5.0), ("demo/c.tsv", 5.0), ("data/d.tsv", 0.0)]:
+        (bench / rel).parent.mkdir(parents=True, exist_ok=True)
+        (bench / rel).write_text(f"s\th:m:s\n{s}\t0:00:10\n")
+    (bench / "demo" / "cut.tsv").write_text("s\th:m:s\n")
+    text = snapshot.jobs_block(tmp_path)
+    lines = text.splitlines()
+    pgc = next(ln for ln in lines if "Pipelined Gradient Coding" in ln)
+    demo = next(ln for ln in lines if "DeMo" in ln)
+    assert "| 2 | 15 | 75 % |" in pgc and "| 1 | 5 | 25 % |" in demo
+    assert "| **all jobs** | 4 | 20 | 100 % |" in text
+    assert lines.index(pgc) < lines.index(demo), "parts in the papers' order"
+    with pytest.raises(snapshot.Refused):
+        snapshot.jobs_block(tmp_path / "nothing")
+
+    record = tmp_path / "reproduce.json"
+    with pytest.raises(snapshot.Refused):
+        snapshot.add_note(record, "no record yet")
+    record.write_text(json.dumps({"commit": "abc", "start_utc": "2026-01-01T00:00:00", "wall_s": 600.0,
+                                  "cores_used": 2, "exit_code": 0}))
+    snapshot.add_note(record, "  resumed   after a stop ")
+    assert json.loads(record.read_text())["notes"] == ["resumed after a stop."]
+    (tmp_path / "record.json").write_text(record.read_text())
+    assert snapshot.run_block(tmp_path).rstrip().endswith("measured). resumed after a stop.")
