@@ -193,3 +193,24 @@ def test_the_crossover_pairs_are_the_catalogues_techniques():
     from distlab.techniques.catalogue import TECHNIQUES
 
     assert CROSSOVER_PAIRS and all(a in TECHNIQUES and b in TECHNIQUES and a != b for a, b in CROSSOVER_PAIRS)
+
+
+def test_the_winner_maps_label_round_bit_rates_parameter_counts_and_straggler_models_as_readers_write_them():
+    """The maps' axes: ticks at the powers of ten of the bit rate placed on the cells' log grid (not
+    the cells' own 0.0909 Gbit/s), parameter counts in words of three figures, straggler models by
+    their definition (not the config's keys)."""
+    from distlab.atlas import figures
+
+    bws = np.geomspace(1.25e6, 5.0e10, 25)  # bytes a second: 10 Mbit/s .. 400 Gbit/s
+    ticks, names = figures.decade_ticks(bws)
+    assert names == ["10 Mbit/s", "100 Mbit/s", "1 Gbit/s", "10 Gbit/s", "100 Gbit/s"]
+    assert ticks[0] == pytest.approx(0.5) and all(a < b for a, b in zip(ticks, ticks[1:]))
+    step = 24 / np.log10(4e11 / 1e7)  # cells a decade
+    assert np.diff(ticks) == pytest.approx(step)
+    assert [figures.param_count(p) for p in (7920, 22016, 1e6, 1.234e8, 1e9)] == ["7,920", "22,000", "1 M", "123 M", "1 B"]
+    label = figures.straggler_label
+    assert label("exp_5ms", {"model": "exponential", "mean": 0.005}) == "exponential, mean 5 ms"
+    assert label("p", {"model": "pareto", "mean": 0.01, "shape": 1.5}) == "pareto, mean 10 ms, shape 1.5"
+    assert label("slow", {"model": "persistent", "slowdown": 4.0}) == "one worker 4x slower"
+    assert label("dead_one", {"model": "dead"}) == "one worker dead"
+    assert label("odd", {"model": "unknown"}) == "odd"

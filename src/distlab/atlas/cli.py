@@ -39,7 +39,7 @@ def _figures(a) -> int:
     from .figures import time_vs_bandwidth, winner_maps
 
     d = Path(a.map)
-    winner_maps(d / "winners.csv", list(a.config["straggler_axis"]), a.out_strag, a.out_size)
+    winner_maps(d / "winners.csv", dict(a.config["straggler_axis"]), a.out_strag, a.out_size)
     time_vs_bandwidth(d / "cells.csv", d / "crossovers.csv", a.out_time)
     return 0
 

@@ -20,6 +20,27 @@ PALETTE = list(plt.get_cmap("tab10").colors) + ["#000080", "#ffd700", "#8b0000"]
 COLORS = {t: PALETTE[TECHNIQUES.position(t) % len(PALETTE)] for t in TECHNIQUES}
 
 
+def bit_rate(bits_per_s: float) -> str:
+    """A round bit rate as a reader writes it: 10 Mbit/s, 1 Gbit/s, 100 Gbit/s."""
+    for unit, scale in (("Tbit/s", 1e12), ("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if bits_per_s >= scale:
+            return f"{bits_per_s / scale:g} {unit}"
+    return f"{bits_per_s:g} bit/s"
+
+
+def decade_ticks(bws) -> tuple[list[float], list[str]]:
+    """Ticks at the round bit rates (powers of ten) within a grid of cells whose bandwidths
+    (bytes a second, increasing) are log-spaced: each placed where it falls between the cells'
+    centres on the log scale, so the labels read 10 Mbit/s .. 100 Gbit/s rather than the cells'
+    own values (0.0909 Gbit/s)."""
+    bits = np.log10(np.asarray(bws, dtype=float) * 8)
+    centres = np.arange(len(bits)) + 0.5
+    if len(bits) < 2:
+        return list(centres), [bit_rate(10 ** b) for b in bits]
+    decades = np.arange(np.ceil(bits[0] - 1e-9), np.floor(bits[-1] + 1e-9) + 1)
+    return [float(np.interp(d, bits, centres)) for d in decades], [bit_rate(10 ** d) for d in decades]
+
+
 def _true(v) -> bool:
     """A table's flag (True, "True", 1) as a bool."""
     return str(v).strip().lower() in ("true", "1", "1.0")
@@ -56,11 +77,11 @@ def _winner_image(win: pd.DataFrame, rows: str, row_order, out: Path, title: str
                 apart = True
     ax.set_xlim(0, len(bws))
     ax.set_ylim(0, len(row_order))
-    every = max(1, -(-len(bws) // 6))  # at most six labelled bandwidths
-    ax.set_xticks(np.arange(len(bws))[::every] + 0.5)
-    ax.set_xticklabels([f"{b * 8 / 1e9:.3g}" for b in bws[::every]])
+    ticks, names = decade_ticks(bws)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(names)
     ax.grid(False)
-    ax.set_xlabel("bandwidth (Gbit/s)")
+    ax.set_xlabel("bandwidth (cells on a log grid)")
     ax.set_yticks(np.arange(len(row_order)) + 0.5)
     ax.set_yticklabels([str(r) for r in row_order])
     ax.set_ylabel(ylabel)
@@ -96,7 +117,37 @@ def _seeds(df: pd.DataFrame) -> str:
     return "the map's seeds (each cell's count in the map's table)"
 
 
+def param_count(p: float) -> str:
+    """A parameter count as a reader writes it: 7,920; 22,000; 1 M; 100 M; 1 B (three figures)."""
+    p = float(p)
+    if p >= 1e9:
+        return f"{p / 1e9:.3g} B"
+    if p >= 1e6:
+        return f"{p / 1e6:.3g} M"
+    return f"{float(f'{p:.3g}'):,.0f}"
+
+
+def straggler_label(name: str, model: dict | None) -> str:
+    """A straggler model as a reader names it (the config's definition), not its key."""
+    m = dict(model or {})
+    kind = m.get("model")
+    ms = (lambda s: f"{float(s) * 1e3:g} ms")
+    if kind == "none":
+        return "none"
+    if kind in ("exponential", "pareto") and "mean" in m:
+        return f"{kind}, mean {ms(m['mean'])}" + (f", shape {m['shape']:g}" if kind == "pareto" and "shape" in m else "")
+    if kind == "persistent" and "slowdown" in m:
+        return f"one worker {float(m['slowdown']):g}x slower"
+    if kind == "dead":
+        return "one worker dead"
+    return name
+
+
 def winner_maps(winners_csv: Path, axis_order, out_strag: Path, out_size: Path) -> None:
+    """``axis_order``: the straggler models in order of severity, their names or a mapping of name
+    to definition (then labelled by :func:`straggler_label`)."""
+    defs = dict(axis_order) if isinstance(axis_order, dict) else {}
+    axis_order = list(axis_order)
     win = pd.read_csv(winners_csv)
     lat = np.sort(win["latency_s"].unique())
     lat = lat[len(lat) // 2]
@@ -105,12 +156,14 @@ def winner_maps(winners_csv: Path, axis_order, out_strag: Path, out_size: Path) 
     P = meas["n_params"].max()
     N = meas["N"].max()
     sub = meas[(meas["n_params"] == P) & (meas["N"] == N)]
-    _winner_image(sub, "straggler", [s for s in axis_order if s in set(sub["straggler"])], out_strag,
+    sub = sub.assign(straggler=sub["straggler"].map(lambda s: straggler_label(s, defs.get(s)) if s in defs else s))
+    order = [straggler_label(s, defs[s]) if s in defs else s for s in axis_order]
+    _winner_image(sub, "straggler", [s for s in order if s in set(sub["straggler"])], out_strag,
                   f"Winner by straggler model and bandwidth (simulated): {int(P):,} parameters, N = {N}, latency "
                   f"{lat:g} s", "straggler model (severity up)")
     sz = w[(w["N"] == N) & (w["straggler"] == axis_order[0])].copy()
-    sz["size"] = sz["n_params"].map(lambda p: f"{p:.3g}") + np.where(sz["label"] == "extrapolated", " (extrap.)", " (sim.)")
-    order = [f"{p:.3g}" + (" (extrap.)" if lab == "extrapolated" else " (sim.)")
+    sz["size"] = sz["n_params"].map(param_count) + np.where(sz["label"] == "extrapolated", " (extrap.)", " (sim.)")
+    order = [param_count(p) + (" (extrap.)" if lab == "extrapolated" else " (sim.)")
              for p, lab in sorted(set(zip(sz["n_params"], sz["label"])))]
     _winner_image(sz, "size", order, out_size, f"Winner by model size and bandwidth: N = {N}, no stragglers, latency "
                   f"{lat:g} s; sizes simulated (sim.) or extrapolated (extrap.)", "parameters")
