@@ -42,8 +42,13 @@ COND_KEYS = ("kind", "statement", "table", "metric", "a", "test", "b", "value", 
 # a handicap (the worst relative value over the runs, e.g. a search space's gap to the best baseline)
 # that blocks only an outcome against the claim no larger than the handicap x |mean b|; "improvement",
 # a ceiling in % (e.g. the exact optimum's headroom over a single device) that blocks only a claim of
-# an improvement larger than it
-BLOCKS = ("always", "shortfall", "improvement")
+# an improvement larger than it; "learning", a learner's learning (docs/preconditions.md): as the claim's a,
+# the method's own, it blocks always; as the claim's b, an opponent or baseline, its failure moves b one
+# way (:func:`learning_shift`) and blocks only an outcome on the side that move favours
+BLOCKS = ("always", "shortfall", "improvement", "learning")
+# the tests that say which way learning moves a learner's metric (down for these, up for the others)
+LEARNING_LOWERS = ("less", "each_at_most")
+LEARNING_TESTS = ("less", "greater", "each_at_least", "each_at_most")
 # a/b selections name table columns; `value` compares a with a constant instead of b
 VALUE = "__value__"
 VALUE_FROM = "__value_from__"
@@ -397,6 +402,9 @@ def _check_blocks(cond: Mapping[str, Any], bad) -> dict[str, Any]:
     need = {"shortfall": "each_at_most", "improvement": "each_at_least"}.get(blocks)
     if need and cond["test"] != need:
         raise bad("blocks", f"{blocks!r} reads the worst value over the runs: it needs test {need!r}")
+    if blocks == "learning" and cond["test"] not in LEARNING_TESTS:
+        raise bad("blocks", f"'learning' reads which way learning moves the learner's metric: it needs a test "
+                  f"of {LEARNING_TESTS}, not {cond['test']!r}")
     released = cond.get("released", "")
     if released != "" and (not isinstance(released, str) or not released.strip()):
         raise bad("released", "must state how the method was run as its source released it (a string)")
@@ -447,13 +455,48 @@ def _normalize_conditions(conditions: Mapping[str, Any] | None) -> dict[str, dic
     return {name: _check_condition(name, c) for name, c in conditions.items()}
 
 
+def learner_side(links: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+                 learner: Mapping[str, Any]) -> str | None:
+    """Which side of a one-comparison claim a learning condition's learner (its selection ``a``) is:
+    "a" (the method), "b" (the opponent or baseline), or None.  A side is the learner's when every key
+    the two share agrees and the learner names every key on which a and b differ."""
+    if len(links) != 1:
+        return None
+    a, b = links[0]
+    compared = {k for k in set(a) & set(b) if a[k] != b[k]}
+    sides = [name for name, side in (("a", a), ("b", b))
+             if compared <= set(learner) and set(learner) & set(side)
+             and all(side[k] == v for k, v in learner.items() if k in side)]
+    return sides[0] if len(sides) == 1 else None
+
+
+def learning_shift(claim: Mapping[str, Any], learns_test: str, learns_metric: str) -> int:
+    """Which way an opponent's (the claim's b) not learning moves the row's test: +1 toward the claim,
+    -1 against it, 0 where that has no direction (another metric, or a two-sided test: equivalent,
+    band).  A learner that does not learn ends on the far side of where learning takes its metric:
+    higher when learning lowers it (:data:`LEARNING_LOWERS`); a higher b lowers a - b, which favours a
+    claim that a is lower (``less``, ``noninferior`` with lower better)."""
+    if learns_metric != claim["metric"] or claim["test"] not in ("less", "greater", "noninferior"):
+        return 0
+    b_rises = learns_test in LEARNING_LOWERS
+    lower_favours = claim["test"] == "less" or (claim["test"] == "noninferior" and not claim["higher_is_better"])
+    return 1 if b_rises == lower_favours else -1
+
+
 def _check_references(claims: Sequence[dict[str, Any]], conditions: Mapping[str, Any]) -> None:
+    """Every precondition a claim names is defined; a learning condition's learner is one side of the
+    claim's single comparison (what its failure can explain depends on which)."""
     for c in claims:
         for key in c["preconditions"]:
             name = c["precondition_scopes"].get(key, (key,))[0]
             if name not in conditions:
                 raise ClaimError(f"claim {c['id']!r}: bad key 'preconditions': no condition named {name!r} "
                                  f"(defined: {', '.join(sorted(conditions)) or 'none'})")
+            cond = conditions[name]
+            if cond.get("blocks") == "learning" and learner_side(c["links"], cond.get("a") or {}) is None:
+                raise ClaimError(f"claim {c['id']!r}: bad key 'preconditions': {name!r} guards a learner's "
+                                 "learning (blocks: learning), but its selection a is neither side of the "
+                                 "claim's one comparison (a, the method, or b, the opponent)")
 
 
 def scoped_conditions(claims: Sequence[Mapping[str, Any]], conditions: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,7 +18,7 @@ import pandas as pd
 from distlab.scoring import stats
 from distlab.results.tables import fmt_ci
 
-from .claims import VALUE, ClaimError, _normalize_conditions
+from .claims import VALUE, ClaimError, _normalize_conditions, learner_side, learning_shift
 from .scorecard_links import StatsSettings, _NotRun, _num, _pair, _resolve
 
 COND_COLUMNS = ("name", "kind", "statement", "measured", "status")
@@ -38,6 +38,10 @@ class ConditionResult:
     testable_with: str = ""  # what would make a blocked row testable
     worst: float = math.nan  # each_* tests: the worst value over the runs
     bound: float = math.nan  # each_* tests: the value it is held to
+    # blocks "learning": the learner's selection, and the test and metric that say which way learning moves it
+    learner: Mapping[str, Any] = field(default_factory=dict)
+    test: str = ""
+    metric: str = ""
 
     def line(self) -> str:
         return f"{self.name}: {self.status} ({self.measured})"
@@ -49,7 +53,8 @@ def evaluate_condition(cond: dict[str, Any], tables: Mapping[str, pd.DataFrame],
     def result(status: str, measured: str, worst: float = math.nan, bound: float = math.nan) -> ConditionResult:
         return ConditionResult(cond["name"], cond["kind"], cond["statement"], status, measured,
                                cond.get("blocks", "always"), cond.get("released", ""),
-                               cond.get("testable_with", ""), worst, bound)
+                               cond.get("testable_with", ""), worst, bound, dict(cond["a"]), cond["test"],
+                               cond["metric"])
 
     table = tables.get(cond["table"])
     if table is None:
@@ -204,6 +209,39 @@ def _shortfall_block(r: ConditionResult, links: Sequence[Any], confidence: float
                    f"of at least {_num(shortfall)}: it cannot explain the outcome, so the row is decided")
 
 
+def _learning_block(claim: Mapping[str, Any], r: ConditionResult, links: Sequence[Any]) -> tuple[bool, str]:
+    """A learner that did not learn.  The method's own (the claim's a) blocks, as a control does.  The
+    opponent's or baseline's (the claim's b) moves b one way (:func:`distlab.scoring.claims.learning_shift`),
+    so it blocks only the decided outcome on the side it favours: toward the claim, a win (a loss is
+    decided, its reason saying why the failure cannot explain it).  An undecided row stays undecided: the
+    failure can only have pushed it toward the side it favours, so it hides no decided outcome the other
+    way, and a decided outcome on its side, reached with more seeds, would be blocked by it."""
+    head = f"precondition {r.name} not met: {r.measured}"
+    if learner_side(claim["links"], r.learner) != "b":
+        return True, _with_fix(r, head)
+    shift = learning_shift(claim, r.test, r.metric)
+    if shift == 0:
+        return True, _with_fix(r, f"{head}; the opponent's failure does not move this row's test one way "
+                                  f"(its {r.metric} beside the row's {claim['metric']} under test {claim['test']}), "
+                                  "so it could explain any outcome")
+    lk = links[0] if len(links) == 1 else None
+    if lk is None:
+        return True, _with_fix(r, f"{head}; the row has no outcome to read, so the opponent's failure may explain it")
+    way, favoured, other = (("toward", "for the claim (a win)", "against the claim (a loss)") if shift > 0
+                            else ("against", "against the claim (a loss)", "for the claim (a win)"))
+    moved = "higher" if r.test in ("less", "each_at_most") else "lower"
+    why = (f"the opponent (b) did not beat its control: its {r.metric} stays {moved} than a learning opponent's, "
+           f"which can only move the row {way} the claim")
+    if lk.verdict == ("reproduced" if shift > 0 else "not reproduced"):
+        return True, _with_fix(r, f"{head}; {why}, and the outcome is {favoured}: the failure could explain it")
+    if lk.verdict == "inconclusive":
+        return False, (f"precondition {r.name} not met ({r.measured}), but {why}: it cannot explain an undecided "
+                       f"outcome, which stays undecided (a decided outcome {favoured} would be blocked by it): "
+                       "not blocking")
+    return False, (f"precondition {r.name} not met ({r.measured}), but {why}; the outcome is decided {other}, "
+                   "which the failure cannot explain: not blocking")
+
+
 def blocking(claim: Mapping[str, Any], results: Mapping[str, ConditionResult], links: Sequence[Any],
              confidence: float) -> tuple[tuple[str, str] | None, str]:
     """``((verdict, reason) or None, note)`` for a claim whose own test gave ``links``.
@@ -211,8 +249,10 @@ def blocking(claim: Mapping[str, Any], results: Mapping[str, ConditionResult], l
     A precondition not run makes the row *not run*.  One not met blocks (*not testable here*) only
     where its failure could explain the outcome, by its ``blocks`` rule; a control of a method run as
     its source released it (``released``) that is not met decides a claim that the method wins:
-    *not reproduced*, the learner did not beat its control (unless another precondition blocks).
-    ``note`` says why a precondition not met did not block."""
+    *not reproduced*, the learner did not beat its control (unless another precondition blocks).  One on
+    the learning of the opponent or baseline (``blocks: learning``, the claim's b) blocks only the decided
+    outcome its failure favours (:func:`_learning_block`).  ``note`` says why a precondition not met did
+    not block."""
     conds = [results[k] for k in claim["preconditions"]]
     missing = [r for r in conds if r.status == "not run"]
     if missing:
@@ -225,6 +265,8 @@ def blocking(claim: Mapping[str, Any], results: Mapping[str, ConditionResult], l
             continue
         elif r.blocks == "shortfall":
             hit = _shortfall_block(r, links, confidence)
+        elif r.blocks == "learning":
+            hit = _learning_block(claim, r, links)
         elif r.released and claim["expected"] == "holds" and claim["test"] in WIN_TESTS:
             findings.append(r)
             continue
