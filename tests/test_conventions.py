@@ -201,6 +201,38 @@ def test_stale_runs_are_listed():
     stale = scorecard.stale_runs({"t": t}, "abc")
     assert sorted(stale["seed"].tolist()) == [1, 2]
     assert scorecard.stale_runs({"t": t}, None).empty  # outside git: nothing to compare with
+    # a commit whose code that decides results equals the current one's (docs or tests changed
+    # since) leaves its runs current; a dirty run is listed whatever its commit
+    asked = []
+    stale = scorecard.stale_runs({"t": t}, "xyz", lambda c: asked.append(c) or c == "abc")
+    assert sorted(stale["seed"].tolist()) == [1, 2] and sorted(asked) == ["abc", "def"]
+
+
+def test_a_commit_that_changed_only_docs_leaves_its_runs_current(tmp_path, monkeypatch):
+    """code_unchanged_since compares the paths that decide results at a run's commit and at HEAD."""
+    import subprocess
+
+    from distlab.scoring import paperrecord
+
+    def git(*a):
+        return subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, text=True, check=True).stdout.strip()
+
+    git("init", "-q")
+    git("config", "user.email", "t@t")
+    git("config", "user.name", "t")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text("x = 1\n")
+    (tmp_path / "README.md").write_text("a\n")
+    git("add", "-A")
+    git("commit", "-qm", "one")
+    run = git("rev-parse", "HEAD")
+    (tmp_path / "README.md").write_text("b\n")
+    git("commit", "-qam", "docs")
+    assert paperrecord._tree_changes(tmp_path, run)[0] == paperrecord.SAME
+    (tmp_path / "src" / "m.py").write_text("x = 2\n")
+    git("commit", "-qam", "code")
+    assert paperrecord._tree_changes(tmp_path, run)[0] == paperrecord.OTHER
+    assert not scorecard.code_unchanged_since("")  # no commit recorded: cannot be checked
 
 
 # ---------------------------------------------------------- failed jobs

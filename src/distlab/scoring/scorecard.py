@@ -550,21 +550,48 @@ def _read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
     return read_table_checked(path)
 
 
-def stale_runs(tables: Mapping[str, pd.DataFrame], current: str | None) -> pd.DataFrame:
+def code_unchanged_since(commit: str) -> bool:
+    """Whether the paths that decide results (:data:`distlab.scoring.paperrecord.DECIDING`) are the
+    same at ``commit`` as at HEAD of the checkout this package runs from; False when that cannot be
+    checked (no git, a commit not in the clone)."""
+    import subprocess
+
+    from .paperrecord import SAME, _tree_changes
+
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=Path(__file__).resolve().parent,
+                         capture_output=True, text=True)
+    if top.returncode != 0 or not commit or commit in ("None", "nan"):
+        return False
+    return _tree_changes(Path(top.stdout.strip()), commit)[0] == SAME
+
+
+def stale_runs(tables: Mapping[str, pd.DataFrame], current: str | None, same_code=None) -> pd.DataFrame:
     """Runs of the summary tables whose recorded code differs from ``current``.
 
     Reads the ``git_commit`` and ``git_dirty`` columns a summary table carries
     (one row per run); tables without them are skipped, and so is everything
     when there is no current revision to compare with (a tree outside git).
+    ``same_code(commit)``: whether a commit's code that decides results equals the current one's
+    (:func:`code_unchanged_since`: a commit that changed only docs or tests since the run leaves
+    its runs current); without it, any other commit is other code.
     """
     rows = []
     if not current:
         return pd.DataFrame(rows, columns=["table", "run", "seed", "commit", "dirty"])
+    verdict: dict[str, bool] = {}
+
+    def other_code(commit: str) -> bool:
+        if commit == str(current):
+            return False
+        if commit not in verdict:
+            verdict[commit] = not (same_code is not None and same_code(commit))
+        return verdict[commit]
+
     for name, t in tables.items():
         if "git_commit" not in t.columns:
             continue
         dirty = t["git_dirty"].fillna(False).astype(bool) if "git_dirty" in t.columns else False
-        other = t["git_commit"].astype(str) != str(current)
+        other = t["git_commit"].astype(str).map(other_code).astype(bool)
         bad = t[other | dirty]
         for _, r in bad.iterrows():
             rows.append({"table": name, "run": r.get("run", ""), "seed": r.get("seed", ""),
@@ -603,7 +630,7 @@ def main_scorecard(
     df = evaluate_claims(claims, tables, stats_cfg, conditions, results)
     title = "Reproduction scorecard" + (f": {paper}" if paper else "")
     write_scorecard(df, md_out, csv_out, title=title,
-                    stale=stale_runs(tables, git_revision()["commit"]),
+                    stale=stale_runs(tables, git_revision()["commit"], code_unchanged_since),
                     conditions=conditions_frame(results), conditions_csv=conditions_out, details=True)
     record_graded_runs(csv_out, df, list(summaries.values()))
     return df
