@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..results.runs import check_sealed
+from ..results.runs import check_sealed, provenance
 
 from ..results.runs import write_csv
 from ..runtime.machine_load import saw_load_above_cores
@@ -58,6 +58,7 @@ def collect_all(run_dirs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.Da
             "steps": int(spec["steps"]),
             "tokens": int(metrics["tokens"].iloc[-1]),
             "late_val_drop": late_val_drop(metrics),
+            **provenance(manifest),  # git_commit, git_dirty: the scorecard lists runs of other code
         })
         for st in manifest.get("staleness") or []:
             stale.append({**keys, **st})
