@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 LIBRARIES = ("torch", "torchvision", "numpy", "pandas", "scipy", "datasets", "snakemake",
              "distlab")
 
+# the paths whose content decides the results (the code, workflow, config and data); what a run
+# records as uncommitted changes, and what paper/'s record compares with HEAD
+DECIDING = ("src", "workflow", "Snakefile", "config", "data")
+
 
 class DiskFull(SpecError):
     """A run's file could not be written for want of space: one line naming it, nothing half-written."""
@@ -139,15 +143,19 @@ def check_sealed(run_dir: str | Path, manifest: dict) -> dict:
 
 
 def git_revision(cwd: str | Path | None = None) -> dict:
-    """The source tree's commit and whether it has uncommitted changes."""
+    """The source tree's commit and whether it has uncommitted changes in the paths that decide
+    results (:data:`DECIDING`, from the repository's top whatever ``cwd``): a change elsewhere
+    (paper/, docs/, which a run itself may rewrite) makes no other code."""
     cwd = cwd or Path(__file__).resolve().parent
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
                              text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                                *(f":(top){p}" for p in DECIDING)],
                                cwd=cwd, capture_output=True, text=True, timeout=10)
         if rev.returncode == 0:
-            return {"commit": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+            return {"commit": rev.stdout.strip(),
+                    "dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
     except (OSError, subprocess.TimeoutExpired):
         pass
     return {"commit": None, "dirty": None}
