@@ -73,7 +73,7 @@ from .claims import (VALUE, VALUE_FROM, ClaimError, _check_condition, _check_ref
                      _normalize, _normalize_conditions, load_claims, load_claims_file, scoped_conditions,
                      validate_claims)
 from .scorecard_conditions import (COND_COLUMNS, ConditionResult, blocking, conditions_frame,  # noqa: F401
-                                   evaluate_condition, evaluate_conditions)
+                                   deciding_test, evaluate_condition, evaluate_conditions)
 from .scorecard_links import (POWER, StatsSettings, _evaluate_link, _largest, _link_label,  # noqa: F401
                               _Link, _NotRun, _pair, _resolve, seeds_needed, seeds_to_decide)
 from .scorecard_view import WRAP, claim_details, compact_view, condition_details
@@ -88,7 +88,7 @@ NOT_TESTS = ("refused", "model prediction")
 COLUMNS = (
     "id", "paper", "statement", "source", "metric", "test", "expected", "paper_value", "threshold",
     "ours", "estimate", "ci_low", "ci_high", "n_seeds", "p_value", "p_holm", "p_wilcoxon", "margin",
-    "tested_at", "preconditions", "measured", "verdict", "reason", "seeds_needed", "planned_n",
+    "tested_at", "preconditions", "measured", "verdict", "reason", "seeds_needed", "planned_n", "decided_by",
 )
 
 
@@ -101,7 +101,7 @@ def _row(claim: dict[str, Any], **values: Any) -> dict[str, Any]:
                                   "paper_value", "threshold", "tested_at", "measured")}
     empty = {"ours": "", "estimate": math.nan, "ci_low": math.nan, "ci_high": math.nan,
              "n_seeds": 0, "p_value": math.nan, "p_holm": math.nan, "p_wilcoxon": math.nan,
-             "preconditions": "", "seeds_needed": math.nan}
+             "preconditions": "", "seeds_needed": math.nan, "decided_by": ""}
     margin = math.nan if claim["margin"] is None else claim["margin"]
     planned = claim.get("planned_n")
     return {**base, **empty, "margin": margin, "planned_n": math.nan if planned is None else planned,
@@ -297,6 +297,8 @@ def evaluate_claims(
     df = _holm_within_papers(df, checked, cfg.alpha, blocked)
     df = _apply_polarity(df, checked)
     df = _apply_preconditions(df, checked, blocked)
+    df["decided_by"] = [deciding_test(c, condition_results) if (blocked.get(c["id"]) or ("",))[0] == "not reproduced"
+                        and v == "not reproduced" else "" for c, v in zip(checked, df["verdict"])]
     df = apply_report_only(_apply_construction(df, checked, models), checked, blocked)
     df = _power_at_level(df, checked, [links for _, links in evaluated], cfg)
     return df.astype({"n_seeds": int})
