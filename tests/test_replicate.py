@@ -162,6 +162,11 @@ def test_the_replicate_adds_the_seeds_its_power_asks_for():
                           {"id": "c", "n": 5, "replicate_n": 7}])
     out = rep.overrides(config, power)
     assert out == {"seeds": [1000, 1001], "stats": {"extra_seeds": {"a": 7, "c": 2}}}
+    # replicate.leave_out goes over the shifted seeds: a switched-off part keeps its seeds shifted
+    config = {"pgc": {"real": {"enabled": True, "seeds": [0]}}, "replicate": {
+        "seed_offset": 1000, "leave_out": {"pgc": {"real": {"enabled": False}}}}}
+    assert rep.overrides(config, power.iloc[:0]) == {"pgc": {"real": {"enabled": False, "seeds": [1000]}},
+                                                     "stats": {"extra_seeds": None}}
 
 
 def test_configfiles_are_split_from_snakemakes_other_arguments():
@@ -210,6 +215,53 @@ def test_the_replicates_jobs_run_on_disjoint_seeds_under_the_other_kernel_set(tm
     assert kernels["ATEN_CPU_CAPABILITY"] == "default" and kernels["MKL_CBWR"] == "COMPATIBLE"
     assert kernels["cpu_capability"] == "DEFAULT"
     assert record["hardware"]["kind"]["torch"] and "isa" in record["hardware"]["kind"]
+
+
+def _replicate_plan(tree, tmp_path, leave_out):
+    """The replicate's dry run of every paper's scorecard on the default config, as if nothing had
+    run: (the rules with a job, the scorecard's table names), ``replicate.leave_out`` as given."""
+    config = rep.merged_config(tree, [])
+    config["replicate"]["directory"] = str(tmp_path / ("replicate" if leave_out else "whole"))
+    if not leave_out:
+        config["replicate"]["leave_out"] = {}
+    own = rep.prepare(tree, config, pd.DataFrame(columns=["id", "n", "replicate_n"]))
+    papers = ["P1", "P2", "P3", "P4", "atlas", "foundation"]
+    dry = subprocess.run(rep.command(tree, config, 2, papers, [], ["-n", "--forceall", "-p"], own), cwd=tree,
+                         capture_output=True, text=True, timeout=600)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    stats = dry.stdout.split("Job stats:", 1)[1].split("\n\n", 1)[0]
+    rules = {w[0] for w in (line.split() for line in stats.splitlines()) if len(w) == 2 and w[1].isdigit()}
+    return rules - {"total"}, set(re.findall(r"--table=(\w+)=", dry.stdout))
+
+
+@pytest.mark.slow
+def test_the_replicates_plan_runs_no_measured_rule_that_only_measured_rows_read(tmp_path):
+    """With replicate.leave_out, the replicate's plan holds no measured rule but those whose runs
+    also train what replicated rows read (replicate.MEASURED_AND_TRAINED); without it, the others
+    are there.  What it leaves out only measured claims read: every claim (and every condition a
+    claim names) reading a table the scorecard loses is measured, so no replicated row loses data."""
+    import yaml
+    from conftest import workflow_tree
+
+    from distlab.scoring.stability import MEASURED_RULES
+
+    tree = workflow_tree()
+    rules, tables = _replicate_plan(tree, tmp_path, leave_out=True)
+    whole_rules, whole_tables = _replicate_plan(tree, tmp_path, leave_out=False)
+    assert set(rep.MEASURED_AND_TRAINED) <= set(MEASURED_RULES)
+    assert rules & set(MEASURED_RULES) == set(rep.MEASURED_AND_TRAINED)
+    assert {"local_bench_throughput", "local_bench_pc_cost", "pgc_train_real", "demo_train_real"} <= \
+        (whole_rules - rules) & set(MEASURED_RULES)
+    lost = whole_tables - tables
+    assert lost and tables < whole_tables
+    spec = yaml.safe_load((ROOT / "config/claims.yaml").read_text(encoding="utf-8"))
+
+    def reads(entry):
+        return {t for t in lost if f"'{t}'" in repr(entry)}
+
+    reading = [c for c in spec["claims"] if reads(c) or any(
+        reads(spec["conditions"][p if isinstance(p, str) else p["name"]]) for p in c.get("preconditions", []))]
+    assert reading and [c["id"] for c in reading if c.get("measured") is not True] == []
 
 
 def test_compare_snapshot_asks_digits_of_the_same_kind_and_held_verdicts_of_another():

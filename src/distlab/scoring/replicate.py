@@ -49,6 +49,12 @@ UNSTABLE = "unstable here"
 SEED_KEYS = ("seeds", "parallel_seeds")  # the config's seed lists (any section, any depth)
 MAX_EXTRA = 50  # distlab.pipeline.extra_seeds.MAX_EXTRA: the most extra seeds a claim may ask
 COMPARISON = "comparison"
+# the measured rules (distlab.scoring.stability.MEASURED_RULES) whose runs also train what
+# replicated rows read, so the replicate runs them for their trained quantities (their timings it
+# reads for no row): the baseline's gloo DGD (its loss against single-process SGD), P3's timed
+# jobs (BP's timed seed, asynchronous RC on every seed), DeMo's simulated jobs (each worker's
+# compute measured, its losses trained); every other measured rule ``replicate.leave_out`` turns off
+MEASURED_AND_TRAINED = ("baseline_train_dist", "local_train", "demo_train_sim")
 
 
 def _num(row: Mapping, key: str) -> float:
@@ -295,8 +301,10 @@ def check_disjoint(config: Mapping, offset: int) -> None:
 
 
 def overrides(config: Mapping, power: pd.DataFrame) -> dict:
-    """The replicate's config file: every seed list shifted by ``replicate.seed_offset``, and
-    ``stats.extra_seeds`` raised by what the power rule adds to each row (:func:`power_table`)."""
+    """The replicate's config file: every seed list shifted by ``replicate.seed_offset``,
+    ``stats.extra_seeds`` raised by what the power rule adds to each row (:func:`power_table`),
+    and ``replicate.leave_out`` over them (the switches that turn off the parts only measured rows
+    read: the replicate runs what its rows need)."""
     offset = int(config["replicate"]["seed_offset"])
     check_disjoint(config, offset)
     extra = dict((config.get("stats") or {}).get("extra_seeds") or {})
@@ -304,7 +312,8 @@ def overrides(config: Mapping, power: pd.DataFrame) -> dict:
         add = int(r["replicate_n"]) - int(r["n"])
         if add > 0:
             extra[r["id"]] = min(MAX_EXTRA, int(extra.get(r["id"], 0)) + add)
-    return {**shifted_seeds(config, offset), "stats": {"extra_seeds": extra or None}}
+    out = {**shifted_seeds(config, offset), "stats": {"extra_seeds": extra or None}}
+    return _merge(out, config["replicate"].get("leave_out") or {})
 
 
 # ------------------------------------------------------------------ the verdicts
