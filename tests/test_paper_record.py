@@ -107,7 +107,7 @@ def test_a_runs_dirty_flag_counts_only_uncommitted_changes_in_what_decides_resul
     """A run records ``dirty`` from the paths that decide results (the tuple paper/'s record
     compares too): a run rewriting paper/ or an edited page of docs/ leaves it false, an edit
     under src/ or config/ makes it true, whichever folder of the tree asks."""
-    from distlab.results.runs import DECIDING, git_revision
+    from distlab.results.runs import DECIDING, git_revision, uncommitted
 
     repo, _ = repo
     assert pr.DECIDING is DECIDING
@@ -118,9 +118,11 @@ def test_a_runs_dirty_flag_counts_only_uncommitted_changes_in_what_decides_resul
     (repo / "docs/page.md").write_text("the page rewritten\n")
     assert git_revision(repo) == {"commit": head, "dirty": False}
     assert git_revision(repo / "paper") == {"commit": head, "dirty": False}
+    assert uncommitted(repo) == 0  # the count make reproduce and make stability record
     for path in ("src/code.py", "config/config.yaml"):
         (repo / path).write_text((repo / path).read_text() + "# changed\n")
         assert git_revision(repo / "docs") == {"commit": head, "dirty": True}, path
+        assert uncommitted(repo) == 1
         _git(repo, "checkout", "--", path)
     assert git_revision(repo)["dirty"] is False
 

@@ -142,20 +142,29 @@ def check_sealed(run_dir: str | Path, manifest: dict) -> dict:
     return manifest
 
 
+def uncommitted(cwd: str | Path | None = None) -> int | None:
+    """How many tracked files have uncommitted changes in the paths that decide results
+    (:data:`DECIDING`, from the repository's top whatever ``cwd``): a change elsewhere (paper/,
+    docs/, which a run itself may rewrite) makes no other code.  None outside a git checkout."""
+    cwd = cwd or Path(__file__).resolve().parent
+    try:
+        r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                            *(f":(top){p}" for p in DECIDING)], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return len(r.stdout.splitlines()) if r.returncode == 0 else None
+
+
 def git_revision(cwd: str | Path | None = None) -> dict:
-    """The source tree's commit and whether it has uncommitted changes in the paths that decide
-    results (:data:`DECIDING`, from the repository's top whatever ``cwd``): a change elsewhere
-    (paper/, docs/, which a run itself may rewrite) makes no other code."""
+    """The source tree's commit and whether it has uncommitted changes that decide results
+    (:func:`uncommitted`)."""
     cwd = cwd or Path(__file__).resolve().parent
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
                              text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
-                                *(f":(top){p}" for p in DECIDING)],
-                               cwd=cwd, capture_output=True, text=True, timeout=10)
         if rev.returncode == 0:
-            return {"commit": rev.stdout.strip(),
-                    "dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
+            n = uncommitted(cwd)
+            return {"commit": rev.stdout.strip(), "dirty": None if n is None else n > 0}
     except (OSError, subprocess.TimeoutExpired):
         pass
     return {"commit": None, "dirty": None}
