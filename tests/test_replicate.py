@@ -107,6 +107,12 @@ def test_the_scorecard_writes_the_deciding_preconditions_own_test_and_the_power_
     assert math.isnan(rep.repeat_probability(old)) and rep.replicate_n(old, 0.8, 50) == 5
     # a row no precondition decides has no decided_by
     assert _released_control_card([5.0, 5.3, 4.8, 5.1, 4.85]).iloc[0]["decided_by"] == ""
+    # a deciding precondition without a paired interval (e.g. a bound on every run) is named, and
+    # the row keeps its n with no probability to state
+    bare = {**row, "decided_by": json.dumps({"precondition": "toy.bound"})}
+    assert math.isnan(rep.repeat_probability(bare)) and rep.replicate_n(bare, 0.8, 50) == 5
+    assert rep.probability_of(bare) == ("precondition toy.bound not met again (no interval of its test in "
+                                        "this scorecard)")
 
 
 def test_a_degenerate_interval_repeats_with_probability_one_and_gets_no_extra_seeds():

@@ -151,6 +151,10 @@ def decided_by(row: Mapping) -> dict | None:
     return None
 
 
+def _has_interval(pre: Mapping) -> bool:
+    return all(k in pre for k in ("test", "estimate", "ci_low", "ci_high", "n"))
+
+
 def degenerate(row: Mapping) -> bool:
     """A row whose interval has zero width (every seed gave the same difference) beside a boundary."""
     est, lo, hi = _num(row, "estimate"), _num(row, "ci_low"), _num(row, "ci_high")
@@ -192,7 +196,7 @@ def repeat_probability(row: Mapping, confidence: float = 0.95) -> float:
 
     pre = decided_by(row)
     if pre is not None:
-        return 1.0 - _met_probability(pre, confidence) if pre else math.nan
+        return 1.0 - _met_probability(pre, confidence) if _has_interval(pre) else math.nan
     if degenerate(row):
         return 1.0
     iv = interval(row)
@@ -211,8 +215,8 @@ def probability_of(row: Mapping) -> str:
     if pre is not None:
         name = pre.get("precondition", "the deciding precondition")
         return (f"precondition {name} not met again (its a - b = {pre['estimate']:.3g} [{pre['ci_low']:.3g}, "
-                f"{pre['ci_high']:.3g}], n = {pre['n']}, test {pre['test']})" if pre else
-                "precondition not met again (no interval of it in this scorecard)")
+                f"{pre['ci_high']:.3g}], n = {pre['n']}, test {pre['test']})" if _has_interval(pre) else
+                f"precondition {name} not met again (no interval of its test in this scorecard)")
     if degenerate(row):
         return "a degenerate interval (zero width: every seed the same difference), repeated with probability 1"
     return "the row's own interval" if interval(row) is not None else "no interval"

@@ -213,15 +213,19 @@ def _shortfall_block(r: ConditionResult, links: Sequence[Any], confidence: float
 
 def deciding_test(claim: Mapping[str, Any], results: Mapping[str, ConditionResult]) -> str:
     """Column ``decided_by`` of a row a released method's failed control decides (:func:`blocking`):
-    that precondition's own paired test as JSON (``precondition``, ``test``, ``margin``,
-    ``estimate``, ``ci_low``, ``ci_high``, ``n``: a − b and its interval), so what reads the row
-    (the replicate's power rule) has the interval that decided it; empty for any other row."""
+    that precondition as JSON (``precondition``) with its own paired test where it has one
+    (``test``, ``margin``, ``estimate``, ``ci_low``, ``ci_high``, ``n``: a − b and its interval),
+    so what reads the row (the replicate's power rule) has the interval that decided it; empty
+    for any other row."""
     for key in claim["preconditions"]:
         r = results[key]
-        if r.status == "not met" and r.released and r.interval:
-            test, margin, est, low, high, n = r.interval
-            return json.dumps({"precondition": r.name, "test": test, "margin": float(margin), "estimate": float(est),
-                               "ci_low": float(low), "ci_high": float(high), "n": int(n)})
+        if r.status == "not met" and r.released:
+            own = {}
+            if r.interval:
+                test, margin, est, low, high, n = r.interval
+                own = {"test": test, "margin": float(margin), "estimate": float(est), "ci_low": float(low),
+                       "ci_high": float(high), "n": int(n)}
+            return json.dumps({"precondition": r.name, **own})
     return ""
 
 
