@@ -169,7 +169,7 @@ def _met_probability(pre: Mapping, confidence: float) -> float:
     from scipy.stats import norm
 
     est, lo, hi, m = (float(pre[k]) for k in ("estimate", "ci_low", "ci_high", "margin"))
-    m = 0.0 if not math.isfinite(m) else abs(m)
+    m = m if math.isfinite(m) else 0.0  # as the condition's test shifts a: a + m < b, a - m > b
     h = (hi - lo) / 2
     z = _critical(int(pre.get("n") or 2), confidence)
     if pre.get("test") == "equivalent":
