@@ -71,7 +71,7 @@ PREFLIGHT = $(SMK_WORDS); $(BIN)/python -c 'import sys; from distlab.config.pref
 # runs and tables, and the scorecard, are made again.
 # make reproduce first empties paper/ unless it was assembled from this checkout's last run
 # (a clone's or a pull's paper/ is another machine's evaluation: Snakemake would take its pages
-# for done and skip the runs behind them); then it records its own run in results/reproduce.json (commit, dirty tree, start and
+# for done and skip the runs behind them); then it records its own run in results/reproduce.json (commit, dirty tree: uncommitted changes in what decides results, start and
 # end, exit code, load average, machine, config files) and then makes paper/ wholly of this run
 # (scripts/snapshot.py): the workflow's pages, the benchmarks, netcheck's outputs when run since
 # it started, the atlas's query pack; every other file in paper/ removed; the record in
@@ -84,7 +84,7 @@ reproduce: $(STAMP)
 	@$(BIN)/python -c 'import sys; from distlab.pipeline.slurmtools import main; sys.exit(main())' || exit 2
 	@mkdir -p results; start=$$(date +%s); load=$$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null); \
 	commit=$$(git rev-parse HEAD 2>/dev/null); \
-	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); rc=0; \
+	dirty=$$($(BIN)/python -c 'from distlab.results.runs import uncommitted; print(uncommitted(".") or 0)') || dirty=1; rc=0; \
 	$(BIN)/python scripts/snapshot.py clear || exit 2; \
 	force=$$($(BIN)/python -c 'import sys; from distlab.results.recheck import main; sys.exit(main())' results paper) || exit 2; \
 	$(SMK_WORDS); $(JOBS_VIA) snakemake --cores $(CORES) $(SNAKEMAKE_CONSOLE) $$force "$$@" || rc=$$?; \
@@ -110,7 +110,7 @@ dryrun: $(STAMP)
 stability: $(STAMP)
 	@$(PREFLIGHT)
 	@start=$$(date +%s); commit=$$(git rev-parse HEAD 2>/dev/null); \
-	dirty=$$(git status --porcelain --untracked-files=no 2>/dev/null | wc -l); \
+	dirty=$$($(BIN)/python -c 'from distlab.results.runs import uncommitted; print(uncommitted(".") or 0)') || dirty=1; \
 	$(SMK_WORDS); $(BIN)/python -m distlab stability --cores $(CORES) $${1+--} "$$@" || exit $$?; \
 	$(BIN)/python scripts/snapshot.py --stability-commit "$$commit" --stability-dirty "$$dirty" \
 	  --stability-start "$$start"

@@ -1158,7 +1158,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--end", type=float, default=None)
     r.add_argument("--rc", type=int, required=True)
     r.add_argument("--commit", default="")
-    r.add_argument("--dirty", type=int, default=0, help="how many tracked files had uncommitted changes")
+    r.add_argument("--dirty", type=int, default=0, help="how many tracked files that decide results (src, workflow, config, data) had uncommitted changes")
     r.add_argument("--load-start", default="")
     r.add_argument("--cores", type=int, default=None)
     r.add_argument("--command-line", default="make reproduce")
@@ -1190,7 +1190,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="leave make stability's settled scorecard (paper/scorecard_stable.csv) out: "
                             "the verdicts of one evaluation")
         a.add_argument("--stability-commit", default="", help="make stability: the commit it ran at")
-        a.add_argument("--stability-dirty", type=int, default=0, help="make stability: uncommitted tracked files")
+        a.add_argument("--stability-dirty", type=int, default=0, help="make stability: uncommitted tracked files that decide results")
         a.add_argument("--stability-start", type=float, default=None, help="make stability: its start, epoch seconds")
     args = ap.parse_args(argv)
     try:

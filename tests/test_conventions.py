@@ -208,11 +208,11 @@ def test_stale_runs_are_listed():
     assert sorted(stale["seed"].tolist()) == [1, 2] and sorted(asked) == ["abc", "def"]
 
 
-def test_a_commit_that_changed_only_docs_leaves_its_runs_current(tmp_path, monkeypatch):
+def test_a_commit_that_changed_only_docs_leaves_its_runs_current(tmp_path):
     """code_unchanged_since compares the paths that decide results at a run's commit and at HEAD."""
     import subprocess
 
-    from distlab.scoring import paperrecord
+    from distlab.results.runs import code_unchanged_since
 
     def git(*a):
         return subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, text=True, check=True).stdout.strip()
@@ -228,11 +228,11 @@ def test_a_commit_that_changed_only_docs_leaves_its_runs_current(tmp_path, monke
     run = git("rev-parse", "HEAD")
     (tmp_path / "README.md").write_text("b\n")
     git("commit", "-qam", "docs")
-    assert paperrecord._tree_changes(tmp_path, run)[0] == paperrecord.SAME
+    assert code_unchanged_since(run, tmp_path)
     (tmp_path / "src" / "m.py").write_text("x = 2\n")
     git("commit", "-qam", "code")
-    assert paperrecord._tree_changes(tmp_path, run)[0] == paperrecord.OTHER
-    assert not scorecard.code_unchanged_since("")  # no commit recorded: cannot be checked
+    assert not code_unchanged_since(run, tmp_path)
+    assert not code_unchanged_since("", tmp_path) and not code_unchanged_since("0" * 40, tmp_path)
 
 
 # ---------------------------------------------------------- failed jobs

@@ -103,6 +103,30 @@ def test_a_dirty_run_or_a_config_of_its_own_says_so(repo):
     assert "(changed since)" in pr.check(repo).why[0]
 
 
+def test_a_runs_dirty_flag_counts_only_uncommitted_changes_in_what_decides_results(repo):
+    """A run records ``dirty`` from the paths that decide results (the tuple paper/'s record
+    compares too): a run rewriting paper/ or an edited page of docs/ leaves it false, an edit
+    under src/ or config/ makes it true, whichever folder of the tree asks."""
+    from distlab.results.runs import DECIDING, git_revision, uncommitted
+
+    repo, _ = repo
+    assert pr.DECIDING is DECIDING
+    (repo / "docs/page.md").write_text("a page\n")
+    head = _commit(repo, "docs")
+    assert git_revision(repo) == {"commit": head, "dirty": False}
+    (repo / "paper/record.json").write_text("{}")
+    (repo / "docs/page.md").write_text("the page rewritten\n")
+    assert git_revision(repo) == {"commit": head, "dirty": False}
+    assert git_revision(repo / "paper") == {"commit": head, "dirty": False}
+    assert uncommitted(repo) == 0  # the count make reproduce and make stability record
+    for path in ("src/code.py", "config/config.yaml"):
+        (repo / path).write_text((repo / path).read_text() + "# changed\n")
+        assert git_revision(repo / "docs") == {"commit": head, "dirty": True}, path
+        assert uncommitted(repo) == 1
+        _git(repo, "checkout", "--", path)
+    assert git_revision(repo)["dirty"] is False
+
+
 def test_compare_snapshot_says_when_paper_is_of_another_tree(repo, capsys):
     """``distlab compare-snapshot`` opens with the record check of the paper/ it compares."""
     from distlab.scoring.compare_snapshot import record_lines

@@ -59,6 +59,75 @@ def test_repeat_probability_is_eighty_percent_at_eighty_percent_power_and_the_ru
     assert 0 < rep.repeat_probability(near) < 1 and rep.replicate_n(near, 0.8, 50) == 5
 
 
+def _released_control_card(control_jitter):
+    """A scorecard row a released method's failed control decides: the learner is no slower than
+    its baseline by its own test, but does not beat its control (crafted latencies by seed)."""
+    from distlab.scoring import scorecard
+
+    jitter = [0.0, 0.3, -0.2, 0.1, -0.15]
+    rows = [{"method": m, "seed": s, "ms": v + j} for s, j in enumerate(jitter)
+            for m, v in (("learner", 95.0), ("baseline", 100.0))]
+    rows += [{"method": "control", "seed": s, "ms": 95.0 + j} for s, j in enumerate(control_jitter)]
+    cond = {"toy.learns": {"kind": "control", "statement": "the learner beats its constant-reward control",
+                           "table": "runs", "metric": "ms", "a": {"method": "learner"}, "b": {"method": "control"},
+                           "test": "less", "released": "the released code"}}
+    claim = {"id": "toy.noninferior", "paper": "P2", "source": "s", "table": "runs", "statement": "no slower",
+             "metric": "ms", "test": "noninferior", "higher_is_better": False, "margin": 0.01,
+             "margin_relative": True, "threshold": "1 %", "a": {"method": "learner"},
+             "b": {"method": "baseline"}, "preconditions": ["toy.learns"]}
+    stats_cfg = {"alpha": 0.05, "bootstrap": {"n_resamples": 200, "seed": 0, "confidence": 0.95}}
+    return scorecard.evaluate_claims([claim], {"runs": pd.DataFrame(rows)}, stats_cfg, cond)
+
+
+def test_the_scorecard_writes_the_deciding_preconditions_own_test_and_the_power_rule_reads_it():
+    """A row a precondition decides repeats when the precondition is again not met: its repeat
+    probability is 1 - P(the precondition's own test is met), from that test's interval (column
+    decided_by), and it gets no extra seeds, however wide its own interval."""
+    from scipy import stats
+
+    card = _released_control_card([0.4, -0.1, 0.2, -0.3, 0.05])
+    row = card.iloc[0].to_dict()
+    assert row["verdict"] == "not reproduced" and rep.DECIDED_BY in row["reason"]
+    pre = json.loads(row["decided_by"])
+    d = [0.0 - 0.4, 0.3 + 0.1, -0.2 - 0.2, 0.1 + 0.3, -0.15 - 0.05]   # learner - control by seed
+    ci = stats.t.interval(0.95, 4, loc=sum(d) / 5, scale=stats.sem(d))
+    assert pre["precondition"] == "toy.learns" and pre["test"] == "less" and pre["n"] == 5
+    assert (pre["estimate"], pre["ci_low"], pre["ci_high"]) == pytest.approx((sum(d) / 5, *ci))
+    z, h = stats.t.ppf(0.975, 4), (ci[1] - ci[0]) / 2
+    met = stats.norm.cdf(z * ((0.0 - pre["estimate"]) / h - 1))      # interval wholly below 0
+    assert rep.repeat_probability(row) == pytest.approx(1 - met)
+    assert rep.replicate_n(row, 0.999, 50) == 5
+    assert rep.probability_of(row).startswith("precondition toy.learns not met again")
+    # the same numbers read as a row its own interval decides ask for more seeds
+    own = {**row, "decided_by": "", "estimate": -0.5, "ci_low": -1.0, "ci_high": -0.05, "test": "less",
+           "margin": 0.0, "verdict": "reproduced"}
+    assert rep.probability_of(own) == "the row's own interval" and rep.replicate_n(own, 0.8, 50) > 5
+    # a scorecard without the column: its reason's marker keeps the n, with no probability to state
+    old = {k: v for k, v in row.items() if k != "decided_by"}
+    assert math.isnan(rep.repeat_probability(old)) and rep.replicate_n(old, 0.8, 50) == 5
+    # a row no precondition decides has no decided_by
+    assert _released_control_card([5.0, 5.3, 4.8, 5.1, 4.85]).iloc[0]["decided_by"] == ""
+    # a deciding precondition without a paired interval (e.g. a bound on every run) is named, and
+    # the row keeps its n with no probability to state
+    bare = {**row, "decided_by": json.dumps({"precondition": "toy.bound"})}
+    assert math.isnan(rep.repeat_probability(bare)) and rep.replicate_n(bare, 0.8, 50) == 5
+    assert rep.probability_of(bare) == ("precondition toy.bound not met again (no interval of its test in "
+                                        "this scorecard)")
+
+
+def test_a_degenerate_interval_repeats_with_probability_one_and_gets_no_extra_seeds():
+    flat = _row("flat", "reproduced", -0.4, -0.4, -0.4, margin=0.0)
+    power = rep.power_table(pd.DataFrame([flat, _row("wide", "reproduced", -0.3, -0.55, -0.05, margin=0.0)]),
+                            0.8, 50).set_index("id")
+    assert power.at["flat", "repeat_probability"] == 1.0 and power.at["flat", "replicate_n"] == 5
+    assert power.at["flat", "of"].startswith("a degenerate interval")
+    assert power.at["wide", "of"] == "the row's own interval" and power.at["wide", "replicate_n"] > 5
+    tie = _row("tie", "inconclusive", 0.0, 0.0, 0.0)   # on its boundary: the same tie again, inconclusive
+    assert rep.repeat_probability(tie) == 1.0 and rep.replicate_n(tie, 0.8, 50) == 5
+    none = _row("none", "reproduced", math.nan, math.nan, math.nan)
+    assert rep.probability_of(none) == "no interval" and math.isnan(rep.repeat_probability(none))
+
+
 def test_a_row_the_replicate_does_not_repeat_reads_unstable_with_both_estimates():
     card = pd.DataFrame([
         _row("held", "reproduced", -1.0, -1.5, -0.5),
@@ -99,6 +168,11 @@ def test_the_replicate_adds_the_seeds_its_power_asks_for():
                           {"id": "c", "n": 5, "replicate_n": 7}])
     out = rep.overrides(config, power)
     assert out == {"seeds": [1000, 1001], "stats": {"extra_seeds": {"a": 7, "c": 2}}}
+    # replicate.leave_out goes over the shifted seeds: a switched-off part keeps its seeds shifted
+    config = {"pgc": {"real": {"enabled": True, "seeds": [0]}}, "replicate": {
+        "seed_offset": 1000, "leave_out": {"pgc": {"real": {"enabled": False}}}}}
+    assert rep.overrides(config, power.iloc[:0]) == {"pgc": {"real": {"enabled": False, "seeds": [1000]}},
+                                                     "stats": {"extra_seeds": None}}
 
 
 def test_configfiles_are_split_from_snakemakes_other_arguments():
@@ -147,6 +221,53 @@ def test_the_replicates_jobs_run_on_disjoint_seeds_under_the_other_kernel_set(tm
     assert kernels["ATEN_CPU_CAPABILITY"] == "default" and kernels["MKL_CBWR"] == "COMPATIBLE"
     assert kernels["cpu_capability"] == "DEFAULT"
     assert record["hardware"]["kind"]["torch"] and "isa" in record["hardware"]["kind"]
+
+
+def _replicate_plan(tree, tmp_path, leave_out):
+    """The replicate's dry run of every paper's scorecard on the default config, as if nothing had
+    run: (the rules with a job, the scorecard's table names), ``replicate.leave_out`` as given."""
+    config = rep.merged_config(tree, [])
+    config["replicate"]["directory"] = str(tmp_path / ("replicate" if leave_out else "whole"))
+    if not leave_out:
+        config["replicate"]["leave_out"] = {}
+    own = rep.prepare(tree, config, pd.DataFrame(columns=["id", "n", "replicate_n"]))
+    papers = ["P1", "P2", "P3", "P4", "atlas", "foundation"]
+    dry = subprocess.run(rep.command(tree, config, 2, papers, [], ["-n", "--forceall", "-p"], own), cwd=tree,
+                         capture_output=True, text=True, timeout=600)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    stats = dry.stdout.split("Job stats:", 1)[1].split("\n\n", 1)[0]
+    rules = {w[0] for w in (line.split() for line in stats.splitlines()) if len(w) == 2 and w[1].isdigit()}
+    return rules - {"total"}, set(re.findall(r"--table=(\w+)=", dry.stdout))
+
+
+@pytest.mark.slow
+def test_the_replicates_plan_runs_no_measured_rule_that_only_measured_rows_read(tmp_path):
+    """With replicate.leave_out, the replicate's plan holds no measured rule but those whose runs
+    also train what replicated rows read (replicate.MEASURED_AND_TRAINED); without it, the others
+    are there.  What it leaves out only measured claims read: every claim (and every condition a
+    claim names) reading a table the scorecard loses is measured, so no replicated row loses data."""
+    import yaml
+    from conftest import workflow_tree
+
+    from distlab.scoring.stability import MEASURED_RULES
+
+    tree = workflow_tree()
+    rules, tables = _replicate_plan(tree, tmp_path, leave_out=True)
+    whole_rules, whole_tables = _replicate_plan(tree, tmp_path, leave_out=False)
+    assert set(rep.MEASURED_AND_TRAINED) <= set(MEASURED_RULES)
+    assert rules & set(MEASURED_RULES) == set(rep.MEASURED_AND_TRAINED)
+    assert {"local_bench_throughput", "local_bench_pc_cost", "pgc_train_real", "demo_train_real"} <= \
+        (whole_rules - rules) & set(MEASURED_RULES)
+    lost = whole_tables - tables
+    assert lost and tables < whole_tables
+    spec = yaml.safe_load((ROOT / "config/claims.yaml").read_text(encoding="utf-8"))
+
+    def reads(entry):
+        return {t for t in lost if f"'{t}'" in repr(entry)}
+
+    reading = [c for c in spec["claims"] if reads(c) or any(
+        reads(spec["conditions"][p if isinstance(p, str) else p["name"]]) for p in c.get("preconditions", []))]
+    assert reading and [c["id"] for c in reading if c.get("measured") is not True] == []
 
 
 def test_compare_snapshot_asks_digits_of_the_same_kind_and_held_verdicts_of_another():

@@ -442,9 +442,10 @@ class LocalRules:
                               if k in ("experiment", "dataset", "model", "seed", "batch_size")}
         self.nonident_spec["sections"] = c["rc"]["sections"]
         # the scorecard's tables; the paper's outputs (the throughput map is its own target, rule local_map)
+        benched = c["bench"].get("enabled", True)  # false (the replicate's leave_out): their rows not run
         self.summary_tables = {"local_runs": f"{results}/local/runs.csv",
-                               "local_throughput": self.bench["throughput"],
-                               "local_pc_cost": self.bench["pc_cost"],
+                               **({"local_throughput": self.bench["throughput"],
+                                   "local_pc_cost": self.bench["pc_cost"]} if benched else {}),
                                "local_staleness": f"{results}/local/staleness.csv"}
         self.outputs = list(self.figures.values()) + self.tables
         # the figures drawn from one table each, one job a figure: (name, table, label)

@@ -42,6 +42,10 @@ log = logging.getLogger(__name__)
 LIBRARIES = ("torch", "torchvision", "numpy", "pandas", "scipy", "datasets", "snakemake",
              "distlab")
 
+# the paths whose content decides the results (the code, workflow, config and data); what a run
+# records as uncommitted changes, and what paper/'s record compares with HEAD
+DECIDING = ("src", "workflow", "Snakefile", "config", "data")
+
 
 class DiskFull(SpecError):
     """A run's file could not be written for want of space: one line naming it, nothing half-written."""
@@ -138,16 +142,49 @@ def check_sealed(run_dir: str | Path, manifest: dict) -> dict:
     return manifest
 
 
+def uncommitted(cwd: str | Path | None = None) -> int | None:
+    """How many tracked files have uncommitted changes in the paths that decide results
+    (:data:`DECIDING`, from the repository's top whatever ``cwd``): a change elsewhere (paper/,
+    docs/, which a run itself may rewrite) makes no other code.  None outside a git checkout."""
+    cwd = cwd or Path(__file__).resolve().parent
+    try:
+        r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--",
+                            *(f":(top){p}" for p in DECIDING)], cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return len(r.stdout.splitlines()) if r.returncode == 0 else None
+
+
+def code_unchanged_since(commit: str, cwd: str | Path | None = None) -> bool:
+    """Whether the paths that decide results (:data:`DECIDING`) are the same at ``commit`` as at
+    HEAD of the checkout ``cwd`` is in (default: this package's): a commit that changed only docs
+    or tests since leaves a run of ``commit`` current.  False where it cannot be checked (no git,
+    no commit recorded, a commit not in the clone)."""
+    cwd = cwd or Path(__file__).resolve().parent
+    if not commit or str(commit) in ("None", "nan"):
+        return False
+    try:
+        known = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=cwd, capture_output=True,
+                               timeout=10)
+        if known.returncode != 0:
+            return False
+        diff = subprocess.run(["git", "diff", "--quiet", str(commit), "HEAD", "--",
+                               *(f":(top){p}" for p in DECIDING)], cwd=cwd, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return diff.returncode == 0
+
+
 def git_revision(cwd: str | Path | None = None) -> dict:
-    """The source tree's commit and whether it has uncommitted changes."""
+    """The source tree's commit and whether it has uncommitted changes that decide results
+    (:func:`uncommitted`)."""
     cwd = cwd or Path(__file__).resolve().parent
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
                              text=True, timeout=10)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=cwd, capture_output=True, text=True, timeout=10)
         if rev.returncode == 0:
-            return {"commit": rev.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+            n = uncommitted(cwd)
+            return {"commit": rev.stdout.strip(), "dirty": None if n is None else n > 0}
     except (OSError, subprocess.TimeoutExpired):
         pass
     return {"commit": None, "dirty": None}

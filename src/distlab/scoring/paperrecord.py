@@ -27,9 +27,10 @@ from pathlib import Path
 
 import pandas as pd
 
-# the paths whose content decides the results: a paper/ of a commit that differs from HEAD in
-# one of them is of another code tree
-DECIDING = ("src", "workflow", "Snakefile", "config", "data")
+from ..results.runs import DECIDING
+
+# a paper/ of a commit that differs from HEAD in one of the paths deciding the results is of
+# another code tree
 RECORD = "record.json"
 SAME, OTHER, UNCHECKED = "this tree", "another tree", "cannot be checked"
 

@@ -28,6 +28,7 @@ docs/replication.md states the rule.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -40,6 +41,7 @@ import pandas as pd
 
 from .basis import TRAINED, TRAINED_CLOCK, UnknownMetric, basis
 from .reported import REPORTED
+from .scorecard_conditions import DECIDED_BY
 
 DECIDED = ("reproduced", "not reproduced")
 INCONCLUSIVE = "inconclusive"
@@ -47,6 +49,12 @@ UNSTABLE = "unstable here"
 SEED_KEYS = ("seeds", "parallel_seeds")  # the config's seed lists (any section, any depth)
 MAX_EXTRA = 50  # distlab.pipeline.extra_seeds.MAX_EXTRA: the most extra seeds a claim may ask
 COMPARISON = "comparison"
+# the measured rules (distlab.scoring.stability.MEASURED_RULES) whose runs also train what
+# replicated rows read, so the replicate runs them for their trained quantities (their timings it
+# reads for no row): the baseline's gloo DGD (its loss against single-process SGD), P3's timed
+# jobs (BP's timed seed, asynchronous RC on every seed), DeMo's simulated jobs (each worker's
+# compute measured, its losses trained); every other measured rule ``replicate.leave_out`` turns off
+MEASURED_AND_TRAINED = ("baseline_train_dist", "local_train", "demo_train_sim")
 
 
 def _num(row: Mapping, key: str) -> float:
@@ -129,14 +137,68 @@ def _critical(n: int, confidence: float) -> float:
     return float(stats.t.ppf(0.5 + confidence / 2, max(n - 1, 1)))
 
 
+def decided_by(row: Mapping) -> dict | None:
+    """The precondition's own test that decided the row (column ``decided_by``, written by the
+    scorecard for a row a released method's failed control decides:
+    :func:`distlab.scoring.scorecard_conditions.deciding_test`), or None for a row its own
+    interval decides.  A row of a scorecard without the column whose reason says a precondition
+    decided it gives ``{}``: decided by a precondition whose interval this scorecard does not hold."""
+    raw = row.get("decided_by")
+    if isinstance(raw, str) and raw.strip():
+        return json.loads(raw)
+    if "decided_by" not in row and DECIDED_BY in str(row.get("reason", "")):
+        return {}
+    return None
+
+
+def _has_interval(pre: Mapping) -> bool:
+    return all(k in pre for k in ("test", "estimate", "ci_low", "ci_high", "n"))
+
+
+def degenerate(row: Mapping) -> bool:
+    """A row whose interval has zero width (every seed gave the same difference) beside a boundary."""
+    est, lo, hi = _num(row, "estimate"), _num(row, "ci_low"), _num(row, "ci_high")
+    return bool(boundaries(row)) and all(math.isfinite(x) for x in (est, lo, hi)) and hi == lo
+
+
+def _met_probability(pre: Mapping, confidence: float) -> float:
+    """The probability that a replicate of the precondition's n meets its test (its interval of
+    a − b wholly past the boundary: below −margin for ``less``, above +margin for ``greater``,
+    inside ±margin for ``equivalent``), its estimate taken as the truth and its standard error
+    from its interval; 0 or 1 for a zero-width interval, by where the estimate lies."""
+    from scipy.stats import norm
+
+    est, lo, hi, m = (float(pre[k]) for k in ("estimate", "ci_low", "ci_high", "margin"))
+    m = m if math.isfinite(m) else 0.0  # as the condition's test shifts a: a + m < b, a - m > b
+    h = (hi - lo) / 2
+    z = _critical(int(pre.get("n") or 2), confidence)
+    if pre.get("test") == "equivalent":
+        if h <= 0:
+            return float(-m < est < m)
+        return max(0.0, float(norm.cdf(z * ((m - est) / h - 1)) - norm.cdf(z * ((-m - est) / h + 1))))
+    toward = (-m - est) if pre.get("test") == "less" else (est - m)
+    if h <= 0:
+        return float(toward > 0)
+    return float(norm.cdf(z * (toward / h - 1)))
+
+
 def repeat_probability(row: Mapping, confidence: float = 0.95) -> float:
     """The probability that a replicate of the row's n repeats its verdict, the pilot's estimate
     taken as the truth and its spread from the interval (half-width = critical value x standard
     error of the per-seed differences' mean): decided, the replicate's interval excludes the
     boundary on the same side, Phi(z (d / h - 1)); inconclusive, it straddles the boundary again,
-    Phi(z (1 - d / h)) - Phi(-z (1 + d / h)); NaN without an interval."""
+    Phi(z (1 - d / h)) - Phi(-z (1 + d / h)); NaN without an interval.  A row a precondition
+    decided (:func:`decided_by`) repeats when the precondition is again not met: 1 - the
+    probability that its own test is met (:func:`_met_probability`), NaN where the scorecard
+    holds no interval of it.  A degenerate interval (:func:`degenerate`) repeats with 1: with
+    the pilot's spread zero, a replicate of it gives the same interval."""
     from scipy.stats import norm
 
+    pre = decided_by(row)
+    if pre is not None:
+        return 1.0 - _met_probability(pre, confidence) if _has_interval(pre) else math.nan
+    if degenerate(row):
+        return 1.0
     iv = interval(row)
     if iv is None:
         return math.nan
@@ -147,13 +209,30 @@ def repeat_probability(row: Mapping, confidence: float = 0.95) -> float:
     return float(norm.cdf(z * (1 - d / h)) - norm.cdf(-z * (1 + d / h)))
 
 
+def probability_of(row: Mapping) -> str:
+    """Which quantity a row's repeat probability is of (the power table's column ``of``)."""
+    pre = decided_by(row)
+    if pre is not None:
+        name = pre.get("precondition", "the deciding precondition")
+        return (f"precondition {name} not met again (its a - b = {pre['estimate']:.3g} [{pre['ci_low']:.3g}, "
+                f"{pre['ci_high']:.3g}], n = {pre['n']}, test {pre['test']})" if _has_interval(pre) else
+                f"precondition {name} not met again (no interval of its test in this scorecard)")
+    if degenerate(row):
+        return "a degenerate interval (zero width: every seed the same difference), repeated with probability 1"
+    return "the row's own interval" if interval(row) is not None else "no interval"
+
+
 def replicate_n(row: Mapping, target: float, cap: int, confidence: float = 0.95) -> int:
     """The replicate's n: the row's own, raised for a decided row whose repeat probability is
     below ``target`` to the n whose expected interval repeats it with ``target`` (the standard
-    error shrinks as 1/sqrt(n)), at most ``cap`` and the row's ``planned_n``."""
+    error shrinks as 1/sqrt(n)), at most ``cap`` and the row's ``planned_n``.  A row its own
+    interval does not decide (a precondition decided it, or its interval has zero width) keeps
+    its n: more seeds of the row's own comparison would not move what decides it."""
     from scipy.stats import norm
 
     n = int(_num(row, "n_seeds") or 0)
+    if decided_by(row) is not None or degenerate(row):
+        return n
     iv = interval(row)
     p = repeat_probability(row, confidence)
     if not decides(row) or iv is None or not p < target or n < 2:
@@ -166,13 +245,17 @@ def replicate_n(row: Mapping, target: float, cap: int, confidence: float = 0.95)
     return int(max(n, min(need, limit)))
 
 
+POWER_COLUMNS = ["id", "verdict", "n", "repeat_probability", "of", "replicate_n"]
+
+
 def power_table(rows: pd.DataFrame, target: float, cap: int, confidence: float = 0.95) -> pd.DataFrame:
-    """Per chosen row: its verdict, n, the probability that a replicate of that n repeats it, and
-    the replicate's n (:func:`replicate_n`)."""
+    """Per chosen row: its verdict, n, the probability that a replicate of that n repeats it, which
+    quantity that probability is of (:func:`probability_of`), and the replicate's n
+    (:func:`replicate_n`)."""
     out = [{"id": r["id"], "verdict": r["verdict"], "n": int(_num(r, "n_seeds") or 0),
-            "repeat_probability": repeat_probability(r, confidence),
+            "repeat_probability": repeat_probability(r, confidence), "of": probability_of(r),
             "replicate_n": replicate_n(r, target, cap, confidence)} for r in rows.to_dict("records")]
-    return pd.DataFrame(out, columns=["id", "verdict", "n", "repeat_probability", "replicate_n"])
+    return pd.DataFrame(out, columns=POWER_COLUMNS)
 
 
 # ------------------------------------------------------------------ the replicate's config
@@ -222,8 +305,10 @@ def check_disjoint(config: Mapping, offset: int) -> None:
 
 
 def overrides(config: Mapping, power: pd.DataFrame) -> dict:
-    """The replicate's config file: every seed list shifted by ``replicate.seed_offset``, and
-    ``stats.extra_seeds`` raised by what the power rule adds to each row (:func:`power_table`)."""
+    """The replicate's config file: every seed list shifted by ``replicate.seed_offset``,
+    ``stats.extra_seeds`` raised by what the power rule adds to each row (:func:`power_table`),
+    and ``replicate.leave_out`` over them (the switches that turn off the parts only measured rows
+    read: the replicate runs what its rows need)."""
     offset = int(config["replicate"]["seed_offset"])
     check_disjoint(config, offset)
     extra = dict((config.get("stats") or {}).get("extra_seeds") or {})
@@ -231,7 +316,8 @@ def overrides(config: Mapping, power: pd.DataFrame) -> dict:
         add = int(r["replicate_n"]) - int(r["n"])
         if add > 0:
             extra[r["id"]] = min(MAX_EXTRA, int(extra.get(r["id"], 0)) + add)
-    return {**shifted_seeds(config, offset), "stats": {"extra_seeds": extra or None}}
+    out = {**shifted_seeds(config, offset), "stats": {"extra_seeds": extra or None}}
+    return _merge(out, config["replicate"].get("leave_out") or {})
 
 
 # ------------------------------------------------------------------ the verdicts
@@ -307,8 +393,10 @@ def report(power: pd.DataFrame, judged: pd.DataFrame, config: Mapping) -> str:
         "## The replicate: another seed block under another kernel set", "",
         f"{len(power)} rows rest on trained or seeded quantities and are decided or within one half-width of "
         f"deciding; rerun on {how(config)}; {held} held. The repeat probability is that of a replicate "
-        f"of the same n, from the first block's interval; below {rep['power']} the replicate's n is raised to "
-        "the n that reaches it, within stats.seeds_cap and the row's planned_n (docs/replication.md).", "",
+        f"of the same n, from the first block's interval (column of says which: the row's own, the deciding "
+        f"precondition's, or a degenerate one); below {rep['power']} the replicate's n of a row its own "
+        "interval decides is raised to the n that reaches it, within stats.seeds_cap and the row's planned_n "
+        "(docs/replication.md).", "",
         markdown_table(table) if len(table) else "No row to replicate.", ""])
 
 

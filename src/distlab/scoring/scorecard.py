@@ -73,7 +73,7 @@ from .claims import (VALUE, VALUE_FROM, ClaimError, _check_condition, _check_ref
                      _normalize, _normalize_conditions, load_claims, load_claims_file, scoped_conditions,
                      validate_claims)
 from .scorecard_conditions import (COND_COLUMNS, ConditionResult, blocking, conditions_frame,  # noqa: F401
-                                   evaluate_condition, evaluate_conditions)
+                                   deciding_test, evaluate_condition, evaluate_conditions)
 from .scorecard_links import (POWER, StatsSettings, _evaluate_link, _largest, _link_label,  # noqa: F401
                               _Link, _NotRun, _pair, _resolve, seeds_needed, seeds_to_decide)
 from .scorecard_view import WRAP, claim_details, compact_view, condition_details
@@ -88,7 +88,7 @@ NOT_TESTS = ("refused", "model prediction")
 COLUMNS = (
     "id", "paper", "statement", "source", "metric", "test", "expected", "paper_value", "threshold",
     "ours", "estimate", "ci_low", "ci_high", "n_seeds", "p_value", "p_holm", "p_wilcoxon", "margin",
-    "tested_at", "preconditions", "measured", "verdict", "reason", "seeds_needed", "planned_n",
+    "tested_at", "preconditions", "measured", "verdict", "reason", "seeds_needed", "planned_n", "decided_by",
 )
 
 
@@ -101,7 +101,7 @@ def _row(claim: dict[str, Any], **values: Any) -> dict[str, Any]:
                                   "paper_value", "threshold", "tested_at", "measured")}
     empty = {"ours": "", "estimate": math.nan, "ci_low": math.nan, "ci_high": math.nan,
              "n_seeds": 0, "p_value": math.nan, "p_holm": math.nan, "p_wilcoxon": math.nan,
-             "preconditions": "", "seeds_needed": math.nan}
+             "preconditions": "", "seeds_needed": math.nan, "decided_by": ""}
     margin = math.nan if claim["margin"] is None else claim["margin"]
     planned = claim.get("planned_n")
     return {**base, **empty, "margin": margin, "planned_n": math.nan if planned is None else planned,
@@ -297,6 +297,8 @@ def evaluate_claims(
     df = _holm_within_papers(df, checked, cfg.alpha, blocked)
     df = _apply_polarity(df, checked)
     df = _apply_preconditions(df, checked, blocked)
+    df["decided_by"] = [deciding_test(c, condition_results) if (blocked.get(c["id"]) or ("",))[0] == "not reproduced"
+                        and v == "not reproduced" else "" for c, v in zip(checked, df["verdict"])]
     df = apply_report_only(_apply_construction(df, checked, models), checked, blocked)
     df = _power_at_level(df, checked, [links for _, links in evaluated], cfg)
     return df.astype({"n_seeds": int})
@@ -550,21 +552,6 @@ def _read_table(path: str | os.PathLike[str]) -> pd.DataFrame:
     return read_table_checked(path)
 
 
-def code_unchanged_since(commit: str) -> bool:
-    """Whether the paths that decide results (:data:`distlab.scoring.paperrecord.DECIDING`) are the
-    same at ``commit`` as at HEAD of the checkout this package runs from; False when that cannot be
-    checked (no git, a commit not in the clone)."""
-    import subprocess
-
-    from .paperrecord import SAME, _tree_changes
-
-    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=Path(__file__).resolve().parent,
-                         capture_output=True, text=True)
-    if top.returncode != 0 or not commit or commit in ("None", "nan"):
-        return False
-    return _tree_changes(Path(top.stdout.strip()), commit)[0] == SAME
-
-
 def stale_runs(tables: Mapping[str, pd.DataFrame], current: str | None, same_code=None) -> pd.DataFrame:
     """Runs of the summary tables whose recorded code differs from ``current``.
 
@@ -572,7 +559,7 @@ def stale_runs(tables: Mapping[str, pd.DataFrame], current: str | None, same_cod
     (one row per run); tables without them are skipped, and so is everything
     when there is no current revision to compare with (a tree outside git).
     ``same_code(commit)``: whether a commit's code that decides results equals the current one's
-    (:func:`code_unchanged_since`: a commit that changed only docs or tests since the run leaves
+    (:func:`distlab.results.runs.code_unchanged_since`: a commit that changed only docs or tests since the run leaves
     its runs current); without it, any other commit is other code.
     """
     rows = []
@@ -615,7 +602,7 @@ def main_scorecard(
     are evaluated (its own tables suffice): the scorecard section a paper's
     target needs.
     """
-    from ..results.runs import git_revision
+    from ..results.runs import code_unchanged_since, git_revision
     from ..results.tables import record_graded_runs
 
     tables = {name: _read_table(p) for name, p in summaries.items()}

@@ -7,6 +7,7 @@ bound, or a bound within reach (``bound_reaches``).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ class ConditionResult:
     learner: Mapping[str, Any] = field(default_factory=dict)
     test: str = ""
     metric: str = ""
+    # a paired test's own interval, for a row this condition decides (:func:`deciding_test`)
+    interval: tuple = ()  # (test, margin, estimate of a - b, ci_low, ci_high, n)
 
     def line(self) -> str:
         return f"{self.name}: {self.status} ({self.measured})"
@@ -50,11 +53,12 @@ class ConditionResult:
 def evaluate_condition(cond: dict[str, Any], tables: Mapping[str, pd.DataFrame],
                        cfg: StatsSettings) -> ConditionResult:
     """Evaluate one validated condition (see :func:`_check_condition`)."""
-    def result(status: str, measured: str, worst: float = math.nan, bound: float = math.nan) -> ConditionResult:
+    def result(status: str, measured: str, worst: float = math.nan, bound: float = math.nan,
+               interval: tuple = ()) -> ConditionResult:
         return ConditionResult(cond["name"], cond["kind"], cond["statement"], status, measured,
                                cond.get("blocks", "always"), cond.get("released", ""),
                                cond.get("testable_with", ""), worst, bound, dict(cond["a"]), cond["test"],
-                               cond["metric"])
+                               cond["metric"], interval)
 
     table = tables.get(cond["table"])
     if table is None:
@@ -88,12 +92,13 @@ def evaluate_condition(cond: dict[str, Any], tables: Mapping[str, pd.DataFrame],
     dci = stats.t_interval(a_ - b_, cfg.confidence)
     aci = stats.t_interval(a_, cfg.confidence)
     other = f"{_num(b[VALUE])}" if VALUE in b else f"b (mean {_num(float(np.mean(b_)))})"
+    own = (test, m, dci.estimate, dci.low, dci.high, len(a_))
     if test == "equivalent":  # TOST: a - b inside (-m, +m), e.g. a gap that no longer moves by the margin
         p = stats.tost(a_, b_, m).p_value
         text = (f"a = {fmt_ci(aci.estimate, aci.low, aci.high)} vs {other}; a − b = "
                 f"{_num(dci.estimate)} [{_num(dci.low)}, {_num(dci.high)}], needs |a − b| < {_num(m)}: "
                 f"TOST p = {p:.2g}, n = {len(a_)}")
-        return result("met" if p < cfg.alpha else "not met", text)
+        return result("met" if p < cfg.alpha else "not met", text, interval=own)
     shifted = a_ + m if test == "less" else a_ - m
     p = stats.paired_t(shifted, b_, test).p_value
     rel = "<" if test == "less" else ">"
@@ -101,7 +106,7 @@ def evaluate_condition(cond: dict[str, Any], tables: Mapping[str, pd.DataFrame],
     text = (f"a = {fmt_ci(aci.estimate, aci.low, aci.high)} vs {other}; a − b = "
             f"{_num(dci.estimate)} [{_num(dci.low)}, {_num(dci.high)}], needs a {rel} b{bound}: "
             f"paired t p = {p:.2g}, n = {len(a_)}")
-    return result("met" if p < cfg.alpha else "not met", text)
+    return result("met" if p < cfg.alpha else "not met", text, interval=own)
 
 
 def _evaluate_bound(cond: dict[str, Any], table: pd.DataFrame, cfg: StatsSettings, result) -> ConditionResult:
@@ -145,6 +150,8 @@ def conditions_frame(results: Mapping[str, ConditionResult]) -> pd.DataFrame:
 
 # a claim that the method wins (or is no worse): what a released method's failing its control decides
 WIN_TESTS = ("less", "greater", "noninferior")
+# how the reason of a row that such a control decided begins (its test is in column decided_by)
+DECIDED_BY = "decided by precondition"
 
 
 def _with_fix(r: ConditionResult, text: str) -> str:
@@ -242,6 +249,24 @@ def _learning_block(claim: Mapping[str, Any], r: ConditionResult, links: Sequenc
                    "which the failure cannot explain: not blocking")
 
 
+def deciding_test(claim: Mapping[str, Any], results: Mapping[str, ConditionResult]) -> str:
+    """Column ``decided_by`` of a row a released method's failed control decides (:func:`blocking`):
+    that precondition as JSON (``precondition``) with its own paired test where it has one
+    (``test``, ``margin``, ``estimate``, ``ci_low``, ``ci_high``, ``n``: a − b and its interval),
+    so what reads the row (the replicate's power rule) has the interval that decided it; empty
+    for any other row."""
+    for key in claim["preconditions"]:
+        r = results[key]
+        if r.status == "not met" and r.released:
+            own = {}
+            if r.interval:
+                test, margin, est, low, high, n = r.interval
+                own = {"test": test, "margin": float(margin), "estimate": float(est), "ci_low": float(low),
+                       "ci_high": float(high), "n": int(n)}
+            return json.dumps({"precondition": r.name, **own})
+    return ""
+
+
 def blocking(claim: Mapping[str, Any], results: Mapping[str, ConditionResult], links: Sequence[Any],
              confidence: float) -> tuple[tuple[str, str] | None, str]:
     """``((verdict, reason) or None, note)`` for a claim whose own test gave ``links``.
@@ -278,7 +303,7 @@ def blocking(claim: Mapping[str, Any], results: Mapping[str, ConditionResult], l
     if blocks:
         return ("not testable here", "; ".join(blocks)), note
     if findings:
-        why = "; ".join(f"decided by precondition {r.name} not met: {r.measured}; the method as its source released "
+        why = "; ".join(f"{DECIDED_BY} {r.name} not met: {r.measured}; the method as its source released "
                         f"it ({r.released}) did not beat its control, a finding: a claim that it wins is not "
                         "reproduced" for r in findings)
         return ("not reproduced", why), note
