@@ -61,22 +61,22 @@ def _norm_adj(a: torch.Tensor) -> torch.Tensor:
 
 
 def _components(n: int, pairs: np.ndarray) -> np.ndarray:
-    """Connected-component label (0..C-1, in order of first node) of each node: every node
-    takes the least label across its edges, then its label's label (pointer jumping), until
-    nothing moves; the least node of a component is its first."""
-    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    u, v = pairs[:, 0], pairs[:, 1]
-    lab = np.arange(n)
-    while True:
-        m = np.minimum(lab[u], lab[v])
-        new = lab.copy()
-        np.minimum.at(new, u, m)
-        np.minimum.at(new, v, m)
-        new = new[new]
-        if np.array_equal(new, lab):
-            break
-        lab = new
-    return np.unique(lab, return_inverse=True)[1].astype(np.int64)
+    """Connected-component label (0..C-1, in order of first node) of each node of the graph of
+    the edges ``pairs``: union-find, every component's root its least node."""
+    parent = list(range(n))
+
+    def find(a: int) -> int:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for u, v in np.asarray(pairs, dtype=np.int64).reshape(-1, 2).tolist():
+        a, b = find(u), find(v)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    roots = np.fromiter((find(i) for i in range(n)), np.int64, n)
+    return np.unique(roots, return_inverse=True)[1].astype(np.int64)
 
 
 def _csr(rows: np.ndarray, cols: np.ndarray, vals: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
@@ -123,7 +123,7 @@ class Graph:
         pid = torch.arange(len(pairs))
         self.node, self.nbr = torch.cat([self.su, self.sv]), torch.cat([self.sv, self.su])
         self.pid = torch.cat([pid, pid])
-        self._prop = None
+        self._prop = self._inc = None
         self._repeats: dict = {}
 
     @classmethod
@@ -150,20 +150,30 @@ class Graph:
         """The graph of the clusters ``label`` (an edge where an edge joins two clusters)."""
         return Graph(c, label[self.edges], self.self_loops)
 
-    def dominant(self, score: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def dominant(self, score: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every node's dominant edge from the scores ``[P]`` of the pairs: its best incident
         pair (ties to the lowest neighbour), as the row argmax of the dense score matrix.
         Returns (dominant neighbour [n] (itself when alone), alone [n], pair index [n], -1 when alone)."""
-        n = self.n
-        vals = score.detach()[self.pid]
-        best = torch.full((n,), -1.0).scatter_reduce(0, self.node, vals, "amax")
+        n, P = self.n, len(self.su)
+        if self._inc is None:  # each node's incidences, one run per node: reduced with reduceat
+            order = np.argsort(self.node.numpy(), kind="stable")
+            node, nbr, pid = (t.numpy()[order] for t in (self.node, self.nbr, self.pid))
+            deg = np.bincount(node, minlength=n)
+            self._inc = (node, nbr, pid, deg > 0, np.concatenate([[0], np.cumsum(deg)[:-1]])[deg > 0])
+        node, nbr, pid, has, start = self._inc
+        vals = score.detach().numpy()[pid]
+        best = np.full(n, -1.0, dtype=vals.dtype)
+        dom, pick = np.arange(n), np.full(n, -1)
+        if len(vals):
+            best[has] = np.maximum.reduceat(vals, start)
         alone = best < 0
-        win = vals == best[self.node]
-        dom = torch.full((n,), n).scatter_reduce(0, self.node, torch.where(win, self.nbr, n), "amin")
-        dom = torch.where(alone, torch.arange(n), dom)
-        pick = torch.full((n,), len(self.su)).scatter_reduce(
-            0, self.node, torch.where(win & (self.nbr == dom[self.node]), self.pid, len(self.su)), "amin")
-        return dom, alone, torch.where(alone, -1, pick)
+        win = vals == best[node]
+        d = np.minimum.reduceat(np.where(win, nbr, n), start) if len(vals) else dom[has]
+        dom[has] = np.where(alone[has], dom[has], d)
+        if len(vals):
+            p = np.minimum.reduceat(np.where(win & (nbr == dom[node]), pid, P), start)
+            pick[has] = np.where(alone[has], -1, p)
+        return dom, alone, pick
 
 
 class MLP(nn.Module):
@@ -229,16 +239,17 @@ class HSDAGNet(nn.Module):
             # score of every edge and self-loop: sigmoid(MLP(h_u * h_v)); each node's dominant
             # edge: its best incident one (self-loop included when self_loops; ties to the
             # lowest neighbour index); a node without any stays alone
-            score = torch.sigmoid(self.edge_net(hg[graph.su] * hg[graph.sv])).squeeze(-1)
+            score = torch.sigmoid(self.edge_net(hg.index_select(0, graph.su) * hg.index_select(0, graph.sv))).squeeze(-1)
             dom, alone, pick = graph.dominant(score)
-            label = _components(n, np.stack([np.arange(n), dom.numpy()], axis=1))
+            label = _components(n, np.stack([np.arange(n), dom], axis=1))
             c = int(label.max()) + 1
             if c == n:
                 h = hg
                 self.parsing["broke"] = True
                 break
-            dom_score = torch.where(alone, torch.ones(n), score[pick.clamp(min=0)] if score.numel() else torch.ones(n))
-            self.parsing["levels"].append({"label": label, "dom": dom.numpy(), "alone": alone.numpy()})
+            dom_score = torch.where(torch.from_numpy(alone), torch.ones(n),
+                                    score[torch.from_numpy(pick).clamp(min=0)] if score.numel() else torch.ones(n))
+            self.parsing["levels"].append({"label": label, "dom": dom, "alone": alone})
             h = self._pool(hg, label, c, dom_score)
             if level + 1 < levels:
                 graph = graph.coarsen(label, c)
@@ -254,7 +265,8 @@ class HSDAGNet(nn.Module):
         n = len(label)
         nodes, lab = np.arange(n), torch.from_numpy(label)
         ones = torch.ones(n)
-        s, s_t = _csr(label, nodes, ones, (c, n)), _csr(nodes, label, ones, (n, c))
+        s = _csr(label, nodes, ones, (c, n))
+        s_t = _csr(nodes, label, ones, (n, c)) if torch.is_grad_enabled() else None  # read by the backward only
         node_score = torch.zeros(c).index_add(0, lab, dom_score) / torch.from_numpy(np.bincount(label, minlength=c)).float()
         pooled = _SpMM.apply(s, s_t, self.pre(hg))
         return self.post_norm(pooled + self.post(torch.relu(pooled))) * node_score[:, None]
@@ -434,11 +446,12 @@ def _draw(logits: torch.Tensor, explore: float, reference: bool = False) -> torc
 def _episode(net: HSDAGNet, x0: torch.Tensor, graph, problem: Problem, count: int, opts: dict[str, Any],
              first: list, reference: bool) -> tuple[list, list, list, list, list]:
     """``count`` placements sampled without autograd (their scoring is one batched pass) and
-    evaluated: the inputs, parsings, devices, rewards and cluster counts of the samples.
-    Between samples the node features move by their cluster's embedding (``state_update``)."""
+    evaluated, in order, in one call: the inputs, parsings, devices, rewards and cluster counts
+    of the samples.  Between samples the node features move by their cluster's embedding
+    (``state_update``); no sample reads a reward."""
     explore, state_update = float(opts.get("explore", 0.0)), bool(opts.get("state_update", True))
     x = x0.clone()
-    xs, parsings, acts, rewards, clusters = [], [], [], [], []
+    xs, parsings, acts, places, clusters = [], [], [], [], []
     for _ in range(count):
         with torch.no_grad():  # sampling builds no graph: the samples are scored in one pass
             logits, assign, emb = net(x, graph)
@@ -446,11 +459,11 @@ def _episode(net: HSDAGNet, x0: torch.Tensor, graph, problem: Problem, count: in
         xs.append(x)
         parsings.append(net.parsing)
         acts.append(act)
-        lat = float(problem.evaluate_groups(act.numpy()[assign])[0])
-        rewards.append(_reward(lat, opts, first))
+        places.append(act.numpy()[assign])
         clusters.append(int(logits.shape[0]))
         if state_update:
             x = x + emb[torch.from_numpy(assign)]
+    rewards = [_reward(float(lat), opts, first) for lat in problem.evaluate_groups(np.stack(places))]
     return xs, parsings, acts, rewards, clusters
 
 
