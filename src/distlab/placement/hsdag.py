@@ -90,6 +90,13 @@ def _csr(rows: np.ndarray, cols: np.ndarray, vals: torch.Tensor, shape: tuple[in
                                        vals[torch.from_numpy(order)], size=shape, check_invariants=False)
 
 
+def _spmm(a: torch.Tensor, a_t: torch.Tensor | None, x: torch.Tensor) -> torch.Tensor:
+    """``a @ x`` for a sparse CSR ``a``, through :class:`_SpMM` where autograd records it."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _SpMM.apply(a, a_t, x)
+    return a @ x
+
+
 class _SpMM(torch.autograd.Function):
     """``a @ x`` for a sparse CSR ``a``, its gradient ``a_t @ g`` (``a_t``: the transpose)."""
 
@@ -137,7 +144,7 @@ class Graph:
             d = torch.from_numpy(np.bincount(rows, minlength=self.n)).float().rsqrt()
             r, c = torch.from_numpy(rows), torch.from_numpy(cols)
             self._prop = _csr(rows, cols, d[r] * d[c], (self.n, self.n))  # symmetric: its own transpose
-        return _SpMM.apply(self._prop, self._prop, x.reshape(-1, x.shape[-1])).view(x.shape)
+        return _spmm(self._prop, self._prop, x.reshape(-1, x.shape[-1])).view(x.shape)
 
     def repeat(self, k: int) -> Graph:
         """``k`` disjoint copies as one graph (node ``i`` of copy ``j`` is ``j * n + i``)."""
@@ -268,7 +275,7 @@ class HSDAGNet(nn.Module):
         s = _csr(label, nodes, ones, (c, n))
         s_t = _csr(nodes, label, ones, (n, c)) if torch.is_grad_enabled() else None  # read by the backward only
         node_score = torch.zeros(c).index_add(0, lab, dom_score) / torch.from_numpy(np.bincount(label, minlength=c)).float()
-        pooled = _SpMM.apply(s, s_t, self.pre(hg))
+        pooled = _spmm(s, s_t, self.pre(hg))
         return self.post_norm(pooled + self.post(torch.relu(pooled))) * node_score[:, None]
 
     def log_prob(self, xs: torch.Tensor, graph, parsings: list[dict], acts: list[torch.Tensor],
@@ -327,8 +334,8 @@ class HSDAGNet(nn.Module):
         score = torch.sigmoid(self.edge_net(pair)).squeeze(-1)
         dom_score = torch.where(torch.from_numpy(scored), score, torch.ones(()))
         count = torch.from_numpy(np.bincount(clus, minlength=S * c)).float().clamp(min=1.0)
-        node_score = _SpMM.apply(s, s_t, dom_score.reshape(S * n, 1)).squeeze(-1) / count
-        pooled = _SpMM.apply(s, s_t, self.pre(hg).reshape(S * n, hid)).view(S, c, hid)
+        node_score = _spmm(s, s_t, dom_score.reshape(S * n, 1)).squeeze(-1) / count
+        pooled = _spmm(s, s_t, self.pre(hg).reshape(S * n, hid)).view(S, c, hid)
         h = self.post_norm(pooled + self.post(torch.relu(pooled))) * node_score.view(S, c, 1)
         local = np.full(g.n, -1)  # each node of g (sample on[j]'s node i: on[j] * n + i): its cluster
         local[np.concatenate([on[j] * n + np.arange(len(lv["label"])) for j, lv in enumerate(levels)])] = clus
