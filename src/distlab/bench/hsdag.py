@@ -77,3 +77,44 @@ def compare(placement_cfg: dict, graphs: Path, profiles: Path, out: Path, models
         w.writeheader()
         w.writerows(rows)
     return rows
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    """Per (model, variant): the median ratio over the repeats, the repeats, whether every repeat
+    evaluated the same latencies, and the mean load."""
+    out = []
+    for key in dict.fromkeys((r["model"], r["variant"]) for r in rows):
+        rs = [r for r in rows if (r["model"], r["variant"]) == key]
+        out.append({"model": key[0], "variant": key[1], "groups": rs[0]["groups"],
+                    "median_ratio": float(np.median([r["ratio"] for r in rs])), "repeats": len(rs),
+                    "same_evaluations": all(r["same_evaluations"] for r in rs),
+                    "mean_load": float(np.mean([r["load_1min"] for r in rs]))})
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m distlab.bench.hsdag --out CSV``: :func:`compare` on the config's default pair,
+    the workflow's graph files and the stored profiles; prints :func:`summary`."""
+    import argparse
+
+    import yaml
+
+    ap = argparse.ArgumentParser(prog="python -m distlab.bench.hsdag", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", type=Path, default=Path("config/config.yaml"))
+    ap.add_argument("--graphs", type=Path, default=Path("results/placement/graphs"))
+    ap.add_argument("--profiles", type=Path, default=Path("data/placement/profiles"))
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--models", nargs="*", default=None)
+    ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    ap.add_argument("--updates", type=int, default=6)
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args(argv)
+    cfg = yaml.safe_load(a.config.read_text())["placement"]
+    rows = compare(cfg, a.graphs, a.profiles, a.out, a.models, tuple(a.variants), a.updates, a.repeats)
+    for s in summary(rows):
+        print(f"{s['model']:14s} {s['variant']:16s} groups {s['groups']:4d}  x{s['median_ratio']:.2f} "
+              f"(median of {s['repeats']})  same evaluations: {s['same_evaluations']}  load {s['mean_load']:.1f}")
+
+
+if __name__ == "__main__":
+    main()
