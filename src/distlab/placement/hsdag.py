@@ -268,14 +268,11 @@ class HSDAGNet(nn.Module):
 
     def _pool(self, hg: torch.Tensor, label: np.ndarray, c: int, dom_score: torch.Tensor) -> torch.Tensor:
         """The clusters ``label`` (of the rows of ``hg``, ``c`` of them) as nodes: sum pooling
-        through ``pre`` and ``post``, scaled by the mean score of each cluster's dominant edges."""
-        n = len(label)
-        nodes, lab = np.arange(n), torch.from_numpy(label)
-        ones = torch.ones(n)
-        s = _csr(label, nodes, ones, (c, n))
-        s_t = _csr(nodes, label, ones, (n, c)) if torch.is_grad_enabled() else None  # read by the backward only
+        through ``pre`` and ``post``, scaled by the mean score of each cluster's dominant edges.
+        The sums add each cluster's rows in node order, as the one-hot product does."""
+        lab = torch.from_numpy(label)
         node_score = torch.zeros(c).index_add(0, lab, dom_score) / torch.from_numpy(np.bincount(label, minlength=c)).float()
-        pooled = _spmm(s, s_t, self.pre(hg))
+        pooled = torch.zeros(c, hg.shape[1]).index_add(0, lab, self.pre(hg))
         return self.post_norm(pooled + self.post(torch.relu(pooled))) * node_score[:, None]
 
     def log_prob(self, xs: torch.Tensor, graph, parsings: list[dict], acts: list[torch.Tensor],
