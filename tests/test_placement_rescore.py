@@ -283,3 +283,16 @@ def test_dominant_edges_are_the_dense_row_argmax():
             on = ~alone
             assert (pick[alone] == -1).all()
             assert np.array_equal(score.numpy()[pick[on]], dense[np.flatnonzero(on), dom[on]].numpy())
+
+
+def test_dominant_components_match_the_general_clustering():
+    """Clusters of one edge per node (``i -> dom[i]``), by pointer doubling: the labels of the
+    general union-find, on random maps and on maps like dominant edges (mutual pairs, self-loops)."""
+    rng = np.random.default_rng(1)
+    for n in (1, 2, 3, 9, 64, 200):
+        for _ in range(40):
+            dom = rng.integers(0, n, n)
+            if rng.random() < 0.5:
+                dom = np.where(rng.random(n) < 0.3, np.arange(n), dom)
+            ref = hsdag._components(n, np.stack([np.arange(n), dom], 1))
+            assert hsdag._dominant_components(dom).tolist() == ref.tolist()

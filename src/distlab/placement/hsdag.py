@@ -79,6 +79,24 @@ def _components(n: int, pairs: np.ndarray) -> np.ndarray:
     return np.unique(roots, return_inverse=True)[1].astype(np.int64)
 
 
+def _dominant_components(dom: np.ndarray) -> np.ndarray:
+    """:func:`_components` of the graph whose edges are ``(i, dom[i])``, one per node: every
+    component holds one cycle; by pointer doubling each node finds a node of its cycle (``n``
+    steps on) and each cycle its least node, which names the component; labels in order of the
+    components' least nodes."""
+    n = len(dom)
+    nodes = np.arange(n)
+    on, low, jump, steps = dom, np.minimum(nodes, dom), dom, 1
+    while steps < n:  # low[x]: least of x and the next 2 * steps - 1 nodes along the edges
+        on = on[on]
+        low = np.minimum(low, low[jump])
+        jump, steps = jump[jump], 2 * steps
+    name = low[on]  # the least node of the cycle each node reaches
+    first = np.full(n, n)
+    np.minimum.at(first, name, nodes)
+    return np.unique(first[name], return_inverse=True)[1].astype(np.int64)
+
+
 def _csr(rows: np.ndarray, cols: np.ndarray, vals: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
     """A sparse CSR matrix of the entries (rows, cols, vals), each row's columns ascending."""
     order = np.lexsort((cols, rows))
@@ -248,7 +266,7 @@ class HSDAGNet(nn.Module):
             # lowest neighbour index); a node without any stays alone
             score = torch.sigmoid(self.edge_net(hg.index_select(0, graph.su) * hg.index_select(0, graph.sv))).squeeze(-1)
             dom, alone, pick = graph.dominant(score)
-            label = _components(n, np.stack([np.arange(n), dom], axis=1))
+            label = _dominant_components(dom)
             c = int(label.max()) + 1
             if c == n:
                 h = hg
