@@ -468,12 +468,12 @@ def _draw(logits: torch.Tensor, explore: float, reference: bool = False) -> torc
 def _episode(net: HSDAGNet, x0: torch.Tensor, graph, problem: Problem, count: int, opts: dict[str, Any],
              first: list, reference: bool) -> tuple[list, list, list, list, list]:
     """``count`` placements sampled without autograd (their scoring is one batched pass) and
-    evaluated, in order, in one call: the inputs, parsings, devices, rewards and cluster counts
-    of the samples.  Between samples the node features move by their cluster's embedding
-    (``state_update``); no sample reads a reward."""
+    evaluated one by one (the simulator's batched evaluation rounds its sums differently): the
+    inputs, parsings, devices, rewards and cluster counts of the samples.  Between samples the
+    node features move by their cluster's embedding (``state_update``)."""
     explore, state_update = float(opts.get("explore", 0.0)), bool(opts.get("state_update", True))
     x = x0.clone()
-    xs, parsings, acts, places, clusters = [], [], [], [], []
+    xs, parsings, acts, rewards, clusters = [], [], [], [], []
     for _ in range(count):
         with torch.no_grad():  # sampling builds no graph: the samples are scored in one pass
             logits, assign, emb = net(x, graph)
@@ -481,11 +481,11 @@ def _episode(net: HSDAGNet, x0: torch.Tensor, graph, problem: Problem, count: in
         xs.append(x)
         parsings.append(net.parsing)
         acts.append(act)
-        places.append(act.numpy()[assign])
+        lat = float(problem.evaluate_groups(act.numpy()[assign])[0])
+        rewards.append(_reward(lat, opts, first))
         clusters.append(int(logits.shape[0]))
         if state_update:
             x = x + emb[torch.from_numpy(assign)]
-    rewards = [_reward(float(lat), opts, first) for lat in problem.evaluate_groups(np.stack(places))]
     return xs, parsings, acts, rewards, clusters
 
 
