@@ -342,15 +342,16 @@ class HSDAGNet(nn.Module):
             node.append(j * n + np.arange(m))
             clus.append(j * c + lv["label"])
         node, clus = np.concatenate(node), np.concatenate(clus)
-        ones = torch.ones(len(node))
-        s, s_t = _csr(clus, node, ones, (S * c, S * n)), _csr(node, clus, ones, (S * n, S * c))
         # hg read as one [S, n, H] tensor at each use: its gradient sums its uses in one order
         pair = hg * hg[torch.arange(S)[:, None], torch.from_numpy(dom)]
         score = torch.sigmoid(self.edge_net(pair)).squeeze(-1)
         dom_score = torch.where(torch.from_numpy(scored), score, torch.ones(()))
         count = torch.from_numpy(np.bincount(clus, minlength=S * c)).float().clamp(min=1.0)
-        node_score = _spmm(s, s_t, dom_score.reshape(S * n, 1)).squeeze(-1) / count
-        pooled = _spmm(s, s_t, self.pre(hg).reshape(S * n, hid)).view(S, c, hid)
+        # sums of each cluster's rows in node order (the one-hot product's floats); their
+        # gradient copies each cluster's row back to its nodes, as the product's does
+        rows, to = torch.from_numpy(node), torch.from_numpy(clus)
+        node_score = torch.zeros(S * c).index_add(0, to, dom_score.reshape(S * n)[rows]) / count
+        pooled = torch.zeros(S * c, hid).index_add(0, to, self.pre(hg).reshape(S * n, hid)[rows]).view(S, c, hid)
         h = self.post_norm(pooled + self.post(torch.relu(pooled))) * node_score.view(S, c, 1)
         local = np.full(g.n, -1)  # each node of g (sample on[j]'s node i: on[j] * n + i): its cluster
         local[np.concatenate([on[j] * n + np.arange(len(lv["label"])) for j, lv in enumerate(levels)])] = clus
