@@ -18,36 +18,26 @@ Each block can be switched off (the ablations).
 
 from __future__ import annotations
 
-from collections import deque
-
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import shortest_path
 
 BLOCKS = ("op", "shape", "node_id", "structural")
 
 
-def _bfs(adj: list[list[int]], src: int) -> np.ndarray:
-    dist = np.full(len(adj), -1)
-    dist[src] = 0
-    q = deque([src])
-    while q:
-        u = q.popleft()
-        for w in adj[u]:
-            if dist[w] < 0:
-                dist[w] = dist[u] + 1
-                q.append(w)
-    return dist
-
-
 def structural(n: int, edges) -> np.ndarray:
-    """``[n, 2]``: closeness centrality and local fractal dimension."""
-    adj: list[list[int]] = [[] for _ in range(n)]
-    for u, v in edges:
-        adj[u].append(v)
-        adj[v].append(u)
+    """``[n, 2]``: closeness centrality and local fractal dimension, from the hop distances of
+    the undirected graph (breadth-first, all sources at once)."""
     out = np.zeros((n, 2))
+    if n == 0:
+        return out
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    dist = shortest_path(csr_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n, n)),
+                         directed=False, unweighted=True)
+    hops = np.where(np.isfinite(dist), dist, -1).astype(np.int64)  # -1: not reached
     radii = np.arange(1, 5)
     for i in range(n):
-        d = _bfs(adj, i)
+        d = hops[i]
         reach = d[d > 0]
         if reach.size:
             # closeness of networkx: (reached / (n - 1)) * reached / sum of distances
