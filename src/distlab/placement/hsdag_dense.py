@@ -131,16 +131,3 @@ class DenseHSDAGNet(hsdag.HSDAGNet):
         adj = ((onehot.transpose(1, 2) @ adj @ onehot) > 0).float()
         adj = adj * (1.0 - torch.eye(c))
         return h, adj
-
-    def _policy_log_prob(self, finals: list[torch.Tensor], acts: list[torch.Tensor], explore: float) -> torch.Tensor:
-        """Σ over each sample's clusters of log π(device), the policy run once on the padded batch."""
-        h = nn.utils.rnn.pad_sequence(finals, batch_first=True)
-        a = nn.utils.rnn.pad_sequence(acts, batch_first=True)
-        mask = nn.utils.rnn.pad_sequence([torch.ones(len(f)) for f in finals], batch_first=True)
-        logits = self.policy(h)
-        if explore > 0:
-            probs = (1 - explore) * torch.softmax(logits, dim=-1) + explore / logits.shape[-1]
-            logp = torch.log(probs / probs.sum(-1, keepdim=True))
-        else:
-            logp = torch.log_softmax(logits, dim=-1)
-        return (logp.gather(-1, a[..., None]).squeeze(-1) * mask).sum(1)
