@@ -103,6 +103,7 @@ ALLOWED = {
     "config/checks.py": (4, REPO + "; a --config override word under 100 characters"),
     "scoring/paperrecord.py": (1, OURS + " (paper/record.json, which make reproduce wrote)"),
     "scoring/compare_snapshot.py": (1, OURS + " (paper/record.json as a commit holds it)"),
+    "scoring/replicate.py": (1, OURS + " (the scorecard's decided_by column, which the scorecard wrote)"),
     "pgc/spec.py": (1, TEXT), "pgc/workflow.py": (1, TEXT), "pgc/regime.py": (1, OURS), "pgc/train.py": (1, OURS),
     "pipeline/jobs.py": (3, OURS + "; " + TEXT),
     "atlas/cli.py": (1, REPO), "atlas/query.py": (1, OURS), "atlas/outputs.py": (1, OURS),

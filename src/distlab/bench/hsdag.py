@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     the workflow's graph files and the stored profiles; prints :func:`summary`."""
     import argparse
 
-    import yaml
+    from ..config.yamlio import load_user_file
 
     ap = argparse.ArgumentParser(prog="python -m distlab.bench.hsdag", description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", type=Path, default=Path("config/config.yaml"))
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--updates", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=5)
     a = ap.parse_args(argv)
-    cfg = yaml.safe_load(a.config.read_text())["placement"]
+    cfg = load_user_file(a.config, "config")["placement"]
     rows = compare(cfg, a.graphs, a.profiles, a.out, a.models, tuple(a.variants), a.updates, a.repeats)
     for s in summary(rows):
         print(f"{s['model']:14s} {s['variant']:16s} groups {s['groups']:4d}  x{s['median_ratio']:.2f} "

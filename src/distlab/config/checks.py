@@ -423,10 +423,14 @@ def _claims_errors(claims_path: str | Path, errors: list[str], papers=None) -> N
             return
 
     try:
+        if papers is not None:  # an undeclared method or technique first: it explains what follows from it
+            named = claims_technique_errors(claims_path, papers)  # (a selection then matching no side)
+            if named:
+                errors += named
+                return
         claims = load_claims(claims_path)
         if papers is not None:  # each claim's paper registered, its id under the paper's prefix
             errors += claims_paper_errors(claims_path, papers, claims)
-            errors += claims_technique_errors(claims_path, papers)
     except ClaimError as e:
         errors.append(f"{claims_path}: {e}")
     except yaml.YAMLError as e:
