@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from distlab.placement import hsdag, learned
+from distlab.placement import hsdag, hsdag_dense, learned
 from distlab.placement.features import coarse_features
 
 from test_placement_learn import _alternating
@@ -258,7 +258,7 @@ def test_hsdag_learner_evaluates_what_the_dense_reference_does(opts):
     new = hsdag.train(p, opts, 4)
     fast, best = list(p.history), p.best
     p.reset()
-    ref = hsdag.train(p, opts, 4, reference=True)
+    ref = hsdag_dense.train(p, opts, 4)
     assert fast == p.history and best == p.best
     assert new["assign_last"] == ref["assign_last"] and new.get("final_greedy_s") == ref.get("final_greedy_s")
 

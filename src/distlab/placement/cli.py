@@ -262,6 +262,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--out", type=Path, required=True, help="the name -> device JSON")
     q.set_defaults(func=cmd_place)
 
+    b = sub.add_parser("placement-bench-hsdag", help="HSDAG's update time against its dense reference "
+                                                     "(interleaved repeats, the ratio and the load; never asserted)")
+    from .hsdag_bench import add_arguments, run
+
+    add_arguments(b)
+    b.set_defaults(func=run)
+
     command(sub, "placement-graph", cmd_graph, "trace a model's operator graph", spec=JSON, out=OUT)
     command(sub, "placement-profile", cmd_profile, "per-operator CPU times of a model",
             spec={**JSON, "help": '{"model": {...}, "repeats", "warmup"}'}, out=OUT)

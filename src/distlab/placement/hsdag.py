@@ -490,17 +490,16 @@ def _episode(net: HSDAGNet, x0: torch.Tensor, graph, problem: Problem, count: in
     return xs, parsings, acts, rewards, clusters
 
 
-def train(problem: Problem, opts: dict[str, Any], seed: int, log=None, reference: bool = False) -> dict[str, Any]:
-    """Run HSDAG until the evaluation budget is spent; returns the run record.  ``reference``:
-    the dense implementation (``hsdag_dense``), the same numbers (within float rounding) slower."""
+def train(problem: Problem, opts: dict[str, Any], seed: int, log=None, reference: type | None = None) -> dict[str, Any]:
+    """Run HSDAG until the evaluation budget is spent; returns the run record.  ``reference``: a
+    network class on the dense adjacency (``hsdag_dense.train`` passes its own), the same numbers
+    slower."""
     torch.manual_seed(seed)
     drop = tuple(opts.get("drop_features", ()))
     x0 = torch.from_numpy(coarse_features(problem.graph, problem.group, problem.cedges, drop))
     self_loops = bool(opts.get("self_loops", True))
-    if reference:
-        from .hsdag_dense import DenseHSDAGNet as cls
-
-        graph = _dense_adj(problem.n_groups, problem.cedges)
+    if reference is not None:
+        cls, graph = reference, _dense_adj(problem.n_groups, problem.cedges)
     else:
         cls, graph = HSDAGNet, Graph(problem.n_groups, problem.cedges, self_loops)
     net = cls(x0.shape[1], problem.n_devices, hidden=int(opts.get("hidden", 128)),
@@ -522,7 +521,7 @@ def train(problem: Problem, opts: dict[str, Any], seed: int, log=None, reference
     episode = 0
     while problem.left > reserve:
         xs, parsings, acts, rewards, clusters = _episode(net, x0, graph, problem, min(samples, problem.left - reserve),
-                                                         opts, first, reference)
+                                                         opts, first, reference is not None)
         clusters_seen += clusters
         logps = net.log_prob(torch.stack(xs), graph, parsings, acts, explore)
         loss = loss_of(logps, rewards, opts, state)

@@ -1,6 +1,6 @@
 """HSDAG's forward pass and batched scoring on dense adjacency matrices: the implementation
-before the sparse one of ``hsdag.py``, kept as its reference (``hsdag.train(..., reference=True)``,
-the tests, ``distlab.bench.placement``).
+before the sparse one of ``hsdag.py``, kept as its reference (:func:`train`,
+the tests, :mod:`distlab.placement.hsdag_bench`).
 
 The same network and parameters (a subclass adding none); each parsing level builds dense
 ``[n, n]`` matrices: the normalised adjacency the GCN multiplies by, the edge scores whose row
@@ -131,3 +131,9 @@ class DenseHSDAGNet(hsdag.HSDAGNet):
         adj = ((onehot.transpose(1, 2) @ adj @ onehot) > 0).float()
         adj = adj * (1.0 - torch.eye(c))
         return h, adj
+
+
+def train(problem, opts: dict, seed: int, log=None) -> dict:
+    """:func:`hsdag.train` on this dense network: the reference run the tests and the benchmark
+    compare the sparse implementation with."""
+    return hsdag.train(problem, opts, seed, log, reference=DenseHSDAGNet)

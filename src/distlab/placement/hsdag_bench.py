@@ -25,9 +25,9 @@ VARIANTS = ("hsdag", "hsdag_corrected", "hsdag_fine")
 
 def _problem(graph_path: Path, profile_path: Path, model: dict, pair: dict, order: str, budget: int,
              partition: str):
-    from distlab.placement import costs
-    from distlab.placement.graphfile import load_graph
-    from distlab.placement.problem import Problem
+    from . import costs
+    from .graphfile import load_graph
+    from .problem import Problem
 
     graph = load_graph(graph_path)
     prof = costs.load_profile(profile_path, graph, model)
@@ -38,11 +38,12 @@ def _problem(graph_path: Path, profile_path: Path, model: dict, pair: dict, orde
 def update_time(problem, opts: dict[str, Any], seed: int, reference: bool) -> tuple[float, list[float]]:
     """Median seconds between consecutive updates of one run (``problem``'s whole budget) and
     the latencies it evaluated."""
-    from distlab.placement import hsdag
+    from . import hsdag, hsdag_dense
 
     stamps: list[float] = []
     problem.reset()
-    hsdag.train(problem, opts, seed, log=lambda _msg: stamps.append(time.perf_counter()), reference=reference)
+    (hsdag_dense.train if reference else hsdag.train)(problem, opts, seed,
+                                                      log=lambda _msg: stamps.append(time.perf_counter()))
     return float(np.median(np.diff(stamps))), list(problem.history)
 
 
@@ -92,14 +93,8 @@ def summary(rows: list[dict]) -> list[dict]:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m distlab.bench.hsdag --out CSV``: :func:`compare` on the config's default pair,
-    the workflow's graph files and the stored profiles; prints :func:`summary`."""
-    import argparse
-
-    from ..config.yamlio import load_user_file
-
-    ap = argparse.ArgumentParser(prog="python -m distlab.bench.hsdag", description=__doc__.split("\n\n")[0])
+def add_arguments(ap) -> None:
+    """The options of ``python -m distlab placement-bench-hsdag``."""
     ap.add_argument("--config", type=Path, default=Path("config/config.yaml"))
     ap.add_argument("--graphs", type=Path, default=Path("results/placement/graphs"))
     ap.add_argument("--profiles", type=Path, default=Path("data/placement/profiles"))
@@ -108,13 +103,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
     ap.add_argument("--updates", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=5)
-    a = ap.parse_args(argv)
+
+
+def run(a) -> int:
+    """``python -m distlab placement-bench-hsdag --out CSV``: :func:`compare` on the config's
+    default pair, the workflow's graph files and the stored profiles; prints :func:`summary`."""
+    from ..config.yamlio import load_user_file
+
     cfg = load_user_file(a.config, "config")["placement"]
     rows = compare(cfg, a.graphs, a.profiles, a.out, a.models, tuple(a.variants), a.updates, a.repeats)
     for s in summary(rows):
         print(f"{s['model']:14s} {s['variant']:16s} groups {s['groups']:4d}  x{s['median_ratio']:.2f} "
               f"(median of {s['repeats']})  same evaluations: {s['same_evaluations']}  load {s['mean_load']:.1f}")
-
-
-if __name__ == "__main__":
-    main()
+    return 0
