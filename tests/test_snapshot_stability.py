@@ -141,6 +141,25 @@ def test_a_stability_run_older_than_the_reproduce_run_or_of_other_claims_is_left
         "stability"]["left_out"]
 
 
+def test_the_settled_paper_pages_keep_each_claims_reason(fake_repo):
+    """`make stability` rewrites a paper's page from the settled scorecard as the `paper` rule
+    writes it: below the compact table, each claim with its reason in full (an unstable row's
+    spread among them), and no line of the page over 300 characters."""
+    repo, _, _ = fake_repo
+    frames = [_card(FIRST), _card(SECOND, ours=["1.5 [1, 2]", "1.0 [0, 1]", "", "0.2 [-1, 1]"]), _card(FIRST)]
+    for f in frames:
+        f["reason"] = [f"because {i} " + "word " * 60 for i in f["id"]]
+    _settle(repo, frames)
+    page = (repo / "paper/scorecard/P1.md").read_text()
+    head, _, details = page.partition("## Each claim")
+    assert details, "the settled P1 page has no per-claim details"
+    for cid in ("a.one", "a.two"):
+        assert f"**`{cid}`" in details
+        assert f"because {cid}" in " ".join(details.split()) and f"because {cid}" not in head
+    assert "run 2: reproduced" in " ".join(details.split())  # a.one is unstable: its spread is its reason
+    assert max(len(line) for line in page.splitlines()) <= 300
+
+
 def test_make_stabilitys_record_names_its_run_and_commit(fake_repo):
     repo, _, head = fake_repo
     _settle(repo)

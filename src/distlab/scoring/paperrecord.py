@@ -181,8 +181,9 @@ def counts_of_card(card: pd.DataFrame) -> Counter:
 
 def write_settled(settled: pd.DataFrame, paper: str | Path) -> list[Path]:
     """paper/'s scorecard, whole (``scorecard.csv``, ``.md``) and per paper
-    (``scorecard/P.csv``, ``.md``), rewritten from ``make stability``'s settled scorecard, each
-    with its record (the runs its previous version graded), so that every page counts the same
+    (``scorecard/P.csv``, ``.md``: a paper's page keeps every claim's reason, p-values and
+    preconditions below its table, as the ``paper`` rule writes it), rewritten from ``make
+    stability``'s settled scorecard, each with its record (the runs its previous version graded), so that every page counts the same
     verdicts; the per-paper files first, the whole last, so the workflow's later rules (the
     write-up) see it newer than their inputs and run again.  Returns the files written."""
     from .scorecard import write_scorecard
@@ -197,7 +198,8 @@ def write_settled(settled: pd.DataFrame, paper: str | Path) -> list[Path]:
         conditions = pd.read_csv(cond) if cond.is_file() and cond.stat().st_size > 1 else None
         rows = rows.reset_index(drop=True)
         _rewrite(part, rows, lambda r=rows, pt=part, c=conditions, name=p: write_scorecard(
-            r, pt.with_suffix(".md"), pt, title=f"Reproduction scorecard: {name}", conditions=c))
+            r, pt.with_suffix(".md"), pt, title=f"Reproduction scorecard: {name}", conditions=c,
+            details=True))
         written += [part, part.with_suffix(".md")]
     whole = paper / "scorecard.csv"
     k = int(settled["evaluations"].max()) if "evaluations" in settled and len(settled) else None
