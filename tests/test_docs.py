@@ -162,10 +162,6 @@ def test_the_index_check_sees_an_unlinked_page():
     assert "docs/pgc.md" in index and "docs/demo.md" not in index
 
 
-def test_the_readme_is_short():
-    assert len(README) <= 12_000, len(README)
-
-
 NUMBER = re.compile(r"(?<![\w.-])\d+(?:[.,]\d+)*(?:\s?(?:%|×|ms|s|min|nats|GB|MB))?(?![\w×]|[.,]\d)")
 
 

@@ -149,3 +149,42 @@ def test_intervals_apart_reads_only_finite_intervals():
     assert stability.intervals_apart([(0.0, 1.0), (1.0, 2.0)]) is False  # touching intervals overlap
     assert stability.intervals_apart([(0.0, 1.0), None, (1.5, 2.0)]) is True
     assert stability.intervals_apart([None, (0.0, 1.0)]) is False
+
+
+def test_the_reruns_benchmarks_go_aside_and_the_first_runs_stay(tmp_path, monkeypatch):
+    """The job-seconds a snapshot reports per paper are one run's: a rerun of the measured rules
+    rewrites their benchmark files, which then move to results/stability/benchmarks/run<k>/ while
+    benchmarks/ gets the first run's back (a file only the rerun wrote leaves benchmarks/)."""
+    bench = tmp_path / stability.BENCHMARKS
+    calls = []
+
+    def fake_snakemake(args, cwd):
+        calls.append(args)
+        if "--forcerun" in args:  # a rerun: rewrites one job's time, adds one, leaves one
+            (bench / "local/rc.tsv").write_text(f"s\n{100 + len(calls)}\n")
+            (bench / "local/new.tsv").write_text("s\n7\n")
+        else:
+            (bench / "local").mkdir(parents=True)
+            (bench / "local/rc.tsv").write_text("s\n50\n")
+            (bench / "pgc/a.tsv").parent.mkdir(parents=True)
+            (bench / "pgc/a.tsv").write_text("s\n3\n")
+
+    class Done(Exception):
+        pass
+
+    def stop(*a, **k):
+        raise Done
+
+    monkeypatch.setattr(stability, "_snakemake", fake_snakemake)
+    monkeypatch.setattr(stability, "dag_rules", lambda *a: set(stability.MEASURED_RULES))
+    monkeypatch.setattr(stability, "read_table_checked", lambda c: _estimates([("x", "reproduced", 1, 0, 2)]))
+    monkeypatch.setattr(stability, "compare", stop)
+    with pytest.raises(Done):
+        stability.run(2, tmp_path / "paper/stability.md", cwd=tmp_path, k=3, replicate=False)
+    assert sum("--forcerun" in c for c in calls) == 2
+    assert (bench / "local/rc.tsv").read_text() == "s\n50\n" and (bench / "pgc/a.tsv").read_text() == "s\n3\n"
+    assert not (bench / "local/new.tsv").exists()
+    aside = tmp_path / stability.RERUN_BENCHMARKS
+    assert (aside / "run2/local/rc.tsv").read_text() == "s\n102\n"
+    assert (aside / "run3/local/rc.tsv").read_text() == "s\n103\n"
+    assert (aside / "run3/local/new.tsv").read_text() == "s\n7\n" and not (aside / "run2/pgc").exists()

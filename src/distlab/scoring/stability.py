@@ -11,7 +11,9 @@ hold this machine's run-to-run variation, even where the verdict happened to hol
 scorecard it then becomes ``paper/scorecard.csv`` (and each paper's page), and the workflow's
 default target runs again, so the write-up, tables and figures in ``paper/`` are all of the
 settled evaluation (:func:`settle_paper`); the first evaluation's scorecard is kept as
-``paper/stability_first.csv``.
+``paper/stability_first.csv``.  The reruns' benchmark files go to
+``results/stability/benchmarks/run<k>/``; ``benchmarks/`` keeps the first run's, so the
+job-seconds per paper stay one run's (:func:`set_benchmarks_aside`).
 
 Simulated runs are deterministic (seeded, on the spec's own thread count), so
 rerunning them proves nothing; what can move between two runs of one commit
@@ -54,6 +56,38 @@ MEASURED_RULES = (
     "local_train", "local_bench_throughput", "local_bench_pc_cost", "placement_profile",
     "placement_real", "placement_bench_sim", "bench_allreduce", "bench_calibrate", "pgc_coding_profile",
 )
+
+
+BENCHMARKS = "benchmarks"  # each job's Snakemake benchmark (the job-seconds a run reports per paper)
+RERUN_BENCHMARKS = "results/stability/benchmarks"  # the reruns' own, one folder a rerun
+
+
+def read_benchmarks(bench: Path) -> dict[Path, bytes]:
+    """Every benchmark file under ``bench``, by path: the run's job times before the reruns."""
+    return {f: f.read_bytes() for f in sorted(bench.rglob("*.tsv"))} if bench.is_dir() else {}
+
+
+def set_benchmarks_aside(bench: Path, before: dict[Path, bytes], aside: Path) -> list[Path]:
+    """After a rerun of the measured rules: the benchmark files it rewrote move to ``aside``
+    (same relative paths), and ``bench`` holds the first run's files again, so the job-seconds
+    a snapshot reports per paper are one run's, not the first run's with the reruns' mixed in.
+    A file is written back with its bytes (a fresh time: it stays newer than the job's inputs,
+    which the rerun rewrote).  Returns the files set aside."""
+    moved = []
+    for f in sorted(bench.rglob("*.tsv")) if bench.is_dir() else []:
+        old = before.get(f)
+        data = f.read_bytes()
+        if old == data:
+            continue
+        dest = aside / f.relative_to(bench)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+        moved.append(dest)
+        if old is None:
+            f.unlink()  # a job the first run did not have: its time is the rerun's only
+        else:
+            f.write_bytes(old)
+    return moved
 
 
 def compare(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
@@ -226,8 +260,10 @@ def run(cores: int, out: Path, extra: list[str] | None = None, cwd: Path | None 
     if not rules:
         raise RuntimeError("stability: none of the measured rules is in the workflow of these targets "
                            f"({', '.join(MEASURED_RULES)}): nothing would run twice")
-    for _ in range(k - 1):
+    reproduce_bench = read_benchmarks(cwd / BENCHMARKS)
+    for i in range(k - 1):
         _snakemake(["--cores", str(cores), *targets, "--forcerun", *rules, *extra], cwd)
+        set_benchmarks_aside(cwd / BENCHMARKS, reproduce_bench, cwd / RERUN_BENCHMARKS / f"run{i + 2}")
         frames.append(read())
     table = compare(frames[0], frames[1])
     over = compare_runs(frames).set_index("id")
