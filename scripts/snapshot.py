@@ -950,15 +950,29 @@ EXTRA = ("record.json", "previous_verdicts.csv", "verdict_changes.md")
 APART = ("gpu", "rulebench")
 
 
-def previous(root: Path, dest: Path) -> tuple[dict, str | None]:
+def same_run(a: dict, b: dict) -> bool:
+    """Whether two records are of one make reproduce (its commit and its start)."""
+    return bool(a.get("commit")) and all(a.get(k) == b.get(k) for k in ("commit", "start_utc"))
+
+
+def previous(root: Path, dest: Path, rec: dict | None = None) -> tuple[dict, str | None]:
     """The verdicts and commit of the paper/ HEAD holds (the committed evaluation this one follows);
-    the folder as it is when it is not in HEAD (another --dest)."""
+    the folder as it is when it is not in HEAD (another --dest).  When HEAD's paper/ is of this
+    very run (``rec``: assembled again, e.g. after ``make stability``), the evaluation it follows
+    is the one HEAD's ``previous_verdicts.csv`` names: comparing the run with itself would write
+    "no change" over the committed comparison."""
     rel = dest.relative_to(root).as_posix() if dest.is_relative_to(root) else None
     card = git("show", f"HEAD:{rel}/scorecard.csv", cwd=root, check=False) if rel else ""
     if card:
-        rec = git("show", f"HEAD:{rel}/record.json", cwd=root, check=False)
+        head_rec = git("show", f"HEAD:{rel}/record.json", cwd=root, check=False)
+        head = json.loads(head_rec) if head_rec else {}
+        prev = git("show", f"HEAD:{rel}/previous_verdicts.csv", cwd=root, check=False)
+        if rec is not None and same_run(head, rec) and prev:
+            rows = list(csv.DictReader(prev.splitlines()))
+            return ({r["id"]: (r.get("paper", ""), r["verdict"]) for r in rows},
+                    next((r["commit"] for r in rows if r.get("commit")), None))
         return ({r["id"]: (r.get("paper", ""), r["verdict"]) for r in csv.DictReader(card.splitlines())},
-                json.loads(rec).get("commit") if rec else None)
+                head.get("commit"))
     old_rec = json.loads((dest / "record.json").read_text()) if (dest / "record.json").exists() else {}
     return read_verdicts(dest / "scorecard.csv"), old_rec.get("commit")
 
@@ -1046,7 +1060,7 @@ def snapshot(args: argparse.Namespace) -> dict:
                                               args.without_netcheck)
     stability, settled = check_stability(rec, paper, args.without_stability, settled_by(args))
     atlas, atlas_files = check_atlas(rec, root / args.atlas_query)
-    old, old_commit = previous(root, dest)
+    old, old_commit = previous(root, dest, rec)
     dest.mkdir(parents=True, exist_ok=True)
     keep = copy_into(dest, gathered(root, paper, args, settled) + netcheck_files + atlas_files,
                      ("benchmarks", "netcheck", "atlas") + (PAPER_DIRS if paper != dest else ()))

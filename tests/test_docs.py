@@ -358,6 +358,23 @@ def fake_repo(tmp_path):
     return repo, first, head
 
 
+def test_the_same_run_assembled_again_keeps_the_committed_comparison(fake_repo):
+    """paper/ committed, then assembled again from the same run (as after make stability): the
+    evaluation it follows is still the earlier commit's, not itself ("no change")."""
+    repo, first, head = fake_repo
+    assert run_snapshot(repo) == 0
+    res = repo / "paper"
+    changes, prev = (res / "verdict_changes.md").read_text(), (res / "previous_verdicts.csv").read_text()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "paper/ of head"], cwd=repo, check=True, env=env)
+    assert run_snapshot(repo) == 0
+    assert (res / "previous_verdicts.csv").read_text() == prev and f"`{first[:10]}..{head[:10]}`" in changes
+    assert (res / "verdict_changes.md").read_text() == changes
+    assert json.loads((res / "record.json").read_text())["verdict_changes"] == 4
+
+
 def test_the_record_holds_the_run_and_the_machine(fake_repo):
     repo, _, head = fake_repo
     rec = json.loads((repo / "results/reproduce.json").read_text())
