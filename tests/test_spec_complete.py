@@ -34,7 +34,7 @@ and every scorecard's spec ``stats.extra_seeds`` (before them, a pair's descript
 ``distlab atlas bench``'s settings).
 
 Coverage (test_every_leaf_key_is_covered_once walks every leaf key of config/config.yaml, a list
-being a leaf, and prints these counts): 430 leaf keys: 350 changed by groups, 63 in NO_JOB, 17 in
+being a leaf, and prints these counts): 429 leaf keys: 350 changed by groups, 62 in NO_JOB, 17 in
 NOT_COVERED (each with why: no other value the workflow accepts, or the path of an input file,
 which only a run's recorded input sets can show), in 24 dry runs beside the unchanged config's.
 Keys that add or remove jobs (seeds, methods, schemes, workers, which pairs and models run) are
@@ -551,7 +551,7 @@ NO_JOB = {
     **{f"replicate.{k}": (v, "read only by make stability's replicate (distlab.scoring.replicate), which runs "
                              "the workflow in a tree of its own; no rule reads it")
        for k, v in {"enabled": False, "seed_offset": 2000, "kernels.ATEN_CPU_CAPABILITY": "avx2",
-                    "kernels.MKL_CBWR": "AVX2", "power": 0.9, "directory": "replicate_b",
+                    "power": 0.9, "directory": "replicate_b",
                     **{f"leave_out.{s}.enabled": True for s in ("pgc.real", "demo.real", "placement.real",
                                                                "local_learning.bench")}}.items()},
 }

@@ -12,8 +12,8 @@ replicate (:func:`run`), fixed in config before the run (``replicate:``):
 * on a disjoint seed block: every seed list of the config shifted by ``replicate.seed_offset``
   (:func:`shifted_seeds`, checked disjoint by :func:`check_disjoint`), which keeps every relation
   between the lists (the sweep's seeds among the comparison's, the tuning seeds apart from them);
-* under the other kernel set: ``replicate.kernels`` (``ATEN_CPU_CAPABILITY=default
-  MKL_CBWR=COMPATIBLE``) in every job's environment; each run's manifest records the kernel set it
+* under the other kernel set: ``replicate.kernels`` (``ATEN_CPU_CAPABILITY=default``: ATen's
+  scalar kernels) in every job's environment; each run's manifest records the kernel set it
   ran with (:func:`distlab.results.machinekind.kernel_set`);
 * with the seeds its power asks for (:func:`power_table`): the pilot's interval gives the
   probability that a replicate of the same n repeats the verdict; below ``replicate.power`` the
