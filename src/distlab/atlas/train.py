@@ -27,14 +27,14 @@ import torch
 
 from ..config import specs
 from ..data import load_manifest, load_split, text_batch
-from ..models import batch_losses, build_model
+from ..models import build_model
 from ..runtime import device as devices
 from ..runtime.stragglers import StragglerModel
 from ..train.common import seed_everything
 from .clock import Clock, tie_order
 from .profile import spec_charge
 from .spec import SPEC_SCHEMA, check_spec, kind, nprocs  # noqa: F401  (the trainer interface)
-from ..techniques import EVAL_SEED
+from ..techniques import EVAL_SEED, batched
 from ..techniques.comm import DistComm, SimComm
 from ..techniques.registry import make_technique
 from ..techniques.step import flops_per_pass
@@ -48,11 +48,11 @@ def build_lm(model_cfg: dict, seed: int) -> torch.nn.Module:
 
 @torch.no_grad()
 def evaluate(model, evals) -> float:
-    """The mean over the fixed validation batches of each one's mean loss: the batches (of one
-    shape) in one forward."""
+    """The mean over the fixed validation batches of each one's mean loss, the batches (of one
+    shape) in one forward (:func:`distlab.techniques.batched.eval_losses`)."""
     was = model.training
     model.eval()
-    out = float(batch_losses(model, evals).mean())
+    out = float(batched.eval_losses(model, evals).mean())
     model.train(was)
     return out
 

@@ -38,7 +38,7 @@ import torch
 
 from ..config import specs
 from ..data import load_manifest, load_split, text_batch
-from ..models import batch_losses, build_model, lm_loss
+from ..models import build_model, lm_loss
 from ..results import sweeps
 from ..results.checkpoint import Checkpointer
 from ..results.runs import RunRecorder
@@ -131,11 +131,11 @@ def evaluate_splits(model: torch.nn.Module, finals: dict, device) -> dict:
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, evals, device) -> float:
-    """The mean over the fixed validation batches of each one's mean loss: the batches (of one
-    shape) in one forward."""
+    """The mean over the fixed validation batches of each one's mean loss, the batches (of one
+    shape) in one forward (:func:`distlab.techniques.batched.eval_losses`)."""
     was = model.training
     model.eval()
-    out = float(batch_losses(model, [(x.to(device), y.to(device)) for x, y in evals]).mean())
+    out = float(batched.eval_losses(model, [(x.to(device), y.to(device)) for x, y in evals]).mean())
     model.train(was)
     return out
 

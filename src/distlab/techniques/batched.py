@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..models import gpt_batchable, gpt_stacked_logits
+from ..models import batch_losses, gpt_batchable, gpt_stacked_logits, lm_loss
 
 LOOP = False  # True: every driver runs the per-worker loop (the benchmark's baseline)
 
@@ -98,3 +98,11 @@ def method_step(method, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> boo
         set_grads(m, grads, w)
         method.after_backward(w, losses[w])
     return True
+
+
+def eval_losses(model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """Each validation batch's mean loss, the batches in one forward
+    (:func:`distlab.models.batch_losses`); one forward a batch under :data:`LOOP`."""
+    if LOOP:
+        return torch.stack([lm_loss(model(x), y) for x, y in batches])
+    return batch_losses(model, batches)
