@@ -166,7 +166,7 @@ def _worker_grad(method, w: int, worker_id: int, train, spec, block, bs, seed, s
     return devices.timer(device) - t0
 
 
-def _worker_grads(method, n: int, train, block, bs, seed, step, device, mode: str) -> list[float]:
+def _worker_grads(method, n: int, train, spec, block, bs, seed, step, device, mode: str) -> list[float]:
     """Every worker's gradient at ``step`` and its measured seconds.  With calibrated compute (the
     clock charges units, not seconds) the N passes are one batched computation
     (:mod:`distlab.techniques.batched`), each worker's seconds an equal share of it (recorded, not
@@ -176,7 +176,7 @@ def _worker_grads(method, n: int, train, block, bs, seed, step, device, mode: st
         data = [text_batch(train, block, bs, seed, w, step) for w in range(n)]
         if batched.method_step(method, [(x.to(device), y.to(device)) for x, y in data]):
             return [(devices.timer(device) - t0) / n] * n
-    return [_worker_grad(method, w, w, train, None, block, bs, seed, step, device) for w in range(n)]
+    return [_worker_grad(method, w, w, train, spec, block, bs, seed, step, device) for w in range(n)]
 
 
 def pick_device(backend: str = "simulated", spec: dict | None = None) -> torch.device:
@@ -258,7 +258,7 @@ def _run_simulated_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime:
         start = state["step"] + 1
     for step in range(start, steps):
         val = evaluate(method.eval_model(), evals, device) if step % every == 0 else np.nan
-        secs = _worker_grads(method, n, train, block, bs, seed, step, device, cluster.compute_model.mode)
+        secs = _worker_grads(method, n, train, spec, block, bs, seed, step, device, cluster.compute_model.mode)
         t0 = devices.timer(device)
         loss = method.update(step)
         shared = devices.timer(device) - t0  # the update every worker runs (its comm is charged below)
