@@ -163,6 +163,11 @@ def test_every_technique_batched_equals_its_per_worker_loop(name, n, tokens):
                 close(lb, la)
                 for b, a in zip(gb, ga):
                     close(b, a)
+            # and what the worker did with them (DiLoCo's inner AdamW step reads .grad as it lies in
+            # memory): every worker's weights after its step, within a tenth of a step of lr
+            for w in range(n):
+                for b, a in zip(twin.method.model_for(w).parameters(), tech.method.model_for(w).parameters()):
+                    torch.testing.assert_close(b, a, rtol=0.0, atol=0.1 * float(tech.spec["lr"]))
 
 
 # ------------------------------------------------------------------ the drivers: who batches

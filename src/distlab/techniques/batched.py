@@ -76,11 +76,14 @@ def worker_grads(models: list[nn.Module], xs: torch.Tensor, ys: torch.Tensor
         tok = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ys.reshape(-1), reduction="none")
         losses = tok.view(N, -1).mean(1)
         grads = torch.autograd.grad(losses.sum(), leaves)
-    return losses.detach(), list(grads)
+    # contiguous, so that worker n's slice has its parameter's layout: a fused optimizer step reads a
+    # gradient as the parameter's memory (DiLoCo's inner AdamW), and autograd may hand back a
+    # transposed one (the tied embedding's)
+    return losses.detach(), [g.contiguous() for g in grads]
 
 
 def set_grads(model: nn.Module, grads: list[torch.Tensor], n: int) -> None:
-    """Give ``model``'s parameters worker ``n``'s gradients (views of the stacked ones)."""
+    """Give ``model``'s parameters worker ``n``'s gradients (contiguous views of the stacked ones)."""
     for p, g in zip(params_of(model), grads):
         p.grad = g[n]
 
