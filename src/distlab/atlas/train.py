@@ -27,14 +27,14 @@ import torch
 
 from ..config import specs
 from ..data import load_manifest, load_split, text_batch
-from ..models import build_model, lm_loss
+from ..models import build_model
 from ..runtime import device as devices
 from ..runtime.stragglers import StragglerModel
 from ..train.common import seed_everything
 from .clock import Clock, tie_order
 from .profile import spec_charge
 from .spec import SPEC_SCHEMA, check_spec, kind, nprocs  # noqa: F401  (the trainer interface)
-from ..techniques import EVAL_SEED
+from ..techniques import EVAL_SEED, batched
 from ..techniques.comm import DistComm, SimComm
 from ..techniques.registry import make_technique
 from ..techniques.step import flops_per_pass
@@ -48,9 +48,11 @@ def build_lm(model_cfg: dict, seed: int) -> torch.nn.Module:
 
 @torch.no_grad()
 def evaluate(model, evals) -> float:
+    """The mean over the fixed validation batches of each one's mean loss, the batches (of one
+    shape) in one forward (:func:`distlab.techniques.batched.eval_losses`)."""
     was = model.training
     model.eval()
-    out = float(np.mean([float(lm_loss(model(x), y)) for x, y in evals]))
+    out = float(batched.eval_losses(model, evals).mean())
     model.train(was)
     return out
 
@@ -105,11 +107,7 @@ def run_simulated(spec: dict, data_dir, out_dir, runtime: dict | None = None) ->
     steps, every = int(spec["steps"]), int(spec.get("eval_every", 10))
     for step in range(steps):
         val = evaluate(tech.eval_model(), evals) if step % every == 0 else None
-        secs, passes = np.zeros(n), np.zeros(n, dtype=int)
-        for w in range(n):  # each worker's own kernels: the timer waits for the device's queue
-            t0 = devices.timer(dev)
-            passes[w] = tech.compute(w, w, step)
-            secs[w] = devices.timer(dev) - t0
+        secs, passes = _compute(tech, n, step, dev, batch=stored is not None)
         delays = strag.delays(step, n)
         row = {"step": step, "val_loss": val, "passes": passes.tolist()}
         if tech.kind == "sync":
@@ -147,6 +145,27 @@ def run_simulated(spec: dict, data_dir, out_dir, runtime: dict | None = None) ->
     return _write(Path(out_dir), spec, rec, {"backend": "simulated", "clock": "simulated", "final_val_loss": final,
                                              "n_params": sum(p.numel() for p in model.parameters()),
                                              **(devices.describe(dev) if "device" in spec else {})})
+
+
+def _compute(tech, n: int, step: int, dev, batch: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Every worker's compute at ``step``: (its measured seconds, its passes).  Where the clock
+    charges the stored profile (``batch``) the N workers' passes are one batched computation
+    (:mod:`distlab.techniques.batched`) and each worker's measured seconds, only recorded, are an
+    equal share of it; where the clock charges the measured seconds, each worker runs and is timed
+    on its own, one after another."""
+    secs = np.zeros(n)
+    if batch:
+        t0 = devices.timer(dev)
+        got = tech.compute_all(step)
+        if got is not None:
+            secs[:] = (devices.timer(dev) - t0) / n
+            return secs, np.asarray(got, dtype=int)
+    passes = np.zeros(n, dtype=int)
+    for w in range(n):  # each worker's own kernels: the timer waits for the device's queue
+        t0 = devices.timer(dev)
+        passes[w] = tech.compute(w, w, step)
+        secs[w] = devices.timer(dev) - t0
+    return secs, passes
 
 
 def _arrival_order(clock: Clock, mask: np.ndarray, tie: np.ndarray) -> list[int]:

@@ -47,7 +47,7 @@ from ..runtime.compute import ComputeModel
 from ..runtime.network import NetworkModel
 from ..runtime.sim import SimulatedCluster
 from ..runtime.stragglers import StragglerModel
-from ..techniques import EVAL_SEED
+from ..techniques import EVAL_SEED, batched
 from ..techniques.comm import DistComm, SimComm
 from ..train.common import DTYPES, seed_everything
 from ..techniques.methods import make_method
@@ -131,11 +131,13 @@ def evaluate_splits(model: torch.nn.Module, finals: dict, device) -> dict:
 
 @torch.no_grad()
 def evaluate(model: torch.nn.Module, evals, device) -> float:
+    """The mean over the fixed validation batches of each one's mean loss, the batches (of one
+    shape) in one forward (:func:`distlab.techniques.batched.eval_losses`)."""
     was = model.training
     model.eval()
-    losses = [float(lm_loss(model(x.to(device)), y.to(device))) for x, y in evals]
+    out = float(batched.eval_losses(model, [(x.to(device), y.to(device)) for x, y in evals]).mean())
     model.train(was)
-    return float(np.mean(losses))
+    return out
 
 
 # ------------------------------------------------------------------ runs
@@ -162,6 +164,19 @@ def _worker_grad(method, w: int, worker_id: int, train, spec, block, bs, seed, s
     loss.backward()
     method.after_backward(w, loss.detach())
     return devices.timer(device) - t0
+
+
+def _worker_grads(method, n: int, train, spec, block, bs, seed, step, device, mode: str) -> list[float]:
+    """Every worker's gradient at ``step`` and its measured seconds.  With calibrated compute (the
+    clock charges units, not seconds) the N passes are one batched computation
+    (:mod:`distlab.techniques.batched`), each worker's seconds an equal share of it (recorded, not
+    charged); with measured compute each worker runs and is timed on its own, one after another."""
+    if mode == "calibrated":
+        t0 = devices.timer(device)
+        data = [text_batch(train, block, bs, seed, w, step) for w in range(n)]
+        if batched.method_step(method, [(x.to(device), y.to(device)) for x, y in data]):
+            return [(devices.timer(device) - t0) / n] * n
+    return [_worker_grad(method, w, w, train, spec, block, bs, seed, step, device) for w in range(n)]
 
 
 def pick_device(backend: str = "simulated", spec: dict | None = None) -> torch.device:
@@ -243,7 +258,7 @@ def _run_simulated_one(spec: dict, data_dir: str | Path, out_dir: Path, runtime:
         start = state["step"] + 1
     for step in range(start, steps):
         val = evaluate(method.eval_model(), evals, device) if step % every == 0 else np.nan
-        secs = [_worker_grad(method, w, w, train, spec, block, bs, seed, step, device) for w in range(n)]
+        secs = _worker_grads(method, n, train, spec, block, bs, seed, step, device, cluster.compute_model.mode)
         t0 = devices.timer(device)
         loss = method.update(step)
         shared = devices.timer(device) - t0  # the update every worker runs (its comm is charged below)

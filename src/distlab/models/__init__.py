@@ -191,6 +191,53 @@ class GPT(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+def gpt_batchable(model: nn.Module) -> bool:
+    """Whether :func:`gpt_stacked_logits` computes ``model``'s forward: a :class:`GPT` with its head
+    tied to the token embedding and dropout 0 (the stacked forward draws none)."""
+    if not isinstance(model, GPT) or model.lm_head.weight is not model.wte.weight:
+        return False
+    return all(m.p == 0.0 for m in model.modules() if isinstance(m, nn.Dropout)) and \
+        all(b.attn.dropout == 0.0 for b in model.blocks)
+
+
+def _stacked_linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    """``x (N, M, in)`` through N linear layers ``w (N, out, in)``, ``b (N, out)``."""
+    wt = w.transpose(1, 2)
+    return torch.bmm(x, wt) if b is None else torch.baddbmm(b.unsqueeze(1), x, wt)
+
+
+def _stacked_ln(x: torch.Tensor, ln: nn.LayerNorm, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """N layer norms (``w``, ``b`` ``(N, C)``) of ``x (N, M, C)``."""
+    return torch.addcmul(b.unsqueeze(1), F.layer_norm(x, ln.normalized_shape, eps=ln.eps), w.unsqueeze(1))
+
+
+def gpt_stacked_logits(model: GPT, params: dict[str, torch.Tensor], idx: torch.Tensor) -> torch.Tensor:
+    """N copies of ``model``'s forward at once: ``params`` maps each of its parameter names
+    (``named_parameters``, the tied head as ``wte.weight``) to the N copies stacked ``(N, ...)``;
+    token ids ``idx (N, B, T)`` -> logits ``(N, B * T, vocab)``.  Copy ``n`` computes
+    ``model(idx[n])`` with weights ``params[...][n]`` (the same arithmetic, its matmuls batched over
+    the copies, attention over the N * B windows); :func:`gpt_batchable` says when it applies."""
+    N, B, T = idx.shape
+    if T > model.block_size:
+        raise ValueError(f"sequence length {T} exceeds block_size {model.block_size}")
+    wte = params["wte.weight"]
+    V, C = wte.shape[1], wte.shape[2]
+    offset = (torch.arange(N, device=idx.device) * V).view(N, 1, 1)
+    x = F.embedding(idx + offset, wte.reshape(N * V, C)).view(N, B, T, C) + params["wpe.weight"][:, :T].unsqueeze(1)
+    x = x.reshape(N, B * T, C)
+    for i, blk in enumerate(model.blocks):
+        def p(name, i=i):
+            return params[f"blocks.{i}.{name}"]
+        h = _stacked_ln(x, blk.ln_1, p("ln_1.weight"), p("ln_1.bias"))
+        qkv = _stacked_linear(h, p("attn.c_attn.weight"), p("attn.c_attn.bias")).reshape(N * B, T, 3 * C)
+        a = causal_attention(qkv, blk.attn.n_head).reshape(N, B * T, C)
+        x = x + _stacked_linear(a, p("attn.c_proj.weight"), p("attn.c_proj.bias"))
+        h = _stacked_ln(x, blk.ln_2, p("ln_2.weight"), p("ln_2.bias"))
+        h = F.gelu(_stacked_linear(h, p("mlp.0.weight"), p("mlp.0.bias")), approximate=blk.mlp[1].approximate)
+        x = x + _stacked_linear(h, p("mlp.2.weight"), p("mlp.2.bias"))
+    return torch.bmm(_stacked_ln(x, model.ln_f, params["ln_f.weight"], params["ln_f.bias"]), wte.transpose(1, 2))
+
+
 # --------------------------------------------------------------------------- registry
 
 MODELS: dict[str, Callable[..., nn.Module]] = {"cnn": cnn, "resnet18": resnet18, "gpt": GPT, "logreg": logreg,
@@ -228,6 +275,15 @@ def loss_for(name: str) -> Loss:
     if name not in TASKS:
         raise ValueError(f"unknown model {name!r}; known models: {', '.join(sorted(MODELS))}")
     return classification_loss if TASKS[name] == "classification" else lm_loss
+
+
+def batch_losses(model: nn.Module, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """``lm_loss(model(x), y)`` of every batch ``(x, y)`` (all of one shape), in one forward of
+    their windows together: a ``(len(batches),)`` tensor."""
+    x, y = torch.cat([b[0] for b in batches]), torch.cat([b[1] for b in batches])
+    logits = model(x)
+    tok = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none")
+    return tok.view(len(batches), -1).mean(1)
 
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:

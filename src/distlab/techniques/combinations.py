@@ -43,7 +43,7 @@ class DiLoCoDeMo(Wrapped):
             pl = self.outer[i].encode()
             payloads.append(torch.cat([pl, me.losses[i].to(torch.float32).reshape(1).view(torch.uint8)]))
         gathered = self.comm.all_gather(payloads)
-        loss = float(gathered[:, -4:].clone().view(torch.float32).mean())
+        loss = float(gathered[:, -4:].flatten().clone().view(torch.float32).mean())
         self.outer[0].apply(gathered[:, :-4])
         with torch.no_grad():
             for wm in me.workers:

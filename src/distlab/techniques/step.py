@@ -33,6 +33,7 @@ import torch
 
 from ..data import text_batch
 from ..models import lm_loss
+from . import batched
 from .catalogue import kind
 from .coded_worker import CodedWorker
 from .gradient_codes import make_scheme
@@ -78,6 +79,12 @@ class Technique:
     def master_pattern(self) -> dict:
         return {}
 
+    def compute_all(self, step: int) -> list[int] | None:
+        """Every local worker's :meth:`compute` at ``step`` as one batched computation
+        (:mod:`distlab.techniques.batched`): the passes of each, or None (nothing done) where the
+        technique's workers cannot be batched; the driver then runs :meth:`compute` per worker."""
+        return None
+
 
 class Wrapped(Technique):
     """A :class:`distlab.techniques.method.Method` (sync kind), unchanged: ``method`` is its name
@@ -95,6 +102,11 @@ class Wrapped(Technique):
         loss.backward()
         self.method.after_backward(i, loss.detach())
         return 1
+
+    def compute_all(self, step):
+        if not batched.method_step(self.method, [self.batch(w, step) for w in self.local]):
+            return None
+        return [1] * len(self.local)
 
     def update(self, step, received=None):
         return self.method.update(step)
@@ -124,10 +136,35 @@ class Coded(Technique):
             loss = lm_loss(self.model(x), y)
             loss.backward()
             cw.update(j, flat_grad(self.params).detach().clone(), float(loss.detach()), step)
+        self._send(w)
+        return len(parts)
+
+    def compute_all(self, step):
+        """Every partition some local worker computes at ``step``, once, in one batch (every
+        worker computes at the master's current model, so a partition two workers hold has one
+        gradient); each worker then keeps and encodes its own, as :meth:`compute` does.  The
+        passes are still each worker's own count (the clock charges them)."""
+        if not batched.stackable([self.model]):
+            return None
+        parts = {w: self.scheme.partitions_to_compute(w, step) for w in self.local}
+        uniq = sorted({j for ps in parts.values() for j in ps})
+        data = [self.batch(j, step) for j in uniq]
+        losses, grads = batched.worker_grads([self.model] * len(uniq), torch.stack([x for x, _ in data]),
+                                             torch.stack([y for _, y in data]))
+        flat = torch.cat([g.reshape(len(uniq), -1) for g in grads], 1)
+        row, lv = {j: k for k, j in enumerate(uniq)}, losses.tolist()
+        for w in self.local:
+            for j in parts[w]:
+                self.workers[w].update(j, flat[row[j]].clone(), lv[row[j]], step)
+            self._send(w)
+        return [len(parts[w]) for w in self.local]
+
+    def _send(self, w):
+        """Worker ``w``'s message: its encoded combination and the mean loss of its fresh partitions."""
+        cw = self.workers[w]
         msg = cw.message()
         lt = torch.tensor([cw.pop_fresh_loss()], dtype=msg.dtype, device=msg.device)
         self.msgs[w] = torch.cat([msg, lt])
-        return len(parts)
 
     def update(self, step, received):
         allm = self.comm.gather([self.msgs[w] for w in self.local])  # (n, P + 1): every worker's message

@@ -35,7 +35,7 @@ class DeMoMethod(Method):
 
     def update(self, step):
         gathered = self.comm.all_gather(self.payloads)
-        losses = gathered[:, -4:].clone().view(torch.float32)
+        losses = gathered[:, -4:].flatten().clone().view(torch.float32)
         self.opts[0].apply(gathered[:, :-4].to(next(self.model.parameters()).device))
         self.payloads = [None] * self.n_local
         return float(losses.mean())
