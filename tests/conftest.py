@@ -405,10 +405,12 @@ def pydoc_dir(tmp_path_factory) -> Path:
 # spec-completeness test's touched tree shares nothing with the other trees (its own copy, 25 dry
 # runs): a group of its own, so another worker can take it.
 # The atlas test modules' ``atlas`` fixtures (module scope, a minute to train) are built once
-# per worker that runs one of their tests: one group, one worker, each built once.
+# per worker that runs one of their tests: one group, one worker, each built once.  So are P3's
+# instruction-set reruns (test_local_isa's ``isa_runs``: two processes for its five tests).
 _SHARED_FIXTURES = {"tiny_workflow": "tiny", "results_tree": "trees", "target_dry_runs": "trees",
                     "clean_tree": "trees", "tree": "trees", "resnet_gloo_runs": "resnet",
-                    "dry_run_outputs": "dryruns", "touched_tree": "spec", "atlas": "atlas"}
+                    "dry_run_outputs": "dryruns", "touched_tree": "spec", "atlas": "atlas",
+                    "isa_runs": "isa"}
 
 
 @pytest.hookimpl(trylast=True)

@@ -32,25 +32,93 @@ def pydoc(tmp_path_factory):
     return out
 
 
-def _train(spec, data, out, isa: str | None):
+# One process a machine setting (not one a job: the start-up is most of a tiny job).  It applies
+# DISTLAB_CPU_ISA's pins as `python -m distlab` does (distlab.cli.pin_cpu_isa), before torch is
+# imported; then each training job runs `distlab train` (the CLI's main) in a child forked from it
+# once torch and the trainer are imported, as the workflow's fork server runs jobs (a fresh
+# process's state: the parent runs no torch operation before the forks); then the sweep's jobs run
+# one after the other in the process itself.  It reports the kernels torch chose.
+_ISA_DRIVER = """
+import json, os, sys
+from distlab.cli import main, pin_cpu_isa, preload
+
+pin_cpu_isa()
+# applied (its pins are in the environment torch reads at import): main() in the children runs
+# after torch's import, where it refuses to apply it
+os.environ.pop("DISTLAB_CPU_ISA", None)
+jobs = json.loads(sys.argv[1])
+if jobs["train"]:
+    preload(jobs["train"][0])
+codes = []
+for argv in jobs["train"]:
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = main(argv) or 0
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+from distlab.local.train import run_simulated
+for out, spec in jobs["sweep"]:
+    run_simulated(spec, jobs["data"], out)
+import torch
+print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(), "codes": codes}))
+"""
+
+TRAINED = [("rc", "bp"), ("rc", "rc-seq"), ("rc", "rc-pc-T2"), ("pc", "pc-fixed")]
+
+
+def _isa_process(c, data, root, isa: str | None) -> dict:
+    """The tiny config's training jobs of :data:`TRAINED` (seed 0, through ``distlab train``) and
+    every tiny sweep job (each swept method at each lr, its sweep seeds), in one process pinned to
+    ``isa`` (None: this machine's native kernels): {"capability": torch's kernels there,
+    "train": {(group, method): manifest}, "sweep": [manifest paths]}."""
+    from distlab.cli import pin_cpu_isa
+
     env = {k: v for k, v in os.environ.items() if k not in PINS}
     env.update({"PATH": bin_path(), "OMP_NUM_THREADS": "1", "HF_DATASETS_OFFLINE": "1",
                 "PYTHONPATH": str(ROOT / "src")})
     if isa:
         env["DISTLAB_CPU_ISA"] = isa
-    r = subprocess.run([sys.executable, "-m", "distlab", "train", "--experiment", "local", "--spec",
-                        json.dumps(spec), "--data", str(data), "--out", str(out)],
-                       env=env, capture_output=True, text=True, timeout=600)
+        assert pin_cpu_isa(env)  # what the driver applies: names a supported set
+    train = {(g, m): root / "train" / g / m for g, m in TRAINED}
+    argvs = [["train", "--experiment", "local", "--spec", json.dumps(workflow.spec(c, g, m, 0)), "--data", str(data),
+              "--out", str(out)] for (g, m), out in train.items()]
+    sweep = [(str(root / f"lr{lr:g}/{g}/{m}"), workflow.sweep_spec(c, g, m, lr, [0, 1]))
+             for g, m, lr in workflow.sweep_points(c)]
+    jobs = {"train": argvs, "sweep": sweep, "data": str(data)}
+    r = subprocess.run([sys.executable, "-c", _ISA_DRIVER, json.dumps(jobs)],
+                       env=env, capture_output=True, text=True, timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads((out / "manifest.json").read_text())
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["codes"] == [0] * len(argvs), r.stderr[-3000:]
+    return {"capability": got["capability"],
+            "train": {k: json.loads((out / "manifest.json").read_text()) for k, out in train.items()},
+            "sweep": [Path(out) / f"seed{s}/manifest.json" for out, spec in sweep for s in spec["seeds"]]}
+
+
+@pytest.fixture(scope="module")
+def isa_runs(tmp_path_factory, pydoc) -> dict:
+    """{"native": ..., "avx2": ...}: :func:`_isa_process` on this machine's kernels and pinned to
+    AVX2, once for the module's tests (one xdist worker runs them: tests/conftest.py)."""
+    root = tmp_path_factory.mktemp("isa_runs")
+    runs = {isa or "native": _isa_process(tiny_section(), pydoc, root / (isa or "native"), isa)
+            for isa in (None, "avx2")}
+    # the pin took: the AVX2 process computed on AVX2 kernels (not this machine's AVX-512 ones)
+    assert runs["avx2"]["capability"] == "AVX2", runs["avx2"]["capability"]
+    return runs
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("group,method", [("rc", "bp"), ("rc", "rc-seq"), ("rc", "rc-pc-T2"), ("pc", "pc-fixed")])
-def test_tiny_training_jobs_agree_across_instruction_sets(tmp_path, pydoc, group, method):
-    spec = workflow.spec(tiny_section(), group, method, 0)
-    native = _train(spec, pydoc, tmp_path / "native", None)
-    avx2 = _train(spec, pydoc, tmp_path / "avx2", "avx2")
+@pytest.mark.parametrize("group,method", TRAINED)
+def test_tiny_training_jobs_agree_across_instruction_sets(isa_runs, group, method):
+    native, avx2 = isa_runs["native"]["train"][(group, method)], isa_runs["avx2"]["train"][(group, method)]
     for key in ("test_loss", "val_loss"):
         a, b = native["final"][key], avx2["final"][key]
         assert abs(a - b) <= TOLERANCE, (key, a, b)
@@ -58,42 +126,17 @@ def test_tiny_training_jobs_agree_across_instruction_sets(tmp_path, pydoc, group
           f"avx2 {avx2['final']['test_loss']:.6f}")
 
 
-_SWEEP_ONE_PROCESS = """
-import json, sys
-from pathlib import Path
-from distlab.local.train import run_simulated
-for out, spec in json.loads(sys.argv[1]):
-    run_simulated(spec, sys.argv[2], out)
-"""
-
-
-def _sweep(c, data, root, isa):
-    """Every tiny sweep job (each swept method at each lr, its sweep seeds) in one process a machine
-    setting, not one a job: the start-up is most of a tiny job."""
-    jobs = [(str(root / f"lr{lr:g}/{g}/{m}"), workflow.sweep_spec(c, g, m, lr, [0, 1]))
-            for g, m, lr in workflow.sweep_points(c)]
-    env = {k: v for k, v in os.environ.items() if k not in PINS}
-    env.update({"PATH": bin_path(), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")})
-    if isa:
-        env["DISTLAB_CPU_ISA"] = isa
-    r = subprocess.run([sys.executable, "-c", _SWEEP_ONE_PROCESS, json.dumps(jobs), str(data)],
-                       env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return [Path(out) / f"seed{s}/manifest.json" for out, spec in jobs for s in spec["seeds"]]
-
-
 @pytest.mark.slow
-def test_the_tiny_sweep_chooses_the_same_lrs_on_both_instruction_sets(tmp_path, pydoc):
+def test_the_tiny_sweep_chooses_the_same_lrs_on_both_instruction_sets(tmp_path, isa_runs):
     """The sweep's choice (which every comparison run trains at) is the same on AVX2 and on this
     machine's native kernels, and no choice is decided by less than the kernels move a loss.
-    Adds 2 processes (4 six-step runs each) to the suite's instruction-set rerun."""
+    Its runs share the two processes of the training jobs' instruction-set rerun (:func:`isa_runs`)."""
     from distlab.local.summary import choose, sweep_rows, sweep_table
 
     c = tiny_section()
     tables = {}
-    for isa in (None, "avx2"):
-        name = isa or "native"
-        runs = _sweep(c, pydoc, tmp_path / name, isa)
+    for name in ("native", "avx2"):
+        runs = isa_runs[name]["sweep"]
         tables[name] = choose(sweep_rows(runs)).set_index(["key", "lr"])
         sweep_table(runs, tmp_path / f"{name}.md", tmp_path / f"{name}.csv", tmp_path / f"{name}.json",
                     c["sweep"].get("follows"))

@@ -291,7 +291,14 @@ def _naming(tree: Path, name: str, methods: list[str], techniques: list[str], at
 
 
 def _snakemake(tree, env, *args, timeout=600):
-    return subprocess.run(["snakemake", *args], cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+    """``snakemake *args`` in ``tree``; a run that executes jobs (``--cores``) forks them from one
+    preloaded server (conftest's FORKSERVER, as ``make reproduce`` runs them): the server imports
+    the copy's src/ (``env``'s PYTHONPATH), edited catalogue included."""
+    from conftest import FORKSERVER
+
+    server = FORKSERVER if "--cores" in args else []
+    return subprocess.run([*server, "snakemake", *args], cwd=tree, env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @pytest.mark.slow
