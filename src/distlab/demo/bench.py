@@ -116,8 +116,10 @@ def compiled_step(opt: DeMo, backend: str = "inductor"):
     fallback) for the shapes of this optimizer's parameters (``dynamic=False``: a second model's
     compile through the same code would otherwise mark sizes dynamic, which this torch's symbolic
     shapes refused on the tile layout).  The layout is built eagerly first (it is compiler-disabled:
-    lists of views made once), so the compiled function is the step's arithmetic only."""
-    opt.layout  # noqa: B018 (built here, outside the graph)
+    lists of views made once), and so is what a step makes on first use (``DeMo.prepare``: a
+    compiled call that made it would compile again on the next), so the compiled function is the
+    step's arithmetic only and compiles once."""
+    opt.prepare()
     return torch.compile(opt.step, backend=backend, fullgraph=True, dynamic=False)
 
 

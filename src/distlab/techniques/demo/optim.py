@@ -89,7 +89,7 @@ from ...config.specs import SpecError
 from . import payload as pl
 from .optim_tiles import (_ORDER_AS, _as_matrix_layout, _Class, _column_classes,  # noqa: F401
                           _forward, _gather_into, _inverse, _inverse_dense, _inverse_sparse, _Member, _segment_length,
-                          _sparse_pays, _TileGroup, _tiles_of, _top_k)
+                          _sparse_pays, _TileGroup, _tiles_of, _top_k, sparse_scratch)
 from .transforms import clamp_topk, dct_matrix, matrix_shape, tile_shape
 
 def _check_rates(lr, weight_decay, who: str) -> None:
@@ -285,7 +285,10 @@ class DeMo(Optimizer):
             tg.base = torch.cat(base).to(tg.device)[:, None]
             tg.stride = torch.cat(stride).to(tg.device)[:, None]
         self._members = members
-        self._masks = {}
+        # the mask of a step where every parameter has a gradient, made here (eagerly): a compiled
+        # step that made it on its first call would find the cache changed on its second and compile again
+        everyone = (True,) * len(members)
+        self._masks = {everyone: pl.pack_mask(list(everyone)).to(next(iter(groups.values())).device)} if members else {}
         self._by_param = {id(m.param): (tg, m) for tg in groups.values() for m in tg.members}
         self._nbytes = off
         self._layout = list(groups.values())
@@ -323,6 +326,20 @@ class DeMo(Optimizer):
     @property
     def layout(self) -> list[_TileGroup]:
         return self._layout if self._layout is not None else self._build_layout()
+
+    @torch.compiler.disable
+    def prepare(self, workers: int = 1) -> None:
+        """Make now, eagerly, what a step would make on first use: the layout, the mask of a
+        step where every parameter has a gradient, the DCT bases, and apply's scratch for
+        ``workers`` payloads.  A compiled step (``torch.compile(opt.step)``) that made them in its
+        first call would find them changed on its second and compile again."""
+        for tg in self.layout:
+            dct_matrix(tg.n1, tg.dtype, tg.device), dct_matrix(tg.n2, tg.dtype, tg.device)
+            e = workers * tg.k
+            if _sparse_pays(tg, e):
+                sparse_scratch(tg, e, tg.tiled)
+            if workers > 1 and self.mean != "all" and tg.hits is None:
+                tg.hits = torch.zeros((tg.tiles, tg.numel), dtype=torch.int32, device=tg.device)
 
     def payload_nbytes(self) -> int:
         """Bytes of one worker's payload (the all-gather's per-worker buffer)."""

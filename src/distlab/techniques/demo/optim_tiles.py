@@ -222,6 +222,27 @@ _SPARSE_CHUNK_BYTES: int | None = None  # a cap on one chunk's gathered basis ro
                                         # test sets 1 for one tile a chunk)
 
 
+def sparse_scratch(tg: _TileGroup, e: int, out: torch.Tensor) -> int:
+    """:func:`_inverse_sparse`'s scratch and every chunk's views for ``e`` entries a tile, made
+    once per (chunk, entries) (``out`` is the group's tile scratch, ``tg.tiled``, whose views are
+    kept); returns the chunk (tiles a batched product).  Made ahead by ``DeMo.prepare`` so that a
+    compiled step does not make it inside its first call and compile again on its second."""
+    chunk = -(-tg.tiles // _SPARSE_CHUNKS)
+    if _SPARSE_CHUNK_BYTES is not None:
+        chunk = max(1, min(chunk, _SPARSE_CHUNK_BYTES // (e * (tg.n1 + tg.n2) * tg.coeff.element_size())))
+    key = (chunk, e)
+    if tg.sparse_key != key:
+        tg.sparse_key = key
+        tg.basis1 = torch.empty((chunk, e, tg.n1), dtype=tg.dtype, device=tg.device)
+        tg.basis2 = torch.empty((chunk, e, tg.n2), dtype=tg.dtype, device=tg.device)
+        tg.sparse_views = []
+        for o in out.view(tg.tiles, tg.n1, tg.n2).split(chunk):
+            b1, b2 = tg.basis1[:o.shape[0]], tg.basis2[:o.shape[0]]
+            tg.sparse_views.append((b1.view(-1, tg.n1), b2.view(-1, tg.n2), b1 if tg.n1 <= tg.n2 else b2,
+                                    b1.transpose(1, 2), b2, o))
+    return chunk
+
+
 def _inverse_sparse(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out: torch.Tensor) -> None:
     """``out`` (tiles, n1*n2) <- the sign of each tile's IDCT of its received coefficients, tile by
     tile, the IDCT as the sum over the tile's entries of ``share * outer(D1[row], D2[col])``: one
@@ -231,20 +252,7 @@ def _inverse_sparse(tg: _TileGroup, idx: torch.Tensor, share: torch.Tensor, out:
     tiles (a fixed number, so the ops do not grow with the model; one chunk's basis rows are an
     eighth of the whole), gathered into one reused scratch; every chunk's views are made once."""
     e = idx.shape[1]
-    chunk = -(-tg.tiles // _SPARSE_CHUNKS)
-    if _SPARSE_CHUNK_BYTES is not None:
-        chunk = max(1, min(chunk, _SPARSE_CHUNK_BYTES // (e * (tg.n1 + tg.n2) * tg.coeff.element_size())))
-    key = (chunk, e)
-    if tg.sparse_key != key:  # scratch and every chunk's views, made once per (chunk, entries); ``out``
-                              # is the group's tile scratch (``tg.tiled``), whose views are kept
-        tg.sparse_key = key
-        tg.basis1 = torch.empty((chunk, e, tg.n1), dtype=tg.dtype, device=tg.device)
-        tg.basis2 = torch.empty((chunk, e, tg.n2), dtype=tg.dtype, device=tg.device)
-        tg.sparse_views = []
-        for o in out.view(tg.tiles, tg.n1, tg.n2).split(chunk):
-            b1, b2 = tg.basis1[:o.shape[0]], tg.basis2[:o.shape[0]]
-            tg.sparse_views.append((b1.view(-1, tg.n1), b2.view(-1, tg.n2), b1 if tg.n1 <= tg.n2 else b2,
-                                    b1.transpose(1, 2), b2, o))
+    chunk = sparse_scratch(tg, e, out)
     d1, d2 = dct_matrix(tg.n1, tg.dtype, tg.device), dct_matrix(tg.n2, tg.dtype, tg.device)
     row, col = tg.row_col(idx)
     rows, cols = row.reshape(-1).split(chunk * e), col.reshape(-1).split(chunk * e)
