@@ -384,7 +384,7 @@ def test_a_measured_row_names_the_runs_it_read_under_load():
     pick = (t["scheme"] == "pgc") & (t["s"] == 2) & (t["seed"].isin([1, 4]))
     t.loc[pick, "loaded"] = True
     row = evaluate(claim(measured=True), tables={"pgc_sim": t}).iloc[0]
-    assert "measured under load: 2 of 16 runs" in row["reason"]
-    assert "under load" not in evaluate(claim(), tables={"pgc_sim": t}).iloc[0]["reason"]
+    assert "measured on a shared machine: in 2 of 16 runs" in row["reason"]
+    assert "shared machine" not in evaluate(claim(), tables={"pgc_sim": t}).iloc[0]["reason"]
     t["loaded"] = False
-    assert "under load" not in evaluate(claim(measured=True), tables={"pgc_sim": t}).iloc[0]["reason"]
+    assert "shared machine" not in evaluate(claim(measured=True), tables={"pgc_sim": t}).iloc[0]["reason"]

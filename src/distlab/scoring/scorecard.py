@@ -171,9 +171,9 @@ def _predicted_at(grid: np.ndarray, worst: np.ndarray, at: float) -> bool | None
 
 
 def _under_load(claim: Mapping[str, Any], table: pd.DataFrame, resolved) -> str:
-    """For a measured row, the runs it read that saw a load above the cores they held (a
-    table's ``loaded`` column, from each run's load record): its timing is not this machine's
-    alone.  Empty for a row that is not measured or a table without the column."""
+    """For a measured row, the runs it read that shared the machine (a table's ``loaded``
+    column, from each run's load record: :func:`distlab.runtime.machine_load.saw_load_above_cores`):
+    its timing is not this machine's alone.  Empty for a row that is not measured or a table without the column."""
     if not claim.get("measured") or "loaded" not in table.columns:
         return ""
     rows = [stats.select(table, side) for a, b in resolved for side in (a, b) if VALUE not in side]
@@ -181,7 +181,8 @@ def _under_load(claim: Mapping[str, Any], table: pd.DataFrame, resolved) -> str:
     loaded = int(runs["loaded"].fillna(False).astype(bool).sum())
     if not loaded:
         return ""
-    return f"; measured under load: {loaded} of {len(runs)} runs saw a load above the cores they held"
+    return (f"; measured on a shared machine: in {loaded} of {len(runs)} runs other processes took CPU "
+            "time from the run (its record's load)")
 
 
 def _evaluate_claim(claim: dict[str, Any], tables: Mapping[str, pd.DataFrame],
