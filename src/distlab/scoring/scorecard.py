@@ -181,8 +181,7 @@ def _under_load(claim: Mapping[str, Any], table: pd.DataFrame, resolved) -> str:
     loaded = int(runs["loaded"].fillna(False).astype(bool).sum())
     if not loaded:
         return ""
-    return (f"; measured on a shared machine: in {loaded} of {len(runs)} runs other processes took CPU "
-            "time from the run (its record's load)")
+    return f"; measured on a shared machine: in {loaded} of {len(runs)} runs other processes took CPU time from it"
 
 
 def _evaluate_claim(claim: dict[str, Any], tables: Mapping[str, pd.DataFrame],

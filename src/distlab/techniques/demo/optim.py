@@ -285,10 +285,7 @@ class DeMo(Optimizer):
             tg.base = torch.cat(base).to(tg.device)[:, None]
             tg.stride = torch.cat(stride).to(tg.device)[:, None]
         self._members = members
-        # the mask of a step where every parameter has a gradient, made here (eagerly): a compiled
-        # step that made it on its first call would find the cache changed on its second and compile again
-        everyone = (True,) * len(members)
-        self._masks = {everyone: pl.pack_mask(list(everyone)).to(next(iter(groups.values())).device)} if members else {}
+        self._masks = {}
         self._by_param = {id(m.param): (tg, m) for tg in groups.values() for m in tg.members}
         self._nbytes = off
         self._layout = list(groups.values())
@@ -333,7 +330,10 @@ class DeMo(Optimizer):
         step where every parameter has a gradient, the DCT bases, and apply's scratch for
         ``workers`` payloads.  A compiled step (``torch.compile(opt.step)``) that made them in its
         first call would find them changed on its second and compile again."""
-        for tg in self.layout:
+        layout = self.layout
+        if layout:
+            self._mask_bytes([True] * len(self._members), layout[0].device)
+        for tg in layout:
             dct_matrix(tg.n1, tg.dtype, tg.device), dct_matrix(tg.n2, tg.dtype, tg.device)
             e = workers * tg.k
             if _sparse_pays(tg, e):
