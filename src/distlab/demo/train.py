@@ -173,8 +173,10 @@ def _worker_grads(method, n: int, train, spec, block, bs, seed, step, device, mo
     charged); with measured compute each worker runs and is timed on its own, one after another."""
     if mode == "calibrated":
         t0 = devices.timer(device)
-        data = [text_batch(train, block, bs, seed, w, step) for w in range(n)]
-        if batched.method_step(method, [(x.to(device), y.to(device)) for x, y in data]):
+        def batch_of(w):
+            x, y = text_batch(train, block, bs, seed, w, step)
+            return x.to(device), y.to(device)
+        if batched.method_step(method, n, batch_of):
             return [(devices.timer(device) - t0) / n] * n
     return [_worker_grad(method, w, w, train, spec, block, bs, seed, step, device) for w in range(n)]
 

@@ -88,14 +88,15 @@ def set_grads(model: nn.Module, grads: list[torch.Tensor], n: int) -> None:
         p.grad = g[n]
 
 
-def method_step(method, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> bool:
-    """A :class:`distlab.techniques.method.Method`'s worker passes, batched: worker ``w`` (local
-    index) on ``batches[w]``, then ``after_backward(w, its loss)`` in worker order with its gradients
-    in ``.grad``, as the per-worker loop leaves them.  False (nothing done) where the workers'
-    models are not :func:`stackable`."""
-    models = [method.model_for(w) for w in range(len(batches))]
+def method_step(method, n: int, batch_of) -> bool:
+    """A :class:`distlab.techniques.method.Method`'s ``n`` worker passes, batched: worker ``w``
+    (local index) on ``batch_of(w)`` (its windows and targets), then ``after_backward(w, its
+    loss)`` in worker order with its gradients in ``.grad``, as the per-worker loop leaves them.
+    False (nothing done, no batch drawn) where the workers' models are not :func:`stackable`."""
+    models = [method.model_for(w) for w in range(n)]
     if not stackable(models):
         return False
+    batches = [batch_of(w) for w in range(n)]
     losses, grads = worker_grads(models, torch.stack([x for x, _ in batches]), torch.stack([y for _, y in batches]))
     for w, m in enumerate(models):
         set_grads(m, grads, w)

@@ -104,7 +104,7 @@ class Wrapped(Technique):
         return 1
 
     def compute_all(self, step):
-        if not batched.method_step(self.method, [self.batch(w, step) for w in self.local]):
+        if not batched.method_step(self.method, len(self.local), lambda i: self.batch(self.local[i], step)):
             return None
         return [1] * len(self.local)
 
