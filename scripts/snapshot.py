@@ -73,7 +73,7 @@ def _registry():
 PAPERS = {p.scorecard: (p.title, p.doc) for p in _registry()}
 PAPER_PATHS = {p.scorecard: list(p.code) for p in _registry()}
 # rows reported beside a test, not counted among the claims: the scorecard's own name and counts line
-from distlab.scoring.paperrecord import banner, put_header, read_card, tally  # noqa: E402
+from distlab.scoring.paperrecord import HEADER_END, banner, put_header, read_card, tally  # noqa: E402
 from distlab.scoring.reported import REPORTED, counts_line  # noqa: E402  (src/ is on the path now)
 # the scorecard's verdicts, in its order; UNSTABLE only from `make stability` (a measured verdict
 # that was not the same in its k evaluations, distlab.scoring.stability.settle)
@@ -105,6 +105,8 @@ NOT_RUN = "netcheck: not run in this snapshot"
 STABLE_CARD = "scorecard_stable.csv"
 STABILITY_FILES = ("stability.md", "stability.csv", "replicate_power.csv")  # the last: the replicate's power table
 NO_STABILITY = "make stability: not run for this snapshot (measured verdicts from one evaluation)"
+NO_FINDINGS = ("the last column is empty until `make stability` has settled and replicated this evaluation "
+               "(a finding cites only rows that held)")
 
 
 class Refused(Exception):
@@ -571,7 +573,10 @@ def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict, rows: list
     text = readme.read_text(encoding="utf-8")
     _, findings = parse_table(text)
     replicate = (rec.get("stability") or {}).get("replicate") or {}
-    check_findings(findings, rows or [], bool(replicate.get("run")))
+    if replicate.get("run"):
+        check_findings(findings, rows or [], True)
+    else:  # no row of this evaluation has held yet: the findings (a settled evaluation's, in git) are not stated
+        findings = {p: "" for p in findings}
     before, rest = text.split(BEGIN, 1)
     marker_line, _ = rest.split("\n", 1)
     after = rest.split(END, 1)[1]
@@ -582,6 +587,8 @@ def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict, rows: list
     settled = (f"; measured verdicts settled over {st.get('evaluations') or 'k'} evaluations by `make stability` "
                f"({st.get('unstable', 0)} {UNSTABLE}, each with its spread in `paper/scorecard.csv`)"
                if st.get("run") else f"; {NO_STABILITY}")
+    if not replicate.get("run"):
+        settled += f"; {NO_FINDINGS}"
     if replicate.get("run"):
         settled += (f"; trained verdicts replicated on another seed block under another kernel set: "
                     f"{replicate['held']} held, {replicate['did_not_hold']} did not ({UNSTABLE}); the findings "
@@ -595,6 +602,46 @@ def rewrite_readme(readme: Path, card: dict[str, Counter], rec: dict, rows: list
     block = (f"{BEGIN}{marker_line}\n{table}\n\nCounts from paper/ of commit `{commit}` "
              f"({when}), `paper/record.json`{settled}.{basis}\n" + (f"\n{check}" if check else "") + END)
     readme.write_text(before + block + after, encoding="utf-8")
+
+
+# ------------------------------------------------------------------ whether the write-up is settled
+
+SETTLEMENT_BEGIN, SETTLEMENT_END = "<!-- settlement -->", "<!-- /settlement -->"
+
+
+def settlement(rec: dict) -> str:
+    """One line for the write-up's top: whether its verdicts are settled (make stability's
+    evaluations and replicate, with their counts) or of one evaluation."""
+    st = rec.get("stability") or {}
+    rep = st.get("replicate") or {}
+    if not st.get("run"):
+        return ("**Not settled.** Every verdict here is of one evaluation: `make stability` has not rerun the "
+                "measured parts nor replicated the trained rows on another seed block under another kernel set, "
+                "so no verdict below is known to survive either (`record.json`).")
+    text = (f"**Settled.** Measured verdicts agree over {st.get('evaluations') or 'k'} evaluations or read "
+            f"*{UNSTABLE}* ({st.get('unstable', 0)} of them)")
+    if rep.get("run"):
+        text += (f"; trained verdicts replicated on another seed block under another kernel set: {rep['held']} held, "
+                 f"{rep['did_not_hold']} did not (*{UNSTABLE}*)")
+    return text + " (`record.json`)."
+
+
+def put_settlement(page: Path, rec: dict) -> bool:
+    """:func:`settlement`'s line as a block right below the write-up's record block (at the top
+    without one), over its previous version.  True when the page changed."""
+    text = page.read_text(encoding="utf-8")
+    block = f"{SETTLEMENT_BEGIN}\n{settlement(rec)}\n{SETTLEMENT_END}\n"
+    if SETTLEMENT_BEGIN in text and SETTLEMENT_END in text:
+        before, rest = text.split(SETTLEMENT_BEGIN, 1)
+        new = before + block + "\n" + rest.split(SETTLEMENT_END, 1)[1].lstrip("\n")
+    elif HEADER_END in text:
+        before, after = text.split(HEADER_END, 1)
+        new = before + HEADER_END + "\n\n" + block + "\n" + after.lstrip("\n")
+    else:
+        new = block + "\n" + text
+    if new != text:
+        page.write_text(new, encoding="utf-8")
+    return new != text
 
 
 # ------------------------------------------------------------------ the pages' generated blocks
@@ -1092,6 +1139,7 @@ def snapshot(args: argparse.Namespace) -> dict:
     (dest / "record.json").write_text(json.dumps(snap, indent=2) + "\n")
     if (dest / "README.md").exists():
         put_header(dest / "README.md", root, dest.relative_to(root).as_posix())
+        put_settlement(dest / "README.md", snap)
     if args.readme:
         rewrite_readme(root / args.readme, per_paper(dest), snap, _rows(dest / "scorecard.csv"))
     rewrite_blocks(root, dest)
@@ -1232,9 +1280,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.verb == "blocks":
             root = Path(args.root).resolve()
-            if (root / args.dest / "README.md").exists() and put_header(root / args.dest / "README.md", root, args.dest):
-                print(f"snapshot: rewrote the record's lines atop {args.dest}/README.md")
             rec_path = root / args.dest / "record.json"
+            page = root / args.dest / "README.md"
+            if page.exists() and (put_header(page, root, args.dest)
+                                  | (rec_path.exists() and put_settlement(page, json.loads(rec_path.read_text())))):
+                print(f"snapshot: rewrote the record's lines atop {args.dest}/README.md")
             if args.readme and rec_path.exists():
                 rewrite_readme(root / args.readme, per_paper(root / args.dest), json.loads(rec_path.read_text()),
                                _rows(root / args.dest / "scorecard.csv"))

@@ -118,6 +118,35 @@ def test_without_a_stability_run_the_column_reads_zero_and_the_blocks_say_so(fak
     assert not (res / "stability.md").exists() and "spread" not in (res / "scorecard.csv").read_text()
 
 
+def test_a_reproduce_without_the_replicate_states_no_finding_and_still_assembles_paper(fake_repo):
+    """make reproduce alone settles nothing: the README's findings (a settled evaluation's) are
+    emptied, with the reason in the summary line, and the snapshot succeeds (it does not refuse
+    the run because its rows were not yet replicated)."""
+    repo, _, _ = fake_repo
+    _findings(repo, {"P1": "PGC needs more steps (`a.one`).", "P3": "RC is reproduced (`c.new`)."})
+    assert run_snapshot(repo) == 0
+    readme = (repo / "README.md").read_text()
+    _, findings = snapshot.parse_table(readme)
+    assert findings and not any(findings.values())
+    assert snapshot.NO_FINDINGS in readme and "(`a.one`)" not in readme
+    assert (repo / "paper/record.json").exists()
+    # the write-up's top says it is of one evaluation, once, and a rerun of the blocks changes nothing
+    page = repo / "paper/README.md"
+    top = page.read_text()
+    assert top.count("**Not settled.**") == 1 and top.index("<!-- /record -->") < top.index("**Not settled.**")
+    assert snapshot.main(["--root", str(repo), "blocks"]) == 0 and page.read_text() == top
+
+
+def test_a_settled_write_up_says_so_with_its_counts(fake_repo):
+    repo, _, _ = fake_repo
+    _replicated(repo)
+    assert run_snapshot(repo) == 0
+    top = (repo / "paper/README.md").read_text()
+    assert "**Not settled.**" not in top
+    assert "**Settled.** Measured verdicts agree over 2 evaluations or read *unstable here* (1 of them); trained " \
+           "verdicts replicated on another seed block under another kernel set: 2 held, 1 did not" in top
+
+
 def test_a_stability_run_older_than_the_reproduce_run_or_of_other_claims_is_left_out(fake_repo):
     """Another run's settled scorecard: the record says it was left out, and its files leave paper/."""
     repo, _, _ = fake_repo
