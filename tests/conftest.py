@@ -88,6 +88,19 @@ def pytest_configure(config):
     config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Every test starts with torch on one thread (a test that needs more sets them itself).
+    The suite runs three workers on two cores, each with the jobs it starts beside it: torch's
+    default of a thread a core then makes OpenMP's threads spin waiting for each other, and a
+    small model's step costs 10-50x its single-threaded time (tests/test_batched.py and
+    tests/test_demo_optim.py together: 240 CPU-s on two threads, 52 on one)."""
+    import torch
+
+    torch.set_num_threads(1)
+    yield
+
+
 def path_without_slurm(folder: Path) -> str:
     """A PATH with none of SLURM's tools: this interpreter's bin folder (python, snakemake) and
     ``folder`` holding links to the few system commands Snakemake and the SLURM plugin call
