@@ -33,6 +33,21 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 
+def machine() -> str:
+    """The CPU's model name and the kernel set torch runs on it (AVX-512, AVX2, ...): two
+    machines of one architecture name can differ by 1.5x at these shapes."""
+    import os
+    import platform
+
+    name = platform.processor() or platform.machine()
+    try:
+        name = next(ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                    if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{name} ({torch.backends.cpu.get_cpu_capability()} kernels), {os.cpu_count()} CPUs"
+
+
 def matmul_peak(n: int = 512, seconds: float = 0.05) -> float:
     """fp32 GFLOP/s of n x n matmuls on this thread, over about ``seconds`` of them."""
     a, b = torch.randn(n, n), torch.randn(n, n)
@@ -181,7 +196,6 @@ def markdown(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import os
-    import platform
 
     from distlab.config.yamlio import load_yaml_strict
 
@@ -195,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     load0 = os.getloadavg()[0]
     rows = rulebench(load_yaml_strict(a.config), a.out, repeats=a.repeats, profile=a.profile or None)
     head = (f"`python scripts/rulebench.py` ({a.repeats} repeats, one thread), torch {torch.__version__}, "
-            f"{platform.machine()} with {os.cpu_count()} CPUs; 1-minute load average {load0:.1f} at the "
+            f"{machine()}; 1-minute load average {load0:.1f} at the "
             f"start, {os.getloadavg()[0]:.1f} at the end.")
     text = head + "\n\n" + markdown(rows) + "\n"
     a.out.with_suffix(".md").write_text(text, encoding="utf-8")
