@@ -13,10 +13,14 @@ Two measurements, one torch thread, in one process (measured, never asserted):
   size: milliseconds per worker pass.  Width 1 is the per-worker loop's pass; the widest is the
   least a pass costs however many workers or runs are stacked, so ``floor / width 1`` bounds the
   time ratio batching can reach on the passes.
+* **Compiled** (``--compiled``): the same stacked pass at each atlas size and its largest N, its
+  loss under ``torch.compile`` (inductor: the element-wise ops fused into generated loops, the
+  per-op dispatch gone) against eager, and the compilation's seconds.
 
     PYTHONPATH=src python scripts/bench_floor.py --out paper/rulebench/floor.csv [--repeats 5]
 
-writes the CSVs (``floor.csv``: op classes; ``floor_width.csv``: stack width) and a Markdown
+writes the CSVs (``floor.csv``: op classes; ``floor_width.csv``: stack width;
+``floor_compiled.csv`` with ``--compiled``) and a Markdown
 summary beside them (``floor.md``) with the machine, its kernel set and its load.
 """
 
@@ -98,6 +102,47 @@ def width_ms(cfg: dict, batch_size: int, width: int, repeats: int) -> float:
     return statistics.median(times)
 
 
+def compiled_ratio(cfg: dict, batch_size: int, width: int, repeats: int) -> tuple[float, float, float]:
+    """(eager ms, compiled ms, compile s) of a stacked pass at ``width``: the loss of the stacked
+    forward (:func:`distlab.models.gpt_stacked_logits` and the cross-entropy) eager or compiled,
+    the gradients by autograd as :func:`distlab.techniques.batched.worker_grads` takes them; the
+    two arms interleaved, medians."""
+    import torch.nn.functional as F
+
+    from distlab.atlas.train import build_lm
+    from distlab.models import gpt_stacked_logits
+
+    model = build_lm(cfg, 0)
+    names = [n for n, _ in model.named_parameters()]
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (width, batch_size, int(cfg["block_size"]) + 1), generator=g)
+    xs, ys = x[..., :-1].contiguous(), x[..., 1:].contiguous()
+
+    def loss(leaves, xs, ys):
+        logits = gpt_stacked_logits(model, dict(zip(names, leaves)), xs)
+        tok = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ys.reshape(-1), reduction="none")
+        return tok.view(width, -1).mean(1)
+
+    def passes(fn):
+        leaves = [p.detach().unsqueeze(0).expand(width, *p.shape).clone().requires_grad_()
+                  for p in model.parameters()]
+        torch.autograd.grad(fn(leaves, xs, ys).sum(), leaves)
+
+    fast = torch.compile(loss)
+    t = time.perf_counter()
+    passes(fast)
+    compile_s = time.perf_counter() - t
+    arms: dict = {loss: [], fast: []}
+    for r in range(repeats):
+        for fn in ((loss, fast) if r % 2 == 0 else (fast, loss)):
+            passes(fn)
+            t = time.perf_counter()
+            for _ in range(20):
+                passes(fn)
+            arms[fn].append((time.perf_counter() - t) / 20 * 1e3)
+    return statistics.median(arms[loss]), statistics.median(arms[fast]), compile_s
+
+
 def _write(path: Path, rows: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
@@ -106,7 +151,7 @@ def _write(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def markdown(shares: list[dict], widths: list[dict], head: str) -> str:
+def markdown(shares: list[dict], widths: list[dict], head: str, compiled: list[dict] | None = None) -> str:
     cls = [c for c, _ in CLASSES] + ["other"]
     lines = [head, "", "**Op classes** (share of the ops' self CPU time; one step = the rulebench's):", "",
              "| step | ms | " + " | ".join(cls) + " |", "|---|---:|" + "---:|" * len(cls)]
@@ -119,6 +164,13 @@ def markdown(shares: list[dict], widths: list[dict], head: str) -> str:
         rs = {r["width"]: r["ms_per_pass"] for r in widths if r["size"] == size}
         lines.append(f"| {size} | " + " | ".join(f"{rs[w]:.2f}" for w in WIDTHS) +
                      f" | {min(rs.values()) / rs[1]:.2f} |")
+    if compiled:
+        lines += ["", "**Compiled** (atlas, a stacked pass at the size's largest N, eager against "
+                  "`torch.compile`):", "", "| size | N | eager (ms) | compiled (ms) | compiled / eager | "
+                  "compile (s) |", "|---|---:|---:|---:|---:|---:|"]
+        for r in compiled:
+            lines.append(f"| {r['size']} | {r['width']} | {r['eager_ms']:.2f} | {r['compiled_ms']:.2f} | "
+                         f"{r['compiled_ms'] / r['eager_ms']:.2f} | {r['compile_s']:.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -132,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--profile", default="data/placement/profiles/resnet50.json",
                     help="ResNet-50's stored profile ('' leaves the placement steps out)")
+    ap.add_argument("--compiled", action="store_true", help="also the stacked pass under torch.compile")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     cfg = load_yaml_strict(a.config)
@@ -146,11 +199,18 @@ def main(argv: list[str] | None = None) -> int:
     widths = [{"size": f"{s} (d{m['d_model']}, {m['n_layer']} layer{'s' if m['n_layer'] > 1 else ''})",
                "width": w, "ms_per_pass": round(width_ms(m, int(at["batch_size"]), w, a.repeats), 3)}
               for s, m in sizes.items() for w in WIDTHS]
+    compiled = []
+    if a.compiled:
+        top = max(at["n_workers"])
+        for s, m in sizes.items():
+            e, c, cs = compiled_ratio(m, int(at["batch_size"]), top, a.repeats)
+            compiled.append({"size": s, "width": top, "eager_ms": e, "compiled_ms": c, "compile_s": cs})
+        _write(a.out.with_name(a.out.stem + "_compiled.csv"), compiled)
     _write(a.out, shares)
     _write(a.out.with_name(a.out.stem + "_width.csv"), widths)
     head = (f"`python scripts/bench_floor.py` ({a.repeats} repeats, one thread), torch {torch.__version__}, "
             f"{rulebench.machine()}; 1-minute load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.")
-    text = markdown(shares, widths, head)
+    text = markdown(shares, widths, head, compiled)
     a.out.with_suffix(".md").write_text(text, encoding="utf-8")
     print(text)
     return 0

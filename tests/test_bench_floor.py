@@ -59,7 +59,9 @@ def test_the_stack_width_table_has_a_row_per_size_and_a_bound():
     rows = [{"size": "tiny", "width": w, "ms_per_pass": round(width_ms(TINY, 2, w, 1), 3)} for w in WIDTHS]
     assert all(r["ms_per_pass"] > 0 for r in rows)
     shares = [{"benchmark": "b", "step_ms": 1.0, **{c: 0.0 for c, _ in CLASSES}, "other": 1.0}]
-    text = markdown(shares, rows, "head")
+    compiled = [{"size": "tiny", "width": 4, "eager_ms": 2.0, "compiled_ms": 1.5, "compile_s": 30.0}]
+    text = markdown(shares, rows, "head", compiled)
+    assert "| tiny | 4 | 2.00 | 1.50 | 0.75 | 30 |" in text  # compiled / eager beside the compile cost
     line = next(ln for ln in text.splitlines() if ln.startswith("| tiny |"))
     assert line.count("|") == len(WIDTHS) + 3  # a column per width, then floor / N = 1
     bound = float(line.rstrip(" |").rsplit("|", 1)[1])
