@@ -12,6 +12,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# OpenMP threads that wait sleep instead of spinning, in every process the session starts (the
+# xdist workers inherit this, and from them every job, rank and Snakemake run): the suite runs
+# three workers on two cores, so a torch process on two threads is mostly descheduled while its
+# other thread spins at a barrier for it (libgomp's default spins up to ~300,000 times a wait,
+# as it counts only its own threads against the cores).  Same threads, same work split, the
+# same numbers; only the waiting changes.  A 2-thread MLP training loop on this 2-core machine
+# with the cores busy: 151-257 s of CPU spinning against 6-7 s passive.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # SLURM on the machine that runs the suite, three cases:
 # * no SLURM tool at all (a laptop, a fresh machine): the tests that need a SLURM client or a
