@@ -12,6 +12,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# OpenMP threads that wait sleep instead of spinning, in every process the session starts (the
+# xdist workers inherit this, and from them every job, rank and Snakemake run): the suite runs
+# three workers on two cores, so a torch process on two threads is mostly descheduled while its
+# other thread spins at a barrier for it (libgomp's default spins up to ~300,000 times a wait,
+# as it counts only its own threads against the cores).  Same threads, same work split, the
+# same numbers; only the waiting changes.  A 2-thread MLP training loop on this 2-core machine
+# with the cores busy: 151-257 s of CPU spinning against 6-7 s passive.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # SLURM on the machine that runs the suite, three cases:
 # * no SLURM tool at all (a laptop, a fresh machine): the tests that need a SLURM client or a
@@ -232,9 +240,14 @@ def fake_results(work: Path, targets=NAMED_TARGETS + ("all",), forceall: bool = 
 
 @pytest.fixture(scope="session")
 def results_tree(tmp_path_factory) -> Path:
-    """A fresh clone's files with every default target's outputs present and up to date."""
+    """A fresh clone's files with every default target's outputs present and up to date, and
+    every job's provenance recorded (``fake_results(forceall=True)``: as if each job had run).
+    Made once a session and only dry-run afterwards: test_workflow's tree as after ``make
+    reproduce`` and test_spec_complete's touched tree (its overlays changed settings against
+    this one) are the same tree, so the two Snakemake passes over the whole default workflow
+    that make it run once, not twice (about 30 s of CPU)."""
     work = tracked_copy(tmp_path_factory.mktemp("with_results") / "repo")
-    assert fake_results(work) > 100
+    assert fake_results(work, forceall=True) > 100
     return work
 
 
@@ -415,13 +428,14 @@ def pydoc_dir(tmp_path_factory) -> Path:
 # (--dist loadgroup), so the tiny end-to-end run, the dry-run trees, the ResNet-18 gloo jobs
 # and the refused dry runs are built once, not twice.  ``tree`` asks for a tree through
 # request.getfixturevalue, which the test's fixture names do not show: it is named here.  The
-# spec-completeness test's touched tree shares nothing with the other trees (its own copy, 25 dry
-# runs): a group of its own, so another worker can take it.
+# tree with results (``results_tree``, also the spec-completeness test's touched tree, 25 dry
+# runs) is a group of its own with the tests that read it, so another worker can take the dry-run
+# trees.
 # The atlas test modules' ``atlas`` fixtures (module scope, a minute to train) are built once
 # per worker that runs one of their tests: one group, one worker, each built once.  So are P3's
 # instruction-set reruns (test_local_isa's ``isa_runs``: two processes for its five tests).
-_SHARED_FIXTURES = {"tiny_workflow": "tiny", "results_tree": "trees", "target_dry_runs": "trees",
-                    "clean_tree": "trees", "tree": "trees", "resnet_gloo_runs": "resnet",
+_SHARED_FIXTURES = {"tiny_workflow": "tiny", "results_tree": "spec", "target_dry_runs": "trees",
+                    "clean_tree": "trees", "tree": "spec", "resnet_gloo_runs": "resnet",
                     "dry_run_outputs": "dryruns", "touched_tree": "spec", "atlas": "atlas",
                     "isa_runs": "isa"}
 

@@ -54,7 +54,7 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import ROOT, bin_path, fake_results, snakemake_runs, tracked_copy  # noqa: E402
+from conftest import ROOT, bin_path, snakemake_runs  # noqa: E402
 
 from distlab.atlas.spec import TECHNIQUES, arrival_dependent, kind  # noqa: E402
 
@@ -659,11 +659,11 @@ def _matches(wildcards: str, want: str | None) -> bool:
 
 
 @pytest.fixture(scope="module")
-def touched_tree(tmp_path_factory) -> Path:
-    """A fresh copy with every default output present and every job's provenance recorded."""
-    work = tracked_copy(tmp_path_factory.mktemp("spec_complete") / "repo")
-    fake_results(work, forceall=True)
-    return work
+def touched_tree(results_tree) -> Path:
+    """A fresh copy with every default output present and every job's provenance recorded: the
+    session's ``results_tree`` (conftest), which no test changes (dry runs only; this module adds
+    its overlay files beside the config, which no job reads)."""
+    return results_tree
 
 
 def batch_overlay(i: int) -> dict:
