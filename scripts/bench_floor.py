@@ -27,7 +27,6 @@ summary beside them (``floor.md``) with the machine, its kernel set and its load
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import statistics
 import sys
@@ -143,14 +142,6 @@ def compiled_ratio(cfg: dict, batch_size: int, width: int, repeats: int) -> tupl
     return statistics.median(arms[loss]), statistics.median(arms[fast]), compile_s
 
 
-def _write(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
 def markdown(shares: list[dict], widths: list[dict], head: str, compiled: list[dict] | None = None) -> str:
     cls = [c for c, _ in CLASSES] + ["other"]
     lines = [head, "", "**Op classes** (share of the ops' self CPU time; one step = the rulebench's):", "",
@@ -179,11 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     from distlab.placement.graphs import extract
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--config", type=Path, default=Path("config/config.yaml"))
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--profile", default="data/placement/profiles/resnet50.json",
-                    help="ResNet-50's stored profile ('' leaves the placement steps out)")
+    rulebench.common_arguments(ap, repeats=5)
     ap.add_argument("--compiled", action="store_true", help="also the stacked pass under torch.compile")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -205,9 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         for s, m in sizes.items():
             e, c, cs = compiled_ratio(m, int(at["batch_size"]), top, a.repeats)
             compiled.append({"size": s, "width": top, "eager_ms": e, "compiled_ms": c, "compile_s": cs})
-        _write(a.out.with_name(a.out.stem + "_compiled.csv"), compiled)
-    _write(a.out, shares)
-    _write(a.out.with_name(a.out.stem + "_width.csv"), widths)
+        rulebench.write_csv(a.out.with_name(a.out.stem + "_compiled.csv"), compiled)
+    rulebench.write_csv(a.out, shares)
+    rulebench.write_csv(a.out.with_name(a.out.stem + "_width.csv"), widths)
     head = (f"`python scripts/bench_floor.py` ({a.repeats} repeats, one thread), torch {torch.__version__}, "
             f"{rulebench.machine()}; 1-minute load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end.")
     text = markdown(shares, widths, head, compiled)

@@ -176,12 +176,27 @@ def rulebench(config: dict, out: str | Path, repeats: int = 7,
                      "gflops": round(flops / statistics.median(steps) / 1e9, 2),
                      "peak_gflops": round(statistics.median(peaks), 1),
                      "ratio_to_peak": round(statistics.median(ratios), 3)})
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
+    write_csv(Path(out), rows)
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    """``rows`` (dicts of one set of keys) as a CSV at ``path``, its folder made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    return rows
+
+
+def common_arguments(ap, repeats: int) -> None:
+    """The options this benchmark and ``scripts/bench_floor.py`` share: where to write, the
+    config, the repeats, ResNet-50's profile for the placement steps."""
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--config", type=Path, default=Path("config/config.yaml"))
+    ap.add_argument("--repeats", type=int, default=repeats)
+    ap.add_argument("--profile", default="data/placement/profiles/resnet50.json",
+                    help="ResNet-50's stored profile ('' leaves the placement benchmarks out)")
 
 
 def markdown(rows: list[dict]) -> str:
@@ -200,11 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     from distlab.config.yamlio import load_yaml_strict
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--config", type=Path, default=Path("config/config.yaml"))
-    ap.add_argument("--repeats", type=int, default=7)
-    ap.add_argument("--profile", default="data/placement/profiles/resnet50.json",
-                    help="ResNet-50's stored profile ('' leaves the placement benchmarks out)")
+    common_arguments(ap, repeats=7)
     a = ap.parse_args(argv)
     load0 = os.getloadavg()[0]
     rows = rulebench(load_yaml_strict(a.config), a.out, repeats=a.repeats, profile=a.profile or None)
